@@ -1,0 +1,164 @@
+//! The local admin socket: lets `worldd session …` (and `publish`) act on a store
+//! whose writer lock a running daemon holds, without stopping it.
+//!
+//! `<db>.admin.sock`, mode 0600, so only the store's owner can connect. One JSON
+//! request line, one JSON response line, then the connection closes.
+
+use crate::daemon::Daemon;
+use crate::http;
+use crate::limits::{ADMIN_LINE_MAX, ADMIN_TIMEOUT};
+use crate::sessions::{self, MintRequest, Minted, SessionRow};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use world_store::{Op, Ref, Reply};
+
+pub fn socket_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".admin.sock");
+    PathBuf::from(s)
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum AdminRequest {
+    Mint(MintRequest),
+    List,
+    Revoke { credential_id: String },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "kebab-case")]
+pub enum AdminResponse {
+    Minted(Minted),
+    Sessions { rows: Vec<SessionRow> },
+    Revoked { revoked: bool },
+    Error { message: String },
+}
+
+pub struct AdminSocket {
+    path: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl AdminSocket {
+    pub fn close(self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds the socket. A stale socket from a killed daemon is replaced: we hold
+/// the writer lock, so no other daemon can be using it.
+pub fn listen(daemon: Arc<Daemon>) -> std::io::Result<AdminSocket> {
+    let path = socket_path(&daemon.db_path);
+    let staging = path.with_extension(format!("sock.{}", std::process::id()));
+    let _ = std::fs::remove_file(&staging);
+    let listener = std::os::unix::net::UnixListener::bind(&staging)?;
+    // Restrict before the socket is reachable under its real name.
+    std::fs::set_permissions(&staging, std::fs::Permissions::from_mode(0o600))?;
+    std::fs::rename(&staging, &path)?;
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::UnixListener::from_std(listener)?;
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { continue };
+            let daemon = daemon.clone();
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(ADMIN_TIMEOUT, serve_one(daemon, stream)).await;
+            });
+        }
+    });
+    Ok(AdminSocket { path, task })
+}
+
+async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::io::Result<()> {
+    let (r, mut w) = stream.into_split();
+    let mut line = Vec::new();
+    tokio::io::BufReader::new(r).take(ADMIN_LINE_MAX as u64).read_until(b'\n', &mut line).await?;
+    let response = match serde_json::from_slice::<AdminRequest>(&line) {
+        Ok(req) => handle(&daemon, req).await,
+        Err(e) => AdminResponse::Error { message: format!("bad admin request: {e}") },
+    };
+    let mut out = serde_json::to_vec(&response).unwrap_or_default();
+    out.push(b'\n');
+    w.write_all(&out).await?;
+    w.shutdown().await
+}
+
+async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
+    let err = |message: String| AdminResponse::Error { message };
+    match req {
+        AdminRequest::Mint(m) => {
+            if let Err(e) = m.validate() {
+                return err(e);
+            }
+            let token = sessions::new_token();
+            let credential_id = sessions::credential_id(&token);
+            let session = m.session(crate::clock::now());
+            let expires_at = session.expires_at;
+            match http::write(daemon, Op::MintSession { credential_id, session }).await {
+                Ok(_) => AdminResponse::Minted(Minted { token, credential_id, expires_at, grants: m.grants.len() }),
+                Err(e) => err(e.to_string()),
+            }
+        }
+        AdminRequest::List => {
+            let d = daemon.clone();
+            let rows = tokio::task::spawn_blocking(move || {
+                use world_store::Reads;
+                let snap = d.store.snapshot()?;
+                sessions::list_rows(&snap, crate::clock::now())
+            })
+            .await;
+            match rows {
+                Ok(Ok(rows)) => AdminResponse::Sessions { rows },
+                Ok(Err(e)) => err(e.to_string()),
+                Err(e) => err(e.to_string()),
+            }
+        }
+        AdminRequest::Revoke { credential_id } => {
+            let Ok(id) = parse_credential_id(&credential_id) else {
+                return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
+            };
+            match http::write(daemon, Op::RevokeSession { credential_id: id }).await {
+                Ok(Reply::Revoked(revoked)) => AdminResponse::Revoked { revoked },
+                Ok(other) => err(format!("unexpected writer reply {other:?}")),
+                Err(e) => err(e.to_string()),
+            }
+        }
+    }
+}
+
+/// A credential id as `session list` prints it: 64 lowercase hex.
+pub fn parse_credential_id(text: &str) -> Result<Ref, world_store::RefError> {
+    Ref::parse(&format!("sha256:{}", text.strip_prefix("sha256:").unwrap_or(text)))
+}
+
+/// Sends one request to a running daemon. `Ok(None)` means no daemon answers
+/// on the socket, so the caller may open the store itself.
+pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
+    let path = socket_path(db);
+    let stream = match std::os::unix::net::UnixStream::connect(&path) {
+        Ok(s) => s,
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {
+            return Ok(None);
+        }
+        Err(e) => return Err(format!("admin socket {}: {e}", path.display())),
+    };
+    stream.set_read_timeout(Some(ADMIN_TIMEOUT)).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(ADMIN_TIMEOUT)).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    (&stream).write_all(&line).map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+    let mut reply = Vec::new();
+    BufReader::new(&stream)
+        .take(ADMIN_LINE_MAX as u64)
+        .read_until(b'\n', &mut reply)
+        .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+    serde_json::from_slice(&reply).map(Some).map_err(|e| format!("admin socket {}: bad reply: {e}", path.display()))
+}
+
+use std::io::Read as _;

@@ -1,0 +1,162 @@
+//! The `worldd` command line. Errors are one line on stderr; exit codes:
+//! 0 success, 1 a usage, client or verification failure, 2 a fatal startup or
+//! open failure (see README).
+
+mod client;
+mod session;
+mod verify;
+
+use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, SESSION_TTL_DEFAULT_S};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "worldd",
+    version,
+    about = "World: a durable, content-addressed world store served to agents over MCP and A2A"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the store over HTTP (REST, MCP, A2A) on a loopback address.
+    Serve {
+        /// The store file; created if absent (its directory must exist).
+        #[arg(long)]
+        db: PathBuf,
+        /// Loopback host:port to listen on.
+        #[arg(long, default_value = DEFAULT_BIND)]
+        bind: String,
+        /// Episode worktrees live at <DIR>/<episode>.
+        #[arg(long)]
+        workspace_root: Option<PathBuf>,
+    },
+    /// Mint, list and revoke session credentials.
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// Verify a store offline: payload hashes, the log's hash chain, worlds, journal, ledger.
+    Verify {
+        #[arg(long)]
+        db: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also run the storage engine's own integrity check on a copy of the file.
+        #[arg(long)]
+        deep: bool,
+    },
+    /// Print a page of log entries from a running daemon.
+    Log {
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        #[arg(long)]
+        limit: Option<u64>,
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+    },
+    /// Print one object's metadata (and payload) from a running daemon.
+    Object {
+        /// sha256:<hex>
+        reference: String,
+        /// Include the payload (base64).
+        #[arg(long)]
+        payload: bool,
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+    },
+    /// Print the selected head of a running daemon.
+    Head {
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum SessionCommand {
+    /// Mint a session credential; the token is shown once.
+    Mint {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        episode: String,
+        /// EFFECT=SCOPE:BUDGET (repeatable).
+        #[arg(long = "grant", required = true)]
+        grants: Vec<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = SESSION_TTL_DEFAULT_S)]
+        ttl: u64,
+        /// Write the token to FILE (mode 0600) instead of stdout.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Skip the confirmation asked on the controlling terminal.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// List session credentials (never tokens).
+    List {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a credential: the next request with its token is SessionUnknown.
+    Revoke {
+        #[arg(long)]
+        db: PathBuf,
+        credential_id: String,
+    },
+}
+
+/// Prints `worldd: <message>` and returns the exit code.
+pub fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("worldd: {message}");
+    ExitCode::from(code)
+}
+
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve { db, bind, workspace_root } => serve(crate::daemon::ServeOptions { db, bind, workspace_root }),
+        Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
+            session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)
+        }
+        Command::Session(SessionCommand::List { db, json }) => session::list(&db, json),
+        Command::Session(SessionCommand::Revoke { db, credential_id }) => session::revoke(&db, &credential_id),
+        Command::Verify { db, json, deep } => verify::run(&db, json, deep),
+        Command::Log { from, limit, addr } => {
+            let mut path = format!("/v1/log?from={from}");
+            if let Some(l) = limit {
+                path.push_str(&format!("&limit={l}"));
+            }
+            client::get_and_print(&addr, &path)
+        }
+        Command::Object { reference, payload, addr } => {
+            let suffix = if payload { "?payload=true" } else { "" };
+            client::get_and_print(&addr, &format!("/v1/objects/{reference}{suffix}"))
+        }
+        Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
+    }
+}
+
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
+}
+
+fn serve(opts: crate::daemon::ServeOptions) -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => return fail(2, format!("daemon startup failed at runtime: {e}")),
+    };
+    match runtime.block_on(crate::daemon::serve(opts)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(2, e),
+    }
+}

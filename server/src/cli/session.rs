@@ -1,0 +1,202 @@
+//! `worldd session mint|list|revoke`: through a running daemon's admin socket
+//! when there is one, otherwise on the store directly.
+
+use super::fail;
+use crate::admin::{self, AdminRequest, AdminResponse};
+use crate::sessions::{self, MintRequest, Minted, SessionRow};
+use std::io::{BufRead, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::process::ExitCode;
+use world_store::{Op, ReadOnlyStore, Reads, Reply, Store};
+
+fn require_store(db: &Path) -> Result<(), ExitCode> {
+    if db.exists() {
+        Ok(())
+    } else {
+        Err(fail(
+            1,
+            format!("store {} does not exist; create it with worldd serve --db {} first", db.display(), db.display()),
+        ))
+    }
+}
+
+/// Asks `y/N` on the controlling terminal; without one, minting needs `--yes`.
+fn confirm(prompt: &str) -> Result<(), ExitCode> {
+    let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty");
+    let mut tty = match tty {
+        Ok(t) => t,
+        Err(e) => {
+            return Err(fail(
+                1,
+                format!(
+                    "session mint: refusing: no controlling terminal (open /dev/tty: {e}); confirm at a terminal or pass --yes"
+                ),
+            ));
+        }
+    };
+    let _ = write!(tty, "{prompt} [y/N] ");
+    let _ = tty.flush();
+    let mut answer = String::new();
+    let _ = std::io::BufReader::new(&tty).read_line(&mut answer);
+    match answer.trim() {
+        "y" | "yes" => Ok(()),
+        _ => Err(fail(1, "session mint: aborted (not confirmed)")),
+    }
+}
+
+pub fn mint(db: &Path, episode: &str, grants: &[String], ttl: u64, out: Option<&Path>, yes: bool) -> ExitCode {
+    let grants: Result<Vec<_>, _> = grants.iter().map(|g| sessions::parse_grant(g)).collect();
+    let req = match grants {
+        Ok(grants) => MintRequest { episode: episode.to_string(), grants, ttl_s: ttl },
+        Err(e) => return fail(1, format!("session mint: {e}")),
+    };
+    if let Err(e) = req.validate() {
+        return fail(1, format!("session mint: {e}"));
+    }
+    if let Err(code) = require_store(db) {
+        return code;
+    }
+    if !yes {
+        let prompt = format!(
+            "Confirm mint for episode {episode} ({} grant(s), expiry +{ttl}s) with a session credential?",
+            req.grants.len()
+        );
+        if let Err(code) = confirm(&prompt) {
+            return code;
+        }
+    }
+    let minted = match admin::call(db, &AdminRequest::Mint(req.clone())) {
+        Ok(Some(AdminResponse::Minted(m))) => m,
+        Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session mint: {message}")),
+        Ok(Some(other)) => return fail(1, format!("session mint: unexpected reply {other:?}")),
+        Ok(None) => match mint_offline(db, &req) {
+            Ok(m) => m,
+            Err(e) => return fail(1, format!("session mint: {e}")),
+        },
+        Err(e) => return fail(1, format!("session mint: {e}")),
+    };
+    emit(&minted, episode, out)
+}
+
+fn mint_offline(db: &Path, req: &MintRequest) -> Result<Minted, String> {
+    let (store, _) = Store::open(db, crate::clock::now()).map_err(|e| e.to_string())?;
+    let token = sessions::new_token();
+    let credential_id = sessions::credential_id(&token);
+    let session = req.session(crate::clock::now());
+    let expires_at = session.expires_at;
+    store.call(Op::MintSession { credential_id, session }).map_err(|e| e.to_string())?;
+    Ok(Minted { token, credential_id, expires_at, grants: req.grants.len() })
+}
+
+fn emit(m: &Minted, episode: &str, out: Option<&Path>) -> ExitCode {
+    eprintln!(
+        "worldd session mint: credential_id={} (episode {episode}, {} grant(s), expires {})",
+        m.credential_id.hex(),
+        m.grants,
+        m.expires_at
+    );
+    match out {
+        Some(path) => {
+            if let Err(e) = write_token_file(path, &m.token) {
+                return fail(1, format!("session mint: writing {}: {e}", path.display()));
+            }
+            println!(
+                "minted session credential for episode {episode}: {} grant(s), expires epoch {}, written to {}",
+                m.grants,
+                m.expires_at,
+                path.display()
+            );
+        }
+        None => println!("{}", m.token),
+    }
+    ExitCode::SUCCESS
+}
+
+/// Writes the token at mode 0600, tightening an existing file first.
+pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
+    if path.exists() {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    f.write_all(token.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}
+
+pub fn list(db: &Path, json: bool) -> ExitCode {
+    if let Err(code) = require_store(db) {
+        return code;
+    }
+    let rows = match admin::call(db, &AdminRequest::List) {
+        Ok(Some(AdminResponse::Sessions { rows })) => rows,
+        Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session list: {message}")),
+        Ok(Some(other)) => return fail(1, format!("session list: unexpected reply {other:?}")),
+        Ok(None) => match list_offline(db) {
+            Ok(rows) => rows,
+            Err(e) => return fail(1, format!("session list: {e}")),
+        },
+        Err(e) => return fail(1, format!("session list: {e}")),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
+        return ExitCode::SUCCESS;
+    }
+    for r in &rows {
+        let grants: Vec<String> = r.grants.iter().map(sessions::format_grant).collect();
+        println!(
+            "{} {} {} expires {} {}",
+            r.credential_id,
+            r.episode,
+            if r.live { "live" } else { "expired" },
+            r.expires_at,
+            grants.join(" ")
+        );
+    }
+    println!("{} session credential(s)", rows.len());
+    ExitCode::SUCCESS
+}
+
+fn list_offline(db: &Path) -> Result<Vec<SessionRow>, String> {
+    let store = ReadOnlyStore::open(db).map_err(|e| e.to_string())?;
+    let snap = store.snapshot().map_err(|e| e.to_string())?;
+    sessions::list_rows(&snap, crate::clock::now()).map_err(|e| e.to_string())
+}
+
+pub fn revoke(db: &Path, credential_id: &str) -> ExitCode {
+    if let Err(code) = require_store(db) {
+        return code;
+    }
+    let Ok(id) = admin::parse_credential_id(credential_id) else {
+        return fail(1, format!("session revoke: credential id {credential_id:?} must be 64 lowercase hex"));
+    };
+    let req = AdminRequest::Revoke { credential_id: id.hex() };
+    let revoked = match admin::call(db, &req) {
+        Ok(Some(AdminResponse::Revoked { revoked })) => revoked,
+        Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session revoke: {message}")),
+        Ok(Some(other)) => return fail(1, format!("session revoke: unexpected reply {other:?}")),
+        Ok(None) => {
+            let r = Store::open(db, crate::clock::now())
+                .map_err(|e| e.to_string())
+                .and_then(|(store, _)| store.call(Op::RevokeSession { credential_id: id }).map_err(|e| e.to_string()));
+            match r {
+                Ok(Reply::Revoked(b)) => b,
+                Ok(other) => return fail(1, format!("session revoke: unexpected reply {other:?}")),
+                Err(e) => return fail(1, format!("session revoke: {e}")),
+            }
+        }
+        Err(e) => return fail(1, format!("session revoke: {e}")),
+    };
+    if !revoked {
+        return fail(
+            1,
+            format!(
+                "session revoke: refusing: no session credential {} in {} (already revoked, or minted in another store); nothing was revoked",
+                id.hex(),
+                db.display()
+            ),
+        );
+    }
+    println!("revoked session credential {}", id.hex());
+    ExitCode::SUCCESS
+}

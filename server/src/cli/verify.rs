@@ -1,0 +1,103 @@
+//! `worldd verify`: exit 0 clean, 1 faults found, 2 the store cannot be opened.
+
+use super::fail;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use world_store::verify::{Options, Report, verify};
+use world_store::{ReadOnlyStore, Reads};
+
+pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
+    let store = match ReadOnlyStore::open(db) {
+        Ok(s) => s,
+        Err(e) => return fail(2, format!("verify: {e}")),
+    };
+    let snapshot = match store.snapshot() {
+        Ok(s) => s,
+        Err(e) => return fail(2, format!("verify: {e}")),
+    };
+    let show_progress = !json && std::io::stderr().is_terminal();
+    let progress = |done: u64, total: u64| {
+        let width = 30u64;
+        let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
+        eprint!(
+            "\rhashing objects [{}{}] {done}/{total}",
+            "#".repeat(filled as usize),
+            " ".repeat((width - filled) as usize)
+        );
+        let _ = std::io::stderr().flush();
+    };
+    let started = std::time::Instant::now();
+    let mut report =
+        verify(&snapshot, &Options { threads: 0, progress: if show_progress { Some(&progress) } else { None } });
+    if show_progress {
+        eprintln!();
+    }
+    if deep && let Err(e) = deep_check(db) {
+        report.fault_count += 1;
+        report.faults.push(world_store::verify::Fault {
+            table: "(engine)",
+            key: "-".into(),
+            kind: world_store::verify::FaultKind::Engine,
+            detail: e,
+        });
+    }
+    print_report(db, &report, json, started.elapsed());
+    if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) {
+    if json {
+        println!("{}", serde_json::to_string(report).unwrap_or_default());
+        return;
+    }
+    for f in &report.faults {
+        println!(
+            "fault table={} key={} kind={}: {}",
+            f.table,
+            f.key,
+            serde_json::to_value(f.kind).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default(),
+            f.detail
+        );
+    }
+    let c = &report.counts;
+    println!(
+        "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts; {} fault(s)",
+        db.display(),
+        took.as_secs_f64(),
+        c.objects,
+        c.payload_bytes,
+        c.log_entries,
+        c.worlds,
+        c.heads,
+        c.intents,
+        c.outcomes,
+        c.tasks,
+        c.sessions,
+        c.receipts,
+        report.fault_count
+    );
+}
+
+/// redb's own page-checksum walk, on a private copy so the live file is never written.
+fn deep_check(db: &Path) -> Result<(), String> {
+    let dir = tempfile_dir()?;
+    let copy = dir.join("copy.db");
+    std::fs::copy(db, &copy).map_err(|e| format!("copying the store for --deep: {e}"))?;
+    let result = (|| {
+        let mut database = redb::Database::open(&copy).map_err(|e| format!("engine open: {e}"))?;
+        match database.check_integrity() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("the storage engine repaired damage in the copy: the file is not intact".to_string()),
+            Err(e) => Err(format!("engine integrity check: {e}")),
+        }
+    })();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn tempfile_dir() -> Result<std::path::PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!("worldd-verify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    Ok(dir)
+}

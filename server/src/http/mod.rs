@@ -1,0 +1,105 @@
+//! The HTTP shell: routing, limits, and the bridges from async handlers to the
+//! store's blocking reads and queued writes.
+
+pub mod rest;
+
+use crate::daemon::Daemon;
+use crate::limits::READ_DEADLINE;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderValue, Response, StatusCode};
+use axum::response::IntoResponse;
+use std::sync::Arc;
+use world_protocol::HttpReply;
+use world_protocol::rest::{RestClass, RestError};
+use world_store::{Op, ReadError, Reads, Reply, Snapshot, WriteError};
+
+pub type State = Arc<Daemon>;
+
+pub fn router(state: State) -> Router {
+    rest::routes().fallback(not_found).with_state(state)
+}
+
+async fn not_found() -> Rest {
+    Rest(RestError::new(RestClass::NotFound, "no such route"))
+}
+
+/// A REST envelope as an axum response.
+pub struct Rest(pub RestError);
+
+impl IntoResponse for Rest {
+    fn into_response(self) -> axum::response::Response {
+        reply(self.0.into_reply())
+    }
+}
+
+impl From<RestError> for Rest {
+    fn from(e: RestError) -> Rest {
+        Rest(e)
+    }
+}
+
+/// Copies a protocol reply onto the wire.
+pub fn reply(r: HttpReply) -> axum::response::Response {
+    let mut resp = Response::new(Body::from(r.body));
+    *resp.status_mut() = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    for (name, value) in r.headers {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            resp.headers_mut().append(name, v);
+        }
+    }
+    resp
+}
+
+/// `200 application/json` with Go-compatible encoding and a trailing newline.
+pub fn json<T: serde::Serialize>(value: &T) -> axum::response::Response {
+    reply(HttpReply::json(200, world_protocol::json::to_line(value)))
+}
+
+/// Logs the cause on stderr and returns the fixed `Internal` envelope.
+pub fn internal(route: &str, cause: &dyn std::fmt::Display) -> Rest {
+    tracing::error!(route, %cause, "internal error");
+    Rest(RestError::internal())
+}
+
+pub fn read_error(route: &str, e: ReadError) -> Rest {
+    internal(route, &e)
+}
+
+/// Runs a store read on the blocking pool under the read deadline.
+pub async fn read<T, F>(state: &State, route: &'static str, f: F) -> Result<T, Rest>
+where
+    T: Send + 'static,
+    F: FnOnce(&Snapshot) -> Result<T, ReadError> + Send + 'static,
+{
+    let daemon = state.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let snap = daemon.store.snapshot()?;
+        f(&snap)
+    });
+    match tokio::time::timeout(READ_DEADLINE, work).await {
+        Err(_) => Err(Rest(RestError::new(
+            RestClass::Timeout,
+            format!("store read exceeded its {} s deadline", READ_DEADLINE.as_secs()),
+        ))),
+        Ok(Err(join)) => Err(internal(route, &join)),
+        Ok(Ok(r)) => r.map_err(|e| read_error(route, e)),
+    }
+}
+
+/// Queues a write and waits for its durable answer without holding a thread.
+pub async fn write(state: &State, op: Op) -> Result<Reply, WriteError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    state.store.submit(
+        op,
+        Box::new(move |r| {
+            let _ = tx.send(r);
+        }),
+    );
+    rx.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
+}
+
+/// Query parameters in order, percent-decoded; repeated names are kept.
+pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect()
+}

@@ -1,0 +1,471 @@
+//! The frozen `/v1` REST table.
+
+use super::{Rest, State, internal, json, query_pairs, read, reply, write};
+use crate::limits::{COMMIT_BODY_MAX, COMMIT_DEADLINE, CREDENTIAL_DEADLINE, DAEMON_VERSION};
+use crate::sessions::{self, ResolveError};
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use serde::{Deserialize, Serialize};
+use world_protocol::HttpReply;
+use world_protocol::auth::rest_denial;
+use world_protocol::rest::{RestClass, RestError};
+use world_store::*;
+
+pub fn routes() -> Router<State> {
+    Router::new()
+        .route("/v1/health", get(health))
+        .route("/v1/head", get(head))
+        .route("/v1/worlds/{world}", get(world))
+        .route("/v1/objects/by-semantic-id/{*name}", get(by_semantic_id))
+        .route("/v1/objects/{object}", get(object))
+        .route("/v1/log/{index}", get(log_entry))
+        .route("/v1/log", get(log_page))
+        .route("/v1/registry/{*name}", get(registry))
+        .route("/v1/commit", post(commit))
+        .route("/v1/receipts/{id}", get(receipt))
+}
+
+fn bad(message: impl Into<String>) -> Rest {
+    Rest(RestError::new(RestClass::BadRequest, message))
+}
+
+fn not_found(message: &str) -> Rest {
+    Rest(RestError::new(RestClass::NotFound, message))
+}
+
+fn parse_ref(field: &str, text: &str) -> Result<Ref, Rest> {
+    Ref::parse(text).map_err(|e| bad(format!("{field}: {e}")))
+}
+
+fn parse_optional_ref(field: &str, text: &str) -> Result<Option<Ref>, Rest> {
+    Ref::parse_optional(text).map_err(|e| bad(format!("{field}: {e}")))
+}
+
+/// Paging: `limit` absent or < 1 is the default, capped at the maximum; a
+/// non-integer is a 400.
+fn limit_param(pairs: &[(String, String)]) -> Result<usize, Rest> {
+    match pairs.iter().find(|(k, _)| k == "limit") {
+        None => Ok(page_limit(None)),
+        Some((_, v)) => v.parse::<i64>().map(|n| page_limit(Some(n))).map_err(|_| bad("limit must be an integer")),
+    }
+}
+
+fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+}
+
+#[derive(Serialize)]
+struct Health<'a> {
+    status: &'a str,
+    daemon_version: &'a str,
+    db_path: String,
+    interpreter_ref: String,
+    interpreter_version: &'a str,
+}
+
+async fn health(AxState(state): AxState<State>) -> Response {
+    json(&Health {
+        status: "ok",
+        daemon_version: DAEMON_VERSION,
+        db_path: state.db_path.display().to_string(),
+        interpreter_ref: state.interpreter_ref.map(|r| r.to_string()).unwrap_or_default(),
+        interpreter_version: &state.interpreter_version,
+    })
+}
+
+async fn head(AxState(state): AxState<State>) -> Result<Response, Rest> {
+    match read(&state, "/v1/head", |s| s.selected_head()).await? {
+        Some(r) => Ok(reply(HttpReply::text(200, r.to_string()))),
+        None => Err(not_found("no world head has been selected yet")),
+    }
+}
+
+async fn world(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, Rest> {
+    let Path(text) = path.map_err(|e| bad(e.body_text()))?;
+    let r = parse_ref("world ref", &text)?;
+    match read(&state, "/v1/worlds", move |s| s.world(&r)).await? {
+        Some(w) => Ok(json(&w)),
+        None => Err(not_found("world not found")),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectOut {
+    pub hash: Ref,
+    pub interface_hash: Ref,
+    pub semantic_id: String,
+    pub provenance: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+}
+
+impl ObjectOut {
+    pub fn new(hash: Ref, meta: ObjectMeta, payload: Option<Vec<u8>>) -> ObjectOut {
+        ObjectOut {
+            hash,
+            interface_hash: meta.interface_hash,
+            semantic_id: meta.semantic_id,
+            provenance: meta.provenance,
+            payload: payload.map(|p| BASE64.encode(p)),
+        }
+    }
+}
+
+async fn object(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, Rest> {
+    let Path(text) = path.map_err(|e| bad(e.body_text()))?;
+    let r = parse_ref("object ref", &text)?;
+    let pairs = query_pairs(query.as_deref());
+    let with_payload = match param(&pairs, "payload") {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => return Err(bad("payload must be true or false")),
+    };
+    let found = read(&state, "/v1/objects", move |s| {
+        let Some(meta) = s.object_meta(&r)? else { return Ok(None) };
+        let payload = if with_payload { s.payload(&r)? } else { None };
+        Ok(Some(ObjectOut::new(r, meta, payload)))
+    })
+    .await?;
+    found.map(|o| json(&o)).ok_or_else(|| not_found("object not found"))
+}
+
+#[derive(Serialize)]
+struct Items<T> {
+    items: Vec<T>,
+}
+
+async fn by_semantic_id(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, Rest> {
+    let Path(name) = path.map_err(|e| bad(e.body_text()))?;
+    if name.is_empty() {
+        return Err(bad("semantic id must not be empty"));
+    }
+    let pairs = query_pairs(query.as_deref());
+    let after = match param(&pairs, "after") {
+        Some(a) => parse_optional_ref("after", a)?,
+        None => None,
+    };
+    let limit = limit_param(&pairs)?;
+    let items = read(&state, "/v1/objects/by-semantic-id", move |s| {
+        Ok(s.objects_by_semantic_id(&name, after, limit)?
+            .into_iter()
+            .map(|(r, m)| ObjectOut::new(r, m, None))
+            .collect())
+    })
+    .await?;
+    Ok(json(&Items::<ObjectOut> { items }))
+}
+
+fn parse_index(text: &str) -> Result<u64, Rest> {
+    text.parse::<u64>().map_err(|_| bad("log index must be a non-negative integer"))
+}
+
+async fn log_entry(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, Rest> {
+    let Path(text) = path.map_err(|e| bad(e.body_text()))?;
+    let index = parse_index(&text)?;
+    match read(&state, "/v1/log", move |s| s.log_entry(index)).await? {
+        Some(e) => Ok(json(&e)),
+        None => Err(not_found("log entry not found")),
+    }
+}
+
+async fn log_page(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Result<Response, Rest> {
+    let pairs = query_pairs(query.as_deref());
+    let from = match param(&pairs, "from") {
+        Some(f) => f.parse::<u64>().map_err(|_| bad("from must be a non-negative integer"))?,
+        None => 0,
+    };
+    let limit = limit_param(&pairs)?;
+    let items = read(&state, "/v1/log", move |s| s.log_range(from, limit)).await?;
+    Ok(json(&Items { items }))
+}
+
+#[derive(Serialize)]
+struct RegistryHead {
+    name: String,
+    head: Ref,
+}
+
+async fn registry(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, Rest> {
+    let Path(name) = path.map_err(|e| bad(e.body_text()))?;
+    if name.is_empty() || name == world_store::tables::SELECTED_HEAD {
+        return Err(not_found("registry head not found"));
+    }
+    let lookup = name.clone();
+    match read(&state, "/v1/registry", move |s| s.head(&lookup)).await? {
+        Some(head) => Ok(json(&RegistryHead { name, head })),
+        None => Err(not_found("registry head not found")),
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReceiptOut {
+    invocation_id: String,
+    state: &'static str,
+    result_ref: String,
+}
+
+async fn receipt(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<Response, Rest> {
+    let Path(id) = path.map_err(|e| bad(e.body_text()))?;
+    validate_rest_id(&id).map_err(|_| bad("receipt id must be rest:<id>"))?;
+    let lookup = id.clone();
+    let (st, result) = read(&state, "/v1/receipts", move |s| s.receipt_state(&lookup)).await?;
+    Ok(json(&ReceiptOut { invocation_id: id, state: st.as_str(), result_ref: refs::optional_text(result) }))
+}
+
+/// Longest `rest:<id>`.
+const REST_ID_MAX: usize = 256;
+
+fn validate_rest_id(id: &str) -> Result<(), String> {
+    let Some(rest) = id.strip_prefix("rest:") else { return Err("invocationId must start with rest:".into()) };
+    if rest.is_empty() || id.len() > REST_ID_MAX || rest.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(format!(
+            "invocationId must be rest:<id>, at most {REST_ID_MAX} bytes, without spaces or control characters"
+        ));
+    }
+    Ok(())
+}
+
+// ---- POST /v1/commit ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CommitBody {
+    #[serde(default)]
+    invocation_id: Option<String>,
+    observed_head: String,
+    #[serde(default)]
+    objects: Vec<ObjectIn>,
+    next_world: WorldIn,
+    entry: EntryIn,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ObjectIn {
+    hash: String,
+    interface_hash: String,
+    semantic_id: String,
+    provenance: String,
+    payload: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct WorldIn {
+    #[serde(rename = "ref")]
+    world_ref: String,
+    revision: u64,
+    state_root: String,
+    log_head: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct EntryIn {
+    header: HeaderIn,
+    entry_hash: String,
+    transition_ref: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct HeaderIn {
+    entry_index: u64,
+    semantics_epoch: u64,
+    transition_fn: String,
+    interpreter: String,
+    prev_entry_hash: String,
+    written_by: String,
+}
+
+/// Parses and validates a commit body into the store's request, naming the
+/// offending field in every refusal.
+fn parse_commit(body: &[u8]) -> Result<RestCommit, Rest> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| bad(format!("invalid commit JSON: {e}")))?;
+    if !value.is_object() {
+        return Err(bad("the commit body must be one JSON object"));
+    }
+    let c: CommitBody = serde_json::from_value(value.clone()).map_err(|e| bad(format!("invalid commit: {e}")))?;
+    if let Some(id) = &c.invocation_id {
+        validate_rest_id(id).map_err(bad)?;
+    }
+    let mut objects = Vec::with_capacity(c.objects.len());
+    for (i, o) in c.objects.into_iter().enumerate() {
+        let field = |f: &str| format!("objects[{i}].{f}");
+        let payload = BASE64
+            .decode(o.payload.as_bytes())
+            .map_err(|e| bad(format!("{}: not standard base64: {e}", field("payload"))))?;
+        objects.push(NewObject {
+            hash: parse_ref(&field("hash"), &o.hash)?,
+            interface_hash: parse_ref(&field("interfaceHash"), &o.interface_hash)?,
+            semantic_id: o.semantic_id,
+            provenance: o.provenance,
+            payload,
+        });
+    }
+    let w = c.next_world;
+    let next_world = World {
+        world_ref: parse_ref("nextWorld.ref", &w.world_ref)?,
+        revision: w.revision,
+        state_root: parse_ref("nextWorld.stateRoot", &w.state_root)?,
+        log_head: parse_ref("nextWorld.logHead", &w.log_head)?,
+    };
+    let h = c.entry.header;
+    let entry = LogEntry {
+        header: EntryHeader {
+            entry_index: h.entry_index,
+            semantics_epoch: h.semantics_epoch,
+            transition_fn: parse_ref("entry.header.transitionFn", &h.transition_fn)?,
+            interpreter: parse_ref("entry.header.interpreter", &h.interpreter)?,
+            prev_entry_hash: parse_ref("entry.header.prevEntryHash", &h.prev_entry_hash)?,
+            written_by: h.written_by,
+        },
+        entry_hash: parse_ref("entry.entryHash", &c.entry.entry_hash)?,
+        transition_ref: parse_ref("entry.transitionRef", &c.entry.transition_ref)?,
+    };
+    Ok(RestCommit {
+        invocation_id: c.invocation_id,
+        request_digest: Ref::of(&canonical::to_vec(&value)),
+        observed_head: parse_optional_ref("observedHead", &c.observed_head)?,
+        objects,
+        next_world,
+        entry,
+    })
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Selected {
+    selected_head: Ref,
+}
+
+/// Authorization first: nothing about the request is looked at before the session resolves.
+pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessions::Caller, Rest> {
+    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
+    let daemon = state.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let snap = daemon.store.snapshot().map_err(ResolveError::Read)?;
+        sessions::resolve(&snap, auth.as_deref(), crate::clock::now())
+    });
+    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
+        Err(_) => Err(Rest(RestError::new(RestClass::Timeout, "credential lookup exceeded its 3 s deadline"))),
+        Ok(Err(join)) => Err(internal("session", &join)),
+        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Rest(rest_denial(d))),
+        Ok(Ok(Err(ResolveError::Read(e)))) => Err(internal("session", &e)),
+        Ok(Ok(Ok(caller))) => Ok(caller),
+    }
+}
+
+async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) -> Result<Response, Rest> {
+    require_session(&state, &headers).await?;
+    let too_large =
+        || Rest(RestError::new(RestClass::PayloadTooLarge, format!("commit body exceeds {COMMIT_BODY_MAX} bytes")));
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > COMMIT_BODY_MAX as u64) {
+        return Err(too_large());
+    }
+    let bytes: Bytes = axum::body::to_bytes(body, COMMIT_BODY_MAX).await.map_err(|_| too_large())?;
+    let c = parse_commit(&bytes)?;
+    let deadline = tokio::time::Instant::now() + COMMIT_DEADLINE;
+    if let Some(id) = c.invocation_id.clone() {
+        let intent = Op::RestIntent { invocation_id: id.clone(), request_digest: c.request_digest };
+        match tokio::time::timeout_at(deadline, write(&state, intent)).await {
+            Err(_) => return Err(uncertain(Some(&id), c.entry.header.entry_index)),
+            Ok(Ok(Reply::RestIntent(RestIntentOutcome::Resolved(world)))) => {
+                return Ok(json(&Selected { selected_head: world }));
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(commit_error(e)),
+        }
+    }
+    let (id, index) = (c.invocation_id.clone(), c.entry.header.entry_index);
+    match tokio::time::timeout_at(deadline, write(&state, Op::CommitWorld(c))).await {
+        Err(_) => Err(uncertain(id.as_deref(), index)),
+        Ok(Ok(Reply::Selected(world))) => Ok(json(&Selected { selected_head: world })),
+        Ok(Ok(other)) => Err(internal("/v1/commit", &format!("unexpected writer reply {other:?}"))),
+        Ok(Err(e)) => Err(commit_error(e)),
+    }
+}
+
+/// The request reached the writer but its answer did not come back in time.
+fn uncertain(id: Option<&str>, entry_index: u64) -> Rest {
+    let how = match id {
+        Some(id) => format!("GET /v1/receipts/{id}"),
+        None => format!("GET /v1/log/{entry_index} compared field by field"),
+    };
+    Rest(RestError::new(
+        RestClass::CommitUncertain,
+        format!(
+            "commit outcome is not confirmed within {} s; reconcile with {how} before resending",
+            COMMIT_DEADLINE.as_secs()
+        ),
+    ))
+}
+
+fn commit_error(e: WriteError) -> Rest {
+    match e {
+        WriteError::HeadConflict { observed, selected } => Rest(RestError::head_conflict(
+            "observed head is not the selected head",
+            refs::optional_text(observed),
+            refs::optional_text(selected),
+        )),
+        WriteError::HashMismatch { .. }
+        | WriteError::InvalidCommit(_)
+        | WriteError::RestIdReused(_)
+        | WriteError::ObjectTooLarge { .. } => bad(e.to_string()),
+        WriteError::Overloaded(_) => {
+            Rest(RestError::new(RestClass::Timeout, "the store is overloaded; nothing was committed, resend later"))
+        }
+        other => internal("/v1/commit", &other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rest_ids_must_carry_the_rest_prefix() {
+        validate_rest_id("rest:demo-1").unwrap();
+        for bad in ["demo", "rest:", "a2a:x:y", "rest:a b", &format!("rest:{}", "x".repeat(300))] {
+            assert!(validate_rest_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_commit_body_with_an_unknown_field_or_trailing_value_is_refused() {
+        assert!(parse_commit(b"{\"observedHead\":\"\",\"bogus\":1}").is_err());
+        assert!(parse_commit(b"{} {}").is_err());
+        assert!(parse_commit(b"[]").is_err());
+    }
+}

@@ -1,0 +1,44 @@
+//! Every bound the daemon enforces, by name. Values follow the reference
+//! system's documented limits unless a comment says otherwise.
+
+use std::time::Duration;
+
+/// Default listen address (loopback only; there is no override).
+pub const DEFAULT_BIND: &str = "127.0.0.1:7644";
+/// Default daemon address for the client verbs.
+pub const DEFAULT_ADDR: &str = "http://127.0.0.1:7644";
+/// The daemon's version string, as `/v1/health` and the agent card report it.
+pub const DAEMON_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// `POST /v1/commit` body cap (8 MiB).
+pub const COMMIT_BODY_MAX: usize = 8 << 20;
+/// Store reads behind one GET (a whole log page included).
+pub const READ_DEADLINE: Duration = Duration::from_secs(10);
+/// Store work of one REST commit.
+pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
+/// Resolving one bearer credential.
+pub const CREDENTIAL_DEADLINE: Duration = Duration::from_secs(3);
+/// Reading a request's head or body, and handling it end to end.
+pub const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Waiting for in-flight requests after SIGINT/SIGTERM.
+pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
+/// Open client connections; the accept loop waits when all are taken.
+pub const CONNECTIONS_MAX: usize = 1024;
+/// Client verbs give up after this long.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Session time-to-live when `--ttl` is not given.
+pub const SESSION_TTL_DEFAULT_S: u64 = 3600;
+/// Longest session time-to-live accepted (one year).
+pub const SESSION_TTL_MAX_S: u64 = 366 * 24 * 3600;
+/// Most grants in one session.
+pub const GRANTS_MAX: usize = 64;
+/// Longest effect name or scope in a grant.
+pub const GRANT_FIELD_MAX: usize = 256;
+/// Most sessions `session list` shows.
+pub const SESSIONS_LISTED_MAX: usize = 500;
+
+/// One admin-socket request or response line.
+pub const ADMIN_LINE_MAX: usize = 16 << 20;
+/// How long an admin client waits for the daemon.
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);

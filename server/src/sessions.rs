@@ -1,0 +1,194 @@
+//! The session authority: bearer tokens, grants, minting and resolution.
+//!
+//! A token is 32 random bytes as 64 lowercase hex, shown once at mint. The store
+//! keeps only `credential_id = sha256(token hex)`. Lookups go by that hash, so the
+//! time a lookup takes depends on the hash, never on how much of a guessed token
+//! is right: no byte-by-byte comparison of secrets ever happens.
+
+use crate::limits::*;
+use rand::RngCore;
+use serde::Serialize;
+use world_protocol::auth::{BearerError, SessionDenial, parse_bearer};
+use world_store::{Grant, ReadError, Ref, Session, Snapshot};
+
+/// `^[a-z0-9][a-z0-9-]{0,63}$`.
+pub fn validate_episode(episode: &str) -> Result<(), String> {
+    let b = episode.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 64
+        && matches!(b[0], b'a'..=b'z' | b'0'..=b'9')
+        && b.iter().all(|c| matches!(c, b'a'..=b'z' | b'0'..=b'9' | b'-'));
+    if ok { Ok(()) } else { Err(format!("episode {episode:?} must match ^[a-z0-9][a-z0-9-]{{0,63}}$")) }
+}
+
+/// Parses `EFFECT=SCOPE:BUDGET`; the budget is the last `:` segment, so scopes may contain `:`.
+pub fn parse_grant(text: &str) -> Result<Grant, String> {
+    let bad = |why: &str| Err(format!("grant {text:?} {why}; expected EFFECT=SCOPE:BUDGET"));
+    let Some((effect, rest)) = text.split_once('=') else { return bad("has no '='") };
+    let Some((scope, budget)) = rest.rsplit_once(':') else { return bad("has no ':BUDGET'") };
+    if effect.is_empty()
+        || effect.len() > GRANT_FIELD_MAX
+        || effect.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        return bad(&format!("needs an effect name of 1-{GRANT_FIELD_MAX} visible characters"));
+    }
+    if scope.is_empty() || scope.len() > GRANT_FIELD_MAX || scope.chars().any(char::is_control) {
+        return bad(&format!("needs a scope of 1-{GRANT_FIELD_MAX} characters"));
+    }
+    let Ok(budget) = budget.parse::<u64>() else { return bad("needs a non-negative integer budget") };
+    Ok(Grant { effect: effect.to_string(), scope: scope.to_string(), budget })
+}
+
+pub fn format_grant(g: &Grant) -> String {
+    format!("{}={}:{}", g.effect, g.scope, g.budget)
+}
+
+/// A fresh token: 32 random bytes from the OS generator, as lowercase hex.
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    hex::encode(bytes)
+}
+
+pub fn credential_id(token: &str) -> Ref {
+    Ref::of(token.as_bytes())
+}
+
+/// What a mint asks for, validated.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize, Serialize)]
+pub struct MintRequest {
+    pub episode: String,
+    pub grants: Vec<Grant>,
+    pub ttl_s: u64,
+}
+
+impl MintRequest {
+    pub fn validate(&self) -> Result<(), String> {
+        validate_episode(&self.episode)?;
+        if self.grants.is_empty() || self.grants.len() > GRANTS_MAX {
+            return Err(format!("a session needs 1-{GRANTS_MAX} grants"));
+        }
+        if self.ttl_s == 0 || self.ttl_s > SESSION_TTL_MAX_S {
+            return Err(format!("--ttl must be 1-{SESSION_TTL_MAX_S} seconds"));
+        }
+        Ok(())
+    }
+
+    pub fn session(&self, now: u64) -> Session {
+        Session {
+            episode: self.episode.clone(),
+            grants: self.grants.clone(),
+            created_at: now,
+            expires_at: now + self.ttl_s,
+        }
+    }
+}
+
+/// What a mint hands back, once.
+#[derive(Clone, Debug, serde::Deserialize, Serialize)]
+pub struct Minted {
+    pub token: String,
+    pub credential_id: Ref,
+    pub expires_at: u64,
+    pub grants: usize,
+}
+
+/// One row of `session list`; never the token.
+#[derive(Clone, Debug, serde::Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    pub credential_id: String,
+    pub episode: String,
+    pub live: bool,
+    pub created_at: u64,
+    pub expires_at: u64,
+    pub grants: Vec<Grant>,
+}
+
+pub fn list_rows(snapshot: &Snapshot, now: u64) -> Result<Vec<SessionRow>, ReadError> {
+    Ok(snapshot
+        .sessions(SESSIONS_LISTED_MAX)?
+        .into_iter()
+        .map(|(id, s)| SessionRow {
+            credential_id: id.hex(),
+            episode: s.episode.clone(),
+            live: s.is_live(now),
+            created_at: s.created_at,
+            expires_at: s.expires_at,
+            grants: s.grants,
+        })
+        .collect())
+}
+
+/// A resolved caller.
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // the coordinator reads both
+pub struct Caller {
+    pub credential_id: Ref,
+    pub session: Session,
+}
+
+#[derive(Debug)]
+pub enum ResolveError {
+    Denied(SessionDenial),
+    Read(ReadError),
+}
+
+/// Authorization: `Bearer <64 hex>`, nothing else read. Absent, malformed,
+/// unknown and expired are told apart so each surface can map them.
+pub fn resolve(snapshot: &Snapshot, authorization: Option<&[u8]>, now: u64) -> Result<Caller, ResolveError> {
+    let token = parse_bearer(authorization).map_err(|e| {
+        ResolveError::Denied(match e {
+            BearerError::Absent => SessionDenial::Absent,
+            BearerError::Malformed => SessionDenial::Malformed,
+        })
+    })?;
+    let id = credential_id(token.as_str());
+    let session =
+        snapshot.session(&id).map_err(ResolveError::Read)?.ok_or(ResolveError::Denied(SessionDenial::Unknown))?;
+    if !session.is_live(now) {
+        return Err(ResolveError::Denied(SessionDenial::Expired));
+    }
+    Ok(Caller { credential_id: id, session })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_the_last_colon_segment() {
+        let g = parse_grant("Net.Call=host:127.0.0.1:8080:25").unwrap();
+        assert_eq!((g.effect.as_str(), g.scope.as_str(), g.budget), ("Net.Call", "host:127.0.0.1:8080", 25));
+        assert_eq!(format_grant(&g), "Net.Call=host:127.0.0.1:8080:25");
+    }
+
+    #[test]
+    fn malformed_grants_are_refused_with_the_expected_syntax() {
+        for bad in
+            ["", "Read", "Read=worktree", "=worktree:1", "Read=:1", "Read=worktree:-1", "Read=worktree:x", "Re ad=w:1"]
+        {
+            let e = parse_grant(bad).unwrap_err();
+            assert!(e.contains("EFFECT=SCOPE:BUDGET"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn episodes_follow_the_documented_grammar() {
+        for ok in ["a", "demo", "ep-1", "0", &"a".repeat(64)] {
+            validate_episode(ok).unwrap();
+        }
+        for bad in ["", "-a", "A", "a_b", "a.b", "a/b", &"a".repeat(65), "é"] {
+            assert!(validate_episode(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn tokens_are_64_lowercase_hex_and_distinct() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 64);
+        assert!(a.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')));
+        assert_ne!(a, b);
+        assert_eq!(credential_id(&a), Ref::of(a.as_bytes()));
+    }
+}

@@ -1,0 +1,84 @@
+//! Typed errors of the store: one enum per kind of call.
+
+use crate::model::TaskState;
+use crate::refs::Ref;
+use crate::rows::Corruption;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "another process already holds writer authority for this store (lock file {lock}); one writer per store is enforced"
+    )]
+    Locked { lock: PathBuf },
+    #[error("store {path} does not exist")]
+    Missing { path: PathBuf },
+    #[error("cannot open store {path}: {detail}")]
+    Engine { path: PathBuf, detail: String },
+    #[error("store {path} has format {found}; this binary reads format {expected}; refusing to touch it")]
+    Format { path: PathBuf, found: u64, expected: u64 },
+    #[error("store {path}: {source}")]
+    Corrupt { path: PathBuf, source: Corruption },
+}
+
+/// A read failed: the engine failed, or a row did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Corrupt(#[from] Corruption),
+    #[error("storage engine: {0}")]
+    Storage(String),
+}
+
+/// A write request was refused (its own checks failed) or could not be carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    #[error("observed head {} is not the selected head {}", opt(.observed), opt(.selected))]
+    HeadConflict { observed: Option<Ref>, selected: Option<Ref> },
+    #[error("object hash {claimed} does not match its payload, which hashes to {actual}")]
+    HashMismatch { claimed: Ref, actual: Ref },
+    #[error("object payload of {size} bytes exceeds the limit of {max} bytes")]
+    ObjectTooLarge { size: usize, max: usize },
+    #[error("{0}")]
+    InvalidCommit(String),
+    #[error("invocation id {0} was already used for a different commit")]
+    RestIdReused(String),
+    #[error("no world is selected; commit a genesis world first")]
+    NoWorld,
+    #[error("transition {id} is no longer the registered one")]
+    TransitionChanged { id: String },
+    #[error("task {invocation_id} is {} and cannot be changed", .state.map(|s| s.as_str()).unwrap_or("absent"))]
+    TaskNotStarted { invocation_id: String, state: Option<TaskState> },
+    #[error("effect {invocation_id}#{ordinal} already has an intent")]
+    IntentExists { invocation_id: String, ordinal: u32 },
+    #[error("effect {invocation_id}#{ordinal} has no intent")]
+    NoIntent { invocation_id: String, ordinal: u32 },
+    #[error("effect {invocation_id}#{ordinal} already has an outcome")]
+    OutcomeExists { invocation_id: String, ordinal: u32 },
+    #[error("budget exhausted: {remaining} unit(s) remain")]
+    BudgetExhausted { remaining: u64 },
+    #[error("registry head {name} is {}, not the expected {}", opt(.actual), opt(.expected))]
+    RegistryConflict { name: String, expected: Option<Ref>, actual: Option<Ref> },
+    #[error("session credential already exists")]
+    SessionExists,
+    #[error("the write queue is full ({0} requests waiting)")]
+    Overloaded(usize),
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("storage engine: {0}")]
+    Storage(String),
+    #[error("the store writer has stopped: {0}")]
+    WriterStopped(String),
+}
+
+fn opt(r: &Option<Ref>) -> String {
+    r.map(|r| r.to_string()).unwrap_or_else(|| "(none)".into())
+}
+
+pub(crate) fn storage<E: std::fmt::Display>(e: E) -> WriteError {
+    WriteError::Storage(e.to_string())
+}
+
+pub(crate) fn read_storage<E: std::fmt::Display>(e: E) -> ReadError {
+    ReadError::Storage(e.to_string())
+}

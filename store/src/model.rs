@@ -1,0 +1,263 @@
+//! The store's domain values. Rows are these values encoded by `rows`; the wire
+//! shapes (camelCase JSON) come from the same derives.
+
+use crate::refs::Ref;
+use serde::{Deserialize, Serialize};
+
+/// Metadata of an immutable object. The payload lives in its own table so that
+/// metadata reads never load it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    pub interface_hash: Ref,
+    pub semantic_id: String,
+    pub provenance: String,
+    pub size: u64,
+}
+
+/// An object offered for writing. `hash` is what the writer claims; the store
+/// rehashes `payload` and refuses a mismatch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewObject {
+    pub hash: Ref,
+    pub interface_hash: Ref,
+    pub semantic_id: String,
+    pub provenance: String,
+    pub payload: Vec<u8>,
+}
+
+impl NewObject {
+    /// An object whose hash and interface hash are derived here, the way the
+    /// coordinator and broker write them (`interfaceHash = sha256(semanticId)`).
+    pub fn derived(semantic_id: &str, provenance: &str, payload: Vec<u8>) -> NewObject {
+        NewObject {
+            hash: Ref::of(&payload),
+            interface_hash: Ref::of(semantic_id.as_bytes()),
+            semantic_id: semantic_id.to_string(),
+            provenance: provenance.to_string(),
+            payload,
+        }
+    }
+}
+
+/// The frozen six-field header of a log entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EntryHeader {
+    pub entry_index: u64,
+    pub semantics_epoch: u64,
+    pub transition_fn: Ref,
+    pub interpreter: Ref,
+    pub prev_entry_hash: Ref,
+    pub written_by: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LogEntry {
+    pub header: EntryHeader,
+    pub entry_hash: Ref,
+    pub transition_ref: Ref,
+}
+
+/// An immutable world value. `ref` is recomputable from the other three fields.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct World {
+    #[serde(rename = "ref")]
+    pub world_ref: Ref,
+    pub revision: u64,
+    pub state_root: Ref,
+    pub log_head: Ref,
+}
+
+/// One grant of a session: `EFFECT=SCOPE:BUDGET`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Grant {
+    pub effect: String,
+    pub scope: String,
+    pub budget: u64,
+}
+
+/// A session credential row, keyed by `sha256(token)`; the token itself is never stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Session {
+    pub episode: String,
+    pub grants: Vec<Grant>,
+    pub created_at: u64,
+    pub expires_at: u64,
+}
+
+impl Session {
+    /// Live means `0 <= now < expiresAt`.
+    pub fn is_live(&self, now: u64) -> bool {
+        now < self.expires_at
+    }
+}
+
+/// Which agent surface a task came in on; part of the task key and invocation id.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Surface {
+    A2a,
+    Mcp,
+}
+
+impl Surface {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Surface::A2a => "a2a",
+            Surface::Mcp => "mcp",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Surface> {
+        match s {
+            "a2a" => Some(Surface::A2a),
+            "mcp" => Some(Surface::Mcp),
+            _ => None,
+        }
+    }
+}
+
+/// `(surface, episode, taskId)`: one row per task id, ever.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskKey {
+    pub surface: Surface,
+    pub episode: String,
+    pub task_id: String,
+}
+
+impl TaskKey {
+    /// `<surface>:<episode>:<taskId>`, the invocation id the journal is keyed by.
+    pub fn invocation_id(&self) -> String {
+        format!("{}:{}:{}", self.surface.as_str(), self.episode, self.task_id)
+    }
+
+    /// Inverse of `invocation_id`. Episodes and task ids contain no `:`.
+    pub fn from_invocation_id(id: &str) -> Option<TaskKey> {
+        let mut parts = id.splitn(3, ':');
+        let surface = Surface::parse(parts.next()?)?;
+        let episode = parts.next()?.to_string();
+        let task_id = parts.next()?.to_string();
+        if episode.is_empty() || task_id.is_empty() || task_id.contains(':') {
+            return None;
+        }
+        Some(TaskKey { surface, episode, task_id })
+    }
+}
+
+/// Task states move only forward: `Started` to exactly one of the other three.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TaskState {
+    Started,
+    Committed,
+    NotCommitted,
+    Uncertain,
+}
+
+impl TaskState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Started => "started",
+            TaskState::Committed => "committed",
+            TaskState::NotCommitted => "not-committed",
+            TaskState::Uncertain => "uncertain",
+        }
+    }
+}
+
+/// What a committed task produced, enough to answer a resend without running anything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Committed {
+    pub entry_index: u64,
+    pub entry_hash: Ref,
+    pub world_ref: Ref,
+    pub output_ref: Ref,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    pub request_digest: Ref,
+    pub state: TaskState,
+    pub started_at: u64,
+    pub committed: Option<Committed>,
+    /// Effect records journaled for this task, named when it ends uncertain.
+    pub effect_records: Vec<Ref>,
+}
+
+/// The durable intent of one effect: written, with its debit, before the handler runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectIntent {
+    pub episode: String,
+    pub effect_id: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub request_ref: Ref,
+    pub budget_before: u64,
+    pub budget_after: u64,
+    pub at: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OutcomeStatus {
+    /// The handler ran and returned a result (which may itself report `ok:false`).
+    Ok,
+    /// The handler failed; the debit stands.
+    Failed,
+    /// Nobody knows whether the effect happened (set by recovery after a crash).
+    Indeterminate,
+}
+
+impl OutcomeStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeStatus::Ok => "ok",
+            OutcomeStatus::Failed => "failed",
+            OutcomeStatus::Indeterminate => "indeterminate",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EffectOutcome {
+    pub status: OutcomeStatus,
+    pub record_ref: Option<Ref>,
+    pub result_ref: Option<Ref>,
+    pub at: u64,
+}
+
+/// The receipt of a `rest:` commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Receipt {
+    pub request_digest: Ref,
+    /// `None` while only the intent is journaled.
+    pub result_ref: Option<Ref>,
+}
+
+/// Receipt states exposed by `GET /v1/receipts/{id}`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ReceiptState {
+    Resolved,
+    NotStarted,
+    Indeterminate,
+}
+
+impl ReceiptState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptState::Resolved => "resolved",
+            ReceiptState::NotStarted => "not-started",
+            ReceiptState::Indeterminate => "indeterminate",
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Reads: a consistent snapshot over one redb read transaction. Readers never
+//! wait for the writer.
+
+use crate::error::{ReadError, read_storage};
+use crate::model::*;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::*;
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+
+/// Default page size of every paged read.
+pub const PAGE_DEFAULT: usize = 100;
+/// Largest page any paged read returns.
+pub const PAGE_MAX: usize = 500;
+
+/// Clamps a requested page size: absent or < 1 gives the default, the cap is `PAGE_MAX`.
+pub fn page_limit(requested: Option<i64>) -> usize {
+    match requested {
+        Some(n) if n >= 1 => (n as u64).min(PAGE_MAX as u64) as usize,
+        _ => PAGE_DEFAULT,
+    }
+}
+
+pub struct Snapshot {
+    txn: ReadTransaction,
+}
+
+fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &ReadTransaction,
+    def: TableDefinition<K, V>,
+) -> Result<Option<ReadOnlyTable<K, V>>, ReadError> {
+    match txn.open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(read_storage(e)),
+    }
+}
+
+impl Snapshot {
+    pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<Snapshot, ReadError> {
+        Ok(Snapshot { txn: db.begin_read().map_err(read_storage)? })
+    }
+
+    pub fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
+        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
+        match t.get(r.0).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("objects", r, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
+        let Some(t) = open(&self.txn, PAYLOADS)? else { return Ok(None) };
+        Ok(t.get(r.0).map_err(read_storage)?.map(|v| v.value().to_vec()))
+    }
+
+    pub fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
+        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(false) };
+        Ok(t.get(r.0).map_err(read_storage)?.is_some())
+    }
+
+    /// Objects with `semantic_id`, in ascending hash order, strictly after `after`.
+    pub fn objects_by_semantic_id(
+        &self,
+        semantic_id: &str,
+        after: Option<Ref>,
+        limit: usize,
+    ) -> Result<Vec<(Ref, ObjectMeta)>, ReadError> {
+        let limit = limit.min(PAGE_MAX);
+        let Some(index) = open(&self.txn, BY_SEMANTIC_ID)? else { return Ok(vec![]) };
+        let start = after.map(|r| r.0).unwrap_or([0u8; 32]);
+        let mut out = Vec::with_capacity(limit.min(64));
+        let range = index.range((semantic_id, start)..=(semantic_id, [0xffu8; 32])).map_err(read_storage)?;
+        for item in range {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(read_storage)?;
+            let r = Ref(k.value().1);
+            if after == Some(r) {
+                continue;
+            }
+            let meta = self.object_meta(&r)?.ok_or_else(|| rows::Corruption {
+                table: "by_semantic_id",
+                key: format!("{semantic_id} {r}"),
+                detail: "index row names an absent object".into(),
+            })?;
+            out.push((r, meta));
+        }
+        Ok(out)
+    }
+
+    pub fn log_entry(&self, index: u64) -> Result<Option<LogEntry>, ReadError> {
+        let Some(t) = open(&self.txn, LOG)? else { return Ok(None) };
+        match t.get(index).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("log", &index, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Entries from `from`, stopping at the first absent index.
+    pub fn log_range(&self, from: u64, limit: usize) -> Result<Vec<LogEntry>, ReadError> {
+        let limit = limit.min(PAGE_MAX);
+        let Some(t) = open(&self.txn, LOG)? else { return Ok(vec![]) };
+        let mut out = Vec::with_capacity(limit.min(64));
+        for (expected, item) in (from..).zip(t.range(from..).map_err(read_storage)?) {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(read_storage)?;
+            if k.value() != expected {
+                break;
+            }
+            out.push(rows::decode("log", &expected, v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Number of entries: one past the last index (the log is contiguous from 0).
+    pub fn log_len(&self) -> Result<u64, ReadError> {
+        let Some(t) = open(&self.txn, LOG)? else { return Ok(0) };
+        Ok(t.last().map_err(read_storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0))
+    }
+
+    pub fn world(&self, r: &Ref) -> Result<Option<World>, ReadError> {
+        let Some(t) = open(&self.txn, WORLDS)? else { return Ok(None) };
+        match t.get(r.0).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("worlds", r, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn head(&self, name: &str) -> Result<Option<Ref>, ReadError> {
+        let Some(t) = open(&self.txn, HEADS)? else { return Ok(None) };
+        Ok(t.get(name).map_err(read_storage)?.map(|v| Ref(v.value())))
+    }
+
+    pub fn selected_head(&self) -> Result<Option<Ref>, ReadError> {
+        self.head(SELECTED_HEAD)
+    }
+
+    /// The selected world's row.
+    pub fn head_world(&self) -> Result<Option<World>, ReadError> {
+        match self.selected_head()? {
+            Some(r) => self.world(&r)?.map(Some).ok_or_else(|| {
+                rows::Corruption {
+                    table: "heads",
+                    key: SELECTED_HEAD.into(),
+                    detail: format!("names absent world {r}"),
+                }
+                .into()
+            }),
+            None => Ok(None),
+        }
+    }
+
+    /// All named heads (registry heads and the selected world), in name order.
+    pub fn heads(&self) -> Result<Vec<(String, Ref)>, ReadError> {
+        let Some(t) = open(&self.txn, HEADS)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.iter().map_err(read_storage)? {
+            let (k, v) = item.map_err(read_storage)?;
+            out.push((k.value().to_string(), Ref(v.value())));
+        }
+        Ok(out)
+    }
+
+    pub fn registry_entry(&self, registry: &str, id: &str) -> Result<Option<Ref>, ReadError> {
+        let Some(t) = open(&self.txn, REGISTRY_ENTRIES)? else { return Ok(None) };
+        Ok(t.get((registry, id)).map_err(read_storage)?.map(|v| Ref(v.value())))
+    }
+
+    pub fn session(&self, credential_id: &Ref) -> Result<Option<Session>, ReadError> {
+        let Some(t) = open(&self.txn, SESSIONS)? else { return Ok(None) };
+        match t.get(credential_id.0).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("sessions", credential_id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `limit` sessions in credential-id order.
+    pub fn sessions(&self, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
+        let Some(t) = open(&self.txn, SESSIONS)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.iter().map_err(read_storage)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(read_storage)?;
+            let id = Ref(k.value());
+            out.push((id, rows::decode("sessions", &id, v.value())?));
+        }
+        Ok(out)
+    }
+
+    pub fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
+        let Some(t) = open(&self.txn, TASKS)? else { return Ok(None) };
+        let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
+        match t.get(k).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("tasks", &key.invocation_id(), v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn receipt(&self, id: &str) -> Result<Option<Receipt>, ReadError> {
+        let Some(t) = open(&self.txn, RECEIPTS)? else { return Ok(None) };
+        match t.get(id).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("receipts", &id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    pub fn receipt_state(&self, id: &str) -> Result<(ReceiptState, Option<Ref>), ReadError> {
+        Ok(match self.receipt(id)? {
+            None => (ReceiptState::NotStarted, None),
+            Some(Receipt { result_ref: Some(r), .. }) => (ReceiptState::Resolved, Some(r)),
+            Some(Receipt { result_ref: None, .. }) => (ReceiptState::Indeterminate, None),
+        })
+    }
+
+    /// Units spent by `episode` on `(effect, scope)`.
+    pub fn spent(&self, episode: &str, effect: &str, scope: &str) -> Result<u64, ReadError> {
+        let Some(t) = open(&self.txn, SPEND)? else { return Ok(0) };
+        Ok(t.get((episode, effect, scope)).map_err(read_storage)?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// The journal of one invocation: each intent with its outcome, in ordinal order.
+    pub fn journal_of(&self, invocation_id: &str) -> Result<Vec<JournalItem>, ReadError> {
+        let Some(intents) = open(&self.txn, INTENTS)? else { return Ok(vec![]) };
+        let outcomes = open(&self.txn, OUTCOMES)?;
+        let mut out = vec![];
+        for item in intents.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(read_storage)? {
+            let (k, v) = item.map_err(read_storage)?;
+            let ordinal = k.value().1;
+            let key = format!("{invocation_id}#{ordinal}");
+            let intent: EffectIntent = rows::decode("intents", &key, v.value())?;
+            let outcome = match &outcomes {
+                Some(t) => match t.get((invocation_id, ordinal)).map_err(read_storage)? {
+                    Some(v) => Some(rows::decode("outcomes", &key, v.value())?),
+                    None => None,
+                },
+                None => None,
+            };
+            out.push(JournalItem { ordinal, intent, outcome });
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalItem {
+    pub ordinal: u32,
+    pub intent: EffectIntent,
+    pub outcome: Option<EffectOutcome>,
+}

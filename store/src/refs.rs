@@ -1,0 +1,144 @@
+//! Content addresses: `sha256:<64 lowercase hex>`.
+
+use serde::de::{self, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+/// The canonical text prefix of every ref.
+pub const REF_PREFIX: &str = "sha256:";
+/// Length of the canonical text form: prefix plus 64 hex digits.
+pub const REF_TEXT_LEN: usize = 71;
+
+/// A sha256 content address. Rows store the 32 raw bytes; every text surface uses
+/// the canonical `sha256:<hex>` form.
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ref(pub [u8; 32]);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("a ref must not be empty")]
+    Empty,
+    #[error("a ref must be sha256:<64 lowercase hex>")]
+    Malformed,
+}
+
+impl Ref {
+    /// The address of `bytes`.
+    pub fn of(bytes: &[u8]) -> Ref {
+        Ref(Sha256::digest(bytes).into())
+    }
+
+    /// Parses the canonical text form. Uppercase hex, a missing tag or a wrong
+    /// length are refused, so that every ref has exactly one spelling.
+    pub fn parse(text: &str) -> Result<Ref, RefError> {
+        if text.is_empty() {
+            return Err(RefError::Empty);
+        }
+        let hex_part = text.strip_prefix(REF_PREFIX).ok_or(RefError::Malformed)?;
+        if hex_part.len() != 64 || !hex_part.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            return Err(RefError::Malformed);
+        }
+        let mut out = [0u8; 32];
+        hex::decode_to_slice(hex_part, &mut out).map_err(|_| RefError::Malformed)?;
+        Ok(Ref(out))
+    }
+
+    /// Parses a ref that may be empty (`""` stands for "none", as in a genesis
+    /// `observedHead` or a denied record's `resultRef`).
+    pub fn parse_optional(text: &str) -> Result<Option<Ref>, RefError> {
+        if text.is_empty() { Ok(None) } else { Ref::parse(text).map(Some) }
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
+    pub fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+/// Renders an optional ref the way the wire does: `""` for none.
+pub fn optional_text(r: Option<Ref>) -> String {
+    r.map(|r| r.to_string()).unwrap_or_default()
+}
+
+impl fmt::Display for Ref {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REF_PREFIX)?;
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Ref {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl std::str::FromStr for Ref {
+    type Err = RefError;
+    fn from_str(s: &str) -> Result<Ref, RefError> {
+        Ref::parse(s)
+    }
+}
+
+// Text in human-readable formats (JSON), 32 raw bytes in binary ones (CBOR rows).
+impl Serialize for Ref {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if s.is_human_readable() { s.collect_str(self) } else { s.serialize_bytes(&self.0) }
+    }
+}
+
+impl<'de> Deserialize<'de> for Ref {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Ref, D::Error> {
+        struct RefVisitor;
+        impl<'de> Visitor<'de> for RefVisitor {
+            type Value = Ref;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sha256 ref")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Ref, E> {
+                Ref::parse(v).map_err(E::custom)
+            }
+            fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Ref, E> {
+                let bytes: [u8; 32] = v.try_into().map_err(|_| E::invalid_length(v.len(), &self))?;
+                Ok(Ref(bytes))
+            }
+            fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Ref, E> {
+                self.visit_bytes(&v)
+            }
+        }
+        if d.is_human_readable() { d.deserialize_str(RefVisitor) } else { d.deserialize_bytes(RefVisitor) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_text_form_round_trips() {
+        let r = Ref::of(b"genesis");
+        assert_eq!(Ref::parse(&r.to_string()).unwrap(), r);
+        assert_eq!(r.to_string().len(), REF_TEXT_LEN);
+    }
+
+    #[test]
+    fn non_canonical_spellings_are_refused() {
+        let good = Ref::of(b"x").to_string();
+        assert_eq!(Ref::parse(""), Err(RefError::Empty));
+        assert_eq!(Ref::parse(&good.to_uppercase()), Err(RefError::Malformed));
+        assert_eq!(Ref::parse(&good[7..]), Err(RefError::Malformed));
+        assert_eq!(Ref::parse(&good[..70]), Err(RefError::Malformed));
+        assert_eq!(Ref::parse(&format!("{good}0")), Err(RefError::Malformed));
+        assert_eq!(Ref::parse(&good.replace("sha256", "sha512")), Err(RefError::Malformed));
+        assert_eq!(Ref::parse_optional("").unwrap(), None);
+    }
+
+    #[test]
+    fn known_vector_matches_sha256() {
+        assert_eq!(Ref::of(b"").to_string(), "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    }
+}

@@ -1,0 +1,43 @@
+//! The redb tables. Keys are raw bytes or tuples; values are `rows`-encoded unless noted.
+
+use redb::TableDefinition;
+
+pub type Key32 = [u8; 32];
+
+/// `"format"` → store format version (u64, raw).
+pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// ref → ObjectMeta.
+pub const OBJECTS: TableDefinition<Key32, &[u8]> = TableDefinition::new("objects");
+/// ref → raw payload bytes (exactly one per object).
+pub const PAYLOADS: TableDefinition<Key32, &[u8]> = TableDefinition::new("payloads");
+/// (semanticId, ref) → (): ascending-hash paging per semantic id.
+pub const BY_SEMANTIC_ID: TableDefinition<(&str, Key32), ()> = TableDefinition::new("by_semantic_id");
+/// entryIndex → LogEntry; contiguous from 0.
+pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
+/// world ref → World.
+pub const WORLDS: TableDefinition<Key32, &[u8]> = TableDefinition::new("worlds");
+/// head name → ref (`world/selected` and registry heads).
+pub const HEADS: TableDefinition<&str, Key32> = TableDefinition::new("heads");
+/// (registry name, transition id) → transitionFn of the current revision.
+pub const REGISTRY_ENTRIES: TableDefinition<(&str, &str), Key32> = TableDefinition::new("registry_entries");
+/// (invocationId, ordinal) → EffectIntent.
+pub const INTENTS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("intents");
+/// (invocationId, ordinal) → EffectOutcome; never without its intent.
+pub const OUTCOMES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("outcomes");
+/// Intents still waiting for an outcome (what recovery looks at).
+pub const OPEN_INTENTS: TableDefinition<(&str, u32), ()> = TableDefinition::new("open_intents");
+/// (episode, effect, scope) → units spent (raw u64).
+pub const SPEND: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("spend");
+/// (surface, episode, taskId) → Task.
+pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks");
+/// Tasks still `started` (what recovery looks at).
+pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
+/// credentialId = sha256(token) → Session.
+pub const SESSIONS: TableDefinition<Key32, &[u8]> = TableDefinition::new("sessions");
+/// `rest:<id>` → Receipt.
+pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
+
+/// Name of the head that holds the selected world.
+pub const SELECTED_HEAD: &str = "world/selected";
+/// The store format this binary writes and reads.
+pub const STORE_FORMAT: u64 = 1;

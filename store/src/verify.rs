@@ -1,0 +1,625 @@
+//! The offline verifier: rehashes every payload (in parallel), walks the log's
+//! hash chain, recomputes every world ref, checks that every ref an entry or a
+//! record names resolves, that the journal pairs up, that spend equals the sum
+//! of intents, and that committed tasks point at real entries.
+//!
+//! It reads one snapshot, so it runs beside a live writer. Engine errors and
+//! panics while reading are reported as faults, never a crash of the tool.
+
+use crate::canonical;
+use crate::model::*;
+use crate::read::Snapshot;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::*;
+use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Most faults kept in a report; the count still includes the rest.
+pub const FAULTS_KEPT_MAX: usize = 10_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// A payload does not hash to its ref, or a derived hash does not recompute.
+    HashMismatch,
+    /// A row that should exist does not.
+    Missing,
+    /// A ref names nothing.
+    Dangling,
+    /// The log's prevEntryHash chain or index contiguity is broken.
+    ChainBreak,
+    /// Two rows disagree (sizes, indexes, states, spend).
+    Mismatch,
+    /// A row failed to decode.
+    Decode,
+    /// The storage engine failed or panicked while reading.
+    Engine,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fault {
+    pub table: &'static str,
+    pub key: String,
+    pub kind: FaultKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    pub objects: u64,
+    pub payload_bytes: u64,
+    pub log_entries: u64,
+    pub worlds: u64,
+    pub heads: u64,
+    pub intents: u64,
+    pub outcomes: u64,
+    pub tasks: u64,
+    pub sessions: u64,
+    pub receipts: u64,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub counts: Counts,
+    pub fault_count: u64,
+    pub faults: Vec<Fault>,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.fault_count == 0
+    }
+}
+
+#[derive(Default)]
+pub struct Options<'a> {
+    /// Hashing threads; 0 means one per core.
+    pub threads: usize,
+    /// Called now and then with (objects hashed, objects in all).
+    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+}
+
+struct Sink {
+    faults: Mutex<Vec<Fault>>,
+    count: AtomicU64,
+}
+
+impl Sink {
+    fn push(&self, table: &'static str, key: impl ToString, kind: FaultKind, detail: impl Into<String>) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        if faults.len() < FAULTS_KEPT_MAX {
+            faults.push(Fault { table, key: key.to_string(), kind, detail: detail.into() });
+        }
+    }
+
+    fn engine(&self, table: &'static str, e: impl std::fmt::Display) {
+        self.push(table, "-", FaultKind::Engine, e.to_string());
+    }
+
+    fn corrupt(&self, c: rows::Corruption) {
+        self.push(c.table, c.key, FaultKind::Decode, c.detail);
+    }
+}
+
+/// Verifies everything visible in `snapshot`.
+pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
+    let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
+    let mut counts = Counts::default();
+    let mut v = Verifier { snap: snapshot, sink: &sink };
+    v.guarded("payloads", |v| v.payloads(opts, &mut counts));
+    v.guarded("objects", |v| v.objects(&mut counts));
+    v.guarded("by_semantic_id", |v| v.semantic_index());
+    let mut entry_hashes = vec![];
+    v.guarded("log", |v| {
+        entry_hashes = v.log(&mut counts)?;
+        Ok(())
+    });
+    v.guarded("worlds", |v| v.worlds(&entry_hashes, &mut counts));
+    v.guarded("heads", |v| v.heads(entry_hashes.len() as u64, &mut counts));
+    v.guarded("registry_entries", |v| v.registry_entries());
+    v.guarded("intents", |v| v.journal(&mut counts));
+    v.guarded("tasks", |v| v.tasks(&entry_hashes, &mut counts));
+    v.guarded("sessions", |v| v.sessions(&mut counts));
+    v.guarded("receipts", |v| v.receipts(&mut counts));
+    let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
+    faults.sort_by(|a, b| (a.table, &a.key).cmp(&(b.table, &b.key)));
+    Report { counts, fault_count: sink.count.load(Ordering::Relaxed), faults }
+}
+
+struct Verifier<'a> {
+    snap: &'a Snapshot,
+    sink: &'a Sink,
+}
+
+type Step = Result<(), String>;
+
+impl<'a> Verifier<'a> {
+    fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
+        match crate::guard_panic(|| f(self)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => self.sink.engine(table, e),
+        }
+    }
+
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Option<ReadOnlyTable<K, V>>, String> {
+        match self.snap.txn().open_table(def) {
+            Ok(t) => Ok(Some(t)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    fn has_object(&self, r: &Ref) -> bool {
+        self.snap.has_object(r).unwrap_or(false)
+    }
+
+    fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Step {
+        let Some(payloads) = self.table(PAYLOADS)? else { return Ok(()) };
+        let total = payloads.len().map_err(|e| e.to_string())?;
+        let threads = match opts.threads {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            n => n,
+        }
+        .clamp(1, 64);
+        let done = AtomicU64::new(0);
+        let bytes = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for part in 0..threads {
+                let (payloads, done, bytes) = (&payloads, &done, &bytes);
+                s.spawn(move || {
+                    let lo = first_key(part * 256 / threads);
+                    let hi = (part + 1) * 256 / threads;
+                    let range = if hi >= 256 { payloads.range(lo..) } else { payloads.range(lo..first_key(hi)) };
+                    let range = match range {
+                        Ok(r) => r,
+                        Err(e) => return self.sink.engine("payloads", e),
+                    };
+                    for item in range {
+                        let (k, v) = match item {
+                            Ok(kv) => kv,
+                            Err(e) => return self.sink.engine("payloads", e),
+                        };
+                        let r = Ref(k.value());
+                        let payload = v.value();
+                        let actual = Ref::of(payload);
+                        if actual != r {
+                            self.sink.push(
+                                "payloads",
+                                r,
+                                FaultKind::HashMismatch,
+                                format!("payload hashes to {actual}"),
+                            );
+                        }
+                        bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if let Some(p) = opts.progress
+                            && (n % 256 == 0 || n == total)
+                        {
+                            p(n, total);
+                        }
+                    }
+                });
+            }
+        });
+        counts.payload_bytes = bytes.load(Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn objects(&self, counts: &mut Counts) -> Step {
+        let Some(objects) = self.table(OBJECTS)? else { return Ok(()) };
+        let payloads = self.table(PAYLOADS)?;
+        let index = self.table(BY_SEMANTIC_ID)?;
+        for item in objects.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.objects += 1;
+            let r = Ref(k.value());
+            let meta: ObjectMeta = match rows::decode("objects", &r, v.value()) {
+                Ok(m) => m,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let size = payloads.as_ref().and_then(|t| t.get(r.0).ok().flatten()).map(|p| p.value().len() as u64);
+            match size {
+                None => self.sink.push("payloads", r, FaultKind::Missing, "object has no payload"),
+                Some(n) if n != meta.size => self.sink.push(
+                    "objects",
+                    r,
+                    FaultKind::Mismatch,
+                    format!("metadata says {} bytes, payload has {n}", meta.size),
+                ),
+                Some(_) => {}
+            }
+            let indexed = index.as_ref().and_then(|t| t.get((meta.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
+            if !indexed {
+                self.sink.push(
+                    "by_semantic_id",
+                    format!("{} {r}", meta.semantic_id),
+                    FaultKind::Missing,
+                    "object is not indexed",
+                );
+            }
+        }
+        if let Some(payloads) = payloads {
+            for item in payloads.iter().map_err(|e| e.to_string())? {
+                let (k, _) = item.map_err(|e| e.to_string())?;
+                if objects.get(k.value()).map_err(|e| e.to_string())?.is_none() {
+                    self.sink.push("objects", Ref(k.value()), FaultKind::Missing, "payload has no metadata row");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn semantic_index(&self) -> Step {
+        let Some(index) = self.table(BY_SEMANTIC_ID)? else { return Ok(()) };
+        for item in index.iter().map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
+            let (name, r) = k.value();
+            let r = Ref(r);
+            match self.snap.object_meta(&r) {
+                Ok(Some(m)) if m.semantic_id == name => {}
+                Ok(Some(m)) => self.sink.push(
+                    "by_semantic_id",
+                    format!("{name} {r}"),
+                    FaultKind::Mismatch,
+                    format!("object's semanticId is {}", m.semantic_id),
+                ),
+                Ok(None) => self.sink.push(
+                    "by_semantic_id",
+                    format!("{name} {r}"),
+                    FaultKind::Dangling,
+                    "names an absent object",
+                ),
+                Err(e) => self.sink.push("objects", r, FaultKind::Decode, e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the log in order; returns each present entry's hash by index.
+    fn log(&self, counts: &mut Counts) -> Result<Vec<Ref>, String> {
+        let Some(log) = self.table(LOG)? else { return Ok(vec![]) };
+        let mut hashes: Vec<Ref> = vec![];
+        let mut prev: Option<(u64, Ref)> = None;
+        for item in log.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let index = k.value();
+            counts.log_entries += 1;
+            let expected = hashes.len() as u64;
+            if index != expected {
+                self.sink.push("log", index, FaultKind::ChainBreak, format!("entries {expected}..{index} are missing"));
+            }
+            let entry: LogEntry = match rows::decode("log", &index, v.value()) {
+                Ok(e) => e,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    hashes.resize(index as usize + 1, Ref([0; 32]));
+                    prev = None;
+                    continue;
+                }
+            };
+            self.entry(index, &entry, prev);
+            hashes.resize(index as usize, Ref([0; 32]));
+            hashes.push(entry.entry_hash);
+            prev = Some((index, entry.entry_hash));
+        }
+        Ok(hashes)
+    }
+
+    fn entry(&self, index: u64, entry: &LogEntry, prev: Option<(u64, Ref)>) {
+        let h = &entry.header;
+        if h.entry_index != index {
+            self.sink.push("log", index, FaultKind::Mismatch, format!("header says entryIndex {}", h.entry_index));
+        }
+        let recomputed = canonical::entry_hash(h, &entry.transition_ref);
+        if recomputed != entry.entry_hash {
+            self.sink.push(
+                "log",
+                index,
+                FaultKind::HashMismatch,
+                format!("entryHash {} recomputes to {recomputed}", entry.entry_hash),
+            );
+        }
+        if let Some((pi, ph)) = prev
+            && pi + 1 == index
+            && h.prev_entry_hash != ph
+        {
+            self.sink.push(
+                "log",
+                index,
+                FaultKind::ChainBreak,
+                format!("prevEntryHash {} is not entry {pi}'s hash {ph}", h.prev_entry_hash),
+            );
+        }
+        let mut must_resolve = vec![("transitionRef", entry.transition_ref)];
+        if h.written_by.starts_with("coordinator:") {
+            must_resolve.push(("transitionFn", h.transition_fn));
+            must_resolve.push(("interpreter", h.interpreter));
+        }
+        for (field, r) in must_resolve {
+            if !self.has_object(&r) {
+                self.sink.push("log", index, FaultKind::Dangling, format!("{field} {r} names no object"));
+            }
+        }
+    }
+
+    fn worlds(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+        let Some(worlds) = self.table(WORLDS)? else { return Ok(()) };
+        let mut heads_seen = HashSet::new();
+        for item in worlds.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.worlds += 1;
+            let r = Ref(k.value());
+            let w: World = match rows::decode("worlds", &r, v.value()) {
+                Ok(w) => w,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let recomputed = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
+            if w.world_ref != r || recomputed != r {
+                self.sink.push("worlds", r, FaultKind::HashMismatch, format!("world ref recomputes to {recomputed}"));
+            }
+            match entry_hashes.get(w.revision as usize) {
+                Some(h) if *h == w.log_head => {
+                    heads_seen.insert(w.revision);
+                }
+                _ => self.sink.push(
+                    "worlds",
+                    r,
+                    FaultKind::Dangling,
+                    format!("logHead {} is not the hash of entry {}", w.log_head, w.revision),
+                ),
+            }
+        }
+        for (i, h) in entry_hashes.iter().enumerate() {
+            if !heads_seen.contains(&(i as u64)) && h.0 != [0; 32] {
+                self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
+            }
+        }
+        Ok(())
+    }
+
+    fn heads(&self, log_len: u64, counts: &mut Counts) -> Step {
+        let heads = self.snap.heads().map_err(|e| e.to_string())?;
+        counts.heads = heads.len() as u64;
+        for (name, r) in heads {
+            if name == SELECTED_HEAD {
+                match self.snap.world(&r) {
+                    Ok(Some(w)) if w.revision + 1 == log_len => {}
+                    Ok(Some(w)) => self.sink.push(
+                        "heads",
+                        &name,
+                        FaultKind::Mismatch,
+                        format!("selected world has revision {} but the log has {log_len} entries", w.revision),
+                    ),
+                    Ok(None) => self.sink.push("heads", &name, FaultKind::Dangling, format!("names absent world {r}")),
+                    Err(e) => self.sink.push("worlds", r, FaultKind::Decode, e.to_string()),
+                }
+            } else if !self.has_object(&r) {
+                self.sink.push("heads", &name, FaultKind::Dangling, format!("names absent object {r}"));
+            }
+        }
+        if log_len > 0 && self.snap.selected_head().ok().flatten().is_none() {
+            self.sink.push("heads", SELECTED_HEAD, FaultKind::Missing, "the log has entries but no world is selected");
+        }
+        Ok(())
+    }
+
+    fn registry_entries(&self) -> Step {
+        let Some(t) = self.table(REGISTRY_ENTRIES)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let (name, id) = k.value();
+            if !self.has_object(&Ref(v.value())) {
+                self.sink.push(
+                    "registry_entries",
+                    format!("{name} {id}"),
+                    FaultKind::Dangling,
+                    "transitionFn names no object",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn journal(&self, counts: &mut Counts) -> Step {
+        let Some(intents) = self.table(INTENTS)? else { return Ok(()) };
+        let outcomes = self.table(OUTCOMES)?;
+        let open = self.table(OPEN_INTENTS)?;
+        let mut spend: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        for item in intents.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.intents += 1;
+            let (inv, ord) = k.value();
+            let key = format!("{inv}#{ord}");
+            let intent: EffectIntent = match rows::decode("intents", &key, v.value()) {
+                Ok(i) => i,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            *spend.entry((intent.episode.clone(), intent.effect.clone(), intent.scope.clone())).or_default() +=
+                intent.cost;
+            if !self.has_object(&intent.request_ref) {
+                self.sink.push(
+                    "intents",
+                    &key,
+                    FaultKind::Dangling,
+                    format!("requestRef {} names no object", intent.request_ref),
+                );
+            }
+            if intent.budget_before < intent.cost || intent.budget_after != intent.budget_before - intent.cost {
+                self.sink.push("intents", &key, FaultKind::Mismatch, "budgetAfter is not budgetBefore - cost");
+            }
+            let has_outcome = outcomes.as_ref().and_then(|t| t.get((inv, ord)).ok().flatten()).is_some();
+            let is_open = open.as_ref().and_then(|t| t.get((inv, ord)).ok().flatten()).is_some();
+            if has_outcome == is_open {
+                let detail =
+                    if has_outcome { "has an outcome but is still open" } else { "has no outcome and is not open" };
+                self.sink.push("intents", &key, FaultKind::Mismatch, detail);
+            }
+            if let Some(task) = TaskKey::from_invocation_id(inv)
+                && self.snap.task(&task).ok().flatten().is_none()
+            {
+                self.sink.push("intents", &key, FaultKind::Dangling, "its task does not exist");
+            }
+        }
+        if let Some(outcomes) = outcomes {
+            for item in outcomes.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                counts.outcomes += 1;
+                let (inv, ord) = k.value();
+                let key = format!("{inv}#{ord}");
+                if intents.get((inv, ord)).map_err(|e| e.to_string())?.is_none() {
+                    self.sink.push("outcomes", &key, FaultKind::Dangling, "outcome without an intent");
+                }
+                match rows::decode::<EffectOutcome>("outcomes", &key, v.value()) {
+                    Ok(o) => {
+                        for r in o.record_ref.iter().chain(o.result_ref.iter()) {
+                            if !self.has_object(r) {
+                                self.sink.push("outcomes", &key, FaultKind::Dangling, format!("{r} names no object"));
+                            }
+                        }
+                    }
+                    Err(c) => self.sink.corrupt(c),
+                }
+            }
+        }
+        self.spend(&spend)
+    }
+
+    fn spend(&self, expected: &BTreeMap<(String, String, String), u64>) -> Step {
+        let mut stored: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        if let Some(t) = self.table(SPEND)? {
+            for item in t.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let (a, b, c) = k.value();
+                stored.insert((a.to_string(), b.to_string(), c.to_string()), v.value());
+            }
+        }
+        let keys: HashSet<_> = expected.keys().chain(stored.keys()).collect();
+        for key in keys {
+            let (want, have) = (expected.get(key).copied().unwrap_or(0), stored.get(key).copied().unwrap_or(0));
+            if want != have {
+                let name = format!("{} {} {}", key.0, key.1, key.2);
+                self.sink.push(
+                    "spend",
+                    name,
+                    FaultKind::Mismatch,
+                    format!("spend is {have} but intents sum to {want}"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+        let Some(tasks) = self.table(TASKS)? else { return Ok(()) };
+        let open = self.table(OPEN_TASKS)?;
+        for item in tasks.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.tasks += 1;
+            let (surface, episode, task_id) = k.value();
+            let key = format!("{surface}:{episode}:{task_id}");
+            let task: Task = match rows::decode("tasks", &key, v.value()) {
+                Ok(t) => t,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let is_open = open.as_ref().and_then(|t| t.get((surface, episode, task_id)).ok().flatten()).is_some();
+            if is_open != (task.state == TaskState::Started) {
+                self.sink.push(
+                    "tasks",
+                    &key,
+                    FaultKind::Mismatch,
+                    format!("state {} disagrees with the open-task set", task.state.as_str()),
+                );
+            }
+            match (&task.state, &task.committed) {
+                (TaskState::Committed, Some(c)) => {
+                    if entry_hashes.get(c.entry_index as usize) != Some(&c.entry_hash) {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("committed entry {} is not in the log", c.entry_index),
+                        );
+                    }
+                    if self.snap.world(&c.world_ref).ok().flatten().is_none() {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("world {} does not exist", c.world_ref),
+                        );
+                    }
+                }
+                (TaskState::Committed, None) => {
+                    self.sink.push("tasks", &key, FaultKind::Missing, "committed without a result")
+                }
+                (_, Some(_)) => {
+                    self.sink.push("tasks", &key, FaultKind::Mismatch, "a result on a task that is not committed")
+                }
+                _ => {}
+            }
+            for r in &task.effect_records {
+                if !self.has_object(r) {
+                    self.sink.push("tasks", &key, FaultKind::Dangling, format!("effect record {r} names no object"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sessions(&self, counts: &mut Counts) -> Step {
+        let Some(t) = self.table(SESSIONS)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.sessions += 1;
+            if let Err(c) = rows::decode::<Session>("sessions", &Ref(k.value()), v.value()) {
+                self.sink.corrupt(c);
+            }
+        }
+        Ok(())
+    }
+
+    fn receipts(&self, counts: &mut Counts) -> Step {
+        let Some(t) = self.table(RECEIPTS)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.receipts += 1;
+            let id = k.value();
+            match rows::decode::<Receipt>("receipts", &id, v.value()) {
+                Ok(Receipt { result_ref: Some(w), .. }) if self.snap.world(&w).ok().flatten().is_none() => {
+                    self.sink.push("receipts", id, FaultKind::Dangling, format!("resolved to absent world {w}"));
+                }
+                Ok(_) => {}
+                Err(c) => self.sink.corrupt(c),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn first_key(byte: usize) -> [u8; 32] {
+    let mut k = [0u8; 32];
+    k[0] = byte as u8;
+    k
+}

@@ -1,0 +1,261 @@
+//! Store scenarios, through the public API only.
+
+use world_store::verify::{Options, verify};
+use world_store::*;
+
+fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, report) = Store::open(&dir.path().join("world.db"), 1).unwrap();
+    assert!(report.is_empty());
+    (dir, store)
+}
+
+/// A REST genesis commit built the way a client must build it.
+fn genesis() -> RestCommit {
+    let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":\"demo\"}".to_vec());
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"fn"),
+        interpreter: Ref::of(b"interp"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: "test".into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let world = World {
+        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
+        revision: 0,
+        state_root: goal.hash,
+        log_head: entry_hash,
+    };
+    RestCommit {
+        invocation_id: None,
+        request_digest: Ref::of(b"req"),
+        observed_head: None,
+        objects: vec![goal.clone()],
+        next_world: world,
+        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+    }
+}
+
+fn assert_verifies(store: &Store) {
+    let report = verify(&store.snapshot().unwrap(), &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+}
+
+#[test]
+fn a_genesis_commit_selects_its_world_and_reads_back() {
+    let (_dir, store) = temp_store();
+    let c = genesis();
+    let world = c.next_world.clone();
+    assert_eq!(store.call(Op::CommitWorld(c.clone())).unwrap(), Reply::Selected(world.world_ref));
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.selected_head().unwrap(), Some(world.world_ref));
+    assert_eq!(snap.world(&world.world_ref).unwrap(), Some(world));
+    assert_eq!(snap.log_range(0, 10).unwrap(), vec![c.entry.clone()]);
+    let meta = snap.object_meta(&c.objects[0].hash).unwrap().unwrap();
+    assert_eq!(meta.semantic_id, "world/demo/genesis-goal");
+    assert_eq!(snap.payload(&c.objects[0].hash).unwrap().unwrap(), c.objects[0].payload);
+    assert_verifies(&store);
+}
+
+#[test]
+fn a_stale_observed_head_is_a_head_conflict_carrying_both_heads() {
+    let (_dir, store) = temp_store();
+    let c = genesis();
+    store.call(Op::CommitWorld(c.clone())).unwrap();
+    let err = store.call(Op::CommitWorld(c.clone())).unwrap_err();
+    assert_eq!(err, WriteError::HeadConflict { observed: None, selected: Some(c.next_world.world_ref) });
+}
+
+#[test]
+fn a_dishonest_entry_hash_is_refused_and_nothing_is_written() {
+    let (_dir, store) = temp_store();
+    let mut c = genesis();
+    c.entry.entry_hash = Ref::of(b"made up");
+    assert!(matches!(store.call(Op::CommitWorld(c)), Err(WriteError::InvalidCommit(_))));
+    assert_eq!(store.snapshot().unwrap().log_len().unwrap(), 0);
+}
+
+#[test]
+fn a_payload_that_does_not_hash_to_its_ref_is_refused() {
+    let (_dir, store) = temp_store();
+    let mut c = genesis();
+    c.objects[0].payload.push(b' ');
+    assert!(matches!(store.call(Op::CommitWorld(c)), Err(WriteError::HashMismatch { .. })));
+}
+
+#[test]
+fn a_rest_id_is_idempotent_for_the_same_commit_and_refused_for_another() {
+    let (_dir, store) = temp_store();
+    let mut c = genesis();
+    c.invocation_id = Some("rest:demo-1".into());
+    let intent = Op::RestIntent { invocation_id: "rest:demo-1".into(), request_digest: c.request_digest };
+    assert_eq!(store.call(intent.clone()).unwrap(), Reply::RestIntent(RestIntentOutcome::Journaled));
+    assert_eq!(store.snapshot().unwrap().receipt_state("rest:demo-1").unwrap().0, ReceiptState::Indeterminate);
+    let world = c.next_world.world_ref;
+    assert_eq!(store.call(Op::CommitWorld(c.clone())).unwrap(), Reply::Selected(world));
+    assert_eq!(store.call(Op::CommitWorld(c.clone())).unwrap(), Reply::Selected(world));
+    assert_eq!(store.call(intent).unwrap(), Reply::RestIntent(RestIntentOutcome::Resolved(world)));
+    let other = Op::RestIntent { invocation_id: "rest:demo-1".into(), request_digest: Ref::of(b"other") };
+    assert_eq!(store.call(other).unwrap_err(), WriteError::RestIdReused("rest:demo-1".into()));
+    assert_eq!(store.snapshot().unwrap().receipt_state("rest:demo-1").unwrap(), (ReceiptState::Resolved, Some(world)));
+    assert_eq!(store.snapshot().unwrap().receipt_state("rest:nope").unwrap().0, ReceiptState::NotStarted);
+}
+
+fn task(id: &str) -> TaskKey {
+    TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: id.into() }
+}
+
+fn publish_echo(store: &Store) -> Ref {
+    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
+    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
+    let f = source.hash;
+    let p = RegistryPublish {
+        name: "world/transition-registry/v1".into(),
+        expected: None,
+        head: registry.hash,
+        objects: vec![source, registry],
+        entries: vec![("tools.echo".into(), f)],
+    };
+    assert_eq!(store.call(Op::PublishRegistry(p.clone())).unwrap(), Reply::Published(PublishOutcome::Moved));
+    assert_eq!(store.call(Op::PublishRegistry(p)).unwrap(), Reply::Published(PublishOutcome::Unchanged));
+    f
+}
+
+fn invocation(key: &TaskKey, f: Ref, output: &[u8]) -> InvocationCommit {
+    let out = NewObject::derived("world/invocation-output/v1", "coordinator:a2a", output.to_vec());
+    let record = NewObject::derived("world/invocation-record/v1", "coordinator:a2a", [b"rec:", output].concat());
+    InvocationCommit {
+        task: key.clone(),
+        registry: "world/transition-registry/v1".into(),
+        transition_id: "tools.echo".into(),
+        transition_fn: f,
+        interpreter: f,
+        semantics_epoch: 1,
+        written_by: "coordinator:a2a".into(),
+        transition_ref: record.hash,
+        state_root: out.hash,
+        objects: vec![out, record],
+    }
+}
+
+#[test]
+fn an_invocation_rebases_onto_the_current_head_and_commits_once() {
+    let (_dir, store) = temp_store();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    for (i, id) in ["t1", "t2"].iter().enumerate() {
+        let key = task(id);
+        let begun =
+            store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 5 }).unwrap();
+        assert_eq!(begun, Reply::Begun(BeginOutcome::Started));
+        let Reply::Committed(c) = store.call(Op::CommitInvocation(invocation(&key, f, id.as_bytes()))).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.entry_index, i as u64 + 1);
+        let again =
+            store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 6 }).unwrap();
+        let Reply::Begun(BeginOutcome::Existing(t)) = again else { panic!() };
+        assert_eq!((t.state, t.committed), (TaskState::Committed, Some(c)));
+        assert!(matches!(
+            store.call(Op::CommitInvocation(invocation(&key, f, b"again"))),
+            Err(WriteError::TaskNotStarted { .. })
+        ));
+    }
+    assert_verifies(&store);
+}
+
+#[test]
+fn budget_is_debited_exactly_to_the_grant_and_never_below_zero() {
+    let (_dir, store) = temp_store();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let key = task("spend");
+    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+    let intent = |ordinal: u32| IntentRequest {
+        task: key.clone(),
+        ordinal,
+        effect_id: "e1".into(),
+        effect: "Workspace.Read".into(),
+        scope: "worktree".into(),
+        cost: 1,
+        grant_budget: 2,
+        request: NewObject::derived("world/effect-request/v1", "host/broker", format!("req{ordinal}").into_bytes()),
+        at: 1,
+    };
+    assert_eq!(
+        store.call(Op::RecordIntent(intent(0))).unwrap(),
+        Reply::Debited(Debit { budget_before: 2, budget_after: 1 })
+    );
+    assert_eq!(
+        store.call(Op::RecordIntent(intent(1))).unwrap(),
+        Reply::Debited(Debit { budget_before: 1, budget_after: 0 })
+    );
+    assert_eq!(store.call(Op::RecordIntent(intent(2))).unwrap_err(), WriteError::BudgetExhausted { remaining: 0 });
+    assert_eq!(store.snapshot().unwrap().spent("ep1", "Workspace.Read", "worktree").unwrap(), 2);
+    let outcome = OutcomeRequest {
+        task: key.clone(),
+        ordinal: 0,
+        status: OutcomeStatus::Ok,
+        record: NewObject::derived("world/effect-record/v1", "host/broker", b"rec0".to_vec()),
+        result: Some(NewObject::derived("world/effect-result/v1", "host/broker", b"res0".to_vec())),
+        at: 2,
+    };
+    store.call(Op::RecordOutcome(outcome.clone())).unwrap();
+    assert!(matches!(store.call(Op::RecordOutcome(outcome)), Err(WriteError::OutcomeExists { .. })));
+    assert_verifies(&store);
+}
+
+#[test]
+fn recovery_marks_unfinished_work_fail_closed_and_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.db");
+    {
+        let (store, _) = Store::open(&path, 1).unwrap();
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        for id in ["with-effect", "without"] {
+            store.call(Op::BeginTask { task: task(id), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+        }
+        let i = IntentRequest {
+            task: task("with-effect"),
+            ordinal: 0,
+            effect_id: "e1".into(),
+            effect: "Workspace.Write".into(),
+            scope: "worktree".into(),
+            cost: 1,
+            grant_budget: 5,
+            request: NewObject::derived("world/effect-request/v1", "host/broker", b"w".to_vec()),
+            at: 1,
+        };
+        store.call(Op::RecordIntent(i)).unwrap();
+    }
+    let (store, report) = Store::open(&path, 9).unwrap();
+    assert_eq!(report.indeterminate_effects, vec!["a2a:ep1:with-effect#0".to_string()]);
+    let mut tasks = report.tasks.clone();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        vec![("a2a:ep1:with-effect".into(), TaskState::Uncertain), ("a2a:ep1:without".into(), TaskState::NotCommitted)]
+    );
+    let snap = store.snapshot().unwrap();
+    let journal = snap.journal_of("a2a:ep1:with-effect").unwrap();
+    assert_eq!(journal[0].outcome.as_ref().unwrap().status, OutcomeStatus::Indeterminate);
+    assert_eq!(snap.spent("ep1", "Workspace.Write", "worktree").unwrap(), 1);
+    assert_verifies(&store);
+    drop(store);
+    let (_store, again) = Store::open(&path, 10).unwrap();
+    assert!(again.is_empty());
+}
+
+#[test]
+fn a_second_writer_is_refused_at_once_naming_the_lock_and_readers_coexist() {
+    let (dir, store) = temp_store();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let path = dir.path().join("world.db");
+    match Store::open(&path, 1) {
+        Err(OpenError::Locked { lock }) => assert!(lock.ends_with("world.db.writer.lock")),
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+    let reader = ReadOnlyStore::open(&path).unwrap();
+    assert!(reader.snapshot().unwrap().selected_head().unwrap().is_some());
+}
