@@ -28,6 +28,7 @@ pub enum AdminRequest {
     Mint(MintRequest),
     List,
     Revoke { credential_id: String },
+    Publish(crate::publish::PublishRequest),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -36,6 +37,7 @@ pub enum AdminResponse {
     Minted(Minted),
     Sessions { rows: Vec<SessionRow> },
     Revoked { revoked: bool },
+    Published { summary: String },
     Error { message: String },
 }
 
@@ -116,6 +118,14 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             match rows {
                 Ok(Ok(rows)) => AdminResponse::Sessions { rows },
                 Ok(Err(e)) => err(e.to_string()),
+                Err(e) => err(e.to_string()),
+            }
+        }
+        AdminRequest::Publish(req) => {
+            let d = daemon.clone();
+            match tokio::task::spawn_blocking(move || crate::publish::publish(&d.store, &req)).await {
+                Ok(Ok(summary)) => AdminResponse::Published { summary },
+                Ok(Err(e)) => err(e),
                 Err(e) => err(e.to_string()),
             }
         }

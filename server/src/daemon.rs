@@ -1,8 +1,11 @@
 //! `worldd serve`: startup, the accept loop, graceful shutdown.
 
 use crate::admin;
+use crate::coordinator::Coordinator;
+use crate::effects::worktree::Worktrees;
 use crate::http;
 use crate::limits::*;
+use crate::runtime::Runtimes;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use std::net::SocketAddr;
@@ -18,8 +21,11 @@ pub struct Daemon {
     pub db_path: PathBuf,
     pub interpreter_ref: Option<Ref>,
     pub interpreter_version: String,
-    #[allow(dead_code)] // read by the coordinator's worktree handlers
-    pub workspace_root: Option<PathBuf>,
+    pub coordinator: Coordinator,
+    pub runtimes: Runtimes,
+    pub worktrees: Worktrees,
+    /// MCP host callbacks running at once; the next one is refused at once.
+    pub host_callbacks: Arc<Semaphore>,
 }
 
 #[derive(Clone, Debug)]
@@ -27,6 +33,10 @@ pub struct ServeOptions {
     pub db: PathBuf,
     pub bind: String,
     pub workspace_root: Option<PathBuf>,
+    /// `NAME` or `NAME=PATH`: the commands `workspace-exec` may run.
+    pub exec_allow: Vec<String>,
+    /// Concurrent MCP host callbacks (the seed's limit is 8).
+    pub host_callbacks: usize,
 }
 
 /// A startup failure: the stage it happened at and why. Exit code 2.
@@ -71,6 +81,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     {
         return Err(fail("config", format!("--workspace-root {} is not a directory", root.display())));
     }
+    let worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
     let (store, recovery) = Store::open(&opts.db, crate::clock::now()).map_err(|e| fail("store-open", e))?;
     for effect in &recovery.indeterminate_effects {
         tracing::warn!(effect, "recovery: effect intent had no outcome; recorded indeterminate (its debit stands)");
@@ -79,12 +90,18 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         tracing::warn!(task, state = state.as_str(), "recovery: task was in flight at the last stop");
     }
     let head = store.snapshot().and_then(|s| s.selected_head()).map_err(|e| fail("store-open", e))?;
+    let db_path = std::fs::canonicalize(&opts.db).unwrap_or(opts.db.clone());
+    let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
+    let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
         store,
-        db_path: std::fs::canonicalize(&opts.db).unwrap_or(opts.db.clone()),
-        interpreter_ref: None,
-        interpreter_version: String::new(),
-        workspace_root: opts.workspace_root.clone(),
+        db_path,
+        interpreter_ref: Some(interpreter.hash),
+        interpreter_version: String::from_utf8_lossy(&interpreter.payload).into_owned(),
+        coordinator: Coordinator::default(),
+        runtimes: Runtimes::new(&scratch),
+        worktrees,
+        host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
@@ -99,6 +116,58 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     // Dropping the last handle drains the writer queue and releases the lock.
     drop(daemon);
     Ok(())
+}
+
+/// Exec scratch directories live beside the store, never inside a worktree.
+fn scratch_dir(db: &std::path::Path) -> Result<PathBuf, String> {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".scratch");
+    let dir = PathBuf::from(s);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("scratch directory {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The worktree handlers' configuration. The store must not live inside the
+/// workspace root, or agents could edit it through their tools.
+fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
+    let interpreter = crate::registry::builtin_interpreter();
+    let mut w = Worktrees { root: None, exec_allow: Default::default(), tool: interpreter.hash.to_string() };
+    if let Some(root) = &opts.workspace_root {
+        let root = std::fs::canonicalize(root).map_err(|e| format!("--workspace-root {}: {e}", root.display()))?;
+        let db_dir = opts.db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let db_dir = std::fs::canonicalize(db_dir).map_err(|e| format!("store directory {}: {e}", db_dir.display()))?;
+        if db_dir.starts_with(&root) {
+            return Err(format!(
+                "the store {} must not be inside --workspace-root {}",
+                opts.db.display(),
+                root.display()
+            ));
+        }
+        w.root = Some(root);
+    }
+    for item in &opts.exec_allow {
+        let (name, program) = match item.split_once('=') {
+            Some((n, p)) => (n.to_string(), PathBuf::from(p)),
+            None => {
+                (item.clone(), find_in_path(item).ok_or_else(|| format!("--exec-allow {item}: not found on PATH"))?)
+            }
+        };
+        let valid = !name.is_empty()
+            && name.len() <= 32
+            && name.as_bytes()[0].is_ascii_lowercase()
+            && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+        if !valid {
+            return Err(format!("--exec-allow {item}: the name must match ^[a-z][a-z0-9-]{{0,31}}$"));
+        }
+        let program = std::fs::canonicalize(&program).map_err(|e| format!("--exec-allow {item}: {e}"))?;
+        w.exec_allow.insert(name, program);
+    }
+    Ok(w)
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|c| c.is_file()))
 }
 
 async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>) {

@@ -42,3 +42,8 @@ pub const SESSIONS_LISTED_MAX: usize = 500;
 pub const ADMIN_LINE_MAX: usize = 16 << 20;
 /// How long an admin client waits for the daemon.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Concurrent MCP host callbacks by default (the seed's limit), and the most a
+/// `--host-callbacks` flag may set.
+pub const HOST_CALLBACKS_DEFAULT: usize = 8;
+pub const HOST_CALLBACKS_MAX: usize = 1024;

@@ -3,9 +3,14 @@
 mod admin;
 mod cli;
 mod clock;
+mod coordinator;
 mod daemon;
+mod effects;
 mod http;
 mod limits;
+mod publish;
+mod registry;
+mod runtime;
 mod sessions;
 
 fn main() -> std::process::ExitCode {

@@ -3,10 +3,12 @@
 //! open failure (see README).
 
 mod client;
+mod publish;
+mod quickstart;
 mod session;
 mod verify;
 
-use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, SESSION_TTL_DEFAULT_S};
+use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,6 +37,33 @@ enum Command {
         /// Episode worktrees live at <DIR>/<episode>.
         #[arg(long)]
         workspace_root: Option<PathBuf>,
+        /// A command `workspace-exec` may run: NAME (found on PATH) or NAME=PATH. Repeatable.
+        #[arg(long = "exec-allow")]
+        exec_allow: Vec<String>,
+        /// MCP host callbacks that may run at once; the next is refused with "capacity exceeded".
+        #[arg(long, default_value_t = HOST_CALLBACKS_DEFAULT)]
+        host_callbacks: usize,
+    },
+    /// Create a store, a genesis world, the builtin tools, a demo worktree and session, then serve.
+    Quickstart {
+        #[arg(long, default_value = "./world-quickstart")]
+        dir: PathBuf,
+        #[arg(long, default_value = DEFAULT_BIND)]
+        bind: String,
+    },
+    /// Publish transitions into the registry (live through a running daemon, or offline).
+    Publish {
+        #[arg(long)]
+        db: PathBuf,
+        /// A JSON array of transition descriptors.
+        #[arg(long, conflicts_with = "builtin", required_unless_present = "builtin")]
+        manifest: Option<PathBuf>,
+        /// The shipped package: tools.echo and the coding tools.
+        #[arg(long)]
+        builtin: bool,
+        /// Allow a new revision of an id already published with different bytes.
+        #[arg(long)]
+        replace: bool,
     },
     /// Mint, list and revoke session credentials.
     #[command(subcommand)]
@@ -121,7 +150,11 @@ pub fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { db, bind, workspace_root } => serve(crate::daemon::ServeOptions { db, bind, workspace_root }),
+        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks } => {
+            serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks })
+        }
+        Command::Quickstart { dir, bind } => quickstart::run(&dir, &bind),
+        Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
         Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
             session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)
         }

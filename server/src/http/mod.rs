@@ -1,6 +1,7 @@
 //! The HTTP shell: routing, limits, and the bridges from async handlers to the
 //! store's blocking reads and queued writes.
 
+pub mod agents;
 pub mod rest;
 
 use crate::daemon::Daemon;
@@ -17,7 +18,25 @@ use world_store::{Op, ReadError, Reads, Reply, Snapshot, WriteError};
 pub type State = Arc<Daemon>;
 
 pub fn router(state: State) -> Router {
-    rest::routes().fallback(not_found).with_state(state)
+    use axum::routing::{get, post};
+    rest::routes()
+        .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
+        .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))
+        .route("/a2a", post(agents::a2a_post))
+        .route("/a2a/", post(agents::a2a_post))
+        .route("/.well-known/agent.json", get(agents::agent_card))
+        .route("/.well-known/agent-card.json", get(agents::agent_card))
+        .fallback(not_found)
+        .layer(axum::middleware::from_fn(rebinding_guard))
+        .with_state(state)
+}
+
+/// DNS-rebinding protection on every route.
+async fn rebinding_guard(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    match agents::rebinding_check(req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(r) => reply(r),
+    }
 }
 
 async fn not_found() -> Rest {

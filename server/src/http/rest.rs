@@ -8,7 +8,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Path, RawQuery, State as AxState};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
@@ -17,18 +17,41 @@ use world_protocol::auth::rest_denial;
 use world_protocol::rest::{RestClass, RestError};
 use world_store::*;
 
+/// The frozen `/v1` table: (method, axum path). The router is built from this
+/// table and nothing else, and `docs/openapi.json` is checked against it, so the
+/// served routes, this list and the document cannot drift apart.
+pub const V1_ROUTES: &[(&str, &str)] = &[
+    ("GET", "/v1/health"),
+    ("GET", "/v1/head"),
+    ("GET", "/v1/worlds/{ref}"),
+    ("GET", "/v1/objects/{ref}"),
+    ("GET", "/v1/objects/by-semantic-id/{*name}"),
+    ("GET", "/v1/log/{index}"),
+    ("GET", "/v1/log"),
+    ("GET", "/v1/registry/{*name}"),
+    ("POST", "/v1/commit"),
+    ("GET", "/v1/receipts/{id}"),
+];
+
 pub fn routes() -> Router<State> {
-    Router::new()
-        .route("/v1/health", get(health))
-        .route("/v1/head", get(head))
-        .route("/v1/worlds/{world}", get(world))
-        .route("/v1/objects/by-semantic-id/{*name}", get(by_semantic_id))
-        .route("/v1/objects/{object}", get(object))
-        .route("/v1/log/{index}", get(log_entry))
-        .route("/v1/log", get(log_page))
-        .route("/v1/registry/{*name}", get(registry))
-        .route("/v1/commit", post(commit))
-        .route("/v1/receipts/{id}", get(receipt))
+    V1_ROUTES.iter().fold(Router::new(), |router, &(method, path)| router.route(path, handler(method, path)))
+}
+
+/// The handler of one row of [`V1_ROUTES`]; a row without one fails every test that builds the router.
+fn handler(method: &str, path: &str) -> MethodRouter<State> {
+    match (method, path) {
+        ("GET", "/v1/health") => get(health),
+        ("GET", "/v1/head") => get(head),
+        ("GET", "/v1/worlds/{ref}") => get(world),
+        ("GET", "/v1/objects/{ref}") => get(object),
+        ("GET", "/v1/objects/by-semantic-id/{*name}") => get(by_semantic_id),
+        ("GET", "/v1/log/{index}") => get(log_entry),
+        ("GET", "/v1/log") => get(log_page),
+        ("GET", "/v1/registry/{*name}") => get(registry),
+        ("POST", "/v1/commit") => post(commit),
+        ("GET", "/v1/receipts/{id}") => get(receipt),
+        _ => panic!("V1_ROUTES lists {method} {path}, which has no handler"),
+    }
 }
 
 fn bad(message: impl Into<String>) -> Rest {
@@ -459,6 +482,96 @@ mod tests {
         validate_rest_id("rest:demo-1").unwrap();
         for bad in ["demo", "rest:", "a2a:x:y", "rest:a b", &format!("rest:{}", "x".repeat(300))] {
             assert!(validate_rest_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// `docs/openapi.json`, the committed description of this table.
+    const OPENAPI: &str = include_str!("../../../docs/openapi.json");
+
+    fn openapi() -> serde_json::Value {
+        serde_json::from_str(OPENAPI).expect("docs/openapi.json is JSON")
+    }
+
+    /// Follows one local `$ref` (`#/components/...`).
+    fn resolve<'a>(doc: &'a serde_json::Value, v: &'a serde_json::Value) -> &'a serde_json::Value {
+        match v.get("$ref").and_then(|r| r.as_str()) {
+            Some(r) => doc.pointer(r.trim_start_matches('#')).unwrap_or_else(|| panic!("dangling $ref {r}")),
+            None => v,
+        }
+    }
+
+    #[test]
+    fn every_row_of_the_route_table_has_a_handler() {
+        let _ = routes();
+        let mut seen = std::collections::HashSet::new();
+        for row in V1_ROUTES {
+            assert!(seen.insert(row), "{row:?} is listed twice");
+        }
+    }
+
+    #[test]
+    fn the_openapi_document_describes_exactly_the_served_routes() {
+        let doc = openapi();
+        assert_eq!(doc["openapi"], "3.1.0");
+        let mut documented = vec![];
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let axum_path = item["x-axum-path"].as_str().unwrap_or_else(|| panic!("{path}: no x-axum-path"));
+            assert_eq!(path, &axum_path.replace("{*", "{"), "{path}: x-axum-path {axum_path} is another route");
+            for (method, operation) in item.as_object().unwrap() {
+                if method.starts_with("x-") {
+                    continue;
+                }
+                documented.push((method.to_uppercase(), axum_path.to_string()));
+                let declared: Vec<&str> = operation["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|p| resolve(&doc, p))
+                    .filter(|p| p["in"] == "path")
+                    .map(|p| p["name"].as_str().unwrap())
+                    .collect();
+                let in_template: Vec<&str> =
+                    path.split('/').filter_map(|seg| seg.strip_prefix('{')?.strip_suffix('}')).collect();
+                assert_eq!(declared, in_template, "{method} {path}: path parameters");
+            }
+        }
+        let mut served: Vec<(String, String)> = V1_ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+        documented.sort();
+        served.sort();
+        assert_eq!(documented, served);
+    }
+
+    #[test]
+    fn the_openapi_error_classes_are_the_envelope_classes_with_their_statuses() {
+        let doc = openapi();
+        let names: Vec<&str> = RestClass::ALL.iter().map(|c| c.as_str()).collect();
+        let documented: Vec<&str> = doc["components"]["schemas"]["ErrorClass"]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(documented, names);
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, operation) in item.as_object().unwrap().iter().filter(|(m, _)| !m.starts_with("x-")) {
+                for (code, response) in operation["responses"].as_object().unwrap() {
+                    if code.starts_with('2') {
+                        continue;
+                    }
+                    let response = resolve(&doc, response);
+                    let schema = resolve(&doc, &response["content"]["application/json"]["schema"]);
+                    let classes = schema["properties"]["error"]["properties"]["class"]["enum"]
+                        .as_array()
+                        .unwrap_or_else(|| panic!("{method} {path} {code}: no error classes"));
+                    for class in classes {
+                        let class = RestClass::ALL
+                            .into_iter()
+                            .find(|c| c.as_str() == class)
+                            .unwrap_or_else(|| panic!("{method} {path} {code}: unknown class {class}"));
+                        assert_eq!(class.status().to_string(), *code, "{method} {path}: {class}");
+                    }
+                }
+            }
         }
     }
 

@@ -1,0 +1,127 @@
+//! `worldd quickstart`: everything a fresh machine needs, then serve.
+
+use super::fail;
+use super::session::write_token_file;
+use crate::daemon::ServeOptions;
+use crate::publish::{PublishRequest, publish};
+use crate::sessions::{self, MintRequest};
+use std::path::Path;
+use std::process::ExitCode;
+use world_store::{EntryHeader, Grant, LogEntry, NewObject, Op, Reads, Ref, RestCommit, Store, World, canonical};
+
+/// The demo episode and its sessions' lifetime (30 days).
+pub const DEMO_EPISODE: &str = "demo";
+pub const DEMO_TTL_S: u64 = 30 * 24 * 3600;
+pub const DEMO_BUDGET: u64 = 1000;
+
+/// An honest genesis commit: entry 0, world revision 0.
+pub fn genesis(written_by: &str) -> RestCommit {
+    let goal = NewObject::derived(
+        "world/genesis/v1",
+        written_by,
+        canonical::to_vec(&serde_json::json!({"world": "genesis", "createdBy": written_by})),
+    );
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: crate::registry::SEMANTICS_EPOCH,
+        transition_fn: Ref::of(b"genesis"),
+        interpreter: crate::registry::builtin_interpreter().hash,
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: written_by.to_string(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let next_world = World {
+        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
+        revision: 0,
+        state_root: goal.hash,
+        log_head: entry_hash,
+    };
+    RestCommit {
+        invocation_id: None,
+        request_digest: Ref::of(&canonical::entry_preimage(&header, &goal.hash)),
+        observed_head: None,
+        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+        next_world,
+        objects: vec![goal],
+    }
+}
+
+fn demo_grants() -> Vec<Grant> {
+    [
+        ("Workspace.Read", "worktree"),
+        ("Workspace.Write", "worktree"),
+        ("Workspace.Exec", "worktree"),
+        ("world.apply", "world"),
+    ]
+    .iter()
+    .map(|(e, s)| Grant { effect: e.to_string(), scope: s.to_string(), budget: DEMO_BUDGET })
+    .collect()
+}
+
+/// Creates what is missing; reuses what exists. Returns whether a session was minted.
+fn prepare(dir: &Path) -> Result<bool, String> {
+    let worktree = dir.join("workspace").join(DEMO_EPISODE);
+    std::fs::create_dir_all(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    let sample = worktree.join("hello.txt");
+    if !sample.exists() {
+        std::fs::write(&sample, "hello from World\n").map_err(|e| format!("{}: {e}", sample.display()))?;
+    }
+    let (store, _) = Store::open(&dir.join("world.db"), crate::clock::now()).map_err(|e| e.to_string())?;
+    if store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string())?.is_none() {
+        store.call(Op::CommitWorld(genesis("worldd/quickstart"))).map_err(|e| format!("genesis: {e}"))?;
+        println!("committed the genesis world");
+    }
+    println!("{}", publish(&store, &PublishRequest { manifest: None, builtin: true, replace: true })?);
+    let session_file = dir.join("session");
+    if let Ok(token) = std::fs::read_to_string(&session_file) {
+        let id = sessions::credential_id(token.trim());
+        let live = store.snapshot().and_then(|s| s.session(&id)).map_err(|e| e.to_string())?;
+        if live.is_some_and(|s| s.is_live(crate::clock::now() + 60)) {
+            return Ok(false);
+        }
+    }
+    let req = MintRequest { episode: DEMO_EPISODE.into(), grants: demo_grants(), ttl_s: DEMO_TTL_S };
+    let token = sessions::new_token();
+    let session = req.session(crate::clock::now());
+    store
+        .call(Op::MintSession { credential_id: sessions::credential_id(&token), session })
+        .map_err(|e| format!("mint: {e}"))?;
+    write_token_file(&session_file, &token).map_err(|e| format!("{}: {e}", session_file.display()))?;
+    Ok(true)
+}
+
+pub fn run(dir: &Path, bind: &str) -> ExitCode {
+    if let Err(e) = crate::daemon::loopback_addr(bind) {
+        return fail(2, format!("quickstart: {e}"));
+    }
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return fail(2, format!("quickstart: {}: {e}", dir.display()));
+    }
+    let dir = match std::fs::canonicalize(dir) {
+        Ok(d) => d,
+        Err(e) => return fail(2, format!("quickstart: {}: {e}", dir.display())),
+    };
+    let minted = match prepare(&dir) {
+        Ok(m) => m,
+        Err(e) => return fail(2, format!("quickstart: {e}")),
+    };
+    let session = dir.join("session");
+    println!(
+        "{} session for episode {DEMO_EPISODE} in {} (mode 0600)",
+        if minted { "minted a" } else { "reusing the" },
+        session.display()
+    );
+    println!("MCP:  http://{bind}/mcp/");
+    println!("A2A:  http://{bind}/a2a/  (card: http://{bind}/.well-known/agent.json)");
+    println!(
+        "try:  curl -s -H \"Authorization: Bearer $(cat {})\" -H 'Content-Type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/send\",\"params\":{{\"id\":\"read-1\",\"metadata\":{{\"skill_id\":\"ailang-read\"}},\"message\":{{\"role\":\"user\",\"parts\":[{{\"type\":\"data\",\"data\":{{\"path\":\"hello.txt\"}}}}]}}}}}}' http://{bind}/a2a/",
+        session.display()
+    );
+    super::serve(ServeOptions {
+        db: dir.join("world.db"),
+        bind: bind.to_string(),
+        workspace_root: Some(dir.join("workspace")),
+        exec_allow: vec![],
+        host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
+    })
+}

@@ -1,0 +1,713 @@
+//! The invocation coordinator: one agent call in, one committed log entry out.
+//!
+//! admit (fresh grant-filtered view) → task row durable → R8 → plan (≤ 2 s) →
+//! broker (name → scope → liveness → budget; intent + debit in one
+//! transaction) → handler → outcome + record → finish (≤ 2 s) → commit.
+//! Everything runs in a task of its own, so a client that disconnects cannot
+//! cancel it half-way; once an effect's intent is durable, the remaining steps
+//! have a 4 s budget, and any failure there is `EffectsUnrecorded`.
+
+use crate::daemon::Daemon;
+use crate::effects::{self, Decision, Record};
+use crate::http;
+use crate::registry::{self, Descriptor, Registry};
+use crate::runtime::PhaseError;
+use serde_json::{Map, Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use world_store::canonical::FixedObject;
+use world_store::*;
+
+/// The whole invocation, admission to commit.
+pub const INVOCATION_DEADLINE: Duration = Duration::from_secs(20);
+/// Admission reads.
+pub const ADMISSION_DEADLINE: Duration = Duration::from_secs(10);
+/// Everything after an effect's intent is durable.
+pub const POST_EFFECT_BUDGET: Duration = Duration::from_secs(4);
+/// A handler's own bound (exec handlers stop at 9 s).
+pub const HANDLER_DEADLINE: Duration = Duration::from_secs(10);
+/// Plan laws.
+pub const PLAN_EFFECTS_MAX: usize = 1;
+pub const PLAN_PAYLOAD_MAX: usize = 1 << 20;
+/// Episode locks kept before idle ones are dropped.
+const EPISODE_LOCKS_SOFT_MAX: usize = 1024;
+/// Transition sources kept in memory.
+const SOURCES_CACHED_MAX: usize = 256;
+
+pub const INVOCATION_INPUT: &str = "world/invocation-input/v1";
+pub const INVOCATION_OUTPUT: &str = "world/invocation-output/v1";
+pub const INVOCATION_RECORD_V1: &str = "world/invocation-record/v1";
+pub const INVOCATION_RECORD_V2: &str = "world/invocation-record/v2";
+pub const EFFECT_PLAN: &str = "world/effect-plan/v1";
+
+/// One admitted call, as a surface hands it over.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub surface: Surface,
+    pub episode: String,
+    pub grants: Vec<Grant>,
+    pub expires_at: u64,
+    pub task_id: String,
+    pub transition_id: String,
+    pub arguments: Value,
+    pub pin: Option<Ref>,
+}
+
+/// A committed invocation (fresh, or the stored one for a resent task id).
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub invocation_id: String,
+    pub output: Value,
+    pub committed: Committed,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    #[error("not authorized")]
+    NotAuthorized,
+    #[error("proposal does not match the registered transition")]
+    PinMismatch,
+    #[error("task id already used in this session")]
+    TaskIdInUse,
+    #[error("effects were requested but the invocation was not confirmed committed ({cause})")]
+    EffectsUnrecorded { records: Vec<Ref>, cause: String },
+    #[error("transition declares an effect this daemon has no handler for")]
+    NoHandler,
+    #[error("no world is selected; commit a genesis world first")]
+    NoWorld,
+    #[error("transition does not implement the invocation calling convention: {0}")]
+    Convention(String),
+    #[error("transition execution failed: {0}")]
+    ExecutionFailed(String),
+    #[error("transition output is not a JSON object")]
+    NotAnObject,
+    #[error("invocation exceeded its deadline")]
+    Deadline,
+    #[error("invocation outcome is not confirmed; resend the same task id")]
+    Unconfirmed,
+    #[error("invocation was not committed; send a new task id ({0})")]
+    NotCommitted(String),
+    #[error("world head moved during invocation; not committed; send a new task id")]
+    HeadMoved,
+    #[error("transition invocation is not available in this daemon: {0}")]
+    Unavailable(String),
+}
+
+/// Coordinator state shared by every call.
+#[derive(Default)]
+pub struct Coordinator {
+    episode_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    registry_cache: Mutex<Option<(Ref, Arc<Registry>)>>,
+    sources: Mutex<HashMap<Ref, Arc<Vec<u8>>>>,
+}
+
+impl Coordinator {
+    /// The current registry, parsed once per head.
+    pub fn registry(&self, snap: &Snapshot) -> Result<Option<Arc<Registry>>, registry::LoadError> {
+        let Some(head) = snap.head(registry::TRANSITION_REGISTRY)? else { return Ok(None) };
+        if let Some((h, r)) = self.registry_cache.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
+            && *h == head
+        {
+            return Ok(Some(r.clone()));
+        }
+        let Some((head, parsed)) = registry::load(snap)? else { return Ok(None) };
+        let parsed = Arc::new(parsed);
+        *self.registry_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((head, parsed.clone()));
+        Ok(Some(parsed))
+    }
+
+    fn episode_lock(&self, episode: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.episode_locks.lock().unwrap_or_else(|p| p.into_inner());
+        if locks.len() > EPISODE_LOCKS_SOFT_MAX {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(episode.to_string()).or_default().clone()
+    }
+
+    fn source(&self, snap: &Snapshot, r: &Ref) -> Result<Arc<Vec<u8>>, String> {
+        if let Some(s) = self.sources.lock().unwrap_or_else(|p| p.into_inner()).get(r) {
+            return Ok(s.clone());
+        }
+        let bytes = snap
+            .payload(r)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("transition source {r} is not in the store"))?;
+        if Ref::of(&bytes) != *r {
+            return Err(format!("transition source {r} does not hash to its ref"));
+        }
+        let bytes = Arc::new(bytes);
+        let mut cache = self.sources.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= SOURCES_CACHED_MAX {
+            cache.clear();
+        }
+        cache.insert(*r, bytes.clone());
+        Ok(bytes)
+    }
+}
+
+/// Runs one call to completion in its own task, bounded by the invocation deadline.
+pub async fn invoke(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
+    let d = daemon.clone();
+    let task = tokio::spawn(async move { run(&d, call).await });
+    match tokio::time::timeout(INVOCATION_DEADLINE, task).await {
+        Err(_) => Err(CallError::Deadline),
+        Ok(Err(join)) => Err(CallError::Unavailable(format!("invocation task failed: {join}"))),
+        Ok(Ok(r)) => r,
+    }
+}
+
+/// What admission found: the descriptor, and whether the world and handlers exist.
+struct Admitted {
+    descriptor: Descriptor,
+    existing: Option<Task>,
+    has_world: bool,
+}
+
+fn request_digest(call: &Call) -> Ref {
+    let pin = call.pin.map(|p| p.to_string()).unwrap_or_default();
+    let v = json!({"transition": call.transition_id, "arguments": call.arguments, "transitionFn": pin});
+    Ref::of(&canonical::to_vec(&v))
+}
+
+fn task_key(call: &Call) -> TaskKey {
+    TaskKey { surface: call.surface, episode: call.episode.clone(), task_id: call.task_id.clone() }
+}
+
+async fn admit(daemon: &Arc<Daemon>, call: &Call) -> Result<Admitted, CallError> {
+    let (d, id, key) = (daemon.clone(), call.transition_id.clone(), task_key(call));
+    let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
+        let registry = d.coordinator.registry(&snap).map_err(|e| e.to_string())?;
+        let descriptor = registry.and_then(|r| r.get(&id).cloned());
+        let existing = snap.task(&key).map_err(|e| e.to_string())?;
+        let has_world = snap.selected_head().map_err(|e| e.to_string())?.is_some();
+        Ok((descriptor, existing, has_world))
+    });
+    let (descriptor, existing, has_world) = match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
+        Err(_) => return Err(CallError::Unavailable("admission read exceeded its deadline".into())),
+        Ok(Err(e)) => return Err(CallError::Unavailable(e.to_string())),
+        Ok(Ok(Err(e))) => return Err(CallError::Unavailable(e)),
+        Ok(Ok(Ok(x))) => x,
+    };
+    let live = crate::clock::now() < call.expires_at;
+    let descriptor =
+        descriptor.filter(|d| registry::grants_admit(&call.grants, live, &d.access)).ok_or(CallError::NotAuthorized)?;
+    if call.pin.is_some_and(|p| p != descriptor.transition_fn) {
+        return Err(CallError::PinMismatch);
+    }
+    Ok(Admitted { descriptor, existing, has_world })
+}
+
+/// A resent task id: the committed result, or why it cannot be given.
+async fn resume(daemon: &Arc<Daemon>, call: &Call, task: Task, digest: Ref) -> Result<Outcome, CallError> {
+    if task.request_digest != digest {
+        return Err(CallError::TaskIdInUse);
+    }
+    match task.state {
+        TaskState::Started => Err(CallError::TaskIdInUse),
+        TaskState::NotCommitted => Err(CallError::NotCommitted("an earlier attempt with this task id".into())),
+        TaskState::Uncertain => Err(CallError::EffectsUnrecorded {
+            records: task.effect_records,
+            cause: "an earlier attempt with this task id ran effects and did not commit".into(),
+        }),
+        TaskState::Committed => {
+            let c = task.committed.ok_or_else(|| CallError::Unavailable("committed task without a result".into()))?;
+            let d = daemon.clone();
+            let out_ref = c.output_ref;
+            let bytes = tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.payload(&out_ref)))
+                .await
+                .map_err(|e| CallError::Unavailable(e.to_string()))?
+                .map_err(|e| CallError::Unavailable(e.to_string()))?
+                .ok_or_else(|| CallError::Unavailable(format!("committed output {out_ref} is missing")))?;
+            if Ref::of(&bytes) != out_ref {
+                return Err(CallError::Unavailable(format!("committed output {out_ref} fails its hash check")));
+            }
+            let output = serde_json::from_slice(&bytes).map_err(|e| CallError::Unavailable(e.to_string()))?;
+            Ok(Outcome { invocation_id: task_key(call).invocation_id(), output, committed: c })
+        }
+    }
+}
+
+async fn run(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
+    let admitted = admit(daemon, &call).await?;
+    let digest = request_digest(&call);
+    if let Some(task) = admitted.existing {
+        return resume(daemon, &call, task, digest).await;
+    }
+    if !admitted.has_world {
+        return Err(CallError::NoWorld);
+    }
+    let d = admitted.descriptor;
+    if d.declared_effects.iter().any(|e| !daemon.worktrees.has_handler(&call.episode, &e.effect)) {
+        return Err(CallError::NoHandler);
+    }
+    // Effectful calls of one episode run one at a time: its worktree and budget are shared.
+    let lock = (!d.is_pure()).then(|| daemon.coordinator.episode_lock(&call.episode));
+    let _guard = match &lock {
+        Some(l) => Some(l.lock().await),
+        None => None,
+    };
+    let key = task_key(&call);
+    match http::write(daemon, Op::BeginTask { task: key.clone(), request_digest: digest, at: crate::clock::now() })
+        .await
+    {
+        Ok(Reply::Begun(BeginOutcome::Started)) => {}
+        Ok(Reply::Begun(BeginOutcome::Existing(task))) => return resume(daemon, &call, task, digest).await,
+        Ok(other) => return Err(CallError::Unavailable(format!("unexpected writer reply {other:?}"))),
+        Err(e) => return Err(CallError::Unavailable(e.to_string())),
+    }
+    let mut inv = Invocation { daemon, call: &call, d: &d, key, journaled: vec![] };
+    match inv.execute().await {
+        Ok(outcome) => Ok(outcome),
+        Err(e) => {
+            let state = if matches!(e, CallError::EffectsUnrecorded { .. }) {
+                TaskState::Uncertain
+            } else {
+                TaskState::NotCommitted
+            };
+            if !matches!(e, CallError::Unconfirmed) {
+                let _ = http::write(daemon, Op::EndTask { task: inv.key.clone(), state }).await;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// One invocation in progress.
+struct Invocation<'a> {
+    daemon: &'a Arc<Daemon>,
+    call: &'a Call,
+    d: &'a Descriptor,
+    key: TaskKey,
+    /// Effect records whose intents are durable: from here on, failures are EffectsUnrecorded.
+    journaled: Vec<Ref>,
+}
+
+/// One planned effect.
+struct PlannedEffect {
+    id: String,
+    effect: String,
+    scope: String,
+    cost: u64,
+    payload: Value,
+}
+
+struct Plan {
+    effects: Vec<PlannedEffect>,
+    finish: bool,
+    result: Option<Map<String, Value>>,
+    bytes: Vec<u8>,
+}
+
+/// What brokering one effect produced.
+struct Brokered {
+    id: String,
+    effect: String,
+    status: &'static str,
+    record: Ref,
+    output: Option<Value>,
+    /// Objects the commit must carry (denials are journaled nowhere else).
+    objects: Vec<NewObject>,
+}
+
+fn phase_error(e: PhaseError) -> CallError {
+    match e {
+        PhaseError::Failed(why) => CallError::ExecutionFailed(why),
+        PhaseError::NotAnObject => CallError::NotAnObject,
+        PhaseError::Convention(why) => CallError::Convention(why),
+    }
+}
+
+impl Invocation<'_> {
+    fn provenance(&self) -> String {
+        format!("coordinator:{}", self.call.surface.as_str())
+    }
+
+    fn object(&self, semantic_id: &str, payload: Vec<u8>) -> NewObject {
+        NewObject::derived(semantic_id, &self.provenance(), payload)
+    }
+
+    async fn phase(&self, input: &Value) -> Result<Value, CallError> {
+        let snap = self.daemon.store.snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?;
+        let coordinator = &self.daemon.coordinator;
+        let source = |r: &Ref| coordinator.source(&snap, r).map(|s| s.to_vec());
+        self.daemon.runtimes.run(self.d, source, input).await.map_err(phase_error)
+    }
+
+    /// After an effect ran, every failure is EffectsUnrecorded naming the records.
+    fn unrecorded(&self, cause: impl std::fmt::Display) -> CallError {
+        if self.journaled.is_empty() {
+            return CallError::NotCommitted(cause.to_string());
+        }
+        CallError::EffectsUnrecorded { records: self.journaled.clone(), cause: cause.to_string() }
+    }
+
+    async fn execute(&mut self) -> Result<Outcome, CallError> {
+        let args = self.call.arguments.clone();
+        let input = self.object(INVOCATION_INPUT, canonical::to_vec(&args));
+        if self.d.is_pure() {
+            let result = self.phase(&args).await?;
+            let result = reserve_world(result)?;
+            let output = with_world(result, vec![], None);
+            return self.commit(input, output, None, vec![], vec![]).await;
+        }
+        let plan = self.plan(&args).await?;
+        let plan_obj = self.object(EFFECT_PLAN, plan.bytes.clone());
+        let mut brokered = vec![];
+        for e in &plan.effects {
+            let b = self.broker(e).await?;
+            let stop = b.status != "ok";
+            brokered.push(b);
+            if stop {
+                break;
+            }
+        }
+        let journaled = !self.journaled.is_empty();
+        let post = async {
+            let output = self.compose(&args, &plan, &brokered, plan_obj.hash).await?;
+            let objects: Vec<NewObject> = brokered.iter().flat_map(|b| b.objects.clone()).collect();
+            let records = brokered.iter().map(|b| b.record).collect();
+            self.commit(input, output, Some(plan_obj), records, objects).await
+        };
+        if !journaled {
+            return post.await;
+        }
+        match tokio::time::timeout(POST_EFFECT_BUDGET, post).await {
+            Ok(r) => r,
+            Err(_) => Err(self.unrecorded("the post-effect steps exceeded their 4 s budget")),
+        }
+    }
+
+    async fn plan(&self, args: &Value) -> Result<Plan, CallError> {
+        let out = self.phase(&json!({"phase": "plan", "args": args})).await?;
+        check_plan(out, self.d)
+    }
+
+    async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, CallError> {
+        let now = crate::clock::now();
+        let payload = canonical::to_vec(&e.payload);
+        let request = NewObject::derived(
+            effects::EFFECT_REQUEST,
+            effects::BROKER_PROVENANCE,
+            effects::request_bytes(&e.effect, &e.scope, e.cost, now, &payload),
+        );
+        let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
+        let grant_budget = match decision {
+            Decision::Deny { label, grant_budget } => {
+                let remaining = match grant_budget {
+                    Some(b) => b.saturating_sub(self.spent(&e.effect, &e.scope).await?),
+                    None => 0,
+                };
+                return Ok(self.denied(e, request, label, remaining));
+            }
+            Decision::Allow { grant_budget } => grant_budget,
+        };
+        let intent = IntentRequest {
+            task: self.key.clone(),
+            ordinal: 0,
+            effect_id: e.id.clone(),
+            effect: e.effect.clone(),
+            scope: e.scope.clone(),
+            cost: e.cost,
+            grant_budget,
+            request: request.clone(),
+            at: now,
+        };
+        let debit = match http::write(self.daemon, Op::RecordIntent(intent)).await {
+            Ok(Reply::Debited(d)) => d,
+            Err(WriteError::BudgetExhausted { remaining }) => {
+                return Ok(self.denied(e, request, effects::DENIED_BUDGET, remaining));
+            }
+            Ok(other) => return Err(CallError::Unavailable(format!("unexpected writer reply {other:?}"))),
+            Err(err) => return Err(CallError::NotCommitted(format!("journaling the effect intent: {err}"))),
+        };
+        let ran = tokio::time::timeout(
+            HANDLER_DEADLINE,
+            self.daemon.worktrees.run(&self.call.episode, &e.effect, &e.payload),
+        )
+        .await;
+        let (failed, output) = match ran {
+            Ok(Ok(v))
+                if serde_json::to_vec(&v).map(|b| b.len()).unwrap_or(usize::MAX)
+                    <= effects::worktree::RESULT_BYTES_MAX =>
+            {
+                (false, Some(v))
+            }
+            Ok(Ok(_)) => (true, None),
+            Ok(Err(why)) => {
+                tracing::warn!(invocation = %self.key.invocation_id(), effect = %e.effect, %why, "effect handler failed");
+                (true, None)
+            }
+            Err(_) => (true, None),
+        };
+        let result = output
+            .as_ref()
+            .map(|v| NewObject::derived(effects::EFFECT_RESULT, effects::BROKER_PROVENANCE, canonical::to_vec(v)));
+        let record = Record {
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            budget_before: debit.budget_before,
+            budget_after: debit.budget_after,
+            allowed: true,
+            failed,
+            denial: "",
+            request_ref: request.hash,
+            result_ref: result.as_ref().map(|r| r.hash),
+        };
+        let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
+        let record_ref = record.hash;
+        let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
+        let outcome =
+            OutcomeRequest { task: self.key.clone(), ordinal: 0, status, record, result, at: crate::clock::now() };
+        let written =
+            tokio::time::timeout(POST_EFFECT_BUDGET, http::write(self.daemon, Op::RecordOutcome(outcome))).await;
+        match written {
+            Ok(Ok(_)) => self.journaled.push(record_ref),
+            Ok(Err(err)) => {
+                return Err(CallError::EffectsUnrecorded {
+                    records: vec![],
+                    cause: format!("recording the effect outcome: {err}"),
+                });
+            }
+            Err(_) => {
+                return Err(CallError::EffectsUnrecorded {
+                    records: vec![],
+                    cause: "recording the effect outcome timed out".into(),
+                });
+            }
+        }
+        Ok(Brokered {
+            id: e.id.clone(),
+            effect: e.effect.clone(),
+            status: if failed { "failed" } else { "ok" },
+            record: record_ref,
+            output,
+            objects: vec![],
+        })
+    }
+
+    async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {
+        let d = self.daemon.clone();
+        let (ep, ef, sc) = (self.call.episode.clone(), effect.to_string(), scope.to_string());
+        tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.spent(&ep, &ef, &sc)))
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))?
+            .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    /// A denial is recorded, never debited; it travels with the commit.
+    fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Brokered {
+        let record = Record {
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            budget_before: remaining,
+            budget_after: remaining,
+            allowed: false,
+            failed: false,
+            denial: label,
+            request_ref: request.hash,
+            result_ref: None,
+        };
+        let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
+        Brokered {
+            id: e.id.clone(),
+            effect: e.effect.clone(),
+            status: "denied",
+            record: record.hash,
+            output: None,
+            objects: vec![request, record],
+        }
+    }
+
+    /// The committed output: handler fields, finish output or refusal result, plus `world`.
+    async fn compose(
+        &self,
+        args: &Value,
+        plan: &Plan,
+        brokered: &[Brokered],
+        plan_ref: Ref,
+    ) -> Result<Value, CallError> {
+        let mut statuses: Vec<(String, &'static str, Option<Ref>)> =
+            brokered.iter().map(|b| (b.id.clone(), b.status, Some(b.record))).collect();
+        statuses.extend(plan.effects.iter().skip(brokered.len()).map(|e| (e.id.clone(), "skipped", None)));
+        if plan.effects.is_empty() {
+            return Ok(with_world(plan.result.clone().unwrap_or_default(), statuses, Some(plan_ref)));
+        }
+        if plan.finish {
+            let results: Vec<Value> = brokered
+                .iter()
+                .map(|b| json!({"id": b.id, "effect": b.effect, "status": b.status, "record": b.record.to_string(), "output": b.output}))
+                .collect();
+            let out = self
+                .phase(&json!({"phase": "finish", "args": args, "results": results}))
+                .await
+                .map_err(|e| self.unrecorded(e))?;
+            let Value::Object(out) = out else { return Err(self.unrecorded(CallError::NotAnObject)) };
+            if out.contains_key("effects") || out.contains_key("world") {
+                return Err(self.unrecorded("the finish output may not carry `effects` or `world`"));
+            }
+            return Ok(with_world(out, statuses, Some(plan_ref)));
+        }
+        let fields = match brokered.first().and_then(|b| b.output.clone()) {
+            Some(Value::Object(m)) if !m.contains_key("world") => m,
+            Some(_) => {
+                let mut m = Map::new();
+                m.insert("ok".into(), json!(false));
+                m.insert("refused".into(), json!("the handler output used the reserved key `world`"));
+                m
+            }
+            None => Map::new(),
+        };
+        Ok(with_world(fields, statuses, Some(plan_ref)))
+    }
+
+    async fn commit(
+        &mut self,
+        input: NewObject,
+        output: Value,
+        plan: Option<NewObject>,
+        records: Vec<Ref>,
+        mut objects: Vec<NewObject>,
+    ) -> Result<Outcome, CallError> {
+        let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
+        let c = self.call;
+        let mut rec = FixedObject::new()
+            .str("invocationId", &self.key.invocation_id())
+            .str("episodeId", &c.episode)
+            .str("skillId", &self.d.id)
+            .str("transitionFn", &self.d.transition_fn.to_string())
+            .str("interpreter", &self.d.interpreter.to_string())
+            .uint("semanticsEpoch", self.d.semantics_epoch)
+            .str("input", &input.hash.to_string())
+            .str("output", &output_obj.hash.to_string());
+        let semantic = match &plan {
+            Some(p) => {
+                let refs: Vec<Value> = records.iter().map(|r| json!(r.to_string())).collect();
+                rec = rec.str("plan", &p.hash.to_string()).value("effects", &Value::Array(refs));
+                INVOCATION_RECORD_V2
+            }
+            None => INVOCATION_RECORD_V1,
+        };
+        let record = self.object(semantic, rec.finish());
+        let commit = InvocationCommit {
+            task: self.key.clone(),
+            registry: registry::TRANSITION_REGISTRY.into(),
+            transition_id: self.d.id.clone(),
+            transition_fn: self.d.transition_fn,
+            interpreter: self.d.interpreter,
+            semantics_epoch: self.d.semantics_epoch,
+            written_by: self.provenance(),
+            transition_ref: record.hash,
+            state_root: output_obj.hash,
+            objects: {
+                objects.push(input);
+                objects.extend(plan);
+                objects.push(output_obj);
+                objects.push(record);
+                objects
+            },
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.daemon.store.submit(
+            Op::CommitInvocation(commit),
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        let reply =
+            rx.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())));
+        match reply {
+            Ok(Reply::Committed(committed)) => {
+                Ok(Outcome { invocation_id: self.key.invocation_id(), output, committed })
+            }
+            Err(WriteError::TransitionChanged { .. }) if self.journaled.is_empty() => Err(CallError::HeadMoved),
+            Err(e @ WriteError::WriterStopped(_)) if self.journaled.is_empty() => {
+                tracing::error!(invocation = %self.key.invocation_id(), error = %e, "commit outcome unknown");
+                Err(CallError::Unconfirmed)
+            }
+            Err(e) => Err(self.unrecorded(format!("commit: {e}"))),
+            Ok(other) => Err(self.unrecorded(format!("unexpected writer reply {other:?}"))),
+        }
+    }
+}
+
+/// `world` is reserved in every transition output.
+fn reserve_world(v: Value) -> Result<Map<String, Value>, CallError> {
+    match v {
+        Value::Object(m) if m.contains_key("world") => {
+            Err(CallError::Convention("the output used the reserved key `world`".into()))
+        }
+        Value::Object(m) => Ok(m),
+        _ => Err(CallError::NotAnObject),
+    }
+}
+
+fn with_world(
+    mut fields: Map<String, Value>,
+    effects: Vec<(String, &'static str, Option<Ref>)>,
+    plan: Option<Ref>,
+) -> Value {
+    let effects: Vec<Value> = effects
+        .into_iter()
+        .map(|(id, status, record)| json!({"id": id, "status": status, "record": record.map(|r| r.to_string())}))
+        .collect();
+    fields.insert("world".into(), json!({"effects": effects, "plan": plan.map(|p| p.to_string())}));
+    Value::Object(fields)
+}
+
+fn is_effect_id(s: &str) -> bool {
+    (1..=16).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+}
+
+/// The plan laws of this release.
+fn check_plan(out: Value, d: &Descriptor) -> Result<Plan, CallError> {
+    let bad = |why: String| Err(CallError::Convention(why));
+    let Value::Object(m) = &out else { return Err(CallError::NotAnObject) };
+    if m.get("plan").and_then(Value::as_str) != Some(EFFECT_PLAN) {
+        return bad(format!("the plan phase must return {{\"plan\":\"{EFFECT_PLAN}\",…}}"));
+    }
+    let finish = match m.get("finish") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return bad("plan.finish must be a boolean".into()),
+    };
+    let items = match m.get("effects") {
+        Some(Value::Array(a)) => a,
+        _ => return bad("plan.effects must be an array".into()),
+    };
+    if items.len() > PLAN_EFFECTS_MAX {
+        return bad(format!("a plan may request at most {PLAN_EFFECTS_MAX} effect"));
+    }
+    let mut effects = vec![];
+    let mut ids = std::collections::HashSet::new();
+    for item in items {
+        let id = item.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        if !is_effect_id(&id) || !ids.insert(id.clone()) {
+            return bad(format!("effect id {id:?} must be unique and match [a-z0-9]{{1,16}}"));
+        }
+        let effect = item.get("effect").and_then(Value::as_str).unwrap_or_default().to_string();
+        let scope = item.get("scope").and_then(Value::as_str).unwrap_or_default().to_string();
+        let cost = item.get("cost").and_then(Value::as_u64);
+        let Some(cost) = cost else { return bad(format!("effect {id}: cost must be a non-negative integer")) };
+        let triple = registry::Access { effect: effect.clone(), scope: scope.clone(), cost };
+        if !d.declared_effects.contains(&triple) {
+            return bad(format!("effect {id}: ({effect}, {scope}, {cost}) is not one of the declared effects"));
+        }
+        let payload = item.get("payload").cloned().unwrap_or(Value::Null);
+        if !payload.is_object() || canonical::to_vec(&payload).len() > PLAN_PAYLOAD_MAX {
+            return bad(format!("effect {id}: payload must be a JSON object of at most {PLAN_PAYLOAD_MAX} bytes"));
+        }
+        effects.push(PlannedEffect { id, effect, scope, cost, payload });
+    }
+    let result = match m.get("result") {
+        None | Some(Value::Null) => None,
+        Some(r) => Some(reserve_world(r.clone())?),
+    };
+    if effects.is_empty() && result.is_none() {
+        return bad("a plan without effects must carry a result".into());
+    }
+    Ok(Plan { effects, finish, result, bytes: canonical::to_vec(&out) })
+}

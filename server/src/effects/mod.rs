@@ -1,0 +1,142 @@
+//! The effect broker's pure parts: the decision law, the request encoding and
+//! the effect record; and the handlers (`worktree`).
+
+pub mod worktree;
+
+use world_store::canonical::FixedObject;
+use world_store::{Grant, Ref, refs};
+
+pub const EFFECT_REQUEST: &str = "world/effect-request/v1";
+pub const EFFECT_RECORD: &str = "world/effect-record/v1";
+pub const EFFECT_RESULT: &str = "world/effect-result/v1";
+pub const BROKER_PROVENANCE: &str = "host/broker";
+
+pub const DENIED_EFFECT_NAME: &str = "denied:effect-name";
+pub const DENIED_SCOPE: &str = "denied:scope";
+pub const DENIED_EXPIRED: &str = "denied:expired";
+pub const DENIED_BUDGET: &str = "denied:budget";
+
+/// The broker's decision before budget; the budget check runs inside the
+/// store's intent transaction, where it cannot race.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// A live grant for exactly this effect and scope; its budget.
+    Allow {
+        grant_budget: u64,
+    },
+    Deny {
+        label: &'static str,
+        grant_budget: Option<u64>,
+    },
+}
+
+/// Effect name, then exact scope, then liveness (`0 <= now < expiresAt`).
+pub fn decide(grants: &[Grant], expires_at: u64, now: u64, effect: &str, scope: &str) -> Decision {
+    let named: Vec<&Grant> = grants.iter().filter(|g| g.effect == effect).collect();
+    if named.is_empty() {
+        return Decision::Deny { label: DENIED_EFFECT_NAME, grant_budget: None };
+    }
+    let Some(g) = named.iter().filter(|g| g.scope == scope).max_by_key(|g| g.budget) else {
+        return Decision::Deny { label: DENIED_SCOPE, grant_budget: None };
+    };
+    if now >= expires_at {
+        return Decision::Deny { label: DENIED_EXPIRED, grant_budget: Some(g.budget) };
+    }
+    Decision::Allow { grant_budget: g.budget }
+}
+
+/// `"<len(effect)>:<effect><len(scope)>:<scope><cost>:<now>:" + payload`, the
+/// request encoding of the reference system.
+pub fn request_bytes(effect: &str, scope: &str, cost: u64, now: u64, payload_canonical: &[u8]) -> Vec<u8> {
+    let mut out = format!("{}:{effect}{}:{scope}{cost}:{now}:", effect.len(), scope.len()).into_bytes();
+    out.extend_from_slice(payload_canonical);
+    out
+}
+
+/// One effect's decision and accounting, in the record's fixed field order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    pub effect: &'a str,
+    pub scope: &'a str,
+    pub cost: u64,
+    pub budget_before: u64,
+    pub budget_after: u64,
+    pub allowed: bool,
+    pub failed: bool,
+    pub denial: &'a str,
+    pub request_ref: Ref,
+    pub result_ref: Option<Ref>,
+}
+
+impl Record<'_> {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        FixedObject::new()
+            .str("effect", self.effect)
+            .str("scope", self.scope)
+            .uint("cost", self.cost)
+            .uint("budgetBefore", self.budget_before)
+            .uint("budgetAfter", self.budget_after)
+            .bool("allowed", self.allowed)
+            .bool("failed", self.failed)
+            .str("denial", self.denial)
+            .str("requestRef", &self.request_ref.to_string())
+            .str("resultRef", &refs::optional_text(self.result_ref))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(effect: &str, scope: &str, budget: u64) -> Grant {
+        Grant { effect: effect.into(), scope: scope.into(), budget }
+    }
+
+    #[test]
+    fn the_decision_law_checks_name_then_scope_then_liveness() {
+        let grants = [g("Workspace.Read", "worktree", 5)];
+        assert_eq!(
+            decide(&grants, 10, 1, "Workspace.Write", "worktree").clone(),
+            Decision::Deny { label: DENIED_EFFECT_NAME, grant_budget: None }
+        );
+        assert_eq!(
+            decide(&grants, 10, 1, "Workspace.Read", "other"),
+            Decision::Deny { label: DENIED_SCOPE, grant_budget: None }
+        );
+        assert_eq!(
+            decide(&grants, 10, 10, "Workspace.Read", "worktree"),
+            Decision::Deny { label: DENIED_EXPIRED, grant_budget: Some(5) }
+        );
+        assert_eq!(decide(&grants, 10, 9, "Workspace.Read", "worktree"), Decision::Allow { grant_budget: 5 });
+    }
+
+    #[test]
+    fn the_request_is_length_prefixed() {
+        assert_eq!(request_bytes("A.B", "w", 1, 7, b"{}"), b"3:A.B1:w1:7:{}".to_vec());
+    }
+
+    #[test]
+    fn the_record_has_the_fixed_field_order() {
+        let r = Record {
+            effect: "Workspace.Read",
+            scope: "worktree",
+            cost: 1,
+            budget_before: 50,
+            budget_after: 49,
+            allowed: true,
+            failed: false,
+            denial: "",
+            request_ref: Ref::of(b"q"),
+            result_ref: None,
+        };
+        let text = String::from_utf8(r.to_bytes()).unwrap();
+        assert_eq!(
+            text,
+            format!(
+                "{{\"effect\":\"Workspace.Read\",\"scope\":\"worktree\",\"cost\":1,\"budgetBefore\":50,\"budgetAfter\":49,\"allowed\":true,\"failed\":false,\"denial\":\"\",\"requestRef\":\"{}\",\"resultRef\":\"\"}}",
+                Ref::of(b"q")
+            )
+        );
+    }
+}

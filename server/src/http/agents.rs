@@ -1,0 +1,417 @@
+//! The agent surfaces: MCP at `POST /mcp/`, A2A at `POST /a2a/`, and the
+//! session's agent card. The wire logic is `world_protocol`'s; this is the shell
+//! that resolves sessions, builds the view and runs the coordinator.
+
+use super::{Rest, State, reply};
+use crate::coordinator::{self, Call, CallError};
+use crate::limits::{CREDENTIAL_DEADLINE, DAEMON_VERSION, READ_DEADLINE};
+use crate::registry;
+use crate::sessions::{self, Caller, ResolveError};
+use axum::body::Body;
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
+use serde_json::Value;
+use std::time::Duration;
+use world_protocol::a2a::{self, A2aError, A2aKind, CompletedTask};
+use world_protocol::auth::{self, SessionDenial};
+use world_protocol::mcp::{self, HostFailure, McpHeaders, ServerInfo};
+use world_protocol::surface::{self, ToolView};
+use world_protocol::{HttpReply, RpcId};
+use world_store::{Reads, Ref, Surface, TaskKey, TaskState};
+
+/// The aggregate deadline of one MCP POST.
+pub const MCP_POST_DEADLINE: Duration = Duration::from_secs(20);
+pub const SERVER_NAME: &str = "worldd";
+pub const CARD_DESCRIPTION: &str = "World: the transitions this session's grants admit, each call brokered, journaled and committed to a hash-chained log";
+
+enum Denied {
+    Session(SessionDenial),
+    Failed(String),
+}
+
+async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
+    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
+    let d = state.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
+        sessions::resolve(&snap, auth.as_deref(), crate::clock::now())
+    });
+    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
+        Err(_) => Err(Denied::Failed("credential lookup exceeded its 3 s deadline".into())),
+        Ok(Err(e)) => Err(Denied::Failed(e.to_string())),
+        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Denied::Session(d)),
+        Ok(Ok(Err(ResolveError::Read(e)))) => Err(Denied::Failed(e.to_string())),
+        Ok(Ok(Ok(c))) => Ok(c),
+    }
+}
+
+/// The session's view as protocol tool views: the one function behind
+/// `tools/list`, the agent card and (through the coordinator) admission.
+pub async fn session_view(state: &State, caller: &Caller) -> Result<Vec<ToolView>, String> {
+    let d = state.clone();
+    let grants = caller.session.grants.clone();
+    let live = crate::clock::now() < caller.session.expires_at;
+    let work = tokio::task::spawn_blocking(move || -> Result<Vec<ToolView>, String> {
+        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
+        let reg = d.coordinator.registry(&snap).map_err(|e| e.to_string())?;
+        Ok(registry::view(reg.as_deref(), &grants, live).into_iter().map(tool_view).collect())
+    });
+    match tokio::time::timeout(READ_DEADLINE, work).await {
+        Err(_) => Err("deadline".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(r)) => r,
+    }
+}
+
+pub fn tool_view(d: &registry::Descriptor) -> ToolView {
+    ToolView {
+        id: d.id.clone(),
+        title: d.title.clone(),
+        description: d.description.clone(),
+        input_schema: d.input_schema.clone(),
+        output_schema: Some(d.output_schema.clone()),
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn read_body(body: Body, max: usize) -> Option<Vec<u8>> {
+    match tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(b)) => Some(b.to_vec()),
+        _ => None,
+    }
+}
+
+// ---- MCP ----
+
+pub async fn mcp_post(
+    axum::extract::State(state): axum::extract::State<State>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Some(body) = read_body(body, mcp::MCP_BODY_MAX).await else { return reply(mcp::body_too_large()) };
+    match tokio::time::timeout(MCP_POST_DEADLINE, mcp_handle(&state, &headers, &body)).await {
+        Ok(r) => reply(r),
+        Err(_) => reply(mcp::host_failure_for_body(&body, HostFailure::TimedOut)),
+    }
+}
+
+pub async fn mcp_other() -> Response {
+    reply(mcp::method_not_allowed())
+}
+
+async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8]) -> HttpReply {
+    let caller = match resolve(state, headers).await {
+        Ok(c) => c,
+        Err(Denied::Session(d)) => return auth::mcp_denial(d),
+        Err(Denied::Failed(why)) => {
+            eprintln!("worldd: mcp refusal: session: {why:?}");
+            return mcp::host_failure_for_body(body, HostFailure::Failed);
+        }
+    };
+    let views = match session_view(state, &caller).await {
+        Ok(v) => v,
+        Err(why) => {
+            eprintln!("worldd: mcp refusal: tools: {why:?}");
+            return mcp::host_failure_for_body(body, HostFailure::Failed);
+        }
+    };
+    let surface = match surface::build_surface(&views) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("worldd: mcp refusal: tool surface refused: {e}");
+            return mcp::host_failure_for_body(body, HostFailure::Failed);
+        }
+    };
+    let accept = joined_accept(headers);
+    let mcp_headers = McpHeaders {
+        content_type: header_str(headers, header::CONTENT_TYPE),
+        accept: accept.as_deref(),
+        protocol_version: headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
+    };
+    let info = ServerInfo { name: SERVER_NAME, version: DAEMON_VERSION };
+    let plan = match mcp::plan(&mcp_headers, body, &surface, &info) {
+        Ok(p) => p,
+        Err(reply) => return reply,
+    };
+    let mut outcomes = Vec::with_capacity(plan.call_count());
+    for call in plan.calls() {
+        let outcome = mcp_call(state, &caller, call.transition_id.clone(), call.arguments.clone()).await;
+        let failed = outcome.is_err();
+        outcomes.push(outcome);
+        if failed {
+            break;
+        }
+    }
+    mcp::finish(plan, outcomes)
+}
+
+fn joined_accept(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
+    (!values.is_empty()).then(|| values.join(", "))
+}
+
+async fn mcp_call(
+    state: &State,
+    caller: &Caller,
+    transition_id: String,
+    arguments: Value,
+) -> Result<Value, HostFailure> {
+    let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {
+        eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
+        return Err(HostFailure::CapacityExceeded);
+    };
+    let task_id = sessions::new_token();
+    let invocation_id = format!("mcp:{}:{task_id}", caller.session.episode);
+    let call = Call {
+        surface: Surface::Mcp,
+        episode: caller.session.episode.clone(),
+        grants: caller.session.grants.clone(),
+        expires_at: caller.session.expires_at,
+        task_id,
+        transition_id,
+        arguments,
+        pin: None,
+    };
+    match coordinator::invoke(state, call).await {
+        Ok(outcome) => Ok(outcome.output),
+        Err(e) => {
+            let detail = match &e {
+                CallError::EffectsUnrecorded { records, .. } => {
+                    format!(
+                        "{e}; effect records: {}",
+                        records.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" ")
+                    )
+                }
+                _ => e.to_string(),
+            };
+            eprintln!("worldd: mcp refusal: tools/call {invocation_id}: {detail:?}");
+            Err(if e == CallError::Deadline { HostFailure::TimedOut } else { HostFailure::Failed })
+        }
+    }
+}
+
+// ---- A2A ----
+
+pub async fn a2a_post(
+    axum::extract::State(state): axum::extract::State<State>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let caller = match resolve(&state, &headers).await {
+        Ok(c) => c,
+        Err(Denied::Session(d)) => return reply(auth::a2a_denial(d).into_http()),
+        Err(Denied::Failed(why)) => {
+            eprintln!("worldd: a2a refusal: session: {why:?}");
+            return reply(A2aError::Unavailable.reply(&RpcId::Null).into_http());
+        }
+    };
+    let Some(body) = read_body(body, a2a::A2A_BODY_MAX).await else { return reply(a2a::body_too_large().into_http()) };
+    let req = match a2a::parse(&body) {
+        Ok(r) => r,
+        Err(reply_) => return reply(reply_.into_http()),
+    };
+    let out = match req.kind {
+        A2aKind::Send { task_id, skill_id, arguments, transition_fn, context_id } => {
+            let pin = match transition_fn.as_deref().map(Ref::parse) {
+                Some(Err(_)) => return reply(A2aError::InvalidParams.reply(&req.jsonrpc_id).into_http()),
+                Some(Ok(r)) => Some(r),
+                None => None,
+            };
+            let call = Call {
+                surface: Surface::A2a,
+                episode: caller.session.episode.clone(),
+                grants: caller.session.grants.clone(),
+                expires_at: caller.session.expires_at,
+                task_id: task_id.clone(),
+                transition_id: skill_id,
+                arguments,
+                pin,
+            };
+            match coordinator::invoke(&state, call).await {
+                Ok(o) => {
+                    let world_ref = o.committed.world_ref.to_string();
+                    let t = CompletedTask {
+                        task_id: &task_id,
+                        context_id: context_id.as_deref(),
+                        output: &o.output,
+                        invocation_id: &o.invocation_id,
+                        world_ref: &world_ref,
+                        entry_index: o.committed.entry_index,
+                    };
+                    a2a::task_completed(req.flavor, &req.jsonrpc_id, &t)
+                }
+                Err(e) => a2a_error(&e, &format!("a2a:{}:{task_id}", caller.session.episode)).reply(&req.jsonrpc_id),
+            }
+        }
+        A2aKind::Get { task_id } => a2a_get(&state, &caller, req.flavor, &req.jsonrpc_id, &task_id).await,
+    };
+    reply(out.into_http())
+}
+
+fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
+    match e {
+        CallError::NotAuthorized => A2aError::NotAuthorized,
+        CallError::PinMismatch => A2aError::ProposalMismatch,
+        CallError::TaskIdInUse => A2aError::TaskIdReused,
+        CallError::EffectsUnrecorded { records, cause } => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
+            A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect())
+        }
+        CallError::NoHandler => A2aError::NoEffectHandler,
+        CallError::NoWorld => A2aError::NoWorldSelected,
+        CallError::Convention(why) => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
+            A2aError::CallingConvention
+        }
+        CallError::ExecutionFailed(why) => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
+            A2aError::ExecutionFailed
+        }
+        CallError::NotAnObject => A2aError::OutputNotObject,
+        CallError::Deadline => A2aError::DeadlineExceeded,
+        CallError::Unconfirmed => A2aError::OutcomeUnconfirmed,
+        CallError::NotCommitted(why) => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
+            A2aError::NotCommitted
+        }
+        CallError::HeadMoved => A2aError::HeadMoved,
+        CallError::Unavailable(why) => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
+            A2aError::Unavailable
+        }
+    }
+}
+
+async fn a2a_get(state: &State, caller: &Caller, flavor: a2a::Flavor, id: &RpcId, task_id: &str) -> a2a::A2aReply {
+    let key = TaskKey { surface: Surface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
+    let d = state.clone();
+    let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
+        let Some(task) = snap.task(&key).map_err(|e| e.to_string())? else { return Ok(None) };
+        let output = match &task.committed {
+            Some(c) => snap.payload(&c.output_ref).map_err(|e| e.to_string())?,
+            None => None,
+        };
+        Ok(Some((task, output)))
+    })
+    .await;
+    let found = found.unwrap_or_else(|e| Err(e.to_string()));
+    let (task, output) = match found {
+        Ok(Some(x)) => x,
+        Ok(None) => return A2aError::TaskNotFound.reply(id),
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
+            return A2aError::Unavailable.reply(id);
+        }
+    };
+    match (task.state, task.committed, output) {
+        (TaskState::Committed, Some(c), Some(bytes)) if Ref::of(&bytes) == c.output_ref => {
+            let Ok(output) = serde_json::from_slice::<Value>(&bytes) else { return A2aError::Unavailable.reply(id) };
+            let world_ref = c.world_ref.to_string();
+            let invocation_id = format!("a2a:{}:{task_id}", caller.session.episode);
+            let t = CompletedTask {
+                task_id,
+                context_id: None,
+                output: &output,
+                invocation_id: &invocation_id,
+                world_ref: &world_ref,
+                entry_index: c.entry_index,
+            };
+            a2a::task_snapshot(flavor, id, &t)
+        }
+        (TaskState::Started, _, _) => A2aError::OutcomeUnconfirmed.reply(id),
+        (TaskState::NotCommitted, _, _) => A2aError::NotCommitted.reply(id),
+        (TaskState::Uncertain, _, _) => {
+            A2aError::EffectsUnrecorded(task.effect_records.iter().map(|r| r.to_string()).collect()).reply(id)
+        }
+        _ => A2aError::Unavailable.reply(id),
+    }
+}
+
+// ---- the agent card ----
+
+pub async fn agent_card(
+    axum::extract::State(state): axum::extract::State<State>,
+    headers: HeaderMap,
+) -> Result<Response, Rest> {
+    let caller = match resolve(&state, &headers).await {
+        Ok(c) => c,
+        Err(Denied::Session(d)) => return Err(Rest(auth::rest_denial(d))),
+        Err(Denied::Failed(why)) => return Err(super::internal("/.well-known/agent.json", &why)),
+    };
+    let skills = match session_view(&state, &caller).await {
+        Ok(v) => v,
+        Err(why) if why == "deadline" => return Err(Rest(a2a::card_deadline_exceeded())),
+        Err(why) => {
+            tracing::error!(route = "/.well-known/agent.json", cause = %why, "registry read failed");
+            return Err(Rest(a2a::card_unavailable()));
+        }
+    };
+    let host = header_str(&headers, header::HOST).unwrap_or("127.0.0.1:7644");
+    let base_url = format!("http://{host}");
+    Ok(reply(a2a::agent_card_reply(a2a::CardInput {
+        base_url: &base_url,
+        name: SERVER_NAME,
+        description: CARD_DESCRIPTION,
+        version: DAEMON_VERSION,
+        skills: &skills,
+    })))
+}
+
+// ---- DNS-rebinding protection ----
+
+fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(""),
+        None => host
+            .rsplit_once(':')
+            .map(|(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { host })
+            .unwrap_or(host),
+    };
+    let name = name.to_ascii_lowercase();
+    name == "localhost" || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// `Host` must name this machine, and an `Origin`, when present, must be a
+/// loopback origin: a web page elsewhere cannot drive the daemon.
+pub fn rebinding_check(headers: &HeaderMap) -> Result<(), HttpReply> {
+    let forbid = |why: &str| Err(HttpReply::text(403, format!("forbidden: {why}\n")));
+    match header_str(headers, header::HOST) {
+        Some(h) if loopback_host(h) => {}
+        Some(_) => return forbid("the Host header must name a loopback address"),
+        None => return forbid("a Host header is required"),
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let Ok(origin) = origin.to_str() else { return forbid("the Origin header is not a loopback origin") };
+        let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+        if !rest.is_some_and(|r| !r.contains('/') && loopback_host(r)) {
+            return forbid("the Origin header is not a loopback origin");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_and_origins_pass() {
+        for ok in ["127.0.0.1:7644", "localhost", "LOCALHOST:1", "[::1]:7644", "127.9.9.9"] {
+            assert!(loopback_host(ok), "{ok}");
+        }
+        for bad in ["evil.example.com", "evil.example.com:7644", "10.0.0.1:80", "localhost.evil.com", "[::2]:1"] {
+            assert!(!loopback_host(bad), "{bad}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, "127.0.0.1:7644".parse().unwrap());
+        assert!(rebinding_check(&h).is_ok());
+        h.insert(header::ORIGIN, "http://evil.example.com".parse().unwrap());
+        assert_eq!(rebinding_check(&h).unwrap_err().status, 403);
+        h.insert(header::ORIGIN, "http://localhost:3000".parse().unwrap());
+        assert!(rebinding_check(&h).is_ok());
+    }
+}
