@@ -11,6 +11,7 @@
 
 pub mod canonical;
 pub mod error;
+pub mod fuzz;
 pub mod model;
 pub mod ops;
 pub mod read;
@@ -23,7 +24,7 @@ mod writer;
 pub use error::{OpenError, ReadError, WriteError};
 pub use model::*;
 pub use ops::*;
-pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Snapshot, page_limit};
+pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Referrer, Snapshot, page_limit};
 pub use refs::{Ref, RefError};
 pub use writer::{BATCH_MAX, Done, WRITE_QUEUE_MAX, WriterStats};
 

@@ -261,3 +261,11 @@ impl ReceiptState {
         }
     }
 }
+
+/// Where in the journal an effect lives: `(invocationId, ordinal)`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalKey {
+    pub invocation_id: String,
+    pub ordinal: u32,
+}

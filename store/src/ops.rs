@@ -152,6 +152,9 @@ pub(crate) struct W<'t> {
     open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Table<'t, Key32, &'static [u8]>,
     receipts: Table<'t, &'static str, &'static [u8]>,
+    referrers: Table<'t, (Key32, u8, Key32), ()>,
+    entry_by_hash: Table<'t, Key32, u64>,
+    record_journal: Table<'t, Key32, &'static [u8]>,
 }
 
 type R<T> = Result<T, WriteError>;
@@ -174,6 +177,9 @@ impl<'t> W<'t> {
             open_tasks: txn.open_table(OPEN_TASKS).map_err(storage)?,
             sessions: txn.open_table(SESSIONS).map_err(storage)?,
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
+            referrers: txn.open_table(REFERRERS).map_err(storage)?,
+            entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
+            record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
         })
     }
 
@@ -275,6 +281,11 @@ impl<'t> W<'t> {
             self.objects.insert(o.hash.0, rows::encode(&meta).as_slice()).map_err(storage)?;
             self.payloads.insert(o.hash.0, o.payload.as_slice()).map_err(storage)?;
             self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
+            for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
+                if target != o.hash {
+                    self.referrers.insert((target.0, REFERRER_OBJECT, o.hash.0), ()).map_err(storage)?;
+                }
+            }
         }
         Ok(())
     }
@@ -291,8 +302,16 @@ impl<'t> W<'t> {
     }
 
     fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
-        self.log.insert(entry.header.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
+        let (h, e) = (&entry.header, entry.entry_hash.0);
+        self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
+        self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
+        for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
+            self.referrers.insert((target.0, REFERRER_ENTRY, e), ()).map_err(storage)?;
+        }
         self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
+        for target in [world.state_root, world.log_head] {
+            self.referrers.insert((target.0, REFERRER_WORLD, world.world_ref.0), ()).map_err(storage)?;
+        }
         self.heads.insert(SELECTED_HEAD, world.world_ref.0).map_err(storage)?;
         Ok(())
     }
@@ -484,6 +503,8 @@ impl<'t> W<'t> {
         };
         self.outcomes.insert((inv.as_str(), o.ordinal), rows::encode(&outcome).as_slice()).map_err(storage)?;
         self.open_intents.remove((inv.as_str(), o.ordinal)).map_err(storage)?;
+        let jk = JournalKey { invocation_id: inv.clone(), ordinal: o.ordinal };
+        self.record_journal.insert(o.record.hash.0, rows::encode(&jk).as_slice()).map_err(storage)?;
         if let Some(mut task) = task {
             task.effect_records.push(o.record.hash);
             self.write_task(&o.task, &task)?;

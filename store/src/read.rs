@@ -246,6 +246,50 @@ impl Snapshot {
         Ok(out)
     }
 
+    /// Who names `target`, ordered by (kind, referrer), strictly after `after`.
+    pub fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
+        let limit = limit.min(PAGE_MAX);
+        let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
+        let start = after.map(|(k, r)| (target.0, k, r.0)).unwrap_or((target.0, 0, [0u8; 32]));
+        let mut out = vec![];
+        for item in t.range(start..=(target.0, u8::MAX, [0xffu8; 32])).map_err(read_storage)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(read_storage)?;
+            let (_, kind, referrer) = k.value();
+            if after == Some((kind, Ref(referrer))) {
+                continue;
+            }
+            let entry_index = match kind {
+                REFERRER_ENTRY => self.entry_index_of(&Ref(referrer))?,
+                _ => None,
+            };
+            out.push(Referrer { kind, referrer: Ref(referrer), entry_index });
+        }
+        Ok(out)
+    }
+
+    /// The journal item whose outcome carries effect record `record`.
+    pub fn journal_of_record(&self, record: &Ref) -> Result<Option<(JournalKey, JournalItem)>, ReadError> {
+        let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
+        let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };
+        let key: JournalKey = rows::decode("record_journal", record, v.value())?;
+        let item = self.journal_of(&key.invocation_id)?.into_iter().find(|i| i.ordinal == key.ordinal);
+        Ok(item.map(|i| (key, i)))
+    }
+
+    pub fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
+        let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(false) };
+        Ok(t.get((target.0, kind, referrer.0)).map_err(read_storage)?.is_some())
+    }
+
+    /// The index of the entry with hash `entry_hash`.
+    pub fn entry_index_of(&self, entry_hash: &Ref) -> Result<Option<u64>, ReadError> {
+        let Some(t) = open(&self.txn, ENTRY_BY_HASH)? else { return Ok(None) };
+        Ok(t.get(entry_hash.0).map_err(read_storage)?.map(|v| v.value()))
+    }
+
     pub(crate) fn txn(&self) -> &ReadTransaction {
         &self.txn
     }
@@ -256,4 +300,26 @@ pub struct JournalItem {
     pub ordinal: u32,
     pub intent: EffectIntent,
     pub outcome: Option<EffectOutcome>,
+}
+
+/// One thing that names an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Referrer {
+    /// `tables::REFERRER_OBJECT`, `REFERRER_ENTRY` or `REFERRER_WORLD`.
+    pub kind: u8,
+    /// The naming object's ref, entry hash or world ref.
+    pub referrer: Ref,
+    /// For an entry, its index.
+    pub entry_index: Option<u64>,
+}
+
+impl Referrer {
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            REFERRER_OBJECT => "object",
+            REFERRER_ENTRY => "entry",
+            REFERRER_WORLD => "world",
+            _ => "unknown",
+        }
+    }
 }

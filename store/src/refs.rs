@@ -114,9 +114,51 @@ impl<'de> Deserialize<'de> for Ref {
     }
 }
 
+/// Every distinct canonical ref spelled out in `bytes` (JSON or not), in order
+/// of first appearance, at most `max`. This is how the store learns which
+/// objects a payload names, whatever its format.
+pub fn refs_named_in(bytes: &[u8], max: usize) -> Vec<Ref> {
+    let mut out: Vec<Ref> = vec![];
+    let prefix = REF_PREFIX.as_bytes();
+    let mut i = 0;
+    while i + REF_TEXT_LEN <= bytes.len() && out.len() < max {
+        // Jump to the next 's'; most payload bytes are skipped here.
+        match bytes[i..bytes.len() - REF_TEXT_LEN + 1].iter().position(|&b| b == b's') {
+            Some(off) => i += off,
+            None => break,
+        }
+        if &bytes[i..i + prefix.len()] != prefix {
+            i += 1;
+            continue;
+        }
+        let hex_part = &bytes[i + prefix.len()..i + REF_TEXT_LEN];
+        let mut raw = [0u8; 32];
+        let lower = hex_part.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if lower && hex::decode_to_slice(hex_part, &mut raw).is_ok() {
+            let r = Ref(raw);
+            if !out.contains(&r) {
+                out.push(r);
+            }
+            i += REF_TEXT_LEN;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refs_are_found_in_any_payload() {
+        let (a, b) = (Ref::of(b"a"), Ref::of(b"b"));
+        let text = format!("3:x{{\"r\":\"{a}\",\"s\":[\"{b}\",\"{a}\"]}} sha256:XYZ {}", &b.to_string()[..60]);
+        assert_eq!(refs_named_in(text.as_bytes(), 10), vec![a, b]);
+        assert_eq!(refs_named_in(text.as_bytes(), 1), vec![a]);
+        assert!(refs_named_in(b"", 10).is_empty());
+    }
 
     #[test]
     fn the_text_form_round_trips() {

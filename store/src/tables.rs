@@ -34,6 +34,13 @@ pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::n
 pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
 /// credentialId = sha256(token) → Session.
 pub const SESSIONS: TableDefinition<Key32, &[u8]> = TableDefinition::new("sessions");
+/// (target ref, referrer kind, referrer) → (): who names an object. Kinds are
+/// `REFERRER_*`; the referrer is an object ref, an entry hash or a world ref.
+pub const REFERRERS: TableDefinition<(Key32, u8, Key32), ()> = TableDefinition::new("referrers");
+/// effect record ref → JournalKey of the outcome that carries it.
+pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
+/// entryHash → entryIndex.
+pub const ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("entry_by_hash");
 /// `rest:<id>` → Receipt.
 pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
 
@@ -41,3 +48,12 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
 pub const STORE_FORMAT: u64 = 1;
+
+/// An object whose payload names the target ref.
+pub const REFERRER_OBJECT: u8 = 1;
+/// A log entry whose transitionRef, transitionFn or interpreter is the target.
+pub const REFERRER_ENTRY: u8 = 2;
+/// A world whose stateRoot or logHead is the target.
+pub const REFERRER_WORLD: u8 = 3;
+/// Most refs indexed from one object's payload.
+pub const REFS_INDEXED_PER_OBJECT_MAX: usize = 4096;

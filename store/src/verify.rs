@@ -113,8 +113,12 @@ pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let mut counts = Counts::default();
     let mut v = Verifier { snap: snapshot, sink: &sink };
-    v.guarded("payloads", |v| v.payloads(opts, &mut counts));
-    v.guarded("objects", |v| v.objects(&mut counts));
+    let mut paired = None;
+    v.guarded("payloads", |v| {
+        paired = Some(v.payloads(opts, &mut counts)?);
+        Ok(())
+    });
+    v.guarded("objects", |v| v.objects(paired, &mut counts));
     v.guarded("by_semantic_id", |v| v.semantic_index());
     let mut entry_hashes = vec![];
     v.guarded("log", |v| {
@@ -163,8 +167,13 @@ impl<'a> Verifier<'a> {
         self.snap.has_object(r).unwrap_or(false)
     }
 
-    fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Step {
-        let Some(payloads) = self.table(PAYLOADS)? else { return Ok(()) };
+    /// The one pass over payload bytes (they dominate the store): rehashes each
+    /// payload and checks it against its metadata row, in parallel. Returns how
+    /// many payloads have a metadata row, so that `objects` can tell whether any
+    /// object lacks a payload without reading the payloads again.
+    fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Result<u64, String> {
+        let Some(payloads) = self.table(PAYLOADS)? else { return Ok(0) };
+        let objects = self.table(OBJECTS)?;
         let total = payloads.len().map_err(|e| e.to_string())?;
         let threads = match opts.threads {
             0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
@@ -173,9 +182,10 @@ impl<'a> Verifier<'a> {
         .clamp(1, 64);
         let done = AtomicU64::new(0);
         let bytes = AtomicU64::new(0);
+        let paired = AtomicU64::new(0);
         std::thread::scope(|s| {
             for part in 0..threads {
-                let (payloads, done, bytes) = (&payloads, &done, &bytes);
+                let (payloads, objects, done, bytes, paired) = (&payloads, &objects, &done, &bytes, &paired);
                 s.spawn(move || {
                     let lo = first_key(part * 256 / threads);
                     let hi = (part + 1) * 256 / threads;
@@ -200,6 +210,25 @@ impl<'a> Verifier<'a> {
                                 format!("payload hashes to {actual}"),
                             );
                         }
+                        let meta = match objects.as_ref().map(|t| t.get(r.0)) {
+                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectMeta>("objects", &r, row.value())),
+                            Some(Ok(None)) | None => None,
+                            Some(Err(e)) => return self.sink.engine("objects", e),
+                        };
+                        match meta {
+                            None => self.sink.push("objects", r, FaultKind::Missing, "payload has no metadata row"),
+                            Some(meta) => {
+                                paired.fetch_add(1, Ordering::Relaxed);
+                                // A row that does not decode is reported by `objects`.
+                                if let Ok(meta) = meta
+                                    && meta.size != payload.len() as u64
+                                {
+                                    let detail =
+                                        format!("metadata says {} bytes, payload has {}", meta.size, payload.len());
+                                    self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                                }
+                            }
+                        }
                         bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if let Some(p) = opts.progress
@@ -212,10 +241,14 @@ impl<'a> Verifier<'a> {
             }
         });
         counts.payload_bytes = bytes.load(Ordering::Relaxed);
-        Ok(())
+        Ok(paired.load(Ordering::Relaxed))
     }
 
-    fn objects(&self, counts: &mut Counts) -> Step {
+    /// Metadata rows and their index rows. Which payloads lack a row, and sizes, were
+    /// checked by `payloads`; `paired` payloads had a row, so every object has a
+    /// payload exactly when `paired` equals the number of objects. Only when it does
+    /// not (or that pass failed) are payloads looked up one by one, to name the missing.
+    fn objects(&self, paired: Option<u64>, counts: &mut Counts) -> Step {
         let Some(objects) = self.table(OBJECTS)? else { return Ok(()) };
         let payloads = self.table(PAYLOADS)?;
         let index = self.table(BY_SEMANTIC_ID)?;
@@ -230,17 +263,6 @@ impl<'a> Verifier<'a> {
                     continue;
                 }
             };
-            let size = payloads.as_ref().and_then(|t| t.get(r.0).ok().flatten()).map(|p| p.value().len() as u64);
-            match size {
-                None => self.sink.push("payloads", r, FaultKind::Missing, "object has no payload"),
-                Some(n) if n != meta.size => self.sink.push(
-                    "objects",
-                    r,
-                    FaultKind::Mismatch,
-                    format!("metadata says {} bytes, payload has {n}", meta.size),
-                ),
-                Some(_) => {}
-            }
             let indexed = index.as_ref().and_then(|t| t.get((meta.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
             if !indexed {
                 self.sink.push(
@@ -251,11 +273,12 @@ impl<'a> Verifier<'a> {
                 );
             }
         }
-        if let Some(payloads) = payloads {
-            for item in payloads.iter().map_err(|e| e.to_string())? {
+        if paired != Some(counts.objects) {
+            for item in objects.iter().map_err(|e| e.to_string())? {
                 let (k, _) = item.map_err(|e| e.to_string())?;
-                if objects.get(k.value()).map_err(|e| e.to_string())?.is_none() {
-                    self.sink.push("objects", Ref(k.value()), FaultKind::Missing, "payload has no metadata row");
+                let present = payloads.as_ref().map(|t| t.get(k.value()).map(|p| p.is_some())).transpose();
+                if !present.map_err(|e| e.to_string())?.unwrap_or(false) {
+                    self.sink.push("payloads", Ref(k.value()), FaultKind::Missing, "object has no payload");
                 }
             }
         }
@@ -372,6 +395,16 @@ impl<'a> Verifier<'a> {
             let recomputed = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
             if w.world_ref != r || recomputed != r {
                 self.sink.push("worlds", r, FaultKind::HashMismatch, format!("world ref recomputes to {recomputed}"));
+            }
+            for target in [w.state_root, w.log_head] {
+                if !self.snap.has_referrer(&target, REFERRER_WORLD, &r).unwrap_or(false) {
+                    self.sink.push(
+                        "referrers",
+                        format!("{target} <- world {r}"),
+                        FaultKind::Missing,
+                        "the world is not indexed as a referrer",
+                    );
+                }
             }
             match entry_hashes.get(w.revision as usize) {
                 Some(h) if *h == w.log_head => {
@@ -490,6 +523,17 @@ impl<'a> Verifier<'a> {
                 }
                 match rows::decode::<EffectOutcome>("outcomes", &key, v.value()) {
                     Ok(o) => {
+                        if let Some(rec) = o.record_ref {
+                            let mapped = self.snap.journal_of_record(&rec).ok().flatten().map(|(k, _)| k);
+                            if mapped != Some(JournalKey { invocation_id: inv.to_string(), ordinal: ord }) {
+                                self.sink.push(
+                                    "record_journal",
+                                    rec,
+                                    FaultKind::Missing,
+                                    format!("does not map back to {key}"),
+                                );
+                            }
+                        }
                         for r in o.record_ref.iter().chain(o.result_ref.iter()) {
                             if !self.has_object(r) {
                                 self.sink.push("outcomes", &key, FaultKind::Dangling, format!("{r} names no object"));

@@ -259,3 +259,36 @@ fn a_second_writer_is_refused_at_once_naming_the_lock_and_readers_coexist() {
     let reader = ReadOnlyStore::open(&path).unwrap();
     assert!(reader.snapshot().unwrap().selected_head().unwrap().is_some());
 }
+
+#[test]
+fn every_commit_indexes_who_names_each_object() {
+    let (_dir, store) = temp_store();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    let key = task("walk");
+    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"w"), at: 1 }).unwrap();
+    let inv = invocation(&key, f, b"{\"out\":1}");
+    let (record, output) = (inv.transition_ref, inv.state_root);
+    // The record names the output only if its payload spells the ref out.
+    let mut inv = inv;
+    let rec_payload = format!("{{\"output\":\"{output}\"}}").into_bytes();
+    let rec = NewObject::derived("world/invocation-record/v1", "coordinator:a2a", rec_payload);
+    inv.transition_ref = rec.hash;
+    inv.objects.retain(|o| o.hash != record);
+    inv.objects.push(rec.clone());
+    let Reply::Committed(c) = store.call(Op::CommitInvocation(inv)).unwrap() else { panic!() };
+    let snap = store.snapshot().unwrap();
+    let of_output = snap.referrers(&output, None, 100).unwrap();
+    let kinds: Vec<(&str, Ref)> = of_output.iter().map(|r| (r.kind_name(), r.referrer)).collect();
+    assert_eq!(kinds, vec![("object", rec.hash), ("world", c.world_ref)]);
+    let of_record = snap.referrers(&rec.hash, None, 100).unwrap();
+    assert_eq!(of_record.len(), 1);
+    assert_eq!(
+        (of_record[0].kind_name(), of_record[0].referrer, of_record[0].entry_index),
+        ("entry", c.entry_hash, Some(1))
+    );
+    assert_eq!(snap.entry_index_of(&c.entry_hash).unwrap(), Some(1));
+    let after = snap.referrers(&output, Some((of_output[0].kind, of_output[0].referrer)), 100).unwrap();
+    assert_eq!(after.len(), 1);
+    assert_verifies(&store);
+}

@@ -7,6 +7,7 @@ mod publish;
 mod quickstart;
 mod session;
 mod verify;
+mod why;
 
 use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S};
 use clap::{Parser, Subcommand};
@@ -98,6 +99,15 @@ enum Command {
         #[arg(long, default_value = DEFAULT_ADDR)]
         addr: String,
     },
+    /// Walk from an object, entry hash, world, entry index or `head` to the log
+    /// entry and world that carry it, recomputing every hash (exit 0 verified, 1 a link failed, 2 not found).
+    Why {
+        target: String,
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Print the selected head of a running daemon.
     Head {
         #[arg(long, default_value = DEFAULT_ADDR)]
@@ -172,6 +182,7 @@ pub fn run() -> ExitCode {
             let suffix = if payload { "?payload=true" } else { "" };
             client::get_and_print(&addr, &format!("/v1/objects/{reference}{suffix}"))
         }
+        Command::Why { target, addr, json } => why::run(&target, &addr, json),
         Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
     }
 }

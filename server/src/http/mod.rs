@@ -2,6 +2,7 @@
 //! store's blocking reads and queued writes.
 
 pub mod agents;
+pub mod provenance;
 pub mod rest;
 
 use crate::daemon::Daemon;
@@ -20,6 +21,7 @@ pub type State = Arc<Daemon>;
 pub fn router(state: State) -> Router {
     use axum::routing::{get, post};
     rest::routes()
+        .merge(provenance::routes())
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/a2a", post(agents::a2a_post))

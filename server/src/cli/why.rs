@@ -1,0 +1,406 @@
+//! `worldd why REF`: the provenance walk. From an effect record, request or
+//! result, a plan, an invocation input, output or record, an entry hash, a world
+//! ref, an entry index or `head`, climb to the log entry and world that carry
+//! it, recomputing every hash on the way. Exit 0 verified, 1 a link failed,
+//! 2 not found.
+
+use super::fail;
+use crate::limits::CLIENT_TIMEOUT;
+use base64::Engine;
+use serde_json::{Value, json};
+use std::process::ExitCode;
+use world_store::{EntryHeader, Ref, canonical};
+
+const RECORD_V1: &str = "world/invocation-record/v1";
+const RECORD_V2: &str = "world/invocation-record/v2";
+const EFFECT_RECORD: &str = "world/effect-record/v1";
+
+struct Walk {
+    addr: String,
+    agent: ureq::Agent,
+    links: Vec<(bool, String)>,
+    notes: Vec<String>,
+    chain: serde_json::Map<String, Value>,
+}
+
+enum Found {
+    Yes,
+    NotFound(String),
+}
+
+struct Object {
+    semantic_id: String,
+    payload: Vec<u8>,
+}
+
+impl Walk {
+    fn link(&mut self, ok: bool, text: impl Into<String>) -> bool {
+        self.links.push((ok, text.into()));
+        ok
+    }
+
+    fn get(&self, path: &str) -> Result<Option<Value>, String> {
+        let url = format!("{}{path}", self.addr.trim_end_matches('/'));
+        let mut resp = self.agent.get(&url).call().map_err(|e| format!("cannot reach {}: {e}", self.addr))?;
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().with_config().limit(64 << 20).read_to_vec().map_err(|e| e.to_string())?;
+        match status {
+            200 => serde_json::from_slice(&body).map(Some).map_err(|e| format!("{path}: {e}")),
+            404 => Ok(None),
+            s => Err(format!("{path} returned HTTP {s}: {}", String::from_utf8_lossy(&body).trim())),
+        }
+    }
+
+    /// Fetches an object and checks that its payload rehashes to its ref.
+    fn object(&mut self, r: &Ref, what: &str) -> Result<Option<Object>, String> {
+        let Some(v) = self.get(&format!("/v1/objects/{r}?payload=true"))? else { return Ok(None) };
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(v["payload"].as_str().unwrap_or_default())
+            .map_err(|e| format!("object {r}: payload is not base64: {e}"))?;
+        let semantic_id = v["semanticId"].as_str().unwrap_or_default().to_string();
+        let actual = Ref::of(&payload);
+        self.link(actual == *r, format!("{what} {r} rehashes ({semantic_id})"));
+        Ok(Some(Object { semantic_id, payload }))
+    }
+
+    fn referrers(&self, r: &Ref) -> Result<Vec<Value>, String> {
+        Ok(self
+            .get(&format!("/v1/objects/{r}/referrers?limit=500"))?
+            .and_then(|v| v["items"].as_array().cloned())
+            .unwrap_or_default())
+    }
+
+    /// The objects naming `r` whose semantic id is one of `ids`.
+    fn naming_objects(&mut self, r: &Ref, ids: &[&str]) -> Result<Vec<(Ref, Object)>, String> {
+        let mut out = vec![];
+        for item in self.referrers(r)? {
+            if item["kind"] != "object" {
+                continue;
+            }
+            let Some(rr) = item["ref"].as_str().and_then(|s| Ref::parse(s).ok()) else { continue };
+            let Some(v) = self.get(&format!("/v1/objects/{rr}"))? else { continue };
+            if ids.contains(&v["semanticId"].as_str().unwrap_or_default()) {
+                let obj = self.object(&rr, "referrer")?;
+                if let Some(o) = obj {
+                    out.push((rr, o));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn start(&mut self, target: &str) -> Result<Found, String> {
+        if target == "head" {
+            let url = format!("{}/v1/head", self.addr.trim_end_matches('/'));
+            let mut resp = self.agent.get(&url).call().map_err(|e| format!("cannot reach {}: {e}", self.addr))?;
+            if resp.status().as_u16() != 200 {
+                return Ok(Found::NotFound("no world head has been selected yet".into()));
+            }
+            let text = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
+            let r = Ref::parse(text.trim()).map_err(|e| format!("head: {e}"))?;
+            return self.walk_world(&r);
+        }
+        if let Ok(index) = target.parse::<u64>() {
+            return self.walk_entry(index);
+        }
+        let r = Ref::parse(target).map_err(|e| format!("{target:?}: {e} (or an entry index, or head)"))?;
+        let Some(obj) = self.object(&r, "object")? else {
+            if self.get(&format!("/v1/worlds/{r}"))?.is_some() {
+                return self.walk_world(&r);
+            }
+            for item in self.referrers(&r).unwrap_or_default() {
+                if item["kind"] == "world"
+                    && let Some(w) = item["ref"].as_str().and_then(|s| Ref::parse(s).ok())
+                {
+                    self.notes.push(format!("{r} is the entry hash the world {w} names as its logHead"));
+                    return self.walk_world(&w);
+                }
+            }
+            return Ok(Found::NotFound(format!("{r} is not an object, entry hash or world in this store")));
+        };
+        match obj.semantic_id.as_str() {
+            RECORD_V1 | RECORD_V2 => self.walk_record(&r, &obj),
+            EFFECT_RECORD => self.walk_effect_record(&r),
+            "world/effect-request/v1" | "world/effect-result/v1" => {
+                let records = self.naming_objects(&r, &[EFFECT_RECORD])?;
+                let Some((rec, _)) = records.into_iter().next() else {
+                    return Ok(Found::NotFound(format!("no effect record names {r}")));
+                };
+                self.link(true, format!("effect record {rec} names it"));
+                self.walk_effect_record(&rec)
+            }
+            _ => {
+                let records = self.naming_objects(&r, &[RECORD_V1, RECORD_V2])?;
+                if let Some((rec, o)) = records.into_iter().next() {
+                    self.link(true, format!("invocation record {rec} names it"));
+                    return self.walk_record(&rec, &o);
+                }
+                for item in self.referrers(&r)? {
+                    if item["kind"] == "entry"
+                        && let Some(i) = item["entryIndex"].as_u64()
+                    {
+                        return self.walk_entry(i);
+                    }
+                }
+                Ok(Found::NotFound(format!("no invocation record or log entry names {r} ({})", obj.semantic_id)))
+            }
+        }
+    }
+
+    fn walk_world(&mut self, w: &Ref) -> Result<Found, String> {
+        let Some(world) = self.get(&format!("/v1/worlds/{w}"))? else {
+            return Ok(Found::NotFound(format!("world {w} not found")));
+        };
+        let index = world["revision"].as_u64().ok_or("world without a revision")?;
+        self.walk_entry(index)
+    }
+
+    fn walk_effect_record(&mut self, rec: &Ref) -> Result<Found, String> {
+        let records = self.naming_objects(rec, &[RECORD_V1, RECORD_V2])?;
+        if let Some((r, o)) = records.into_iter().next() {
+            self.link(true, format!("invocation record {r} lists effect record {rec}"));
+            return self.walk_record(&r, &o);
+        }
+        // Recorded, but no invocation record lists it: EffectsUnrecorded.
+        self.effect(rec, None)?;
+        match self.get(&format!("/v1/objects/{rec}/journal"))? {
+            Some(j) => {
+                self.notes.push(format!(
+                    "journal {}#{}: intent {} {}/{} cost {} budget {} -> {}; outcome {}; task {}",
+                    j["invocationId"].as_str().unwrap_or(""),
+                    j["ordinal"],
+                    j["intent"]["effectId"].as_str().unwrap_or(""),
+                    j["intent"]["effect"].as_str().unwrap_or(""),
+                    j["intent"]["scope"].as_str().unwrap_or(""),
+                    j["intent"]["cost"],
+                    j["intent"]["budgetBefore"],
+                    j["intent"]["budgetAfter"],
+                    j["outcome"]["status"].as_str().unwrap_or("none"),
+                    j["taskState"].as_str().unwrap_or("unknown"),
+                ));
+                self.chain.insert("journal".into(), j);
+            }
+            None => self.notes.push("no journal item carries this record".into()),
+        }
+        self.notes.push(
+            "no log entry carries this effect: the invocation was not committed (EffectsUnrecorded); the effect ran and its debit stands"
+                .into(),
+        );
+        self.chain.insert("committed".into(), json!(false));
+        Ok(Found::Yes)
+    }
+
+    fn entry_at(&mut self, index: u64) -> Result<Option<Value>, String> {
+        let Some(e) = self.get(&format!("/v1/log/{index}"))? else { return Ok(None) };
+        let header: EntryHeader =
+            serde_json::from_value(e["header"].clone()).map_err(|x| format!("entry {index}: {x}"))?;
+        let tref = e["transitionRef"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("entry without transitionRef")?;
+        let claimed = e["entryHash"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("entry without entryHash")?;
+        let recomputed = canonical::entry_hash(&header, &tref);
+        self.link(recomputed == claimed, format!("entry {index} hash recomputes to {recomputed}"));
+        if index > 0
+            && let Some(prev) = self.get(&format!("/v1/log/{}", index - 1))?
+        {
+            let ok = prev["entryHash"].as_str() == Some(&header.prev_entry_hash.to_string());
+            self.link(ok, format!("entry {index} chains to entry {} (prevEntryHash)", index - 1));
+        }
+        Ok(Some(e))
+    }
+
+    fn walk_entry(&mut self, index: u64) -> Result<Found, String> {
+        let Some(e) = self.entry_at(index)? else { return Ok(Found::NotFound(format!("log entry {index} not found"))) };
+        let tref = e["transitionRef"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("entry without transitionRef")?;
+        let Some(obj) = self.object(&tref, "transitionRef")? else {
+            self.link(false, format!("entry {index} transitionRef {tref} resolves"));
+            return Ok(Found::Yes);
+        };
+        if matches!(obj.semantic_id.as_str(), RECORD_V1 | RECORD_V2) {
+            return self.walk_record(&tref, &obj);
+        }
+        self.notes.push(format!(
+            "entry {index} was written by {} (not the coordinator): shown with its object only",
+            e["header"]["writtenBy"].as_str().unwrap_or("")
+        ));
+        self.world_of(index, &e, None)?;
+        self.chain.insert("entry".into(), e);
+        Ok(Found::Yes)
+    }
+
+    /// Recomputes the world the entry produced and confirms it.
+    fn world_of(&mut self, index: u64, entry: &Value, state_root: Option<Ref>) -> Result<(), String> {
+        let entry_hash =
+            entry["entryHash"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("entry without entryHash")?;
+        let world = self.referrers(&entry_hash)?.into_iter().find(|i| i["kind"] == "world");
+        let Some(w) = world.and_then(|i| i["ref"].as_str().and_then(|s| Ref::parse(s).ok())) else {
+            self.link(false, format!("a world names entry {index} as its logHead"));
+            return Ok(());
+        };
+        let Some(row) = self.get(&format!("/v1/worlds/{w}"))? else {
+            self.link(false, format!("world {w} exists"));
+            return Ok(());
+        };
+        let root = row["stateRoot"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("world without stateRoot")?;
+        let recomputed = canonical::world_ref(index, &root, &entry_hash);
+        self.link(
+            recomputed == w && row["revision"].as_u64() == Some(index),
+            format!("world {w} recomputes (revision {index})"),
+        );
+        if let Some(expected) = state_root {
+            self.link(root == expected, format!("world stateRoot is the invocation output {expected}"));
+        }
+        self.chain.insert("world".into(), row);
+        Ok(())
+    }
+
+    fn walk_record(&mut self, rec_ref: &Ref, rec: &Object) -> Result<Found, String> {
+        let record: Value =
+            serde_json::from_slice(&rec.payload).map_err(|e| format!("invocation record {rec_ref}: {e}"))?;
+        let entry = self.referrers(rec_ref)?.into_iter().find(|i| i["kind"] == "entry");
+        let Some(index) = entry.and_then(|i| i["entryIndex"].as_u64()) else {
+            self.link(false, format!("a log entry carries invocation record {rec_ref}"));
+            return Ok(Found::Yes);
+        };
+        let Some(e) = self.entry_at(index)? else { return Ok(Found::NotFound(format!("log entry {index} not found"))) };
+        self.link(
+            e["transitionRef"].as_str() == Some(&rec_ref.to_string()),
+            format!("entry {index} carries the record (transitionRef)"),
+        );
+        for (field, header_field) in
+            [("transitionFn", "transitionFn"), ("interpreter", "interpreter"), ("semanticsEpoch", "semanticsEpoch")]
+        {
+            let ok = record[field] == e["header"][header_field];
+            self.link(ok, format!("entry {index} {header_field} matches the record"));
+        }
+        let output = record["output"].as_str().and_then(|s| Ref::parse(s).ok());
+        for field in ["input", "output", "plan"] {
+            if let Some(r) = record[field].as_str().and_then(|s| Ref::parse(s).ok())
+                && self.object(&r, field)?.is_none()
+            {
+                self.link(false, format!("{field} {r} resolves"));
+            }
+        }
+        let out_obj = match output {
+            Some(o) => self.get(&format!("/v1/objects/{o}?payload=true"))?,
+            None => None,
+        };
+        let out_value: Option<Value> = out_obj
+            .and_then(|v| {
+                base64::engine::general_purpose::STANDARD.decode(v["payload"].as_str().unwrap_or_default()).ok()
+            })
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        let world_block = out_value.as_ref().map(|v| v["world"].clone()).unwrap_or(Value::Null);
+        if record.get("plan").is_some() {
+            self.link(world_block["plan"] == record["plan"], "the output's world block names the record's plan");
+        }
+        let effects: Vec<Ref> = record["effects"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().and_then(|s| Ref::parse(s).ok())).collect())
+            .unwrap_or_default();
+        let named: Vec<Value> = world_block["effects"].as_array().cloned().unwrap_or_default();
+        for (i, r) in effects.iter().enumerate() {
+            let status = named.get(i).and_then(|n| (n["record"] == json!(r.to_string())).then(|| n["status"].clone()));
+            self.link(status.is_some(), format!("the output's world block names effect record {r}"));
+            self.effect(r, status.and_then(|s| s.as_str().map(String::from)))?;
+        }
+        self.world_of(index, &e, output)?;
+        self.chain.insert(
+            "invocation".into(),
+            json!({"record": rec_ref.to_string(), "invocationId": record["invocationId"], "episode": record["episodeId"],
+                   "transition": record["skillId"], "transitionFn": record["transitionFn"], "entryIndex": index}),
+        );
+        self.notes.insert(
+            0,
+            format!(
+                "entry {index}: transition {} (transitionFn {}), episode {}, invocation {}",
+                record["skillId"].as_str().unwrap_or(""),
+                record["transitionFn"].as_str().unwrap_or(""),
+                record["episodeId"].as_str().unwrap_or(""),
+                record["invocationId"].as_str().unwrap_or("")
+            ),
+        );
+        self.chain.insert("committed".into(), json!(true));
+        Ok(Found::Yes)
+    }
+
+    /// Checks one effect record with its request and result.
+    fn effect(&mut self, r: &Ref, status: Option<String>) -> Result<(), String> {
+        let Some(obj) = self.object(r, "effect record")? else {
+            self.link(false, format!("effect record {r} resolves"));
+            return Ok(());
+        };
+        let rec: Value = serde_json::from_slice(&obj.payload).map_err(|e| format!("effect record {r}: {e}"))?;
+        for field in ["requestRef", "resultRef"] {
+            if let Some(x) = rec[field].as_str().filter(|s| !s.is_empty()).and_then(|s| Ref::parse(s).ok())
+                && self.object(&x, field)?.is_none()
+            {
+                self.link(false, format!("{field} {x} resolves"));
+            }
+        }
+        let status = status.unwrap_or_else(|| {
+            if rec["allowed"] == json!(false) {
+                "denied".into()
+            } else if rec["failed"] == json!(true) {
+                "failed".into()
+            } else {
+                "ok".into()
+            }
+        });
+        self.notes.push(format!(
+            "  effect {}/{} {status}: cost {}, budget {} -> {}{}, record {r}",
+            rec["effect"].as_str().unwrap_or(""),
+            rec["scope"].as_str().unwrap_or(""),
+            rec["cost"],
+            rec["budgetBefore"],
+            rec["budgetAfter"],
+            match rec["denial"].as_str() {
+                Some(d) if !d.is_empty() => format!(", {d}"),
+                _ => String::new(),
+            },
+        ));
+        let effects = self.chain.entry("effects").or_insert_with(|| json!([]));
+        if let Some(a) = effects.as_array_mut() {
+            a.push(json!({"record": r.to_string(), "status": status, "detail": rec}));
+        }
+        Ok(())
+    }
+}
+
+pub fn run(target: &str, addr: &str, as_json: bool) -> ExitCode {
+    let agent: ureq::Agent =
+        ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build().into();
+    let mut walk = Walk { addr: addr.to_string(), agent, links: vec![], notes: vec![], chain: Default::default() };
+    let found = match walk.start(target) {
+        Ok(f) => f,
+        Err(e) => return fail(1, format!("why: {e}")),
+    };
+    if let Found::NotFound(why) = found {
+        if as_json {
+            println!("{}", json!({"target": target, "found": false, "reason": why}));
+        } else {
+            eprintln!("worldd: why: {why}");
+        }
+        return ExitCode::from(2);
+    }
+    let failed = walk.links.iter().filter(|(ok, _)| !ok).count();
+    if as_json {
+        let links: Vec<Value> = walk.links.iter().map(|(ok, t)| json!({"ok": ok, "check": t})).collect();
+        walk.chain.insert("target".into(), json!(target));
+        walk.chain.insert("links".into(), Value::Array(links));
+        walk.chain.insert("notes".into(), json!(walk.notes));
+        walk.chain.insert("verified".into(), json!(failed == 0));
+        println!("{}", Value::Object(walk.chain));
+    } else {
+        for (ok, text) in &walk.links {
+            println!("{} {text}", if *ok { "✓" } else { "✗" });
+        }
+        for note in &walk.notes {
+            println!("{note}");
+        }
+        if failed == 0 {
+            println!("all {} link(s) verified", walk.links.len());
+        } else {
+            println!("{failed} of {} link(s) FAILED", walk.links.len());
+        }
+    }
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
