@@ -11,6 +11,7 @@
 
 pub mod canonical;
 pub mod error;
+pub mod export;
 pub mod fuzz;
 pub mod model;
 pub mod ops;

@@ -302,18 +302,93 @@ impl<'t> W<'t> {
     }
 
     fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
+        self.append_entry(entry)?;
+        self.insert_world(world)?;
+        self.heads.insert(SELECTED_HEAD, world.world_ref.0).map_err(storage)?;
+        Ok(())
+    }
+
+    fn append_entry(&mut self, entry: &LogEntry) -> R<()> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
         self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
         for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
             self.referrers.insert((target.0, REFERRER_ENTRY, e), ()).map_err(storage)?;
         }
+        Ok(())
+    }
+
+    fn insert_world(&mut self, world: &World) -> R<()> {
         self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
         for target in [world.state_root, world.log_head] {
             self.referrers.insert((target.0, REFERRER_WORLD, world.world_ref.0), ()).map_err(storage)?;
         }
-        self.heads.insert(SELECTED_HEAD, world.world_ref.0).map_err(storage)?;
         Ok(())
+    }
+
+    /// Writes one record of an export stream into a fresh store. Derived rows
+    /// (indexes, open sets) are rebuilt here, never taken from the stream.
+    pub(crate) fn import(&mut self, record: crate::export::Record) -> R<()> {
+        use crate::export::Record as X;
+        match record {
+            X::Header { .. } | X::End { .. } => Ok(()),
+            X::Object { hash, meta, payload } => {
+                if meta.size != payload.len() as u64 {
+                    return Err(WriteError::InvalidCommit(format!(
+                        "object {hash}: size {} but {} payload bytes",
+                        meta.size,
+                        payload.len()
+                    )));
+                }
+                let o = NewObject {
+                    hash,
+                    interface_hash: meta.interface_hash,
+                    semantic_id: meta.semantic_id,
+                    provenance: meta.provenance,
+                    payload,
+                };
+                self.put_objects(vec![o])
+            }
+            X::Entry(e) => self.append_entry(&e),
+            X::World(w) => self.insert_world(&w),
+            X::Head { name, head } => self.heads.insert(name.as_str(), head.0).map(|_| ()).map_err(storage),
+            X::RegistryEntry { registry, id, transition_fn } => self
+                .registry_entries
+                .insert((registry.as_str(), id.as_str()), transition_fn.0)
+                .map(|_| ())
+                .map_err(storage),
+            X::Intent { invocation_id, ordinal, intent } => {
+                let k = (invocation_id.as_str(), ordinal);
+                self.intents.insert(k, rows::encode(&intent).as_slice()).map_err(storage)?;
+                if self.outcomes.get(k).map_err(storage)?.is_none() {
+                    self.open_intents.insert(k, ()).map_err(storage)?;
+                }
+                Ok(())
+            }
+            X::Outcome { invocation_id, ordinal, outcome } => {
+                let k = (invocation_id.as_str(), ordinal);
+                if self.intents.get(k).map_err(storage)?.is_none() {
+                    return Err(WriteError::NoIntent { invocation_id, ordinal });
+                }
+                self.outcomes.insert(k, rows::encode(&outcome).as_slice()).map_err(storage)?;
+                self.open_intents.remove(k).map_err(storage)?;
+                if let Some(rec) = outcome.record_ref {
+                    let jk = JournalKey { invocation_id: invocation_id.clone(), ordinal };
+                    self.record_journal.insert(rec.0, rows::encode(&jk).as_slice()).map_err(storage)?;
+                }
+                Ok(())
+            }
+            X::Spend { episode, effect, scope, units } => self
+                .spend
+                .insert((episode.as_str(), effect.as_str(), scope.as_str()), units)
+                .map(|_| ())
+                .map_err(storage),
+            X::Task { key, task } => self.write_task(&key, &task),
+            X::Receipt { id, receipt } => {
+                self.receipts.insert(id.as_str(), rows::encode(&receipt).as_slice()).map(|_| ()).map_err(storage)
+            }
+            X::Session { credential_id, session } => self.mint_session(credential_id, &session),
+        }
     }
 
     fn put_objects(&mut self, objects: Vec<NewObject>) -> R<()> {

@@ -3,6 +3,7 @@
 //! open failure (see README).
 
 mod client;
+mod export;
 mod publish;
 mod quickstart;
 mod session;
@@ -79,6 +80,23 @@ enum Command {
         /// Also run the storage engine's own integrity check on a copy of the file.
         #[arg(long)]
         deep: bool,
+    },
+    /// Write the store (one consistent snapshot; beside a live daemon too) as a portable stream.
+    Export {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Include session credentials (their hashes, never tokens).
+        #[arg(long)]
+        with_sessions: bool,
+    },
+    /// Rebuild a new store from an export stream; nothing is left behind if it does not check out.
+    Import {
+        #[arg(long)]
+        db: PathBuf,
+        #[arg(long = "in")]
+        input: PathBuf,
     },
     /// Print a page of log entries from a running daemon.
     Log {
@@ -158,7 +176,14 @@ pub fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
 }
 
 pub fn run() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 1 as documented (clap's own default is 2, the startup-failure code).
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
     match cli.command {
         Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks } => {
             serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks })
@@ -171,6 +196,8 @@ pub fn run() -> ExitCode {
         Command::Session(SessionCommand::List { db, json }) => session::list(&db, json),
         Command::Session(SessionCommand::Revoke { db, credential_id }) => session::revoke(&db, &credential_id),
         Command::Verify { db, json, deep } => verify::run(&db, json, deep),
+        Command::Export { db, out, with_sessions } => export::export_cmd(&db, &out, with_sessions),
+        Command::Import { db, input } => export::import_cmd(&db, &input),
         Command::Log { from, limit, addr } => {
             let mut path = format!("/v1/log?from={from}");
             if let Some(l) = limit {

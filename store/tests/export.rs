@@ -1,0 +1,158 @@
+//! Export and import: a portable stream that rebuilds the same store, and
+//! refuses damage at the frame where it is.
+
+use world_store::export::{self, FrameError, ImportError, MAGIC};
+use world_store::verify::{Options, verify};
+use world_store::*;
+
+fn populated() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(&dir.path().join("src.db"), 1).unwrap();
+    let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":1}".to_vec());
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"fn"),
+        interpreter: Ref::of(b"i"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: "test".into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let world = World {
+        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
+        revision: 0,
+        state_root: goal.hash,
+        log_head: entry_hash,
+    };
+    let commit = RestCommit {
+        invocation_id: Some("rest:g".into()),
+        request_digest: Ref::of(b"d"),
+        observed_head: None,
+        objects: vec![goal.clone()],
+        next_world: world,
+        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+    };
+    store.call(Op::CommitWorld(commit)).unwrap();
+    let key = TaskKey { surface: Surface::A2a, episode: "ep".into(), task_id: "t1".into() };
+    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"r"), at: 1 }).unwrap();
+    let request = NewObject::derived("world/effect-request/v1", "host/broker", b"req".to_vec());
+    let intent = IntentRequest {
+        task: key.clone(),
+        ordinal: 0,
+        effect_id: "e1".into(),
+        effect: "Workspace.Read".into(),
+        scope: "worktree".into(),
+        cost: 1,
+        grant_budget: 5,
+        request,
+        at: 1,
+    };
+    store.call(Op::RecordIntent(intent)).unwrap();
+    let record = NewObject::derived("world/effect-record/v1", "host/broker", b"{\"rec\":1}".to_vec());
+    let outcome =
+        OutcomeRequest { task: key.clone(), ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 2 };
+    store.call(Op::RecordOutcome(outcome)).unwrap();
+    store.call(Op::EndTask { task: key, state: TaskState::Uncertain }).unwrap();
+    let session = Session { episode: "ep".into(), grants: vec![], created_at: 1, expires_at: 9 };
+    store.call(Op::MintSession { credential_id: Ref::of(b"tok"), session }).unwrap();
+    (dir, store)
+}
+
+fn exported(store: &Store, with_sessions: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    export::export(&store.snapshot().unwrap(), &mut out, with_sessions, 7).unwrap();
+    out
+}
+
+#[test]
+fn an_export_imports_into_the_same_store_and_verifies_clean() {
+    let (dir, store) = populated();
+    let bytes = exported(&store, true);
+    let target = dir.path().join("copy.db");
+    let n = export::import(&target, &mut bytes.as_slice()).unwrap();
+    assert!(n > 5);
+    let copy = ReadOnlyStore::open(&target).unwrap();
+    let (a, b) = (store.snapshot().unwrap(), copy.snapshot().unwrap());
+    assert_eq!(a.selected_head().unwrap(), b.selected_head().unwrap());
+    assert_eq!(a.log_range(0, 10).unwrap(), b.log_range(0, 10).unwrap());
+    assert_eq!(
+        a.spent("ep", "Workspace.Read", "worktree").unwrap(),
+        b.spent("ep", "Workspace.Read", "worktree").unwrap()
+    );
+    assert_eq!(a.journal_of("a2a:ep:t1").unwrap(), b.journal_of("a2a:ep:t1").unwrap());
+    assert_eq!(a.sessions(10).unwrap(), b.sessions(10).unwrap());
+    assert_eq!(a.receipt_state("rest:g").unwrap(), b.receipt_state("rest:g").unwrap());
+    let report = verify(&b, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    assert_eq!(report.counts.objects, verify(&a, &Options::default()).counts.objects);
+}
+
+#[test]
+fn sessions_are_left_out_unless_asked_for() {
+    let (dir, store) = populated();
+    let target = dir.path().join("nosessions.db");
+    export::import(&target, &mut exported(&store, false).as_slice()).unwrap();
+    assert!(ReadOnlyStore::open(&target).unwrap().snapshot().unwrap().sessions(10).unwrap().is_empty());
+}
+
+fn import_err(dir: &tempfile::TempDir, bytes: &[u8], name: &str) -> (ImportError, std::path::PathBuf) {
+    let target = dir.path().join(name);
+    let e = export::import(&target, &mut &bytes[..]).unwrap_err();
+    (e, target)
+}
+
+fn nothing_left(dir: &tempfile::TempDir, target: &std::path::Path) {
+    assert!(!target.exists());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("importing"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_truncated_export_is_refused_and_nothing_half_imported_remains() {
+    let (dir, store) = populated();
+    let bytes = exported(&store, false);
+    for cut in [bytes.len() - 1, bytes.len() / 2, MAGIC.len() + 10, MAGIC.len()] {
+        let (e, target) = import_err(&dir, &bytes[..cut], &format!("t{cut}.db"));
+        match e {
+            ImportError::Frame(FrameError { offset, detail }) => {
+                assert!(offset as usize <= cut, "offset {offset} past the cut {cut}");
+                assert!(detail.contains("truncated") || detail.contains("ends"), "{detail}");
+            }
+            other => panic!("expected a frame error, got {other}"),
+        }
+        nothing_left(&dir, &target);
+    }
+}
+
+#[test]
+fn a_flipped_bit_is_refused_at_its_frame() {
+    let (dir, store) = populated();
+    let bytes = exported(&store, false);
+    let mut flipped = bytes.clone();
+    let at = bytes.len() / 2;
+    flipped[at] ^= 0x10;
+    let (e, target) = import_err(&dir, &flipped, "flip.db");
+    match e {
+        ImportError::Frame(FrameError { offset, .. }) => assert!(offset as usize <= at),
+        other => panic!("expected a frame error, got {other}"),
+    }
+    nothing_left(&dir, &target);
+    let mut bad_magic = bytes.clone();
+    bad_magic[0] = b'X';
+    assert!(matches!(import_err(&dir, &bad_magic, "magic.db").0, ImportError::Frame(FrameError { offset: 0, .. })));
+    let mut trailing = bytes;
+    trailing.push(0);
+    assert!(matches!(import_err(&dir, &trailing, "trail.db").0, ImportError::Frame(_)));
+}
+
+#[test]
+fn an_import_never_overwrites_an_existing_store() {
+    let (dir, store) = populated();
+    let bytes = exported(&store, false);
+    let existing = dir.path().join("src.db");
+    assert!(matches!(export::import(&existing, &mut bytes.as_slice()), Err(ImportError::Exists(_))));
+}
