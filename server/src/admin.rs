@@ -150,7 +150,8 @@ pub fn parse_credential_id(text: &str) -> Result<Ref, world_store::RefError> {
 /// Sends one request to a running daemon. `Ok(None)` means no daemon answers
 /// on the socket, so the caller may open the store itself.
 pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
-    let path = socket_path(db);
+    // The daemon names its socket after the canonical store path; so must we.
+    let path = socket_path(&std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf()));
     let stream = match std::os::unix::net::UnixStream::connect(&path) {
         Ok(s) => s,
         Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused) => {

@@ -106,12 +106,14 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
+    // Handlers go in before the listening line: a signal sent as soon as it appears is a graceful stop.
+    let shutdown = shutdown_signal();
     eprintln!(
         "worldd listening on http://{local} (store {}, head {})",
         daemon.db_path.display(),
         head.map(|h| h.to_string()).unwrap_or_else(|| "none".into())
     );
-    accept_loop(listener, daemon.clone()).await;
+    accept_loop(listener, daemon.clone(), shutdown).await;
     admin.close();
     // Dropping the last handle drains the writer queue and releases the lock.
     drop(daemon);
@@ -170,11 +172,10 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|c| c.is_file()))
 }
 
-async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>) {
+async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl std::future::Future<Output = ()>) {
     let app = http::router(daemon);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
-    let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -211,15 +212,19 @@ async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>) {
     }
 }
 
-async fn shutdown_signal() {
+/// Resolves at the first SIGINT or SIGTERM. Both handlers are installed when this
+/// is called, not when the future is first polled.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+    let handlers = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+    async move {
+        match handlers {
+            (Ok(mut int), Ok(mut term)) => tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            },
+            _ => std::future::pending().await,
+        }
     }
 }
 

@@ -356,11 +356,11 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
     let mut failure: Option<ImportError> = None;
     let count = read_frames(input, |offset, record| {
         batch.push((offset, record));
-        if batch.len() >= IMPORT_BATCH {
-            if let Err(e) = apply(&db, std::mem::take(&mut batch)) {
-                failure = Some(e);
-                return Err(FrameError { offset, detail: "import stopped".into() });
-            }
+        if batch.len() >= IMPORT_BATCH
+            && let Err(e) = apply(&db, std::mem::take(&mut batch))
+        {
+            failure = Some(e);
+            return Err(FrameError { offset, detail: "import stopped".into() });
         }
         Ok(())
     });

@@ -4,7 +4,7 @@ use super::{Rest, State, internal, json, query_pairs, read, reply, write};
 use crate::limits::{COMMIT_BODY_MAX, COMMIT_DEADLINE, CREDENTIAL_DEADLINE, DAEMON_VERSION};
 use crate::sessions::{self, ResolveError};
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::{Body, HttpBody};
 use axum::extract::{Path, RawQuery, State as AxState};
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
@@ -34,7 +34,15 @@ pub const V1_ROUTES: &[(&str, &str)] = &[
 ];
 
 pub fn routes() -> Router<State> {
-    V1_ROUTES.iter().fold(Router::new(), |router, &(method, path)| router.route(path, handler(method, path)))
+    V1_ROUTES
+        .iter()
+        .fold(Router::new(), |router, &(method, path)| router.route(path, handler(method, path)))
+        // `{*name}` never matches an empty name; give that one the route's own 400, not the router's 404.
+        .route("/v1/objects/by-semantic-id/", get(empty_semantic_id))
+}
+
+async fn empty_semantic_id() -> Rest {
+    bad("semantic id must not be empty")
 }
 
 /// The handler of one row of [`V1_ROUTES`]; a row without one fails every test that builds the router.
@@ -410,14 +418,7 @@ pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessi
 
 async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) -> Result<Response, Rest> {
     require_session(&state, &headers).await?;
-    let too_large =
-        || Rest(RestError::new(RestClass::PayloadTooLarge, format!("commit body exceeds {COMMIT_BODY_MAX} bytes")));
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > COMMIT_BODY_MAX as u64) {
-        return Err(too_large());
-    }
-    let bytes: Bytes = axum::body::to_bytes(body, COMMIT_BODY_MAX).await.map_err(|_| too_large())?;
+    let bytes = read_commit_body(&headers, body).await?;
     let c = parse_commit(&bytes)?;
     let deadline = tokio::time::Instant::now() + COMMIT_DEADLINE;
     if let Some(id) = c.invocation_id.clone() {
@@ -438,6 +439,55 @@ async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) 
         Ok(Ok(other)) => Err(internal("/v1/commit", &format!("unexpected writer reply {other:?}"))),
         Ok(Err(e)) => Err(commit_error(e)),
     }
+}
+
+/// How much of a refused (over-cap) commit body is still read and thrown away.
+/// Most clients write their whole body before they read the reply; closing on
+/// them mid-body resets the connection and they never see the 413.
+const COMMIT_DISCARD_MAX: u64 = COMMIT_BODY_MAX as u64;
+
+/// Reads the commit body; over the cap it is `413 PayloadTooLarge`. The rest of
+/// a refused body is drained (at most [`COMMIT_DISCARD_MAX`] bytes, within the
+/// commit deadline) so the client can read the answer, unless it sent
+/// `Expect: 100-continue` and is waiting for the answer before sending anything.
+async fn read_commit_body(headers: &HeaderMap, mut body: Body) -> Result<Vec<u8>, Rest> {
+    let too_large =
+        || Rest(RestError::new(RestClass::PayloadTooLarge, format!("commit body exceeds {COMMIT_BODY_MAX} bytes")));
+    let max = COMMIT_BODY_MAX as u64;
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    let waits = headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    if let Some(n) = declared.filter(|n| *n > max) {
+        if !waits && n <= max + COMMIT_DISCARD_MAX {
+            discard(body, n).await;
+        }
+        return Err(too_large());
+    }
+    let mut kept = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+        let frame = frame.map_err(|e| bad(format!("reading the commit body: {e}")))?;
+        let Ok(data) = frame.into_data() else { continue };
+        if kept.len() + data.len() > COMMIT_BODY_MAX {
+            discard(body, COMMIT_DISCARD_MAX).await;
+            return Err(too_large());
+        }
+        kept.extend_from_slice(&data);
+    }
+    Ok(kept)
+}
+
+/// Reads and drops up to `limit` more body bytes, giving up at the commit deadline.
+async fn discard(mut body: Body, limit: u64) {
+    let drain = async {
+        let mut seen = 0u64;
+        while seen < limit {
+            match std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
+                Some(Ok(frame)) => seen += frame.data_ref().map_or(0, |d| d.len() as u64),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(COMMIT_DEADLINE, drain).await;
 }
 
 /// The request reached the writer but its answer did not come back in time.
@@ -535,10 +585,59 @@ mod tests {
                 assert_eq!(declared, in_template, "{method} {path}: path parameters");
             }
         }
-        let mut served: Vec<(String, String)> = V1_ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+        let frozen: Vec<(String, String)> = V1_ROUTES.iter().map(|(m, p)| (m.to_string(), p.to_string())).collect();
+        let mut served = frozen.clone();
+        served.extend(v1_route_literals());
         documented.sort();
         served.sort();
-        assert_eq!(documented, served);
+        assert_eq!(documented, served, "docs/openapi.json against the routes the daemon serves");
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            let axum_path = item["x-axum-path"].as_str().unwrap();
+            let in_table = frozen.iter().any(|(_, p)| p == axum_path);
+            assert_eq!(item["x-frozen"], in_table, "{path}: x-frozen must say whether it is in V1_ROUTES");
+        }
+    }
+
+    /// Paths registered outside the table that are only another spelling of a table route.
+    const ALIASES: &[&str] = &["/v1/objects/by-semantic-id/"];
+
+    /// Every `/v1` route registered with a literal path anywhere under `server/src`
+    /// (additive routes live beside the frozen table), as (METHOD, path).
+    fn v1_route_literals() -> Vec<(String, String)> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let p = entry.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = vec![];
+        walk(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        let needle = concat!(".route(", "\"/v1");
+        let mut found = vec![];
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for (at, _) in text.match_indices(needle) {
+                let (path, rest) = text[at + ".route(\"".len()..].split_once('"').unwrap();
+                if ALIASES.contains(&path) {
+                    continue;
+                }
+                let call = rest.lines().next().unwrap_or("");
+                let methods: Vec<&str> = ["get", "post", "put", "patch", "delete"]
+                    .into_iter()
+                    .filter(|m| {
+                        call.match_indices(&format!("{m}("))
+                            .any(|(i, _)| !call[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':'))
+                    })
+                    .collect();
+                assert!(!methods.is_empty(), "{}: cannot tell the methods of route {path}", file.display());
+                found.extend(methods.into_iter().map(|m| (m.to_uppercase(), path.to_string())));
+            }
+        }
+        found
     }
 
     #[test]

@@ -1,0 +1,213 @@
+//! `worldd serve` as a process (startup, refusals, shutdown) and the client verbs.
+
+use crate::fixture::{genesis, next, with_store};
+use crate::harness::*;
+use serde_json::json;
+
+fn db_str(store: &TempStore) -> &str {
+    store.db.to_str().unwrap()
+}
+
+#[test]
+fn serve_creates_the_store_and_reports_address_store_and_head_on_one_line() {
+    let store = TempStore::new();
+    assert!(!store.db.exists());
+    let d = Daemon::start(&store.db);
+    assert!(store.db.exists(), "serve creates an absent store");
+    let canonical = std::fs::canonicalize(&store.db).unwrap();
+    let expected = format!("worldd listening on http://{} (store {}, head none)", d.addr, canonical.display());
+    assert_eq!(d.listening, expected);
+    assert_eq!(d.stderr_lines(), [expected], "the listening line is the only line");
+    assert!(d.addr.starts_with("127.0.0.1:") && !d.addr.ends_with(":0"), "{}", d.addr);
+    let token = mint(&store.db);
+    let g = genesis("g");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    drop(d); // killed: the lock goes with the process, a stale admin socket stays behind
+    let again = Daemon::start(&store.db);
+    assert!(again.listening.ends_with(&format!(", head {})", g.world.world_ref)), "{}", again.listening);
+    assert_eq!(mint(&store.db).len(), 64, "the stale admin socket was replaced by a live one");
+}
+
+#[test]
+fn a_non_loopback_bind_is_refused_with_one_line_before_the_store_is_touched() {
+    let store = TempStore::new();
+    for (bind, host) in
+        [("0.0.0.0:0", "\"0.0.0.0\""), ("192.0.2.1:7644", "\"192.0.2.1\""), ("example.com:80", "\"example.com\"")]
+    {
+        let o = worldd(&["serve", "--db", db_str(&store), "--bind", bind]);
+        assert_eq!(o.status.code(), Some(2), "{bind}");
+        let err = stderr(&o);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with(&format!("worldd: daemon startup failed at bind-policy: bind host {host} is not loopback"))
+        );
+        assert!(!store.db.exists(), "{bind}: the store was created");
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_same_store_fails_at_once_naming_the_lock() {
+    let store = TempStore::new();
+    let first = Daemon::start(&store.db);
+    let o = worldd(&["serve", "--db", db_str(&store), "--bind", "127.0.0.1:0"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("worldd: daemon startup failed at store-open: "), "{err}");
+    assert!(err.contains(store.lock().to_str().unwrap()), "names the lock file: {err}");
+    // The first daemon is untouched, admin socket included.
+    assert_eq!(first.get("/v1/health").status, 200);
+    assert_eq!(mint(&store.db).len(), 64);
+}
+
+#[test]
+fn sigterm_drains_an_in_flight_request_then_exits_zero() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("drained");
+    let body = g.bytes();
+    let mut conn = Raw::connect(&d.addr);
+    let head = format!("Authorization: Bearer {token}\r\nExpect: 100-continue\r\nContent-Length: {}\r\n", body.len());
+    conn.send(&raw_head("POST", &d.addr, "/v1/commit", head.as_bytes()));
+    // `100 Continue` comes when the handler starts reading the body: the request is in flight.
+    assert_eq!(conn.read_head().0, 100);
+    let pid = d.pid().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    wait_until_refused(&d.addr);
+    conn.send(&body);
+    let r = conn.read_reply();
+    assert_eq!(r.ok_json(), json!({"selectedHead": g.world.world_ref.to_string()}));
+    let status = d.wait_exit();
+    assert_eq!(status.code(), Some(0), "stderr: {:?}", d.stderr_lines());
+    assert!(!store.socket().exists(), "the admin socket is removed");
+    // The lock is released and the drained commit is durable.
+    let head = with_store(&store.db, |s| {
+        use world_store::Reads;
+        s.snapshot().unwrap().selected_head().unwrap()
+    });
+    assert_eq!(head, Some(g.world.world_ref));
+}
+
+#[test]
+fn sigterm_gives_up_on_a_request_that_never_finishes_and_still_exits_zero() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let mut conn = Raw::connect(&d.addr);
+    let head = format!("Authorization: Bearer {token}\r\nExpect: 100-continue\r\nContent-Length: 100\r\n");
+    conn.send(&raw_head("POST", &d.addr, "/v1/commit", head.as_bytes()));
+    assert_eq!(conn.read_head().0, 100);
+    // The body never comes: the drain is bounded (10 s), then the daemon exits cleanly.
+    assert_eq!(d.signal_and_wait("TERM").code(), Some(0), "stderr: {:?}", d.stderr_lines());
+    assert!(!store.socket().exists());
+    with_store(&store.db, |_| ());
+    drop(conn);
+}
+
+#[test]
+fn sigint_stops_the_daemon_with_exit_zero() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    assert_eq!(d.get("/v1/health").status, 200);
+    let status = d.signal_and_wait("INT");
+    assert_eq!(status.code(), Some(0), "{status:?} {:?}", d.stderr_lines());
+    assert!(!store.socket().exists());
+    with_store(&store.db, |_| ()); // the writer lock is free again
+}
+
+#[test]
+fn the_head_verb_prints_the_ref_or_one_error_line() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let addr = d.base_url();
+    let o = worldd(&["head", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(stderr(&o), "worldd: /v1/head returned HTTP 404 NotFound: no world head has been selected yet\n");
+    let token = mint(&store.db);
+    let g = genesis("g");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    let o = worldd(&["head", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), format!("{}\n", g.world.world_ref));
+}
+
+#[test]
+fn the_log_verb_prints_a_page_of_entries() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("g");
+    let n = next(&g.world, "n");
+    for s in [&g, &n] {
+        assert_eq!(d.commit(&s.bytes(), Some(&token)).status, 200);
+    }
+    let addr = d.base_url();
+    let o = worldd(&["log", "--from", "1", "--limit", "1", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(), json!({"items": [n.body["entry"]]}));
+    let o = worldd(&["log", "--addr", &addr]);
+    let all: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(all["items"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_object_verb_prints_metadata_and_with_payload_the_payload() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("object verb");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    let (addr, hash) = (d.base_url(), g.object.hash.to_string());
+    let plain: serde_json::Value = serde_json::from_str(&stdout(&worldd(&["object", &hash, "--addr", &addr]))).unwrap();
+    assert_eq!(plain["hash"], hash);
+    assert!(plain.get("payload").is_none());
+    let o = worldd(&["object", &hash, "--payload", "--addr", &addr]);
+    let full: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(full["payload"], g.body["objects"][0]["payload"]);
+    let o = worldd(&["object", "nope", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        "worldd: /v1/objects/nope returned HTTP 400 BadRequest: object ref: a ref must be sha256:<64 lowercase hex>\n"
+    );
+}
+
+#[test]
+fn a_client_verb_without_a_daemon_fails_with_one_line() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("http://127.0.0.1:{port}");
+    let o = worldd(&["head", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("worldd: cannot reach {addr}: ")), "{err}");
+}
+
+#[test]
+fn usage_errors_exit_1_and_help_exits_0() {
+    for args in [&["log", "--from", "x"][..], &["no-such-verb"], &["session", "mint"], &[]] {
+        let o = worldd(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).is_empty());
+    }
+    let help = worldd(&["--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("serve"));
+    assert_eq!(worldd(&["--version"]).status.code(), Some(0));
+}
+
+#[test]
+fn verify_is_clean_on_a_store_written_over_rest() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("g").with_id("rest:v-1");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    let o = worldd(&["verify", "--db", db_str(&store), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["faultCount"], 0, "{report}");
+    assert_eq!(report["counts"]["receipts"], 1, "{report}");
+}

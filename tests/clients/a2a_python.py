@@ -1,0 +1,97 @@
+"""The Python A2A SDK (a2a-sdk 1.3.0) against worldd.
+
+    TOKEN=<64 hex> python a2a_python.py http://127.0.0.1:PORT
+
+Prints one `ok <check>` or `FAIL <check>: reason` line per check; a failure
+also prints the SDK's wire requests and the replies.
+"""
+
+import asyncio
+import os
+import sys
+import traceback
+
+import httpx
+from google.protobuf.json_format import MessageToJson
+from a2a.client import A2ACardResolver, ClientConfig, create_client
+from a2a.helpers import get_data_parts, new_data_message
+from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
+
+BASE = sys.argv[1]
+TOKEN = os.environ["TOKEN"]
+failed = False
+wire = []
+
+
+def show(*messages):
+    return " ".join(MessageToJson(m, indent=None) for m in messages)
+
+
+def check(name, cond, why):
+    global failed
+    print(f"ok a2a_python.{name}" if cond else f"FAIL a2a_python.{name}: {why}", flush=True)
+    if not cond:
+        failed = True
+        for line in wire:
+            print(f"    wire: {line}", flush=True)
+
+
+async def log_request(request):
+    wire.append(f"> {request.method} {request.url} a2a-version={request.headers.get('a2a-version')} "
+                f"{request.content.decode(errors='replace')}")
+
+
+async def log_response(response):
+    await response.aread()
+    wire.append(f"< {response.status_code} {response.text.strip()}")
+
+
+async def main():
+    hooks = {"request": [log_request], "response": [log_response]}
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, event_hooks=hooks) as http:
+        for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"]:
+            card = await A2ACardResolver(http, BASE, agent_card_path=path).get_agent_card()
+            skills = [s.id for s in card.skills]
+            urls = [i.url for i in card.supported_interfaces]
+            check(
+                f"card{path.replace('/.well-known/', ':')}",
+                card.name == "worldd" and "ailang-read" in skills and "tools.echo" in skills
+                and urls and all(u == f"{BASE}/a2a/" for u in urls),
+                f"card {show(card)}",
+            )
+
+        client = await create_client(BASE, ClientConfig(httpx_client=http, streaming=False))
+        msg = new_data_message({"path": "hello.txt"}, role=Role.ROLE_USER)
+        req = SendMessageRequest(message=msg, metadata={"skill_id": "ailang-read"})
+        events = [ev async for ev in client.send_message(req)]
+        task = events[0].task if len(events) == 1 and events[0].HasField("task") else None
+        out = get_data_parts(task.artifacts[0].parts)[0] if task and task.artifacts else {}
+        check(
+            "send_message",
+            task is not None
+            and task.status.state == TaskState.TASK_STATE_COMPLETED
+            and out.get("ok") is True
+            and out.get("content") == "hello from World\n"
+            and out.get("world", {}).get("effects", [{}])[0].get("status") == "ok",
+            f"events {show(*events)}",
+        )
+        if task is None:
+            return
+
+        again = await client.get_task(GetTaskRequest(id=task.id))
+        check(
+            "get_task",
+            again.id == task.id
+            and again.status.state == TaskState.TASK_STATE_COMPLETED
+            and get_data_parts(again.artifacts[0].parts)[0] == out
+            and again.metadata == task.metadata,
+            f"sent {show(task)}, got {show(again)}",
+        )
+
+
+try:
+    asyncio.run(main())
+except BaseException as e:  # noqa: BLE001 - report anything as a failure line
+    traceback.print_exc()
+    check("run", False, f"{type(e).__name__}: {e}")
+sys.exit(1 if failed else 0)

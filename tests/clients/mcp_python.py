@@ -1,0 +1,126 @@
+"""The Python MCP SDK (mcp 2.3.0, streamable HTTP, mode auto) against worldd.
+
+    TOKEN=<64 hex> python mcp_python.py http://127.0.0.1:PORT/mcp/
+
+Prints one `ok <check>` or `FAIL <check>: reason` line per check.
+"""
+
+import asyncio
+import os
+import re
+import sys
+import traceback
+
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+URL = sys.argv[1]
+TOKEN = os.environ["TOKEN"]
+REF = re.compile(r"^sha256:[0-9a-f]{64}$")
+failed = False
+
+
+def check(name, cond, why):
+    global failed
+    print(f"ok mcp_python.{name}" if cond else f"FAIL mcp_python.{name}: {why}", flush=True)
+    failed |= not cond
+
+
+async def mcp_error(call):
+    """The MCPError a call raises, or None."""
+    try:
+        await call
+    except MCPError as e:
+        return e
+    return None
+
+
+async def main():
+    wire = []  # (protocol-version header, JSON-RPC method) of each POST
+
+    async def record(request):
+        if request.method == "POST":
+            m = re.search(rb'"method":\s*"([^"]+)"', request.content)
+            wire.append((request.headers.get("mcp-protocol-version"), m and m.group(1).decode()))
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
+    http.event_hooks["request"].append(record)
+    async with http, Client(streamable_http_client(URL, http_client=http), mode="auto") as c:
+        first = wire[0] if wire else None
+        check(
+            "initialize",
+            first == ("2026-07-28", "server/discover")
+            and (None, "initialize") in wire
+            and c.protocol_version == "2025-11-25"
+            and c.server_info.name == "worldd",
+            f"wire {wire}, version {c.protocol_version}, server {c.server_info}",
+        )
+
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        echo, read = tools.get("tools_decho"), tools.get("ailang-read")
+        check(
+            "tools_list",
+            echo is not None
+            and read is not None
+            and read.input_schema.get("required") == ["path"]
+            and "path" in read.input_schema.get("properties", {})
+            and "world" in (read.output_schema or {}).get("properties", {})
+            and echo.input_schema.get("type") == "object",
+            f"tools {sorted(tools)}; ailang-read {read}",
+        )
+
+        r = await c.call_tool("tools_decho", {"message": "hi"})
+        s = r.structured_content or {}
+        check(
+            "call_echo",
+            not r.is_error and s.get("echo") == {"message": "hi"} and s.get("world", {}).get("effects") == [],
+            f"result {r}",
+        )
+
+        r = await c.call_tool("ailang-read", {"path": "hello.txt"})
+        s = r.structured_content or {}
+        w = s.get("world", {})
+        eff = (w.get("effects") or [{}])[0]
+        check(
+            "call_read",
+            s.get("ok") is True
+            and s.get("content") == "hello from World\n"
+            and eff.get("status") == "ok"
+            and REF.match(eff.get("record") or "")
+            and REF.match(w.get("plan") or ""),
+            f"result {r}",
+        )
+
+        # A refused path is a committed refusal, not an error.
+        r = await c.call_tool("ailang-read", {"path": "../outside.txt"})
+        s = r.structured_content or {}
+        check(
+            "call_refused_path",
+            not r.is_error
+            and s.get("ok") is False
+            and "refused" in s.get("refused", "")
+            and s.get("world", {}).get("effects") == []
+            and REF.match(s.get("world", {}).get("plan") or ""),
+            f"result {r}",
+        )
+
+        e = await mcp_error(c.call_tool("no-such-tool", {}))
+        check("unknown_tool", e is not None and e.code == -32602, f"raised {e!r}")
+
+        for name, tool in [("host_failure_deadline", "fixture_ssleep"), ("host_failure_not_json", "fixture_snot-json")]:
+            e = await mcp_error(c.call_tool(tool, {}))
+            check(name, e is not None and e.code == -32603 and e.message == "host callback failed", f"raised {e!r}")
+
+        # The session still works after a whole-POST failure envelope.
+        r = await c.call_tool("tools_decho", {"after": "failure"})
+        check("after_failure", (r.structured_content or {}).get("echo") == {"after": "failure"}, f"result {r}")
+
+
+try:
+    asyncio.run(main())
+except BaseException as e:  # noqa: BLE001 - report anything as a failure line
+    traceback.print_exc()
+    print(f"FAIL mcp_python: {type(e).__name__}: {e}", flush=True)
+    failed = True
+sys.exit(1 if failed else 0)

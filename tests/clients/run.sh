@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Clients nobody here wrote, against a live `worldd quickstart`: the Python and
+# TypeScript MCP SDKs, the official MCP conformance suite (through authproxy.py)
+# and the Python A2A SDK. Every check prints `ok NAME` or `FAIL NAME: reason`;
+# the last line is `N passed, M failed`, and the exit status is 1 if any failed.
+#
+# Installs are cached under $WORLD_CLIENTS_CACHE (default ~/.cache/world-clients).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+cache=${WORLD_CLIENTS_CACHE:-$HOME/.cache/world-clients}
+py_pkgs="mcp==2.3.0 a2a-sdk==1.3.0 httpx"
+npm_pkgs="@modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/conformance@0.1.16"
+
+# --- (a, b) cached installs; DIR/.installed names what DIR holds ----------------
+installed() { [[ -f $1/.installed && $(cat "$1/.installed") == "$2" ]]; }
+mkdir -p "$cache"
+if ! installed "$cache/venv" "$py_pkgs"; then
+  rm -rf "$cache/venv" && python3 -m venv "$cache/venv"
+  # shellcheck disable=SC2086
+  "$cache/venv/bin/pip" install -q --disable-pip-version-check $py_pkgs
+  echo "$py_pkgs" >"$cache/venv/.installed"
+fi
+npm_folder() { # DIR PACKAGE...
+  local dir=$1 && shift
+  installed "$dir" "$*" && return
+  rm -rf "$dir" && mkdir -p "$dir"
+  (cd "$dir" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error "$@" >/dev/null)
+  echo "$*" >"$dir/.installed"
+}
+# shellcheck disable=SC2086
+npm_folder "$cache/node" $npm_pkgs
+npm_folder "$cache/node22" node@22 # the conformance CLI needs Node >= 22
+node22_bin=$cache/node22/node_modules/.bin
+"$node22_bin/node" --version | grep -q '^v22\.' || { echo "node@22 did not install a Node 22 binary" >&2; exit 1; }
+py=$cache/venv/bin/python
+
+# --- (c) build the daemon --------------------------------------------------------
+(cd "$root" && cargo build --quiet -p world-server --bin worldd)
+worldd=${CARGO_TARGET_DIR:-$root/target}/debug/worldd
+
+# --- (d) a daemon with tools on a free loopback port -----------------------------
+free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+tmp=$(mktemp -d)
+daemon_pid= proxy_pid=
+cleanup() {
+  [[ -n $proxy_pid ]] && kill "$proxy_pid" 2>/dev/null
+  [[ -n $daemon_pid ]] && kill "$daemon_pid" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+passed=0 failed=0
+summary() { echo "$passed passed, $failed failed"; ((failed == 0)); }
+fail_setup() { # REASON LOG: nothing can run without the daemon
+  echo "FAIL daemon: $1" && sed 's/^/    /' "$2" | tail -20
+  failed=$((failed + 1)) && summary
+  exit 1
+}
+
+port=$(free_port)
+"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" >"$tmp/daemon.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 100); do
+  grep -q 'worldd listening on' "$tmp/daemon.log" && break
+  kill -0 "$daemon_pid" 2>/dev/null || fail_setup "quickstart exited" "$tmp/daemon.log"
+  sleep 0.2
+done
+grep -q 'worldd listening on' "$tmp/daemon.log" || fail_setup "not listening after 20 s" "$tmp/daemon.log"
+"$worldd" publish --db "$tmp/qs/world.db" --manifest "$here/fixtures/manifest.json" >"$tmp/publish.log" 2>&1 ||
+  fail_setup "publishing the fixtures failed" "$tmp/publish.log"
+export TOKEN
+TOKEN=$(cat "$tmp/qs/session")
+
+# --- (e) the clients ---------------------------------------------------------------
+tally() { # LINE: print a check line and count it
+  echo "$1"
+  if [[ $1 == ok* ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+}
+run() { # NAME COMMAND...: prints ok/FAIL lines (other lines are shown as they are), non-zero exit on a failure
+  local name=$1 out line rc=0 n=0 bad=0 && shift
+  out=$("$@" 2>"$tmp/$name.err") || rc=$?
+  while IFS= read -r line; do
+    case $line in
+      ok\ *) tally "$line" && n=$((n + 1)) ;;
+      FAIL\ *) tally "$line" && n=$((n + 1)) bad=1 ;;
+      *) if [[ -n $line ]]; then echo "$line"; fi ;;
+    esac
+  done <<<"$out"
+  ((rc == 0 && n > 0)) || ((bad)) || tally "FAIL $name: exited $rc after $n checks"
+  ((rc == 0)) || sed 's/^/    /' "$tmp/$name.err" | tail -30
+}
+
+conformance() {
+  local rc=0
+  (cd "$cache/node" && PATH=$node22_bin:$PATH npx --no-install conformance server \
+    --url "http://127.0.0.1:$proxy_port/mcp/" --expected-failures "$here/conformance-baseline.yml" \
+    -o "$tmp/conformance") >"$tmp/conformance.log" 2>&1 || rc=$?
+  # One line per scenario from the results: passed, or failed as the baseline expects.
+  "$py" - "$tmp/conformance" "$here/conformance-baseline.yml" <<'EOF'
+import json, pathlib, re, sys
+expected = set(re.findall(r"^\s*-\s*([\w-]+)", pathlib.Path(sys.argv[2]).read_text(), re.M))
+for f in sorted(pathlib.Path(sys.argv[1]).glob("server-*/checks.json")):
+    scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", f.parent.name)
+    bad = [c for c in json.loads(f.read_text()) if c["status"] in ("FAILURE", "WARNING")]
+    kind = "expected failure" if scenario in expected else "FAILED"
+    why = "; ".join(f'{c["status"]} {c["id"]}: ' + (c.get("errorMessage") or c.get("details", {}).get("message", ""))[:160]
+                   for c in bad[:2])
+    print(f"  conformance {scenario}: " + (f"{kind} ({why})" if bad else "passed"))
+EOF
+  if ((rc == 0)); then
+    echo "ok conformance: every scenario passed or failed as conformance-baseline.yml expects"
+  else
+    echo "FAIL conformance: exit $rc (unexpected failure, or a baselined scenario now passes)"
+    sed -n '/Stale baseline\|Unexpected failures/,$p' "$tmp/conformance.log" | sed 's/\x1b\[[0-9;]*m//g; s/^/    /'
+  fi
+}
+
+# The conformance suite has no header option: it goes through the bearer-adding proxy.
+proxy_port=$(free_port)
+"$py" "$here/authproxy.py" "$proxy_port" "$port" &
+proxy_pid=$!
+for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null && break || sleep 0.1; done
+
+run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
+run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
+run conformance conformance
+run a2a_python "$py" "$here/a2a_python.py" "http://127.0.0.1:$port"
+
+# --- (f) stop the daemon; the store it leaves must verify -------------------------
+rc=0
+kill "$daemon_pid" && wait "$daemon_pid" || rc=$?
+daemon_pid=
+if ((rc == 0)); then tally "ok daemon.shutdown"; else tally "FAIL daemon.shutdown: worldd exited $rc on SIGTERM"; fi
+if "$worldd" verify --db "$tmp/qs/world.db" >"$tmp/verify.log" 2>&1; then
+  tally "ok daemon.verify"
+else
+  tally "FAIL daemon.verify: $(tail -3 "$tmp/verify.log" | tr '\n' ' ')"
+fi
+
+# --- (g) -------------------------------------------------------------------------
+summary
