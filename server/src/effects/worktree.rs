@@ -133,10 +133,12 @@ pub fn confine(root: &Path, rel: &str, for_write: bool) -> Result<PathBuf, Strin
     }
     let mut cur = root.to_path_buf();
     let parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    // Checked for every segment up front: a write joins the segments after the
+    // first missing one unresolved, so a later ".." would climb out of the root.
+    if parts.contains(&"..") {
+        return Err("has a \"..\" segment".into());
+    }
     for (i, part) in parts.iter().enumerate() {
-        if *part == ".." {
-            return Err("has a \"..\" segment".into());
-        }
         let next = cur.join(part);
         match std::fs::symlink_metadata(&next) {
             Ok(meta) if meta.file_type().is_symlink() => {
@@ -150,8 +152,9 @@ pub fn confine(root: &Path, rel: &str, for_write: bool) -> Result<PathBuf, Strin
             Ok(_) => cur = next,
             Err(_) if for_write => {
                 cur = next;
-                let rest: PathBuf = parts[i + 1..].iter().collect();
-                cur = cur.join(rest);
+                // Pushed one by one: joining an empty rest would add a trailing
+                // "/", and opening "new.txt/" to create it fails (EISDIR).
+                cur.extend(&parts[i + 1..]);
                 break;
             }
             Err(_) => return Err("does not exist".into()),
@@ -491,6 +494,10 @@ mod tests {
         assert!(confine(&wt, "-rf", false).is_err());
         assert!(confine(&wt, "a\0b", true).is_err());
         assert_eq!(confine(&wt, "new/dir/f.txt", true).unwrap(), wt.join("new/dir/f.txt"));
+        assert!(confine(&wt, "missing/../../secret", true).is_err(), "a \"..\" after a missing segment");
+        // Compared as bytes: `PathBuf` equality ignores a trailing "/", the kernel does not.
+        let new_file = confine(&wt, "src/new.txt", true).unwrap();
+        assert_eq!(new_file.as_os_str(), wt.join("src/new.txt").as_os_str());
     }
 
     #[tokio::test]

@@ -1,0 +1,302 @@
+//! `cargo bench -p world-server --bench invoke`: invocations per second through
+//! a real `worldd`, end to end (HTTP, session, admission, task row, plan,
+//! broker, handler, commit with fsync).
+//!
+//! It starts the release `worldd` that `cargo bench` builds beside this bench
+//! (`<target>/release/worldd`: the bench executable is
+//! `<target>/release/deps/invoke-<hash>`, so two directories up; Cargo also sets
+//! `CARGO_BIN_EXE_worldd` for benches, which is used when present). The store
+//! lives in a temporary directory (on the same filesystem as `$TMPDIR`).
+//!
+//! Workloads: `tools.echo` (pure) and `ailang-read` (one `Workspace.Read`
+//! effect on a 1 KiB file), each at 1, 8 and 64 concurrent A2A clients sending
+//! `tasks/send` with fresh task ids over keep-alive connections. Effectful calls
+//! of one episode are serialised by design (its worktree and budget are shared),
+//! so one more row spreads 64 clients over 8 episodes. Error replies are counted
+//! apart, never as calls. Beside it: the raw fsync rate of the store's
+//! directory (append 4 KiB + fdatasync), which bounds any durable commit.
+//!
+//! `INVOKE_BENCH_SECS` sets the seconds per row (default 3).
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use world_store::{EntryHeader, NewObject, Ref, canonical};
+
+const FSYNC_SAMPLES: usize = 300;
+const BUDGET: &str = "100000000";
+
+fn worldd_path() -> PathBuf {
+    if let Some(p) = option_env!("CARGO_BIN_EXE_worldd") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("current exe");
+    exe.parent().and_then(Path::parent).expect("<target>/<profile>").join("worldd")
+}
+
+struct Daemon {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(worldd: &Path, db: &Path, ws: &Path) -> Daemon {
+    let mut child = Command::new(worldd)
+        .args(["serve", "--bind", "127.0.0.1:0", "--db"])
+        .arg(db)
+        .arg("--workspace-root")
+        .arg(ws)
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("spawn {}: {e} (build it: cargo build --release -p world-server)", worldd.display())
+        });
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("worldd exited before listening").expect("stderr");
+        if let Some(rest) = line.strip_prefix("worldd listening on http://") {
+            break rest.split(' ').next().unwrap().to_string();
+        }
+    };
+    // Keep draining stderr so the daemon never blocks on it.
+    std::thread::spawn(move || for _ in lines {});
+    Daemon { child, addr }
+}
+
+fn cli(worldd: &Path, args: &[&str]) -> String {
+    let o = Command::new(worldd).args(args).stdin(Stdio::null()).output().expect("run worldd");
+    assert!(o.status.success(), "worldd {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
+    let out = dir.join(format!("session-{episode}"));
+    let (db, out_s) = (db.to_str().unwrap(), out.to_str().unwrap());
+    let read = format!("Workspace.Read=worktree:{BUDGET}");
+    let apply = format!("world.apply=world:{BUDGET}");
+    cli(
+        worldd,
+        &[
+            "session",
+            "mint",
+            "--db",
+            db,
+            "--episode",
+            episode,
+            "--grant",
+            &read,
+            "--grant",
+            &apply,
+            "--yes",
+            "--out",
+            out_s,
+        ],
+    );
+    std::fs::read_to_string(out).unwrap().trim().to_string()
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+fn genesis(addr: &str, token: &str) {
+    let by = "bench";
+    let goal = NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis"})));
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"genesis"),
+        interpreter: Ref::of(b"genesis"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: by.into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let body = json!({
+        "observedHead": "",
+        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
+            "semanticId": goal.semantic_id, "provenance": goal.provenance,
+            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
+        "nextWorld": {"ref": canonical::world_ref(0, &goal.hash, &entry_hash).to_string(), "revision": 0,
+            "stateRoot": goal.hash.to_string(), "logHead": entry_hash.to_string()},
+        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
+            "transitionRef": goal.hash.to_string()},
+    });
+    let resp = agent()
+        .post(&format!("http://{addr}/v1/commit"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(serde_json::to_vec(&body).unwrap())
+        .expect("genesis");
+    assert_eq!(resp.status().as_u16(), 200, "genesis");
+}
+
+/// What one row measured.
+struct Row {
+    tool: &'static str,
+    clients: usize,
+    episodes: usize,
+    calls: usize,
+    errors: u64,
+    secs: f64,
+    latencies: Vec<Duration>,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+static TASK: AtomicU64 = AtomicU64::new(0);
+
+fn run_row(addr: &str, tokens: &[String], tool: &'static str, clients: usize, secs: f64) -> Row {
+    let args = match tool {
+        "tools.echo" => json!({"hello": "world"}),
+        _ => json!({"path": "bench.txt"}),
+    };
+    let run = format!("{:x}", std::process::id());
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let errors = AtomicU64::new(0);
+    let latencies: Vec<Duration> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let (token, args, run, errors) = (&tokens[c % tokens.len()], &args, &run, &errors);
+                s.spawn(move || {
+                    let agent = agent();
+                    let url = format!("http://{addr}/a2a/");
+                    let mut mine = vec![];
+                    while Instant::now() < deadline {
+                        let id = format!("b{run}-{}", TASK.fetch_add(1, Ordering::Relaxed));
+                        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {
+                            "id": id, "metadata": {"skill_id": tool},
+                            "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}});
+                        let t0 = Instant::now();
+                        let reply = agent
+                            .post(&url)
+                            .header("Authorization", &format!("Bearer {token}"))
+                            .header("Content-Type", "application/json")
+                            .send(serde_json::to_vec(&body).unwrap())
+                            .ok()
+                            .and_then(|mut r| r.body_mut().read_to_vec().ok())
+                            .and_then(|b| serde_json::from_slice::<Value>(&b).ok());
+                        let ok = reply.as_ref().is_some_and(|v| {
+                            let out = &v["result"]["artifacts"][0]["parts"][0]["data"];
+                            out.is_object() && (tool == "tools.echo" || out["ok"] == true)
+                        });
+                        if ok {
+                            mine.push(t0.elapsed());
+                        } else {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut latencies = latencies;
+    latencies.sort();
+    Row { tool, clients, episodes: tokens.len(), calls: latencies.len(), errors: errors.into_inner(), secs, latencies }
+}
+
+/// Appends 4 KiB and fdatasyncs, `FSYNC_SAMPLES` times, in `dir`.
+fn fsync_rate(dir: &Path) -> (f64, f64, f64) {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    let block = vec![0xA5u8; 4096];
+    let mut lat = Vec::with_capacity(FSYNC_SAMPLES);
+    let start = Instant::now();
+    for _ in 0..FSYNC_SAMPLES {
+        let t0 = Instant::now();
+        f.write_all(&block).unwrap();
+        // SAFETY: a plain syscall on an open descriptor.
+        let rc = unsafe { libc::fdatasync(f.as_raw_fd()) };
+        assert_eq!(rc, 0, "fdatasync");
+        lat.push(t0.elapsed());
+    }
+    let rate = FSYNC_SAMPLES as f64 / start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    lat.sort();
+    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("invoke: a benchmark; run it with `cargo bench -p world-server --bench invoke`");
+        return;
+    }
+    let secs: f64 = std::env::var("INVOKE_BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3.0);
+    let worldd = worldd_path();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let (db, ws) = (root.join("world.db"), root.join("ws"));
+    let episodes: Vec<String> = (0..8).map(|i| format!("bench-{i}")).collect();
+    for ep in &episodes {
+        std::fs::create_dir_all(ws.join(ep)).unwrap();
+        std::fs::write(ws.join(ep).join("bench.txt"), "x".repeat(1023) + "\n").unwrap();
+    }
+    let daemon = start(&worldd, &db, &ws);
+    cli(&worldd, &["publish", "--db", db.to_str().unwrap(), "--builtin"]);
+    let tokens: Vec<String> = episodes.iter().map(|ep| mint(&worldd, &db, &root, ep)).collect();
+    genesis(&daemon.addr, &tokens[0]);
+
+    eprintln!("invoke: {} ({secs} s per row), store {}", worldd.display(), db.display());
+    // Warm up connections, caches and the page cache.
+    run_row(&daemon.addr, &tokens[..1], "ailang-read", 4, 0.5);
+    run_row(&daemon.addr, &tokens[..1], "tools.echo", 4, 0.5);
+    let mut rows = vec![];
+    for tool in ["tools.echo", "ailang-read"] {
+        for clients in [1, 8, 64] {
+            rows.push(run_row(&daemon.addr, &tokens[..1], tool, clients, secs));
+        }
+    }
+    rows.push(run_row(&daemon.addr, &tokens, "ailang-read", 64, secs));
+    let (fsync, fsync_p50, fsync_p99) = fsync_rate(&root);
+    drop(daemon);
+
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    println!();
+    println!("| transition | clients | episodes | calls | errors | invocations/s | p50 ms | p99 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        println!(
+            "| `{}` | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} |",
+            r.tool,
+            r.clients,
+            r.episodes,
+            r.calls,
+            r.errors,
+            r.calls as f64 / r.secs,
+            percentile(&r.latencies, 0.5),
+            percentile(&r.latencies, 0.99)
+        );
+    }
+    println!();
+    println!(
+        "raw fsync in the store's directory (append 4 KiB + fdatasync, n={FSYNC_SAMPLES}): {fsync:.0}/s, p50 {fsync_p50:.2} ms, p99 {fsync_p99:.2} ms; {cores} core(s)"
+    );
+}

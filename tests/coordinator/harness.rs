@@ -1,0 +1,569 @@
+//! The coordinator suite's own small harness: a lab directory (store,
+//! workspace root, an `outside` directory, scripts), a real `worldd serve` on
+//! it, the command line for publish / mint / verify, and A2A and REST clients.
+//! The store is set up as a user would: `serve` creates it, `publish` and
+//! `session mint` go through the daemon's admin socket, genesis is an honest
+//! `POST /v1/commit`.
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+use world_store::{EntryHeader, NewObject, Ref, canonical};
+
+pub const WORLDD: &str = env!("CARGO_BIN_EXE_worldd");
+/// The Python the shipped examples name.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// Bounds that only turn a hang into a failure; nothing asserts speed.
+const STARTUP_WAIT: Duration = Duration::from_secs(60);
+const EXIT_WAIT: Duration = Duration::from_secs(30);
+const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A running `worldd serve`; dropping it kills the process.
+pub struct Daemon {
+    child: Option<Child>,
+    /// `127.0.0.1:PORT`.
+    pub addr: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Daemon {
+    pub fn start(db: &Path, extra: &[String]) -> Daemon {
+        let mut child = Command::new(WORLDD)
+            .arg("serve")
+            .arg("--db")
+            .arg(db)
+            .args(["--bind", "127.0.0.1:0"])
+            .args(extra)
+            .env("NO_COLOR", "1")
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn worldd serve");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        let pipe = child.stderr.take().expect("stderr pipe");
+        let lines = stderr.clone();
+        // Drains stderr for the daemon's whole life, so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                lines.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + STARTUP_WAIT;
+        let listening = loop {
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(line) if line.starts_with("worldd listening on http://") => break line,
+                Ok(_) => continue,
+                Err(e) => {
+                    let _ = child.kill();
+                    let status = child.wait();
+                    panic!("worldd serve did not report listening ({e}); exit {status:?}; stderr: {:?}", stderr.lock());
+                }
+            }
+        };
+        let addr = listening
+            .strip_prefix("worldd listening on http://")
+            .and_then(|rest| rest.split_once(' '))
+            .map(|(addr, _)| addr.to_string())
+            .unwrap_or_else(|| panic!("unexpected listening line {listening:?}"));
+        Daemon { child: Some(child), addr, stderr }
+    }
+
+    pub fn stderr_text(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// SIGKILL: no drain, no cleanup; waits until the process is gone.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.kill().expect("SIGKILL worldd");
+            child.wait().expect("reap worldd");
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(HTTP_TIMEOUT)).build().into()
+}
+
+/// Runs `worldd ARGS…` to completion with stdin null (no terminal answers a prompt).
+pub fn worldd(args: &[&str]) -> Output {
+    let mut child = Command::new(WORLDD)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn worldd");
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + EXIT_WAIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("worldd {args:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output { status, stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `worldd ARGS…` that must succeed; returns stdout.
+pub fn worldd_ok(args: &[&str]) -> String {
+    let o = worldd(args);
+    assert!(o.status.success(), "worldd {args:?} failed: {}{}", text(&o.stdout), text(&o.stderr));
+    text(&o.stdout)
+}
+
+pub fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// What a lab starts with.
+#[derive(Default)]
+pub struct LabOptions<'a> {
+    /// Episodes that get a worktree directory `<ws>/<episode>`.
+    pub episodes: &'a [&'a str],
+    /// `workspace-exec` allow-list: command name → shell script body.
+    pub exec: &'a [(&'a str, &'a str)],
+    /// Skip the genesis commit.
+    pub no_genesis: bool,
+}
+
+/// A temporary world: store, workspace root, daemon.
+pub struct Lab {
+    _dir: tempfile::TempDir,
+    /// Canonical lab directory.
+    pub root: PathBuf,
+    pub db: PathBuf,
+    pub ws: PathBuf,
+    /// A directory outside the workspace root (targets of hostile symlinks).
+    pub outside: PathBuf,
+    pub daemon: Daemon,
+    serve_args: Vec<String>,
+}
+
+impl Lab {
+    pub fn new(opts: LabOptions<'_>) -> Lab {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (db, ws, outside, bin) = (root.join("world.db"), root.join("ws"), root.join("outside"), root.join("bin"));
+        for d in [&ws, &outside, &bin] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        for ep in opts.episodes {
+            std::fs::create_dir_all(ws.join(ep)).unwrap();
+        }
+        let mut serve_args = vec!["--workspace-root".to_string(), ws.display().to_string()];
+        for (name, body) in opts.exec {
+            let path = bin.join(format!("{name}.sh"));
+            write_script(&path, body);
+            serve_args.push("--exec-allow".into());
+            serve_args.push(format!("{name}={}", path.display()));
+        }
+        let daemon = Daemon::start(&db, &serve_args);
+        let lab = Lab { _dir: dir, root, db, ws, outside, daemon, serve_args };
+        lab.publish_builtin();
+        if !opts.no_genesis {
+            lab.genesis();
+        }
+        lab
+    }
+
+    pub fn db_str(&self) -> &str {
+        self.db.to_str().unwrap()
+    }
+
+    pub fn worktree(&self, episode: &str) -> PathBuf {
+        self.ws.join(episode)
+    }
+
+    /// SIGKILL the daemon and start a new one on the same store (it runs recovery).
+    pub fn crash_and_restart(&mut self) {
+        self.daemon.kill9();
+        self.daemon = Daemon::start(&self.db, &self.serve_args);
+    }
+
+    pub fn publish_builtin(&self) -> String {
+        worldd_ok(&["publish", "--db", self.db_str(), "--builtin"])
+    }
+
+    pub fn publish_manifest(&self, manifest: &Path, replace: bool) -> Output {
+        let mut args = vec!["publish", "--db", self.db_str(), "--manifest", manifest.to_str().unwrap()];
+        if replace {
+            args.push("--replace");
+        }
+        worldd(&args)
+    }
+
+    /// Mints a session through the command line (the daemon's admin socket) and returns its token.
+    pub fn mint(&self, episode: &str, grants: &[&str]) -> String {
+        self.mint_ttl(episode, grants, None).0
+    }
+
+    /// Like [`Lab::mint`] with `--ttl`; also returns the session's `expiresAt` (Unix seconds).
+    pub fn mint_ttl(&self, episode: &str, grants: &[&str], ttl: Option<u64>) -> (String, u64) {
+        let out = self.root.join(format!("session-{episode}-{}", rand_suffix()));
+        let ttl = ttl.map(|t| t.to_string());
+        let mut args = vec!["session", "mint", "--db", self.db_str(), "--episode", episode, "--yes"];
+        for g in grants {
+            args.push("--grant");
+            args.push(g);
+        }
+        if let Some(t) = &ttl {
+            args.extend(["--ttl", t.as_str()]);
+        }
+        args.push("--out");
+        args.push(out.to_str().unwrap());
+        let stdout = worldd_ok(&args);
+        let token = std::fs::read_to_string(&out).unwrap().trim().to_string();
+        assert_eq!(token.len(), 64, "{token:?}");
+        let expires = stdout
+            .split("expires epoch ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no expiry in {stdout:?}"));
+        (token, expires)
+    }
+
+    pub fn client(&self, token: &str) -> Client {
+        Client { agent: agent(), url: format!("http://{}/a2a/", self.daemon.addr), token: token.to_string() }
+    }
+
+    /// An honest genesis (entry 0, world revision 0), committed over REST.
+    pub fn genesis(&self) {
+        let token = self.mint("genesis", &["world.apply=world:1"]);
+        let (status, body) = self.post_json("/v1/commit", &token, &genesis_body());
+        assert_eq!(status, 200, "genesis: {body}");
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        let mut resp = agent().get(&format!("http://{}{path}", self.daemon.addr)).call().expect("GET");
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().with_config().limit(64 << 20).read_to_vec().expect("body");
+        (status, serde_json::from_slice(&body).unwrap_or(Value::String(text(&body))))
+    }
+
+    pub fn post_json(&self, path: &str, token: &str, body: &Value) -> (u16, Value) {
+        let mut resp = agent()
+            .post(&format!("http://{}{path}", self.daemon.addr))
+            .header("Authorization", &format!("Bearer {token}"))
+            .header("Content-Type", "application/json")
+            .send(serde_json::to_vec(body).unwrap())
+            .expect("POST");
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().read_to_vec().expect("body");
+        (status, serde_json::from_slice(&body).unwrap_or(Value::String(text(&body))))
+    }
+
+    /// An object's payload bytes, checked against its ref.
+    pub fn payload(&self, r: &str) -> Vec<u8> {
+        let (status, v) = self.get(&format!("/v1/objects/{r}?payload=true"));
+        assert_eq!(status, 200, "object {r}: {v}");
+        let bytes = base64::engine::general_purpose::STANDARD.decode(v["payload"].as_str().unwrap()).unwrap();
+        assert_eq!(Ref::of(&bytes).to_string(), r, "payload rehashes to its ref");
+        bytes
+    }
+
+    pub fn object_json(&self, r: &str) -> Value {
+        serde_json::from_slice(&self.payload(r)).unwrap()
+    }
+
+    /// Every log entry, paged.
+    pub fn log(&self) -> Vec<Value> {
+        let mut all: Vec<Value> = vec![];
+        loop {
+            let (status, page) = self.get(&format!("/v1/log?from={}&limit=500", all.len()));
+            assert_eq!(status, 200, "{page}");
+            let items = page["items"].as_array().unwrap().clone();
+            if items.is_empty() {
+                return all;
+            }
+            all.extend(items);
+        }
+    }
+
+    pub fn log_len(&self) -> usize {
+        self.log().len()
+    }
+
+    /// The invocation record an entry points at.
+    pub fn invocation_record(&self, entry_index: u64) -> Value {
+        let (status, e) = self.get(&format!("/v1/log/{entry_index}"));
+        assert_eq!(status, 200, "{e}");
+        self.object_json(e["transitionRef"].as_str().unwrap())
+    }
+
+    /// The transitionFn the registry holds for `id`.
+    pub fn transition_fn(&self, id: &str) -> String {
+        let (status, head) = self.get("/v1/registry/world/transition-registry/v1");
+        assert_eq!(status, 200, "{head}");
+        let reg = self.object_json(head["head"].as_str().unwrap());
+        let d = reg["transitions"].as_array().unwrap().iter().find(|d| d["id"] == id).expect("registered");
+        d["transitionFn"].as_str().unwrap().to_string()
+    }
+
+    /// `worldd verify --json`: asserts a clean report and returns it.
+    pub fn verify_clean(&self) -> Value {
+        let o = worldd(&["verify", "--db", self.db_str(), "--json"]);
+        let report: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("verify output is not JSON ({e}): {}{}", text(&o.stdout), text(&o.stderr)));
+        assert!(o.status.success() && report["faultCount"] == 0, "verify found faults: {report}");
+        report
+    }
+
+    /// Writes test transitions (Python sources) and their manifest into the lab; returns the manifest path.
+    pub fn manifest(&self, name: &str, entries: &[Transition<'_>]) -> PathBuf {
+        let dir = self.root.join(format!("manifest-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let items: Vec<Value> = entries
+            .iter()
+            .map(|t| {
+                std::fs::write(dir.join(format!("{}.py", t.file)), t.source).unwrap();
+                let access = match t.access {
+                    Some((e, s, c)) => json!({"effect": e, "scope": s, "cost": c}),
+                    None => match t.effect {
+                        Some(e) => json!({"effect": e, "scope": "worktree", "cost": 0}),
+                        None => json!({"effect": "world.apply", "scope": "world", "cost": 1}),
+                    },
+                };
+                let declared: Vec<Value> =
+                    t.effect.iter().map(|e| json!({"effect": e, "scope": "worktree", "cost": 1})).collect();
+                json!({"id": t.id, "title": t.id, "description": "a test transition",
+                    "transitionFnFile": format!("{}.py", t.file),
+                    "runtime": {"exec": {"interpreter": PYTHON}},
+                    "inputSchema": {"type": "object"}, "outputSchema": {"type": "object"},
+                    "access": access, "declaredEffects": declared})
+            })
+            .collect();
+        let path = dir.join("manifest.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&items).unwrap()).unwrap();
+        path
+    }
+}
+
+/// One test transition for [`Lab::manifest`].
+pub struct Transition<'a> {
+    pub id: &'a str,
+    pub file: &'a str,
+    pub source: &'a str,
+    /// The one declared effect (scope worktree, cost 1), if effectful.
+    pub effect: Option<&'a str>,
+    /// `access`; by default the declared effect at cost 0, or `world.apply=world` cost 1 when pure.
+    pub access: Option<(&'a str, &'a str, u64)>,
+}
+
+fn rand_suffix() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+/// The REST body of an honest genesis commit (the shape of world-docs-facts §3.3).
+pub fn genesis_body() -> Value {
+    let by = "coordinator-tests";
+    let goal =
+        NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis", "createdBy": by})));
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"genesis"),
+        interpreter: Ref::of(b"genesis"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: by.to_string(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let world_ref = canonical::world_ref(0, &goal.hash, &entry_hash);
+    json!({
+        "observedHead": "",
+        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
+            "semanticId": goal.semantic_id, "provenance": goal.provenance,
+            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
+        "nextWorld": {"ref": world_ref.to_string(), "revision": 0, "stateRoot": goal.hash.to_string(),
+            "logHead": entry_hash.to_string()},
+        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
+            "transitionRef": goal.hash.to_string()},
+    })
+}
+
+/// An A2A client bound to one session.
+#[derive(Clone)]
+pub struct Client {
+    agent: ureq::Agent,
+    pub url: String,
+    token: String,
+}
+
+impl Client {
+    pub fn with_url(&self, addr: &str) -> Client {
+        Client { agent: agent(), url: format!("http://{addr}/a2a/"), token: self.token.clone() }
+    }
+
+    /// `tasks/send`; `Err` is a transport failure (no JSON-RPC reply arrived).
+    pub fn try_send(&self, task_id: &str, skill: &str, args: &Value, pin: Option<&str>) -> Result<A2a, String> {
+        let mut metadata = json!({"skill_id": skill});
+        if let Some(p) = pin {
+            metadata["transition_fn"] = json!(p);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {
+            "id": task_id, "metadata": metadata,
+            "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}});
+        let mut resp = self
+            .agent
+            .post(&self.url)
+            .header("Authorization", &format!("Bearer {}", self.token))
+            .header("Content-Type", "application/json")
+            .send(serde_json::to_vec(&body).unwrap())
+            .map_err(|e| e.to_string())?;
+        if resp.status().as_u16() != 200 {
+            return Err(format!("HTTP {}", resp.status()));
+        }
+        let bytes = resp.body_mut().with_config().limit(8 << 20).read_to_vec().map_err(|e| e.to_string())?;
+        serde_json::from_slice(&bytes).map(A2a).map_err(|e| format!("reply is not JSON ({e}): {}", text(&bytes)))
+    }
+
+    pub fn send(&self, task_id: &str, skill: &str, args: &Value) -> A2a {
+        self.try_send(task_id, skill, args, None).unwrap_or_else(|e| panic!("tasks/send {task_id}: {e}"))
+    }
+
+    pub fn send_pinned(&self, task_id: &str, skill: &str, args: &Value, pin: &str) -> A2a {
+        self.try_send(task_id, skill, args, Some(pin)).unwrap_or_else(|e| panic!("tasks/send {task_id}: {e}"))
+    }
+
+    /// `GET /.well-known/agent.json`: the ids of the skills this session sees.
+    pub fn skills(&self) -> Vec<String> {
+        let url = self.url.replace("/a2a/", "/.well-known/agent.json");
+        let mut resp =
+            self.agent.get(&url).header("Authorization", &format!("Bearer {}", self.token)).call().expect("card");
+        assert_eq!(resp.status().as_u16(), 200);
+        let card: Value = serde_json::from_slice(&resp.body_mut().read_to_vec().unwrap()).unwrap();
+        card["skills"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap().to_string()).collect()
+    }
+}
+
+/// One JSON-RPC reply of `/a2a/`.
+#[derive(Clone, Debug)]
+pub struct A2a(pub Value);
+
+impl A2a {
+    pub fn is_ok(&self) -> bool {
+        self.0.get("result").is_some()
+    }
+
+    pub fn result(&self) -> &Value {
+        assert!(self.is_ok(), "expected a result, got {}", self.0);
+        &self.0["result"]
+    }
+
+    /// The transition's committed output.
+    pub fn output(&self) -> &Value {
+        &self.result()["artifacts"][0]["parts"][0]["data"]
+    }
+
+    pub fn entry_index(&self) -> u64 {
+        self.result()["metadata"]["entry_index"].as_u64().expect("entry_index")
+    }
+
+    /// `(code, message)` of an error reply.
+    pub fn error(&self) -> (i64, String) {
+        let e = self.0.get("error").unwrap_or_else(|| panic!("expected an error, got {}", self.0));
+        (e["code"].as_i64().unwrap(), e["message"].as_str().unwrap().to_string())
+    }
+
+    pub fn assert_error(&self, code: i64, message: &str) {
+        assert_eq!(self.error(), (code, message.to_string()), "{}", self.0);
+    }
+
+    /// Status of the one effect in `world.effects` (None for a zero-effect output).
+    pub fn effect_status(&self) -> Option<String> {
+        self.output()["world"]["effects"].get(0).map(|e| e["status"].as_str().unwrap().to_string())
+    }
+
+    pub fn effect_record(&self) -> Option<String> {
+        self.output()["world"]["effects"].get(0).and_then(|e| e["record"].as_str()).map(String::from)
+    }
+}
+
+/// The plan-phase path refusal, exactly as the reference words it.
+pub fn plan_path_refusal(p: &str) -> String {
+    format!(
+        "path {} refused: it must be relative and non-empty, with no \"..\" segment and no leading \"-\"",
+        serde_json::to_string(p).unwrap()
+    )
+}
+
+/// Every file under `dir` (not following symlinks) with its contents, for before/after comparisons.
+pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for item in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = item.path();
+            let meta = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+            if meta.is_dir() {
+                out.insert(rel, b"<dir>".to_vec());
+                stack.push(p);
+            } else if meta.file_type().is_symlink() {
+                out.insert(rel, format!("<symlink {}>", std::fs::read_link(&p).unwrap().display()).into_bytes());
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// The names directly inside `dir`.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// Waits (bounded) until `cond` holds.
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
