@@ -242,12 +242,6 @@ async fn run(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
     if d.declared_effects.iter().any(|e| !daemon.worktrees.has_handler(&call.episode, &e.effect)) {
         return Err(CallError::NoHandler);
     }
-    // Effectful calls of one episode run one at a time: its worktree and budget are shared.
-    let lock = (!d.is_pure()).then(|| daemon.coordinator.episode_lock(&call.episode));
-    let _guard = match &lock {
-        Some(l) => Some(l.lock().await),
-        None => None,
-    };
     let key = task_key(&call);
     match http::write(daemon, Op::BeginTask { task: key.clone(), request_digest: digest, at: crate::clock::now() })
         .await
@@ -355,12 +349,19 @@ impl Invocation<'_> {
         let plan = self.plan(&args).await?;
         let plan_obj = self.object(EFFECT_PLAN, plan.bytes.clone());
         let mut brokered = vec![];
-        for e in &plan.effects {
-            let b = self.broker(e).await?;
-            let stop = b.status != "ok";
-            brokered.push(b);
-            if stop {
-                break;
+        {
+            // The effects of one episode run one at a time: its worktree and
+            // budget are shared. Planning before and committing after need no
+            // lock (plans are pure; commits are rebased), so those overlap.
+            let lock = self.daemon.coordinator.episode_lock(&self.call.episode);
+            let _effects_of_this_episode = lock.lock().await;
+            for e in &plan.effects {
+                let b = self.broker(e).await?;
+                let stop = b.status != "ok";
+                brokered.push(b);
+                if stop {
+                    break;
+                }
             }
         }
         let journaled = !self.journaled.is_empty();

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod provenance;
 pub mod rest;
+pub mod workbench;
 
 use crate::daemon::Daemon;
 use crate::limits::READ_DEADLINE;
@@ -22,6 +23,7 @@ pub fn router(state: State) -> Router {
     use axum::routing::{get, post};
     rest::routes()
         .merge(provenance::routes())
+        .merge(workbench::routes())
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/a2a", post(agents::a2a_post))

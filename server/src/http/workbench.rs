@@ -1,0 +1,766 @@
+//! `GET /workbench`: a read-only HTML view for operators. Server-rendered from
+//! one store snapshot per request; no scripts, no external assets, a strict
+//! Content-Security-Policy. Every value reaches the page through [`esc`].
+//!
+//! Views, chosen by the query (an unknown or repeated parameter is a 400):
+//! - none, or `from=N`: the head, health and a page of the log;
+//! - `entry=N`: the entry, its invocation record with its effect records, its world;
+//! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): metadata, referrers, payload;
+//! - `world=REF`: the world row.
+
+use super::{Rest, State, query_pairs, read};
+use crate::limits::DAEMON_VERSION;
+use axum::Router;
+use axum::extract::{RawQuery, State as AxState};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde_json::Value;
+use std::path::PathBuf;
+use world_store::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD};
+use world_store::{ReadError, Ref, Snapshot};
+
+pub fn routes() -> Router<State> {
+    Router::new().route("/workbench", get(workbench))
+}
+
+/// Log entries per page.
+const LOG_PAGE: u64 = 50;
+/// Referrers per page.
+const REFS_PAGE: usize = 50;
+/// Payload bytes shown at most; the rest is left to `GET /v1/objects/{ref}?payload=true`.
+const PAYLOAD_SHOWN_MAX: usize = 1 << 20;
+const PARAMS: &[&str] = &["world", "object", "from", "entry", "payload", "refsAfter"];
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; \
+                   form-action 'none'; frame-ancestors 'none'";
+const DASH: &str = "<span class=\"muted\">—</span>";
+const RECORD_V1: &str = "world/invocation-record/v1";
+const RECORD_V2: &str = "world/invocation-record/v2";
+
+/// The one escaping function: text to HTML text or attribute value.
+pub fn esc(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum View {
+    Log { from: u64 },
+    Entry(u64),
+    Object { target: Ref, payload: bool, refs_after: Option<(u8, Ref)> },
+    World(Ref),
+}
+
+fn index(name: &str, text: &str) -> Result<u64, String> {
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    text.parse::<u64>().ok().filter(|_| digits).ok_or_else(|| format!("{name} must be a non-negative integer"))
+}
+
+fn parse_ref(name: &str, text: &str) -> Result<Ref, String> {
+    Ref::parse(text).map_err(|e| format!("{name}: {e}"))
+}
+
+/// `<kind>:<ref>`, kinds object, entry, world (as `after` of the referrers route).
+fn parse_refs_after(text: &str) -> Result<(u8, Ref), String> {
+    let err = || "refsAfter must be <kind>:<ref> with kind object, entry or world".to_string();
+    let (kind, r) = text.split_once(':').ok_or_else(err)?;
+    let kind = match kind {
+        "object" => REFERRER_OBJECT,
+        "entry" => REFERRER_ENTRY,
+        "world" => REFERRER_WORLD,
+        _ => return Err(err()),
+    };
+    Ok((kind, parse_ref("refsAfter", r)?))
+}
+
+fn parse_view(pairs: &[(String, String)]) -> Result<View, String> {
+    for (i, (k, _)) in pairs.iter().enumerate() {
+        if !PARAMS.contains(&k.as_str()) {
+            return Err(format!("unknown query parameter {k:?}; known: {}", PARAMS.join(", ")));
+        }
+        if pairs[..i].iter().any(|(earlier, _)| earlier == k) {
+            return Err(format!("query parameter {k:?} is repeated"));
+        }
+    }
+    let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    if ["world", "object", "entry"].iter().filter(|n| get(n).is_some()).count() > 1 {
+        return Err("give at most one of world, object and entry".into());
+    }
+    if get("object").is_none() && (get("payload").is_some() || get("refsAfter").is_some()) {
+        return Err("payload and refsAfter go with object".into());
+    }
+    if get("from").is_some() && pairs.len() > 1 {
+        return Err("from pages the log; it goes alone".into());
+    }
+    if let Some(r) = get("world") {
+        return Ok(View::World(parse_ref("world", r)?));
+    }
+    if let Some(n) = get("entry") {
+        return Ok(View::Entry(index("entry", n)?));
+    }
+    if let Some(r) = get("object") {
+        let payload = match get("payload") {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(_) => return Err("payload must be 0 or 1".into()),
+        };
+        let refs_after = get("refsAfter").map(parse_refs_after).transpose()?;
+        return Ok(View::Object { target: parse_ref("object", r)?, payload, refs_after });
+    }
+    Ok(View::Log { from: get("from").map(|f| index("from", f)).transpose()?.unwrap_or(0) })
+}
+
+/// What health shows, copied out of the daemon for the blocking read.
+struct Health {
+    db_path: PathBuf,
+    interpreter: Option<Ref>,
+}
+
+struct Page {
+    status: StatusCode,
+    title: String,
+    /// Already HTML.
+    body: String,
+}
+
+impl Page {
+    fn ok(title: impl Into<String>, body: String) -> Page {
+        Page { status: StatusCode::OK, title: title.into(), body }
+    }
+
+    fn error(status: StatusCode, message: &str) -> Page {
+        let body = format!("<h1>{}</h1><p id=\"error\">{}</p>", status.as_u16(), esc(message));
+        Page { status, title: format!("{status}"), body }
+    }
+}
+
+async fn workbench(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Response {
+    let view = match parse_view(&query_pairs(query.as_deref())) {
+        Ok(v) => v,
+        Err(m) => return html(Page::error(StatusCode::BAD_REQUEST, &m)),
+    };
+    let health = Health { db_path: state.db_path.clone(), interpreter: state.interpreter_ref };
+    let rendered = read(&state, "/workbench", move |s| match view {
+        View::Log { from } => log_view(s, &health, from),
+        View::Entry(n) => entry_view(s, n),
+        View::Object { target, payload, refs_after } => object_view(s, &target, payload, refs_after),
+        View::World(r) => world_view(s, &r),
+    })
+    .await;
+    match rendered {
+        Ok(page) => html(page),
+        Err(Rest(e)) => {
+            let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            html(Page::error(status, e.wire_message()))
+        }
+    }
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}\
+header{background:#243b53;color:#fff;padding:.5em 1.5em}header a{color:#fff;font-weight:600;text-decoration:none}\
+main{max-width:1200px;margin:0 auto;padding:.5em 1.5em 2em}h1{font-size:1.3em}h2{font-size:1.05em;margin-top:1.6em}\
+table{border-collapse:collapse;width:100%;background:#fff}th,td{border:1px solid #d9dee3;padding:.25em .5em;\
+text-align:left;vertical-align:top}th{background:#eef1f4;font-weight:600}table.kv th{width:11em}\
+code,pre,.ref{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.ref{word-break:break-all}\
+pre{background:#fff;border:1px solid #d9dee3;padding:.75em;overflow:auto;max-height:70vh;white-space:pre-wrap;\
+word-break:break-all}a{color:#0b5cad}.ok{color:#1a7f37;font-weight:600}.denied,.failed{color:#b42318;font-weight:600}\
+.pager a{margin-right:1.5em}.muted{color:#6b7280}";
+
+fn html(page: Page) -> Response {
+    let doc = format!(
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>{} · worldd workbench</title><style>{STYLE}</style></head>\
+         <body><header><a href=\"/workbench\" id=\"home\">worldd workbench</a></header><main>{}</main></body></html>\n",
+        esc(&page.title),
+        page.body
+    );
+    (
+        page.status,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::CONTENT_SECURITY_POLICY, CSP),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        doc,
+    )
+        .into_response()
+}
+
+// ---- small HTML pieces; each escapes what it is given ----
+
+fn a(href: &str, class: &str, text: &str) -> String {
+    format!("<a class=\"{}\" href=\"{}\">{}</a>", esc(class), esc(href), esc(text))
+}
+
+/// A ref as a link, in full, or shortened to 12 hex digits (the full ref in its title).
+fn ref_a(href: &str, class: &str, r: &Ref, short: bool) -> String {
+    let full = r.to_string();
+    let shown = if short { format!("{}…", &full[..19]) } else { full.clone() };
+    format!("<a class=\"ref {}\" href=\"{}\" title=\"{}\">{}</a>", esc(class), esc(href), esc(&full), esc(&shown))
+}
+
+fn obj_link(r: &Ref, class: &str) -> String {
+    ref_a(&format!("/workbench?object={r}"), class, r, false)
+}
+
+fn obj_link_short(r: &Ref, class: &str) -> String {
+    ref_a(&format!("/workbench?object={r}"), class, r, true)
+}
+
+fn entry_link(n: u64) -> String {
+    a(&format!("/workbench?entry={n}"), "entry-link", &n.to_string())
+}
+
+fn world_link(r: &Ref) -> String {
+    ref_a(&format!("/workbench?world={r}"), "world-link", r, false)
+}
+
+/// Key–value rows; the values are HTML already.
+fn kv(id: &str, rows: &[(&str, String)]) -> String {
+    let mut out = format!("<table class=\"kv\" id=\"{}\">", esc(id));
+    for (k, v) in rows {
+        out.push_str(&format!("<tr><th>{}</th><td>{v}</td></tr>", esc(k)));
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// A JSON value as plain text: strings bare, everything else as JSON.
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A JSON field holding a ref: a link when it is one, a dash when empty.
+fn ref_cell(v: &Value, class: &str, short: bool) -> String {
+    match v {
+        Value::Null => DASH.into(),
+        Value::String(t) if t.is_empty() => DASH.into(),
+        Value::String(t) => match Ref::parse(t) {
+            Ok(r) => ref_a(&format!("/workbench?object={r}"), class, &r, short),
+            Err(_) => esc(t),
+        },
+        other => esc(&other.to_string()),
+    }
+}
+
+/// Wraps every `sha256:<64 hex>` of escaped text in an object link (the hex is safe as is).
+fn link_refs(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    let mut rest = escaped;
+    while let Some(at) = rest.find("sha256:") {
+        let candidate = rest.get(at..at + 71).and_then(|c| Ref::parse(c).ok());
+        match candidate {
+            Some(r) => {
+                out.push_str(&rest[..at]);
+                out.push_str(&obj_link(&r, "ref-link"));
+                rest = &rest[at + 71..];
+            }
+            None => {
+                out.push_str(&rest[..at + 7]);
+                rest = &rest[at + 7..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn json_payload(s: &Snapshot, r: &Ref) -> Result<Option<Value>, ReadError> {
+    Ok(s.payload(r)?.and_then(|p| serde_json::from_slice(&p).ok()))
+}
+
+// ---- views ----
+
+fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError> {
+    let len = s.log_len()?;
+    let head = match s.head_world()? {
+        Some(w) => kv(
+            "head",
+            &[
+                ("selected world", world_link(&w.world_ref)),
+                ("revision", esc(&w.revision.to_string())),
+                ("log length", esc(&len.to_string())),
+            ],
+        ),
+        None => "<p id=\"head\">no world head has been selected yet</p>".into(),
+    };
+    let heads: Vec<String> = s
+        .heads()?
+        .into_iter()
+        .filter(|(name, _)| name != world_store::tables::SELECTED_HEAD)
+        .map(|(name, r)| format!("{} {}", esc(&name), obj_link(&r, "head-link")))
+        .collect();
+    let health = kv(
+        "health",
+        &[
+            ("daemon version", esc(DAEMON_VERSION)),
+            ("store", format!("<code>{}</code>", esc(&health.db_path.display().to_string()))),
+            ("interpreter", health.interpreter.map(|r| obj_link(&r, "ref-link")).unwrap_or_else(|| DASH.into())),
+            ("registry heads", heads.join("<br>")),
+        ],
+    );
+    let mut rows = String::new();
+    let entries = s.log_range(from, LOG_PAGE as usize)?;
+    for e in &entries {
+        let meta = s.object_meta(&e.transition_ref)?;
+        let skill = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
+            Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?.map(|v| text(&v["skillId"])),
+            _ => None,
+        };
+        rows.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ref\">{}</td></tr>",
+            entry_link(e.header.entry_index),
+            esc(&e.header.written_by),
+            esc(&meta.map(|m| m.semantic_id).unwrap_or_default()),
+            esc(&skill.unwrap_or_default()),
+            obj_link_short(&e.transition_ref, "ref-link"),
+        ));
+    }
+    if entries.is_empty() {
+        rows = format!("<tr><td colspan=\"5\" class=\"muted\">no entries from {from}</td></tr>");
+    }
+    let last = len.saturating_sub(1) / LOG_PAGE * LOG_PAGE;
+    let mut pager = String::from("<p class=\"pager\">");
+    if from > 0 {
+        pager.push_str("<a id=\"first-page\" href=\"/workbench\">« first</a>");
+        let prev = from.saturating_sub(LOG_PAGE).min(last);
+        pager.push_str(&format!("<a id=\"prev-page\" href=\"/workbench?from={prev}\">‹ entries from {prev}</a>"));
+    }
+    if from + LOG_PAGE < len {
+        let next = from + LOG_PAGE;
+        pager.push_str(&format!("<a id=\"next-page\" href=\"/workbench?from={next}\">entries from {next} ›</a>"));
+        pager.push_str(&format!("<a id=\"last-page\" href=\"/workbench?from={last}\">newest »</a>"));
+    }
+    pager.push_str("</p>");
+    let body = format!(
+        "<h1>World</h1><h2>Head</h2>{head}<h2>Health</h2>{health}<h2>Log from {from}</h2>\
+         <table id=\"log\"><tr><th>#</th><th>written by</th><th>transitionRef kind</th><th>skill</th>\
+         <th>transitionRef</th></tr>{rows}</table>{pager}"
+    );
+    Ok(Page::ok("log", body))
+}
+
+fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
+    let Some(e) = s.log_entry(n)? else { return Ok(Page::error(StatusCode::NOT_FOUND, "log entry not found")) };
+    let h = &e.header;
+    let prev = match n {
+        0 => format!("<span class=\"ref\">{}</span>", esc(&h.prev_entry_hash.to_string())),
+        _ => format!("{} (entry {})", obj_link(&h.prev_entry_hash, "ref-link"), entry_link(n - 1)),
+    };
+    // Referrers are ordered by kind: start past every entry-kind one to reach the worlds.
+    let worlds: Vec<String> = s
+        .referrers(&e.entry_hash, Some((REFERRER_WORLD - 1, Ref([0xff; 32]))), 8)?
+        .into_iter()
+        .filter(|r| r.kind == REFERRER_WORLD)
+        .map(|r| world_link(&r.referrer))
+        .collect();
+    let mut body = format!("<h1>Entry {n}</h1>");
+    body.push_str(&kv(
+        "entry",
+        &[
+            ("entryIndex", format!("<span id=\"entry-index\">{}</span>", esc(&h.entry_index.to_string()))),
+            ("semanticsEpoch", esc(&h.semantics_epoch.to_string())),
+            ("transitionFn", obj_link(&h.transition_fn, "ref-link")),
+            ("interpreter", obj_link(&h.interpreter, "ref-link")),
+            ("prevEntryHash", prev),
+            ("writtenBy", esc(&h.written_by)),
+            ("entryHash", format!("<span class=\"ref\">{}</span>", esc(&e.entry_hash.to_string()))),
+            ("transitionRef", obj_link(&e.transition_ref, "transition-link")),
+            ("world", if worlds.is_empty() { DASH.into() } else { worlds.join("<br>") }),
+        ],
+    ));
+    let meta = s.object_meta(&e.transition_ref)?;
+    let record = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
+        Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?,
+        _ => None,
+    };
+    let Some(rec) = record else {
+        let kind = meta.map(|m| m.semantic_id).unwrap_or_else(|| "absent".into());
+        body.push_str(&format!(
+            "<p id=\"no-record\">transitionRef is not an invocation record (its object: {}).</p>",
+            esc(&kind)
+        ));
+        return Ok(Page::ok(format!("entry {n}"), body));
+    };
+    body.push_str("<h2>Invocation record</h2>");
+    let mut rows: Vec<(&str, String)> = ["invocationId", "episodeId", "skillId", "semanticsEpoch"]
+        .iter()
+        .map(|k| (*k, format!("<span id=\"record-{}\">{}</span>", esc(k), esc(&text(&rec[*k])))))
+        .collect();
+    for (k, class) in [("transitionFn", "ref-link"), ("interpreter", "ref-link")] {
+        rows.push((k, ref_cell(&rec[k], class, false)));
+    }
+    for k in ["input", "output", "plan"] {
+        if rec.get(k).is_some() {
+            rows.push((k, ref_cell(&rec[k], &format!("{k}-link"), false)));
+        }
+    }
+    body.push_str(&kv("record", &rows));
+    if let Some(effects) = rec["effects"].as_array() {
+        body.push_str(&effects_table(s, effects)?);
+    }
+    Ok(Page::ok(format!("entry {n}"), body))
+}
+
+fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<String, ReadError> {
+    let mut out = format!(
+        "<h2>Effects ({})</h2><table id=\"effect-records\"><tr><th>record</th><th>effect</th>\
+         <th>scope</th><th>status</th><th>cost</th><th>budget before → after</th><th>denial</th><th>request</th>\
+         <th>result</th></tr>",
+        effects.len()
+    );
+    for e in effects {
+        let Some(r) = e.as_str().and_then(|t| Ref::parse(t).ok()) else {
+            out.push_str(&format!("<tr class=\"effect-row\"><td colspan=\"9\">{}</td></tr>", esc(&text(e))));
+            continue;
+        };
+        let v = json_payload(s, &r)?.unwrap_or(Value::Null);
+        let status = match (&v["allowed"], &v["failed"]) {
+            (Value::Bool(false), _) => "denied",
+            (_, Value::Bool(true)) => "failed",
+            (Value::Bool(true), _) => "ok",
+            _ => "unreadable",
+        };
+        out.push_str(&format!(
+            "<tr class=\"effect-row\"><td class=\"ref\">{}</td><td>{}</td><td>{}</td>\
+             <td class=\"effect-status {status}\">{status}</td><td class=\"effect-cost\">{}</td>\
+             <td class=\"effect-budget\">{} → {}</td><td>{}</td><td class=\"ref\">{}</td><td class=\"ref\">{}</td></tr>",
+            obj_link_short(&r, "effect-link"),
+            esc(&text(&v["effect"])),
+            esc(&text(&v["scope"])),
+            esc(&text(&v["cost"])),
+            esc(&text(&v["budgetBefore"])),
+            esc(&text(&v["budgetAfter"])),
+            if text(&v["denial"]).is_empty() { DASH.into() } else { esc(&text(&v["denial"])) },
+            ref_cell(&v["requestRef"], "request-link", true),
+            ref_cell(&v["resultRef"], "result-link", true),
+        ));
+    }
+    out.push_str("</table>");
+    Ok(out)
+}
+
+fn referrer_link(r: &world_store::Referrer) -> String {
+    match (r.kind, r.entry_index) {
+        (REFERRER_ENTRY, Some(i)) => {
+            format!("entry {} <span class=\"ref muted\">{}</span>", entry_link(i), esc(&r.referrer.to_string()))
+        }
+        (REFERRER_WORLD, _) => world_link(&r.referrer),
+        _ => obj_link(&r.referrer, "referrer-link"),
+    }
+}
+
+fn object_view(s: &Snapshot, target: &Ref, payload: bool, after: Option<(u8, Ref)>) -> Result<Page, ReadError> {
+    let meta = s.object_meta(target)?;
+    let mut body = format!("<h1>Object</h1><p class=\"ref\" id=\"object-ref\">{}</p>", esc(&target.to_string()));
+    match &meta {
+        Some(m) => body.push_str(&kv(
+            "meta",
+            &[
+                ("semanticId", format!("<span id=\"semantic-id\">{}</span>", esc(&m.semantic_id))),
+                ("interfaceHash", format!("<span class=\"ref\">{}</span>", esc(&m.interface_hash.to_string()))),
+                ("provenance", esc(&m.provenance)),
+                ("size", format!("{} bytes", esc(&m.size.to_string()))),
+            ],
+        )),
+        None => {
+            let note = match (s.entry_index_of(target)?, s.world(target)?) {
+                (Some(i), _) => format!("not an object: the hash of log entry {}", entry_link(i)),
+                (None, Some(w)) => format!("not an object: the world {}", world_link(&w.world_ref)),
+                (None, None) => {
+                    return Ok(Page::error(StatusCode::NOT_FOUND, "not an object, entry hash or world in this store"));
+                }
+            };
+            body.push_str(&format!("<p id=\"meta\">{note}</p>"));
+        }
+    }
+    let mut refs = s.referrers(target, after, REFS_PAGE + 1)?;
+    let more = refs.len() > REFS_PAGE;
+    refs.truncate(REFS_PAGE);
+    body.push_str("<h2>Referrers</h2><table id=\"referrers\"><tr><th>kind</th><th>referrer</th><th>what</th></tr>");
+    for r in &refs {
+        let what = match r.kind {
+            REFERRER_OBJECT => s.object_meta(&r.referrer)?.map(|m| m.semantic_id).unwrap_or_default(),
+            _ => String::new(),
+        };
+        body.push_str(&format!(
+            "<tr class=\"referrer\"><td>{}</td><td class=\"ref\">{}</td><td>{}</td></tr>",
+            esc(r.kind_name()),
+            referrer_link(r),
+            esc(&what)
+        ));
+    }
+    if refs.is_empty() {
+        body.push_str("<tr><td colspan=\"3\" class=\"muted\">none</td></tr>");
+    }
+    body.push_str("</table>");
+    let p = if payload { "&payload=1" } else { "" };
+    if let Some(last) = refs.last().filter(|_| more) {
+        let href = format!("/workbench?object={target}{p}&refsAfter={}:{}", last.kind_name(), last.referrer);
+        body.push_str(&format!(
+            "<p class=\"pager\"><a id=\"next-refs\" href=\"{}\">more referrers →</a></p>",
+            esc(&href)
+        ));
+    }
+    if meta.is_some() {
+        body.push_str("<h2>Payload</h2>");
+        if payload {
+            body.push_str(&payload_html(&s.payload(target)?.unwrap_or_default()));
+        } else {
+            let href = format!("/workbench?object={target}&payload=1");
+            body.push_str(&format!("<p>{}</p>", a(&href, "payload-link", "show the payload")));
+        }
+    }
+    Ok(Page::ok(format!("object {target}"), body))
+}
+
+/// Pretty JSON when it parses as JSON, else UTF-8 text (lossy); refs become links.
+fn payload_html(bytes: &[u8]) -> String {
+    let shown = &bytes[..bytes.len().min(PAYLOAD_SHOWN_MAX)];
+    let json = (shown.len() == bytes.len()).then(|| serde_json::from_slice::<Value>(bytes).ok()).flatten();
+    let (kind, text) = match json {
+        Some(v) => ("JSON", serde_json::to_string_pretty(&v).unwrap_or_default()),
+        None => ("not JSON; shown as UTF-8 text", String::from_utf8_lossy(shown).into_owned()),
+    };
+    let cut = if shown.len() < bytes.len() { format!(", first {} shown", shown.len()) } else { String::new() };
+    format!(
+        "<p id=\"payload-info\">{} bytes, {kind}{cut}</p><pre id=\"payload\">{}</pre>",
+        bytes.len(),
+        link_refs(&esc(&text))
+    )
+}
+
+fn world_view(s: &Snapshot, r: &Ref) -> Result<Page, ReadError> {
+    let Some(w) = s.world(r)? else { return Ok(Page::error(StatusCode::NOT_FOUND, "world not found")) };
+    let entry = match s.entry_index_of(&w.log_head)? {
+        Some(i) => format!("{} (entry {})", obj_link(&w.log_head, "ref-link"), entry_link(i)),
+        None => obj_link(&w.log_head, "ref-link"),
+    };
+    let selected = if s.selected_head()? == Some(w.world_ref) { "yes" } else { "no" };
+    let body = format!(
+        "<h1>World</h1>{}",
+        kv(
+            "world",
+            &[
+                ("ref", format!("<span class=\"ref\">{}</span>", esc(&w.world_ref.to_string()))),
+                ("revision", esc(&w.revision.to_string())),
+                ("stateRoot", obj_link(&w.state_root, "state-link")),
+                ("logHead", entry),
+                ("selected head", esc(selected)),
+            ],
+        )
+    );
+    Ok(Page::ok(format!("world {r}"), body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use world_store::{EntryHeader, LogEntry, NewObject, Op, Reads, RestCommit, Store, World, canonical};
+
+    fn pairs(q: &str) -> Vec<(String, String)> {
+        query_pairs(Some(q))
+    }
+
+    #[test]
+    fn esc_escapes_the_five_characters_and_nothing_else() {
+        assert_eq!(
+            esc(r#"<a href="x" title='y'>&amp;</a>"#),
+            "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;amp;&lt;/a&gt;"
+        );
+        assert_eq!(esc("plain é ✓ sha256:00"), "plain é ✓ sha256:00");
+        assert_eq!(esc(""), "");
+    }
+
+    #[test]
+    fn the_query_picks_one_view() {
+        let r = Ref::of(b"x");
+        assert_eq!(parse_view(&pairs("")), Ok(View::Log { from: 0 }));
+        assert_eq!(parse_view(&pairs("from=50")), Ok(View::Log { from: 50 }));
+        assert_eq!(parse_view(&pairs("entry=3")), Ok(View::Entry(3)));
+        assert_eq!(parse_view(&pairs(&format!("world={r}"))), Ok(View::World(r)));
+        assert_eq!(
+            parse_view(&pairs(&format!("object={r}&payload=1&refsAfter=entry:{r}"))),
+            Ok(View::Object { target: r, payload: true, refs_after: Some((REFERRER_ENTRY, r)) })
+        );
+        assert_eq!(
+            parse_view(&pairs(&format!("payload=0&object={r}"))),
+            Ok(View::Object { target: r, payload: false, refs_after: None })
+        );
+    }
+
+    #[test]
+    fn unknown_repeated_and_malformed_parameters_are_refused() {
+        let r = Ref::of(b"x");
+        let refused = [
+            "x=1".to_string(),
+            "commitsAfter=1".into(),
+            "limit=5".into(),
+            "from=1&from=2".into(),
+            "from=1&%66rom=2".into(),
+            format!("object={r}&object={r}"),
+            format!("object={r}&payload=1&payload=1"),
+            "from".into(),
+            "from=".into(),
+            "from=-1".into(),
+            "from=+1".into(),
+            "from=1.0".into(),
+            "entry=99999999999999999999999".into(),
+            "entry=1&from=2".into(),
+            format!("entry=1&object={r}"),
+            format!("world={r}&entry=1"),
+            "payload=1".into(),
+            format!("refsAfter=entry:{r}"),
+            format!("object={r}&payload=true"),
+            format!("object={r}&payload=2"),
+            format!("object={r}&refsAfter={r}"),
+            format!("object={r}&refsAfter=log:{r}"),
+            "object=sha256:abc".into(),
+            format!("world={}", r.to_string().to_uppercase()),
+        ];
+        for q in refused {
+            assert!(parse_view(&pairs(&q)).is_err(), "{q} was accepted");
+        }
+    }
+
+    #[test]
+    fn every_page_carries_the_strict_headers() {
+        for page in [Page::ok("<t>", String::new()), Page::error(StatusCode::NOT_FOUND, "x")] {
+            let status = page.status;
+            let r = html(page);
+            assert_eq!(r.status(), status);
+            let h = r.headers();
+            assert_eq!(h[header::CONTENT_TYPE], "text/html; charset=utf-8");
+            assert_eq!(h[header::CACHE_CONTROL], "no-store");
+            assert_eq!(h[header::CONTENT_SECURITY_POLICY], CSP);
+            assert!(CSP.starts_with("default-src 'none';") && !CSP.contains("script-src"));
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
+        }
+    }
+
+    #[test]
+    fn an_error_page_escapes_what_the_caller_sent() {
+        let m = parse_view(&pairs("%3Cscript%3Ealert(1)%3C%2Fscript%3E=1")).unwrap_err();
+        let page = Page::error(StatusCode::BAD_REQUEST, &m);
+        assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{}", page.body);
+        assert!(!page.body.contains("<script"));
+    }
+
+    #[test]
+    fn refs_in_payload_text_become_links_and_nothing_else_does() {
+        let r = Ref::of(b"x");
+        let text = format!("a {r} b sha256:short sha256:");
+        let out = link_refs(&esc(&text));
+        let link = format!("<a class=\"ref ref-link\" href=\"/workbench?object={r}\" title=\"{r}\">{r}</a>");
+        assert_eq!(out, format!("a {link} b sha256:short sha256:"));
+    }
+
+    #[test]
+    fn payloads_are_pretty_json_or_escaped_text() {
+        let out = payload_html(br#"{"content":"<script>alert(1)</script>","n":1}"#);
+        assert!(out.contains("45 bytes, JSON"), "{out}");
+        assert!(
+            out.contains("{\n  &quot;content&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;,\n  &quot;n"),
+            "{out}"
+        );
+        let out = payload_html(b"5:x<y>\xff'");
+        assert!(out.contains("8 bytes, not JSON"), "{out}");
+        assert!(out.contains("5:x&lt;y&gt;\u{fffd}&#39;"), "{out}");
+        assert!(!out.contains("<y>"));
+    }
+
+    /// A store whose every value is hostile HTML, rendered through each view.
+    #[test]
+    fn every_view_escapes_stored_values() {
+        const EVIL: &str = "<script>alert('x')</script>\"&";
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("w.db"), 1).unwrap();
+        let request = NewObject::derived(EVIL, EVIL, format!("5:{EVIL}").into_bytes());
+        let effect = NewObject::derived(
+            "world/effect-record/v1",
+            EVIL,
+            serde_json::to_vec(&serde_json::json!({"effect": EVIL, "scope": EVIL, "cost": 1, "budgetBefore": 7,
+                "budgetAfter": 6, "allowed": false, "failed": false, "denial": EVIL,
+                "requestRef": request.hash.to_string(), "resultRef": ""}))
+            .unwrap(),
+        );
+        let record = NewObject::derived(
+            RECORD_V2,
+            EVIL,
+            serde_json::to_vec(&serde_json::json!({"invocationId": EVIL, "episodeId": EVIL, "skillId": EVIL,
+                "transitionFn": EVIL, "interpreter": EVIL, "semanticsEpoch": EVIL, "input": EVIL,
+                "output": EVIL, "plan": EVIL, "effects": [effect.hash.to_string(), EVIL]}))
+            .unwrap(),
+        );
+        let header = EntryHeader {
+            entry_index: 0,
+            semantics_epoch: 1,
+            transition_fn: Ref::of(b"f"),
+            interpreter: Ref::of(b"i"),
+            prev_entry_hash: Ref::of(b"genesis"),
+            written_by: EVIL.into(),
+        };
+        let entry_hash = canonical::entry_hash(&header, &record.hash);
+        let world = World {
+            world_ref: canonical::world_ref(0, &record.hash, &entry_hash),
+            revision: 0,
+            state_root: record.hash,
+            log_head: entry_hash,
+        };
+        let (w, rec, eff, req) = (world.world_ref, record.hash, effect.hash, request.hash);
+        store
+            .call(Op::CommitWorld(RestCommit {
+                invocation_id: None,
+                request_digest: Ref::of(b"d"),
+                observed_head: None,
+                entry: LogEntry { header, entry_hash, transition_ref: record.hash },
+                next_world: world,
+                objects: vec![request, effect, record],
+            }))
+            .unwrap();
+        let s = store.snapshot().unwrap();
+        let health = Health { db_path: PathBuf::from(EVIL), interpreter: None };
+        let pages = [
+            log_view(&s, &health, 0).unwrap(),
+            entry_view(&s, 0).unwrap(),
+            object_view(&s, &rec, true, None).unwrap(),
+            object_view(&s, &eff, true, None).unwrap(),
+            object_view(&s, &req, true, None).unwrap(),
+            object_view(&s, &entry_hash, false, None).unwrap(),
+            world_view(&s, &w).unwrap(),
+        ];
+        for (i, p) in pages.iter().enumerate() {
+            assert_eq!(p.status, StatusCode::OK, "{}", p.body);
+            assert!(!p.body.contains("<script") && !p.body.contains("'x'"), "{}", p.body);
+            // The entry-hash and world pages show only refs and numbers.
+            if i < 5 {
+                assert!(p.body.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;"), "{}", p.body);
+            }
+        }
+        assert!(pages[1].body.contains("class=\"effect-status denied\""), "{}", pages[1].body);
+        assert!(pages[1].body.contains("7 → 6"));
+        assert!(pages[2].body.contains("href=\"/workbench?entry=0\""), "the record names its entry");
+        assert!(pages[3].body.contains(&format!("href=\"/workbench?object={rec}\"")), "the effect names its record");
+        assert_eq!(entry_view(&s, 1).unwrap().status, StatusCode::NOT_FOUND);
+        assert_eq!(object_view(&s, &Ref::of(b"none"), false, None).unwrap().status, StatusCode::NOT_FOUND);
+        assert_eq!(world_view(&s, &Ref::of(b"none")).unwrap().status, StatusCode::NOT_FOUND);
+    }
+}
