@@ -122,6 +122,13 @@ impl Drop for Store {
     }
 }
 
+/// Page cache of a read-only handle. Those handles serve one-shot scans (verify,
+/// export, listings): redb keeps every page read in its cache, so a large cache
+/// only makes each page read a fresh, zeroed allocation (page faults), while a
+/// small one recycles its buffers. Measured on `verify` over 256 MiB: ~1.3-1.5x
+/// faster than redb's 1 GiB default, and 32 MiB instead of up to 1 GiB of memory.
+pub const READ_ONLY_CACHE_BYTES: usize = 32 << 20;
+
 /// A read-only handle; coexists with a live writer in another process.
 pub struct ReadOnlyStore {
     db: ReadOnlyDatabase,
@@ -133,15 +140,19 @@ impl ReadOnlyStore {
             return Err(OpenError::Missing { path: path.to_path_buf() });
         }
         let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
-        let db =
-            guard_panic(|| Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).open_read_only(path))
-                .map_err(engine)?
-                .map_err(|e| match e {
-                    redb::DatabaseError::RepairAborted => {
-                        engine("the store needs recovery; open it once with a writer (worldd serve)".into())
-                    }
-                    other => engine(other.to_string()),
-                })?;
+        let db = guard_panic(|| {
+            Builder::new()
+                .set_cache_size(READ_ONLY_CACHE_BYTES)
+                .set_concurrency_mode(ConcurrencyMode::SingleWriter)
+                .open_read_only(path)
+        })
+        .map_err(engine)?
+        .map_err(|e| match e {
+            redb::DatabaseError::RepairAborted => {
+                engine("the store needs recovery; open it once with a writer (worldd serve)".into())
+            }
+            other => engine(other.to_string()),
+        })?;
         let store = ReadOnlyStore { db };
         check_format(
             path,

@@ -1,0 +1,407 @@
+//! Corruption tests: a store is built through the public API and closed; a raw
+//! writer then damages it behind the store's back, through redb directly (with the
+//! public `world_store::tables` definitions and `world_store::rows` codecs) or by
+//! flipping bytes in the file; `verify` must name each fault by table, key and kind.
+
+use redb::{Builder, ConcurrencyMode, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
+use std::path::{Path, PathBuf};
+use world_store::tables::*;
+use world_store::verify::{FaultKind, Options, Report, verify};
+use world_store::*;
+
+/// What the fixture wrote, for naming keys in the assertions.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    /// Entry hashes by index; entries 0-4 are REST commits, entry 5 an invocation.
+    entries: Vec<Ref>,
+    worlds: Vec<Ref>,
+    payload: NewObject,
+    task: TaskKey,
+    session: Ref,
+}
+
+const PAYLOAD_MARKER: &[u8] = b"corruption-test payload marker: 6f1c0e9ab7d2 -- find me in the file";
+const EFFECT: &str = "Workspace.Write";
+const SCOPE: &str = "worktree";
+
+fn rest_commit(head: Option<&World>, content: &str, id: Option<&str>) -> RestCommit {
+    let transition = NewObject::derived("world/rest-transition/v1", "test", content.as_bytes().to_vec());
+    let (index, prev) = head.map(|w| (w.revision + 1, w.log_head)).unwrap_or((0, Ref::of(b"genesis")));
+    let header = EntryHeader {
+        entry_index: index,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"fn"),
+        interpreter: Ref::of(b"interp"),
+        prev_entry_hash: prev,
+        written_by: "test".into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &transition.hash);
+    let state_root = Ref::of(content.as_bytes());
+    RestCommit {
+        invocation_id: id.map(String::from),
+        request_digest: Ref::of(content.as_bytes()),
+        observed_head: head.map(|w| w.world_ref),
+        next_world: World {
+            world_ref: canonical::world_ref(index, &state_root, &entry_hash),
+            revision: index,
+            state_root,
+            log_head: entry_hash,
+        },
+        entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
+        objects: vec![transition],
+    }
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.db");
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let mut head: Option<World> = None;
+    let mut worlds = vec![];
+    for i in 0..5 {
+        let id = (i == 3).then_some("rest:fixture");
+        let c = rest_commit(head.as_ref(), &format!("commit {i}"), id);
+        store.call(Op::CommitWorld(c.clone())).unwrap();
+        worlds.push(c.next_world.world_ref);
+        head = Some(c.next_world);
+    }
+    let payload = NewObject::derived("world/note/v1", "test", PAYLOAD_MARKER.to_vec());
+    store.call(Op::PutObjects(vec![payload.clone()])).unwrap();
+
+    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
+    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
+    let f = source.hash;
+    let publish = RegistryPublish {
+        name: "world/transition-registry/v1".into(),
+        expected: None,
+        head: registry.hash,
+        objects: vec![source, registry],
+        entries: vec![("tools.echo".into(), f)],
+    };
+    store.call(Op::PublishRegistry(publish)).unwrap();
+
+    let task = TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: "t1".into() };
+    store.call(Op::BeginTask { task: task.clone(), request_digest: Ref::of(b"t1"), at: 1 }).unwrap();
+    let intent = IntentRequest {
+        task: task.clone(),
+        ordinal: 0,
+        effect_id: "e0".into(),
+        effect: EFFECT.into(),
+        scope: SCOPE.into(),
+        cost: 2,
+        grant_budget: 10,
+        request: NewObject::derived("world/effect-request/v1", "host/broker", b"write a file".to_vec()),
+        at: 1,
+    };
+    store.call(Op::RecordIntent(intent)).unwrap();
+    let outcome = OutcomeRequest {
+        task: task.clone(),
+        ordinal: 0,
+        status: OutcomeStatus::Ok,
+        record: NewObject::derived("world/effect-record/v1", "host/broker", b"wrote it".to_vec()),
+        result: None,
+        at: 2,
+    };
+    store.call(Op::RecordOutcome(outcome)).unwrap();
+    let output = NewObject::derived("world/invocation-output/v1", "coordinator:a2a", b"out".to_vec());
+    let record = NewObject::derived("world/invocation-record/v1", "coordinator:a2a", b"rec".to_vec());
+    let commit = InvocationCommit {
+        task: task.clone(),
+        registry: "world/transition-registry/v1".into(),
+        transition_id: "tools.echo".into(),
+        transition_fn: f,
+        interpreter: f,
+        semantics_epoch: 1,
+        written_by: "coordinator:a2a".into(),
+        transition_ref: record.hash,
+        state_root: output.hash,
+        objects: vec![output, record],
+    };
+    let Reply::Committed(committed) = store.call(Op::CommitInvocation(commit)).unwrap() else {
+        panic!("not committed")
+    };
+    worlds.push(committed.world_ref);
+
+    let session = Ref::of(b"a token");
+    let s = Session { episode: "ep1".into(), grants: vec![], created_at: 1, expires_at: 100 };
+    store.call(Op::MintSession { credential_id: session, session: s }).unwrap();
+
+    let snap = store.snapshot().unwrap();
+    let entries: Vec<LogEntry> = snap.log_range(0, PAGE_MAX).unwrap();
+    assert_eq!(entries.len(), 6);
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "the fixture itself must verify: {:#?}", report.faults);
+    drop(snap);
+    drop(store);
+    Fixture { _dir: dir, path, entries: entries.iter().map(|e| e.entry_hash).collect(), worlds, payload, task, session }
+}
+
+/// Damages the closed store through redb directly, in one durable transaction.
+fn tamper(path: &Path, f: impl FnOnce(&WriteTransaction)) {
+    let db = Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).create(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    f(&txn);
+    txn.commit().unwrap();
+}
+
+/// Verifies the damaged store the way `worldd verify` does: read-only, offline.
+fn verify_offline(path: &Path) -> Report {
+    let store = ReadOnlyStore::open(path).unwrap();
+    verify(&store.snapshot().unwrap(), &Options::default())
+}
+
+#[track_caller]
+fn assert_fault(report: &Report, table: &str, key: &str, kind: FaultKind) {
+    assert!(!report.is_clean(), "verify reported a damaged store as clean");
+    assert!(report.fault_count >= report.faults.len() as u64);
+    assert!(
+        report.faults.iter().any(|f| f.table == table && f.key == key && f.kind == kind),
+        "no {kind:?} fault at {table} {key}; verify reported {:#?}",
+        report.faults
+    );
+}
+
+fn invocation(fx: &Fixture) -> String {
+    fx.task.invocation_id()
+}
+
+#[test]
+fn a_flipped_payload_byte_is_a_hash_mismatch_naming_the_payload() {
+    let fx = fixture();
+    let key = fx.payload.hash.0;
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(PAYLOADS).unwrap();
+        let mut bytes = t.get(key).unwrap().unwrap().value().to_vec();
+        bytes[10] ^= 0x01;
+        t.insert(key, bytes.as_slice()).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::HashMismatch);
+    assert_eq!(report.fault_count, 1, "{:#?}", report.faults);
+}
+
+#[test]
+fn bytes_flipped_in_the_file_under_a_payload_pass_redb_unnoticed_but_not_verify() {
+    let fx = fixture();
+    let mut file = std::fs::read(&fx.path).unwrap();
+    let mut hits = 0;
+    let mut at = 0;
+    while let Some(i) = file[at..].windows(PAYLOAD_MARKER.len()).position(|w| w == PAYLOAD_MARKER) {
+        file[at + i + 20] ^= 0x20;
+        at += i + PAYLOAD_MARKER.len();
+        hits += 1;
+    }
+    assert!(hits >= 1, "the payload is stored verbatim somewhere in the file");
+    std::fs::write(&fx.path, &file).unwrap();
+    let store = ReadOnlyStore::open(&fx.path).unwrap();
+    let snap = store.snapshot().unwrap();
+    let read = snap.payload(&fx.payload.hash).unwrap().unwrap();
+    assert_ne!(read, PAYLOAD_MARKER, "redb hands back the damaged bytes without an error");
+    let report = verify(&snap, &Options::default());
+    assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::HashMismatch);
+}
+
+#[test]
+fn a_deleted_payload_is_reported_missing() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        txn.open_table(PAYLOADS).unwrap().remove(fx.payload.hash.0).unwrap();
+    });
+    assert_fault(&verify_offline(&fx.path), "payloads", &fx.payload.hash.to_string(), FaultKind::Missing);
+}
+
+#[test]
+fn a_log_row_deleted_from_the_middle_is_a_chain_break_at_the_next_index() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        txn.open_table(LOG).unwrap().remove(2u64).unwrap().expect("entry 2 existed");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "log", "3", FaultKind::ChainBreak);
+    // The orphaned world of entry 2 is named too.
+    assert_fault(&report, "worlds", &fx.worlds[2].to_string(), FaultKind::Dangling);
+}
+
+fn rewrite_entry(path: &Path, index: u64, f: impl FnOnce(&mut LogEntry)) {
+    tamper(path, |txn| {
+        let mut t = txn.open_table(LOG).unwrap();
+        let bytes = t.get(index).unwrap().unwrap().value().to_vec();
+        let mut entry: LogEntry = rows::decode("log", &index, &bytes).unwrap();
+        f(&mut entry);
+        t.insert(index, rows::encode(&entry).as_slice()).unwrap();
+    });
+}
+
+#[test]
+fn a_replaced_prev_entry_hash_is_a_chain_break_and_a_hash_mismatch_at_that_entry() {
+    let fx = fixture();
+    rewrite_entry(&fx.path, 2, |e| e.header.prev_entry_hash = Ref::of(b"forged"));
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "log", "2", FaultKind::ChainBreak);
+    assert_fault(&report, "log", "2", FaultKind::HashMismatch);
+}
+
+#[test]
+fn a_forged_entry_whose_hash_recomputes_still_breaks_the_link_to_the_next_entry() {
+    let fx = fixture();
+    rewrite_entry(&fx.path, 2, |e| {
+        e.header.prev_entry_hash = Ref::of(b"forged");
+        e.entry_hash = canonical::entry_hash(&e.header, &e.transition_ref);
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "log", "2", FaultKind::ChainBreak);
+    assert_fault(&report, "log", "3", FaultKind::ChainBreak);
+    assert!(!report.faults.iter().any(|f| f.key == "2" && f.kind == FaultKind::HashMismatch), "{:#?}", report.faults);
+    // Entry 2's world no longer matches the entry.
+    assert_fault(&report, "worlds", &fx.worlds[2].to_string(), FaultKind::Dangling);
+    assert_ne!(fx.entries[2], Ref::of(b"forged"));
+}
+
+#[test]
+fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key() {
+    let fx = fixture();
+    let inv = invocation(&fx);
+    let bump = |bytes: &[u8]| {
+        let mut b = bytes.to_vec();
+        b[0] = 9;
+        b
+    };
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(OBJECTS).unwrap();
+        let b = bump(t.get(fx.payload.hash.0).unwrap().unwrap().value());
+        t.insert(fx.payload.hash.0, b.as_slice()).unwrap();
+        let mut t = txn.open_table(LOG).unwrap();
+        let b = bump(t.get(1u64).unwrap().unwrap().value());
+        t.insert(1u64, b.as_slice()).unwrap();
+        let mut t = txn.open_table(WORLDS).unwrap();
+        let b = bump(t.get(fx.worlds[1].0).unwrap().unwrap().value());
+        t.insert(fx.worlds[1].0, b.as_slice()).unwrap();
+        for def in [INTENTS, OUTCOMES] {
+            let mut t = txn.open_table(def).unwrap();
+            let b = bump(t.get((inv.as_str(), 0u32)).unwrap().unwrap().value());
+            t.insert((inv.as_str(), 0u32), b.as_slice()).unwrap();
+        }
+        let mut t = txn.open_table(TASKS).unwrap();
+        let k = ("a2a", "ep1", "t1");
+        let b = bump(t.get(k).unwrap().unwrap().value());
+        t.insert(k, b.as_slice()).unwrap();
+        let mut t = txn.open_table(SESSIONS).unwrap();
+        let b = bump(t.get(fx.session.0).unwrap().unwrap().value());
+        t.insert(fx.session.0, b.as_slice()).unwrap();
+        let mut t = txn.open_table(RECEIPTS).unwrap();
+        let b = bump(t.get("rest:fixture").unwrap().unwrap().value());
+        t.insert("rest:fixture", b.as_slice()).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    let effect = format!("{inv}#0");
+    for (table, key) in [
+        ("objects", fx.payload.hash.to_string()),
+        ("log", "1".to_string()),
+        ("worlds", fx.worlds[1].to_string()),
+        ("intents", effect.clone()),
+        ("outcomes", effect),
+        ("tasks", inv.clone()),
+        ("sessions", fx.session.to_string()),
+        ("receipts", "rest:fixture".to_string()),
+    ] {
+        assert_fault(&report, table, &key, FaultKind::Decode);
+        let fault =
+            report.faults.iter().find(|f| f.table == table && f.key == key && f.kind == FaultKind::Decode).unwrap();
+        assert!(fault.detail.contains("version 9"), "{fault:?}");
+    }
+}
+
+#[test]
+fn a_truncated_row_is_a_decode_fault() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(SESSIONS).unwrap();
+        let mut b = t.get(fx.session.0).unwrap().unwrap().value().to_vec();
+        b.truncate(b.len() - 3);
+        t.insert(fx.session.0, b.as_slice()).unwrap();
+    });
+    assert_fault(&verify_offline(&fx.path), "sessions", &fx.session.to_string(), FaultKind::Decode);
+}
+
+#[test]
+fn a_changed_spend_counter_is_a_spend_mismatch() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(SPEND).unwrap();
+        let k = ("ep1", EFFECT, SCOPE);
+        let v = t.get(k).unwrap().unwrap().value();
+        assert_eq!(v, 2);
+        t.insert(k, v + 1).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "spend", &format!("ep1 {EFFECT} {SCOPE}"), FaultKind::Mismatch);
+    assert_eq!(report.fault_count, 1, "{:#?}", report.faults);
+}
+
+#[test]
+fn an_outcome_whose_intent_was_deleted_is_dangling_and_spend_no_longer_adds_up() {
+    let fx = fixture();
+    let inv = invocation(&fx);
+    tamper(&fx.path, |txn| {
+        txn.open_table(INTENTS).unwrap().remove((inv.as_str(), 0u32)).unwrap().expect("the intent existed");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "outcomes", &format!("{inv}#0"), FaultKind::Dangling);
+    assert_fault(&report, "spend", &format!("ep1 {EFFECT} {SCOPE}"), FaultKind::Mismatch);
+}
+
+#[test]
+fn a_selected_head_naming_no_world_is_dangling() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        txn.open_table(HEADS).unwrap().insert(SELECTED_HEAD, Ref::of(b"nowhere").0).unwrap();
+    });
+    assert_fault(&verify_offline(&fx.path), "heads", SELECTED_HEAD, FaultKind::Dangling);
+}
+
+#[test]
+fn a_committed_task_whose_entry_was_rewritten_points_at_nothing() {
+    let fx = fixture();
+    rewrite_entry(&fx.path, 5, |e| {
+        e.transition_ref = Ref::of(b"another record");
+        e.entry_hash = canonical::entry_hash(&e.header, &e.transition_ref);
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "tasks", &invocation(&fx), FaultKind::Dangling);
+    assert_fault(&report, "log", "5", FaultKind::Dangling);
+}
+
+#[test]
+fn garbage_over_every_page_is_reported_or_refused_never_a_panic() {
+    let fx = fixture();
+    let mut file = std::fs::read(&fx.path).unwrap();
+    // Leave redb's header page alone; damage one byte in every later 4 KiB page.
+    for page in (4096..file.len()).step_by(4096) {
+        file[page + 1000] ^= 0x5a;
+    }
+    std::fs::write(&fx.path, &file).unwrap();
+    let outcome = std::panic::catch_unwind(|| match ReadOnlyStore::open(&fx.path) {
+        Err(e) => Err(e.to_string()),
+        Ok(store) => match store.snapshot() {
+            Err(e) => Err(e.to_string()),
+            Ok(snap) => Ok(verify(&snap, &Options::default())),
+        },
+    });
+    match outcome {
+        Err(_) => panic!("reading a damaged store panicked instead of reporting"),
+        Ok(Err(refused)) => assert!(!refused.is_empty()),
+        Ok(Ok(report)) => assert!(!report.is_clean(), "verify called a damaged store clean"),
+    }
+}
+
+#[test]
+fn a_store_reopened_by_the_raw_writer_without_changes_still_verifies_clean() {
+    // The control case: the harness itself must not be what verify complains about.
+    let fx = fixture();
+    tamper(&fx.path, |_| {});
+    let report = verify_offline(&fx.path);
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    let db = Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).open_read_only(&fx.path).unwrap();
+    assert_eq!(db.begin_read().unwrap().open_table(LOG).unwrap().len().unwrap(), fx.entries.len() as u64);
+}
