@@ -100,6 +100,7 @@ pub struct Coordinator {
     episode_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     registry_cache: Mutex<Option<(Ref, Arc<Registry>)>>,
     sources: Mutex<HashMap<Ref, Arc<Vec<u8>>>>,
+    in_flight: Mutex<std::collections::HashSet<TaskKey>>,
 }
 
 impl Coordinator {
@@ -243,28 +244,50 @@ async fn run(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
         return Err(CallError::NoHandler);
     }
     let key = task_key(&call);
-    match http::write(daemon, Op::BeginTask { task: key.clone(), request_digest: digest, at: crate::clock::now() })
-        .await
-    {
-        Ok(Reply::Begun(BeginOutcome::Started)) => {}
-        Ok(Reply::Begun(BeginOutcome::Existing(task))) => return resume(daemon, &call, task, digest).await,
-        Ok(other) => return Err(CallError::Unavailable(format!("unexpected writer reply {other:?}"))),
-        Err(e) => return Err(CallError::Unavailable(e.to_string())),
-    }
-    let mut inv = Invocation { daemon, call: &call, d: &d, key, journaled: vec![] };
+    // A task id in flight here has no durable row yet (the row is written with
+    // the first effect's intent, or with the commit): catch the duplicate in memory.
+    let Some(_in_flight) = InFlight::claim(&daemon.coordinator, &key) else { return Err(CallError::TaskIdInUse) };
+    let mut inv = Invocation { daemon, call: &call, d: &d, key, digest, created: false, ran: false, journaled: vec![] };
     match inv.execute().await {
         Ok(outcome) => Ok(outcome),
-        Err(e) => {
-            let state = if matches!(e, CallError::EffectsUnrecorded { .. }) {
-                TaskState::Uncertain
-            } else {
-                TaskState::NotCommitted
-            };
-            if !matches!(e, CallError::Unconfirmed) {
-                let _ = http::write(daemon, Op::EndTask { task: inv.key.clone(), state }).await;
-            }
+        Err(Resumed(task)) => resume(daemon, &call, *task, digest).await,
+        Err(Failed(e)) => {
+            inv.record_end(&e).await;
             Err(e)
         }
+    }
+}
+
+/// A task id claimed by a running call; released when the call ends.
+struct InFlight<'a> {
+    coordinator: &'a Coordinator,
+    key: TaskKey,
+}
+
+impl<'a> InFlight<'a> {
+    fn claim(coordinator: &'a Coordinator, key: &TaskKey) -> Option<InFlight<'a>> {
+        let fresh = coordinator.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone());
+        fresh.then(|| InFlight { coordinator, key: key.clone() })
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.coordinator.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
+    }
+}
+
+/// How an invocation ends short of a fresh commit.
+enum Stop {
+    /// The task id turned out to exist already: answer as for a resend.
+    Resumed(Box<Task>),
+    Failed(CallError),
+}
+use Stop::{Failed, Resumed};
+
+impl From<CallError> for Stop {
+    fn from(e: CallError) -> Stop {
+        Failed(e)
     }
 }
 
@@ -274,7 +297,12 @@ struct Invocation<'a> {
     call: &'a Call,
     d: &'a Descriptor,
     key: TaskKey,
-    /// Effect records whose intents are durable: from here on, failures are EffectsUnrecorded.
+    digest: Ref,
+    /// The task row is durable.
+    created: bool,
+    /// An effect's intent is durable: from here on, failures are EffectsUnrecorded.
+    ran: bool,
+    /// Effect records whose outcomes are durable.
     journaled: Vec<Ref>,
 }
 
@@ -303,6 +331,8 @@ struct Brokered {
     output: Option<Value>,
     /// Objects the commit must carry (denials are journaled nowhere else).
     objects: Vec<NewObject>,
+    /// The outcome still to be made durable (with the commit, when possible).
+    outcome: Option<OutcomeRequest>,
 }
 
 fn phase_error(e: PhaseError) -> CallError {
@@ -331,53 +361,118 @@ impl Invocation<'_> {
 
     /// After an effect ran, every failure is EffectsUnrecorded naming the records.
     fn unrecorded(&self, cause: impl std::fmt::Display) -> CallError {
-        if self.journaled.is_empty() {
+        if !self.ran {
             return CallError::NotCommitted(cause.to_string());
         }
         CallError::EffectsUnrecorded { records: self.journaled.clone(), cause: cause.to_string() }
     }
 
-    async fn execute(&mut self) -> Result<Outcome, CallError> {
+    /// The task row, written in the same batch as whatever needs it first.
+    fn create_op(&self) -> Option<Op> {
+        (!self.created).then(|| Op::CreateTask {
+            task: self.key.clone(),
+            request_digest: self.digest,
+            at: crate::clock::now(),
+        })
+    }
+
+    /// Runs `ops` (the task row first if it is not yet durable) as one durable batch.
+    async fn write(&mut self, ops: Vec<Op>) -> Result<Vec<Result<Reply, WriteError>>, Stop> {
+        let mut all: Vec<Op> = self.create_op().into_iter().collect();
+        let creating = !all.is_empty();
+        all.extend(ops);
+        let replies = match http::write(self.daemon, Op::Sequence(all)).await {
+            Ok(Reply::Sequence(r)) => r,
+            Ok(other) => return Err(Failed(CallError::Unavailable(format!("unexpected writer reply {other:?}")))),
+            // The writer stopped with our batch in hand: nobody can say whether it landed.
+            Err(e @ WriteError::WriterStopped(_)) if !self.ran => {
+                tracing::error!(invocation = %self.key.invocation_id(), error = %e, "commit outcome unknown");
+                return Err(Failed(CallError::Unconfirmed));
+            }
+            Err(e) => return Err(Failed(self.unrecorded(format!("store: {e}")))),
+        };
+        let mut replies = replies.into_iter();
+        if creating {
+            match replies.next() {
+                Some(Ok(_)) => self.created = true,
+                Some(Err(WriteError::TaskExists(task))) => return Err(Resumed(task)),
+                Some(Err(e)) => return Err(Failed(CallError::Unavailable(format!("task row: {e}")))),
+                None => return Err(Failed(CallError::Unavailable("empty sequence reply".into()))),
+            }
+        }
+        Ok(replies.collect())
+    }
+
+    /// Records how a failed invocation ended, so a resend of its task id says so.
+    async fn record_end(&mut self, e: &CallError) {
+        let state = match e {
+            CallError::EffectsUnrecorded { .. } => TaskState::Uncertain,
+            CallError::Unconfirmed | CallError::Unavailable(_) | CallError::TaskIdInUse => return,
+            _ => TaskState::NotCommitted,
+        };
+        let _ = self.write(vec![Op::EndTask { task: self.key.clone(), state }]).await;
+    }
+
+    async fn execute(&mut self) -> Result<Outcome, Stop> {
         let args = self.call.arguments.clone();
         let input = self.object(INVOCATION_INPUT, canonical::to_vec(&args));
         if self.d.is_pure() {
             let result = self.phase(&args).await?;
             let result = reserve_world(result)?;
             let output = with_world(result, vec![], None);
-            return self.commit(input, output, None, vec![], vec![]).await;
+            return self.commit(vec![], input, output, None, vec![], vec![]).await;
         }
         let plan = self.plan(&args).await?;
         let plan_obj = self.object(EFFECT_PLAN, plan.bytes.clone());
+        // The effects of one episode run one at a time: its worktree and budget
+        // are shared. Planning needs no lock (plans are pure), and commits are
+        // rebased, so calls of one episode still share group commits.
+        let lock = self.daemon.coordinator.episode_lock(&self.call.episode);
+        let guard = lock.lock().await;
         let mut brokered = vec![];
-        {
-            // The effects of one episode run one at a time: its worktree and
-            // budget are shared. Planning before and committing after need no
-            // lock (plans are pure; commits are rebased), so those overlap.
-            let lock = self.daemon.coordinator.episode_lock(&self.call.episode);
-            let _effects_of_this_episode = lock.lock().await;
-            for e in &plan.effects {
-                let b = self.broker(e).await?;
-                let stop = b.status != "ok";
-                brokered.push(b);
-                if stop {
-                    break;
-                }
+        for e in &plan.effects {
+            let b = self.broker(e).await?;
+            let stop = b.status != "ok";
+            brokered.push(b);
+            if stop {
+                break;
             }
         }
-        let journaled = !self.journaled.is_empty();
+        let ran = self.ran;
         let post = async {
+            let mut outcomes: Vec<Op> =
+                brokered.iter_mut().filter_map(|b| b.outcome.take()).map(Op::RecordOutcome).collect();
+            if plan.finish && !outcomes.is_empty() {
+                // The finish phase may take its 2 s: make the records durable first.
+                self.outcomes(std::mem::take(&mut outcomes)).await?;
+            }
             let output = self.compose(&args, &plan, &brokered, plan_obj.hash).await?;
             let objects: Vec<NewObject> = brokered.iter().flat_map(|b| b.objects.clone()).collect();
             let records = brokered.iter().map(|b| b.record).collect();
-            self.commit(input, output, Some(plan_obj), records, objects).await
+            let outcome = self.commit(outcomes, input, output, Some(plan_obj), records, objects).await;
+            drop(guard);
+            outcome
         };
-        if !journaled {
+        if !ran {
             return post.await;
         }
         match tokio::time::timeout(POST_EFFECT_BUDGET, post).await {
             Ok(r) => r,
-            Err(_) => Err(self.unrecorded("the post-effect steps exceeded their 4 s budget")),
+            Err(_) => Err(Failed(self.unrecorded("the post-effect steps exceeded their 4 s budget"))),
         }
+    }
+
+    /// Makes effect outcomes durable on their own (before a finish phase).
+    async fn outcomes(&mut self, ops: Vec<Op>) -> Result<(), Stop> {
+        let records: Vec<Ref> =
+            ops.iter().filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None }).collect();
+        for (r, rec) in self.write(ops).await?.into_iter().zip(records) {
+            match r {
+                Ok(_) => self.journaled.push(rec),
+                Err(e) => return Err(Failed(self.unrecorded(format!("recording the effect outcome: {e}")))),
+            }
+        }
+        Ok(())
     }
 
     async fn plan(&self, args: &Value) -> Result<Plan, CallError> {
@@ -385,7 +480,7 @@ impl Invocation<'_> {
         check_plan(out, self.d)
     }
 
-    async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, CallError> {
+    async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, Stop> {
         let now = crate::clock::now();
         let payload = canonical::to_vec(&e.payload);
         let request = NewObject::derived(
@@ -415,14 +510,16 @@ impl Invocation<'_> {
             request: request.clone(),
             at: now,
         };
-        let debit = match http::write(self.daemon, Op::RecordIntent(intent)).await {
-            Ok(Reply::Debited(d)) => d,
-            Err(WriteError::BudgetExhausted { remaining }) => {
+        // The task row and the intent + debit share one durable batch; the row
+        // still precedes the intent, and both precede the effect.
+        let debit = match self.write(vec![Op::RecordIntent(intent)]).await?.pop() {
+            Some(Ok(Reply::Debited(d))) => d,
+            Some(Err(WriteError::BudgetExhausted { remaining })) => {
                 return Ok(self.denied(e, request, effects::DENIED_BUDGET, remaining));
             }
-            Ok(other) => return Err(CallError::Unavailable(format!("unexpected writer reply {other:?}"))),
-            Err(err) => return Err(CallError::NotCommitted(format!("journaling the effect intent: {err}"))),
+            other => return Err(Failed(CallError::NotCommitted(format!("journaling the effect intent: {other:?}")))),
         };
+        self.ran = true;
         let ran = tokio::time::timeout(
             HANDLER_DEADLINE,
             self.daemon.worktrees.run(&self.call.episode, &e.effect, &e.payload),
@@ -462,23 +559,6 @@ impl Invocation<'_> {
         let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
         let outcome =
             OutcomeRequest { task: self.key.clone(), ordinal: 0, status, record, result, at: crate::clock::now() };
-        let written =
-            tokio::time::timeout(POST_EFFECT_BUDGET, http::write(self.daemon, Op::RecordOutcome(outcome))).await;
-        match written {
-            Ok(Ok(_)) => self.journaled.push(record_ref),
-            Ok(Err(err)) => {
-                return Err(CallError::EffectsUnrecorded {
-                    records: vec![],
-                    cause: format!("recording the effect outcome: {err}"),
-                });
-            }
-            Err(_) => {
-                return Err(CallError::EffectsUnrecorded {
-                    records: vec![],
-                    cause: "recording the effect outcome timed out".into(),
-                });
-            }
-        }
         Ok(Brokered {
             id: e.id.clone(),
             effect: e.effect.clone(),
@@ -486,6 +566,7 @@ impl Invocation<'_> {
             record: record_ref,
             output,
             objects: vec![],
+            outcome: Some(outcome),
         })
     }
 
@@ -520,6 +601,7 @@ impl Invocation<'_> {
             record: record.hash,
             output: None,
             objects: vec![request, record],
+            outcome: None,
         }
     }
 
@@ -565,14 +647,17 @@ impl Invocation<'_> {
         Ok(with_world(fields, statuses, Some(plan_ref)))
     }
 
+    /// Commits the invocation, after `outcomes` (effect outcomes not yet durable)
+    /// in the same batch: one fsync for the records and the entry.
     async fn commit(
         &mut self,
+        outcomes: Vec<Op>,
         input: NewObject,
         output: Value,
         plan: Option<NewObject>,
         records: Vec<Ref>,
         mut objects: Vec<NewObject>,
-    ) -> Result<Outcome, CallError> {
+    ) -> Result<Outcome, Stop> {
         let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
         let c = self.call;
         let mut rec = FixedObject::new()
@@ -611,26 +696,26 @@ impl Invocation<'_> {
                 objects
             },
         };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.daemon.store.submit(
-            Op::CommitInvocation(commit),
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        let reply =
-            rx.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())));
-        match reply {
-            Ok(Reply::Committed(committed)) => {
+        let pending: Vec<Ref> = outcomes
+            .iter()
+            .filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None })
+            .collect();
+        let mut ops = outcomes;
+        ops.push(Op::CommitInvocation(commit));
+        let mut replies = self.write(ops).await?.into_iter();
+        for rec in pending {
+            match replies.next() {
+                Some(Ok(_)) => self.journaled.push(rec),
+                other => return Err(Failed(self.unrecorded(format!("recording the effect outcome: {other:?}")))),
+            }
+        }
+        match replies.next() {
+            Some(Ok(Reply::Committed(committed))) => {
                 Ok(Outcome { invocation_id: self.key.invocation_id(), output, committed })
             }
-            Err(WriteError::TransitionChanged { .. }) if self.journaled.is_empty() => Err(CallError::HeadMoved),
-            Err(e @ WriteError::WriterStopped(_)) if self.journaled.is_empty() => {
-                tracing::error!(invocation = %self.key.invocation_id(), error = %e, "commit outcome unknown");
-                Err(CallError::Unconfirmed)
-            }
-            Err(e) => Err(self.unrecorded(format!("commit: {e}"))),
-            Ok(other) => Err(self.unrecorded(format!("unexpected writer reply {other:?}"))),
+            Some(Err(WriteError::TransitionChanged { .. })) if !self.ran => Err(Failed(CallError::HeadMoved)),
+            Some(Err(e)) => Err(Failed(self.unrecorded(format!("commit: {e}")))),
+            other => Err(Failed(self.unrecorded(format!("unexpected writer reply {other:?}")))),
         }
     }
 }

@@ -59,6 +59,10 @@ pub enum WriteError {
     BudgetExhausted { remaining: u64 },
     #[error("registry head {name} is {}, not the expected {}", opt(.actual), opt(.expected))]
     RegistryConflict { name: String, expected: Option<Ref>, actual: Option<Ref> },
+    #[error("task {} already exists ({})", .0.request_digest, .0.state.as_str())]
+    TaskExists(Box<crate::model::Task>),
+    #[error("not applied: an earlier step of its sequence was refused")]
+    Skipped,
     #[error("session credential already exists")]
     SessionExists,
     #[error("the write queue is full ({0} requests waiting)")]

@@ -84,15 +84,41 @@ pub struct RegistryPublish {
 #[derive(Clone, Debug)]
 pub enum Op {
     PutObjects(Vec<NewObject>),
-    RestIntent { invocation_id: String, request_digest: Ref },
+    RestIntent {
+        invocation_id: String,
+        request_digest: Ref,
+    },
     CommitWorld(RestCommit),
-    BeginTask { task: TaskKey, request_digest: Ref, at: u64 },
+    BeginTask {
+        task: TaskKey,
+        request_digest: Ref,
+        at: u64,
+    },
     RecordIntent(IntentRequest),
     RecordOutcome(OutcomeRequest),
     CommitInvocation(InvocationCommit),
-    EndTask { task: TaskKey, state: TaskState },
-    MintSession { credential_id: Ref, session: Session },
-    RevokeSession { credential_id: Ref },
+    EndTask {
+        task: TaskKey,
+        state: TaskState,
+    },
+    /// Like `BeginTask`, but an existing row is a refusal (`TaskExists`), so a
+    /// sequence stops there.
+    CreateTask {
+        task: TaskKey,
+        request_digest: Ref,
+        at: u64,
+    },
+    /// Several requests applied in order within one durable batch, each with
+    /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
+    /// steps stay applied: a sequence shares an fsync, not atomicity.
+    Sequence(Vec<Op>),
+    MintSession {
+        credential_id: Ref,
+        session: Session,
+    },
+    RevokeSession {
+        credential_id: Ref,
+    },
     PublishRegistry(RegistryPublish),
 }
 
@@ -133,6 +159,7 @@ pub enum Reply {
     Committed(Committed),
     Revoked(bool),
     Published(PublishOutcome),
+    Sequence(Vec<Result<Reply, WriteError>>),
 }
 
 /// All tables, opened once per batch.
@@ -195,6 +222,11 @@ impl<'t> W<'t> {
             Op::RecordOutcome(o) => self.record_outcome(o).map(|_| Reply::Done),
             Op::CommitInvocation(c) => self.commit_invocation(c).map(Reply::Committed),
             Op::EndTask { task, state } => self.end_task(&task, state).map(|_| Reply::Done),
+            Op::CreateTask { task, request_digest, at } => match self.begin_task(&task, request_digest, at)? {
+                BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
+                BeginOutcome::Existing(t) => Err(WriteError::TaskExists(Box::new(t))),
+            },
+            Op::Sequence(ops) => self.sequence(ops).map(Reply::Sequence),
             Op::MintSession { credential_id, session } => {
                 self.mint_session(credential_id, &session).map(|_| Reply::Done)
             }
@@ -203,6 +235,27 @@ impl<'t> W<'t> {
             }
             Op::PublishRegistry(p) => self.publish_registry(p).map(Reply::Published),
         }
+    }
+
+    fn sequence(&mut self, ops: Vec<Op>) -> R<Vec<Result<Reply, WriteError>>> {
+        let mut out = Vec::with_capacity(ops.len());
+        let mut refused = false;
+        for op in ops {
+            if refused {
+                out.push(Err(WriteError::Skipped));
+                continue;
+            }
+            let r = match op {
+                Op::Sequence(_) => Err(WriteError::InvalidCommit("sequences do not nest".into())),
+                op => self.apply(op),
+            };
+            if let Err(WriteError::Storage(e)) = &r {
+                return Err(WriteError::Storage(e.clone()));
+            }
+            refused = r.is_err();
+            out.push(r);
+        }
+        Ok(out)
     }
 
     // ---- checks shared by several transactions (read-only) ----

@@ -357,6 +357,31 @@ impl Model {
                 self.tasks.insert(task.clone(), t);
                 Ok(Reply::Begun(BeginOutcome::Started))
             }
+            Op::CreateTask { task, request_digest, at } => {
+                if let Some(t) = self.tasks.get(task) {
+                    return Err(Want::Err(WriteError::TaskExists(Box::new(t.clone()))));
+                }
+                self.apply(&Op::BeginTask { task: task.clone(), request_digest: *request_digest, at: *at })
+            }
+            Op::Sequence(ops) => {
+                let mut out = vec![];
+                let mut refused = false;
+                for op in ops {
+                    if refused {
+                        out.push(Err(WriteError::Skipped));
+                        continue;
+                    }
+                    match self.apply(op) {
+                        Ok(r) => out.push(Ok(r)),
+                        Err(Want::Err(e)) => {
+                            refused = true;
+                            out.push(Err(e));
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+                Ok(Reply::Sequence(out))
+            }
             Op::RecordIntent(i) => self.record_intent(i),
             Op::RecordOutcome(o) => self.record_outcome(o),
             Op::CommitInvocation(c) => self.commit_invocation(c),
@@ -911,6 +936,8 @@ fn op_name(op: &Op) -> &'static str {
         Op::MintSession { .. } => "MintSession",
         Op::RevokeSession { .. } => "RevokeSession",
         Op::PublishRegistry(_) => "PublishRegistry",
+        Op::CreateTask { .. } => "CreateTask",
+        Op::Sequence(_) => "Sequence",
     }
 }
 

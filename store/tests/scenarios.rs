@@ -292,3 +292,28 @@ fn every_commit_indexes_who_names_each_object() {
     assert_eq!(after.len(), 1);
     assert_verifies(&store);
 }
+
+#[test]
+fn a_sequence_shares_one_batch_and_stops_at_the_first_refusal() {
+    let (_dir, store) = temp_store();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    let key = task("seq");
+    let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"s"), at: 1 };
+    let commit = Op::CommitInvocation(invocation(&key, f, b"{\"seq\":1}"));
+    let Reply::Sequence(replies) = store.call(Op::Sequence(vec![create.clone(), commit.clone()])).unwrap() else {
+        panic!()
+    };
+    assert_eq!(replies[0], Ok(Reply::Begun(BeginOutcome::Started)));
+    let Ok(Reply::Committed(c)) = &replies[1] else { panic!("{:?}", replies[1]) };
+    assert_eq!(c.entry_index, 1);
+    // The same task again: the existing row refuses the sequence, nothing else runs.
+    let Reply::Sequence(again) = store.call(Op::Sequence(vec![create, commit])).unwrap() else { panic!() };
+    let Err(WriteError::TaskExists(t)) = &again[0] else { panic!("{:?}", again[0]) };
+    assert_eq!(t.state, TaskState::Committed);
+    assert_eq!(again[1], Err(WriteError::Skipped));
+    assert_eq!(store.snapshot().unwrap().log_len().unwrap(), 2);
+    let nested = store.call(Op::Sequence(vec![Op::Sequence(vec![])])).unwrap();
+    assert!(matches!(nested, Reply::Sequence(ref r) if matches!(r[0], Err(WriteError::InvalidCommit(_)))));
+    assert_verifies(&store);
+}
