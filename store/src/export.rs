@@ -144,6 +144,16 @@ fn frame(out: &mut impl Write, record: &Record) -> std::io::Result<()> {
     out.write_all(&body)
 }
 
+/// A stream of exactly these records (for tests and tools): `MAGIC` + frames.
+pub fn encode_records(records: &[Record]) -> Vec<u8> {
+    let mut out = MAGIC.to_vec();
+    for r in records {
+        // Writing into memory cannot fail.
+        frame(&mut out, r).expect("framing into memory");
+    }
+    out
+}
+
 fn each<K: redb::Key + 'static, V: redb::Value + 'static>(
     snap: &Snapshot,
     def: TableDefinition<K, V>,

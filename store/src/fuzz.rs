@@ -27,6 +27,7 @@ pub const TARGETS: &[&str] = &[
     "row_effect_outcome",
     "row_receipt",
     "preimage",
+    "export_frames",
 ];
 
 /// Runs target `name` on `bytes`: `Some(accepted)`, or `None` for an unknown target.
@@ -41,6 +42,7 @@ pub fn run(name: &str, bytes: &[u8]) -> Option<bool> {
         "row_effect_outcome" => row_effect_outcome(bytes),
         "row_receipt" => row_receipt(bytes),
         "preimage" => preimage(bytes),
+        "export_frames" => export_frames(bytes),
         _ => return None,
     })
 }
@@ -106,5 +108,26 @@ pub fn preimage(bytes: &[u8]) -> bool {
             true
         }
         Err(_) => false,
+    }
+}
+
+/// Reads an export stream frame by frame: a refusal names an offset inside the
+/// input; an accepted stream re-encodes to exactly the same bytes.
+pub fn export_frames(bytes: &[u8]) -> bool {
+    let mut records = vec![];
+    let read = crate::export::read_frames(&mut &bytes[..], |_, r| {
+        records.push(r);
+        Ok(())
+    });
+    match read {
+        Ok(n) => {
+            assert_eq!(n as usize, records.len(), "the count covers every record");
+            assert_eq!(crate::export::encode_records(&records), bytes, "an accepted stream re-encodes identically");
+            true
+        }
+        Err(e) => {
+            assert!(e.offset as usize <= bytes.len(), "the bad frame's offset {} lies inside the input", e.offset);
+            false
+        }
     }
 }

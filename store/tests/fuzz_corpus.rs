@@ -228,7 +228,40 @@ fn seeds() -> BTreeMap<&'static str, Vec<(String, Vec<u8>)>> {
         seeds.extend(invalid.into_iter().map(|(n, b)| (n.to_string(), b)));
     }
     out.insert("preimage", preimage_seeds().into_iter().map(|(n, b)| (n.to_string(), b)).collect());
+    out.insert("export_frames", export_seeds());
     out
+}
+
+fn export_seeds() -> Vec<(String, Vec<u8>)> {
+    use world_store::export::{Record, encode_records};
+    let header = Record::Header { format: 1, created_at: 7, with_sessions: false };
+    let object = Record::Object {
+        hash: Ref::of(b"{}"),
+        meta: ObjectMeta {
+            interface_hash: Ref::of(b"x"),
+            semantic_id: "world/x".into(),
+            provenance: "p".into(),
+            size: 2,
+        },
+        payload: b"{}".to_vec(),
+    };
+    let minimal = encode_records(&[header.clone(), Record::End { records: 2 }]);
+    let with_object = encode_records(&[header.clone(), object, Record::End { records: 3 }]);
+    let mut flipped = with_object.clone();
+    let at = flipped.len() / 2;
+    flipped[at] ^= 0x01;
+    let mut bad_magic = minimal.clone();
+    bad_magic[0] = b'X';
+    vec![
+        ("valid-minimal".into(), minimal.clone()),
+        ("valid-object".into(), with_object.clone()),
+        ("invalid-truncated".into(), with_object[..with_object.len() - 3].to_vec()),
+        ("invalid-bit-flip".into(), flipped),
+        ("invalid-magic".into(), bad_magic),
+        ("invalid-count".into(), encode_records(&[header.clone(), Record::End { records: 5 }])),
+        ("invalid-no-header".into(), encode_records(&[Record::End { records: 1 }])),
+        ("invalid-trailing".into(), [minimal, vec![0]].concat()),
+    ]
 }
 
 #[test]

@@ -11,5 +11,6 @@ mod cli;
 mod fixture;
 mod harness;
 mod openapi;
+mod provenance;
 mod rest;
 mod sessions;

@@ -73,6 +73,18 @@ fn republishing_during_an_effect_reports_effects_unrecorded_with_resolvable_reco
     assert_eq!(lab.log_len(), log_len, "nothing committed");
     assert_eq!(std::fs::read_to_string(wt.join("gate-runs.txt")).unwrap(), "run\n");
 
+    // The provenance walk from the record shows the journal and says no entry carries it.
+    let addr = format!("http://{}", lab.daemon.addr);
+    let walk = worldd(&["why", &records[0], "--addr", &addr]);
+    let text = String::from_utf8_lossy(&walk.stdout).into_owned();
+    assert!(walk.status.success(), "{text}");
+    assert!(text.contains("journal a2a:gate:u-1#0: intent e1"), "{text}");
+    assert!(text.contains("budget 5 -> 4; outcome ok"), "{text}");
+    assert!(
+        text.contains("no log entry carries this effect: the invocation was not committed (EffectsUnrecorded)"),
+        "{text}"
+    );
+
     // Resending the id names the same records and runs nothing.
     let again = client.send("u-1", "gated-exec", &json!({}));
     assert_eq!(again.error(), (code, message.clone()));

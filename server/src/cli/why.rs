@@ -4,7 +4,6 @@
 //! it, recomputing every hash on the way. Exit 0 verified, 1 a link failed,
 //! 2 not found.
 
-use super::fail;
 use crate::limits::CLIENT_TIMEOUT;
 use base64::Engine;
 use serde_json::{Value, json};
@@ -371,7 +370,12 @@ pub fn run(target: &str, addr: &str, as_json: bool) -> ExitCode {
     let mut walk = Walk { addr: addr.to_string(), agent, links: vec![], notes: vec![], chain: Default::default() };
     let found = match walk.start(target) {
         Ok(f) => f,
-        Err(e) => return fail(1, format!("why: {e}")),
+        // A link that cannot even be read (an unreachable daemon, an object
+        // that no longer parses) is a failed link: show how far the walk got.
+        Err(e) => {
+            walk.link(false, e);
+            Found::Yes
+        }
     };
     if let Found::NotFound(why) = found {
         if as_json {

@@ -1,0 +1,149 @@
+//! Provenance: `worldd why` from an effect record to its entry and world,
+//! every hash recomputed; what it says when a link is broken or nothing is
+//! found; and export → import → verify through the command line.
+
+use crate::fixture;
+use crate::harness::*;
+use redb::ReadableTable;
+use serde_json::{Value, json};
+use world_store::Ref;
+
+/// A daemon with a genesis world, the builtin tools, a worktree for episode
+/// `bb` holding hello.txt, and a session that may read it.
+struct World {
+    store: TempStore,
+    daemon: Daemon,
+    token: String,
+}
+
+fn world() -> World {
+    let store = TempStore::new();
+    let root = store.dir.path().join("ws");
+    std::fs::create_dir_all(root.join("bb")).unwrap();
+    std::fs::write(root.join("bb/hello.txt"), "hello\n").unwrap();
+    let daemon = Daemon::start_with(&store.db, &["--workspace-root", root.to_str().unwrap()]);
+    let db = store.db.to_str().unwrap();
+    let o = worldd(&["publish", "--db", db, "--builtin"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o =
+        worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", "Workspace.Read=worktree:5", "--yes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let token = stdout(&o).trim().to_string();
+    let g = fixture::genesis("provenance");
+    assert_eq!(daemon.commit(&g.bytes(), Some(&token)).status, 200);
+    World { store, daemon, token }
+}
+
+/// Reads hello.txt over A2A; returns the effect record's ref.
+fn read_hello(w: &World, task: &str) -> Ref {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
+        "metadata": {"skill_id": "ailang-read"},
+        "message": {"role": "user", "parts": [{"type": "data", "data": {"path": "hello.txt"}}]}}});
+    let auth = format!("Bearer {}", w.token);
+    let r = send(
+        &w.daemon.agent(),
+        "POST",
+        &w.daemon.url("/a2a/"),
+        &[("Authorization", &auth), ("Content-Type", "application/json")],
+        Some(&serde_json::to_vec(&body).unwrap()),
+    );
+    let v: Value = r.json();
+    let record = &v["result"]["artifacts"][0]["parts"][0]["data"]["world"]["effects"][0]["record"];
+    record.as_str().unwrap_or_else(|| panic!("{v}")).parse().unwrap()
+}
+
+fn why(w: &World, target: &str, json_out: bool) -> std::process::Output {
+    let base = w.daemon.base_url();
+    let mut args = vec!["why", target, "--addr", base.as_str()];
+    if json_out {
+        args.push("--json");
+    }
+    worldd(&args)
+}
+
+#[test]
+fn why_walks_from_an_effect_record_to_its_entry_and_world_verifying_every_link() {
+    let w = world();
+    let record = read_hello(&w, "walk-1");
+    let o = why(&w, &record.to_string(), false);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("entry 1 hash recomputes"), "{out}");
+    assert!(out.contains("world stateRoot is the invocation output"), "{out}");
+    assert!(out.contains("transition ailang-read"), "{out}");
+    assert!(out.contains("episode bb, invocation a2a:bb:walk-1"), "{out}");
+    assert!(out.contains("effect Workspace.Read/worktree ok: cost 1, budget 5 -> 4"), "{out}");
+    assert!(!out.contains('✗'), "{out}");
+    assert!(out.lines().last().unwrap().starts_with("all ") && out.contains("link(s) verified"), "{out}");
+    let j: Value = serde_json::from_str(&stdout(&why(&w, &record.to_string(), true))).unwrap();
+    assert_eq!(j["verified"], true);
+    assert_eq!(j["invocation"]["entryIndex"], 1);
+    assert_eq!(j["committed"], true);
+    for target in ["1", "head"] {
+        assert!(why(&w, target, false).status.success(), "why {target}");
+    }
+}
+
+#[test]
+fn why_exits_2_for_a_ref_nothing_in_the_store_names() {
+    let w = world();
+    let o = why(&w, &Ref::of(b"nothing").to_string(), false);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("not an object, entry hash or world"), "{}", stderr(&o));
+}
+
+#[test]
+fn why_exits_1_and_names_the_link_when_a_stored_payload_was_altered() {
+    let mut w = world();
+    let record = read_hello(&w, "walk-2");
+    assert!(w.daemon.signal_and_wait("TERM").success());
+    {
+        let db =
+            redb::Builder::new().set_concurrency_mode(redb::ConcurrencyMode::SingleWriter).open(&w.store.db).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut payloads = txn.open_table(world_store::tables::PAYLOADS).unwrap();
+            let mut bytes = payloads.get(record.0).unwrap().unwrap().value().to_vec();
+            bytes[1] ^= 0x20;
+            payloads.insert(record.0, bytes.as_slice()).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    w.daemon = Daemon::start_with(&w.store.db, &[]);
+    let o = why(&w, &record.to_string(), false);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}\n{}", stderr(&o));
+    assert!(out.contains(&format!("✗ object {record} rehashes")), "{out}");
+    assert!(out.contains("FAILED"), "{out}");
+}
+
+#[test]
+fn an_export_beside_a_live_daemon_imports_into_a_store_that_verifies_clean() {
+    let w = world();
+    read_hello(&w, "export-1");
+    let (db, dir) = (w.store.db.to_str().unwrap(), w.store.dir.path());
+    let export = dir.join("world.export");
+    let o = worldd(&["export", "--db", db, "--out", export.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = worldd(&["verify", "--db", export.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let copy = dir.join("copy.db");
+    let o = worldd(&["import", "--db", copy.to_str().unwrap(), "--in", export.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = worldd(&["verify", "--db", copy.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["faultCount"], 0);
+    assert_eq!(report["counts"]["logEntries"], 2);
+    let bytes = std::fs::read(&export).unwrap();
+    let truncated = dir.join("truncated.export");
+    std::fs::write(&truncated, &bytes[..bytes.len() - 10]).unwrap();
+    let o = worldd(&["verify", "--db", truncated.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("truncated"), "{}", stdout(&o));
+    let again = dir.join("again.db");
+    let o = worldd(&["import", "--db", again.to_str().unwrap(), "--in", truncated.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("byte offset"), "{}", stderr(&o));
+    assert!(!again.exists(), "nothing half-imported remains");
+}
