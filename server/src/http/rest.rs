@@ -418,7 +418,16 @@ pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessi
 
 async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) -> Result<Response, Rest> {
     require_session(&state, &headers).await?;
-    let bytes = read_commit_body(&headers, body).await?;
+    let read = tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, read_commit_body(&headers, body));
+    let bytes = read.await.map_err(|_| {
+        Rest(RestError::new(
+            RestClass::Timeout,
+            format!(
+                "reading the commit body exceeded {} s; nothing was committed",
+                crate::limits::HTTP_READ_TIMEOUT.as_secs()
+            ),
+        ))
+    })??;
     let c = parse_commit(&bytes)?;
     let deadline = tokio::time::Instant::now() + COMMIT_DEADLINE;
     if let Some(id) = c.invocation_id.clone() {
