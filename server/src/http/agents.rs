@@ -92,9 +92,14 @@ pub async fn mcp_post(
     body: Body,
 ) -> Response {
     let Some(body) = read_body(body, mcp::MCP_BODY_MAX).await else { return reply(mcp::body_too_large()) };
-    match tokio::time::timeout(MCP_POST_DEADLINE, mcp_handle(&state, &headers, &body)).await {
+    let deadline = tokio::time::Instant::now() + MCP_POST_DEADLINE;
+    // A call running at the deadline answers (and logs) itself; this catches the steps before any call.
+    match tokio::time::timeout_at(deadline, mcp_handle(&state, &headers, &body, deadline)).await {
         Ok(r) => reply(r),
-        Err(_) => reply(mcp::host_failure_for_body(&body, HostFailure::TimedOut)),
+        Err(_) => {
+            eprintln!("worldd: mcp refusal: POST /mcp/: \"the 20 s POST deadline passed\"");
+            reply(mcp::host_failure_for_body(&body, HostFailure::TimedOut))
+        }
     }
 }
 
@@ -102,7 +107,7 @@ pub async fn mcp_other() -> Response {
     reply(mcp::method_not_allowed())
 }
 
-async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8]) -> HttpReply {
+async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: tokio::time::Instant) -> HttpReply {
     let caller = match resolve(state, headers).await {
         Ok(c) => c,
         Err(Denied::Session(d)) => return auth::mcp_denial(d),
@@ -138,7 +143,7 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8]) -> HttpRepl
     };
     let mut outcomes = Vec::with_capacity(plan.call_count());
     for call in plan.calls() {
-        let outcome = mcp_call(state, &caller, call.transition_id.clone(), call.arguments.clone()).await;
+        let outcome = mcp_call(state, &caller, call.transition_id.clone(), call.arguments.clone(), deadline).await;
         let failed = outcome.is_err();
         outcomes.push(outcome);
         if failed {
@@ -158,6 +163,7 @@ async fn mcp_call(
     caller: &Caller,
     transition_id: String,
     arguments: Value,
+    deadline: tokio::time::Instant,
 ) -> Result<Value, HostFailure> {
     let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {
         eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
@@ -175,7 +181,9 @@ async fn mcp_call(
         arguments,
         pin: None,
     };
-    match coordinator::invoke(state, call).await {
+    // The POST deadline covers the call: when it passes first, the refusal names the invocation.
+    let invoked = tokio::time::timeout_at(deadline, coordinator::invoke(state, call)).await;
+    match invoked.unwrap_or(Err(CallError::Deadline)) {
         Ok(outcome) => Ok(outcome.output),
         Err(e) => {
             let detail = match &e {

@@ -1,0 +1,224 @@
+//! `cargo bench -p world-server --bench mcp`: MCP `tools/call` per second
+//! through a real release `worldd` (see `support/mod.rs` for which binary)
+//! over loopback HTTP, each call durably committed (checked after every row:
+//! the log grew by exactly the calls counted), and beside it the same load
+//! against a minimal in-process axum JSON-RPC echo handler with no store.
+//!
+//! Durable rows: `tools_decho` (pure) and `ailang-read` (one `Workspace.Read`
+//! of a 1 KiB file, one episode) at 1 and 8 concurrent clients under the
+//! default 8 host callbacks, and at 64 clients with `--host-callbacks 64`
+//! (a second daemon on the same store). Each client has its own keep-alive
+//! connection (a `ureq` agent) and sends back to back. A call answered with
+//! an error envelope (or anything but a successful SSE result) is counted
+//! apart, never as a call. A `ping` row through the same daemon (session,
+//! view and surface, no call) shows what the transport costs before any
+//! invocation.
+//!
+//! The ceiling: the same client code and headers against an axum router in
+//! this process, served by the daemon's own HTTP/1 stack (hyper-util,
+//! `TCP_NODELAY`), whose handler parses the JSON-RPC body and answers one SSE
+//! event echoing the arguments as `content` + `structuredContent`: HTTP and
+//! JSON, no session, no store, no fsync. The goal is a durable path at 8
+//! clients of at least 25% of that ceiling. `BENCH_SECS` sets the seconds per
+//! row (default 3).
+
+mod support;
+
+use axum::body::Bytes;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use support::*;
+
+/// `data:` of a one-event SSE reply, parsed.
+fn sse_result(body: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(body).ok()?;
+    let data = text.strip_prefix("event: message\ndata: ")?.strip_suffix("\n\n")?;
+    let v: Value = serde_json::from_str(data).ok()?;
+    v.get("result").cloned()
+}
+
+fn success(tool: &str, body: &[u8]) -> Option<Value> {
+    let result = sse_result(body)?;
+    let out = result.get("structuredContent")?;
+    let text_ok = result["content"][0]["type"] == "text";
+    let good = text_ok && out.is_object() && (tool == "tools_decho" || out["ok"] == true);
+    good.then_some(Value::Null)
+}
+
+async fn echo(body: Bytes) -> Response {
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return (axum::http::StatusCode::BAD_REQUEST, "bad json").into_response();
+    };
+    let out = json!({"echo": v["params"]["arguments"], "world": {"effects": [], "plan": null}});
+    let reply = json!({"jsonrpc": "2.0", "id": v["id"], "result": {
+        "content": [{"type": "text", "text": out.to_string()}], "structuredContent": out}});
+    let body = format!("event: message\ndata: {reply}\n\n");
+    let mut r = body.into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
+}
+
+/// Serves the echo router on 127.0.0.1:0 from a runtime of its own, the
+/// way `worldd` serves (hyper-util HTTP/1, one task per connection, NODELAY).
+fn start_echo() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            tx.send(listener.local_addr().unwrap().to_string()).unwrap();
+            let app = axum::Router::new().route("/mcp/", axum::routing::post(echo));
+            loop {
+                let Ok((stream, _)) = listener.accept().await else { continue };
+                let _ = stream.set_nodelay(true);
+                let svc = hyper_util::service::TowerToHyperService::new(app.clone());
+                tokio::spawn(async move {
+                    let conn = hyper::server::conn::http1::Builder::new()
+                        .timer(hyper_util::rt::TokioTimer::new())
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+                    let _ = conn.await;
+                });
+            }
+        });
+    });
+    rx.recv().unwrap()
+}
+
+struct Measured {
+    row: Row,
+    /// Entries the log grew by during the row (durable rows only).
+    committed: Option<u64>,
+    /// Daemon CPU seconds used during the row (rows against `worldd`).
+    cpu: Option<f64>,
+}
+
+fn main() {
+    if !invoked_as_bench("mcp") {
+        return;
+    }
+    let secs = row_secs();
+    let setup = Setup::new(1);
+    let mut daemon = setup.start(&[]);
+    setup.publish_builtin();
+    let token = setup.mint(&setup.episodes[0]);
+    genesis(&daemon.addr, &token);
+    let echo_addr = start_echo();
+    eprintln!(
+        "mcp: {} ({secs} s per row), store {}; echo ceiling on {echo_addr}",
+        setup.worldd.display(),
+        setup.db.display()
+    );
+
+    let request = |addr: &str, tool: &str, n: u64| {
+        let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
+        let body =
+            json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        Request {
+            key: String::new(),
+            url: format!("http://{addr}/mcp/"),
+            headers: vec![
+                ("Authorization", format!("Bearer {token}")),
+                ("Content-Type", "application/json".into()),
+                ("Accept", "application/json, text/event-stream".into()),
+            ],
+            body: serde_json::to_vec(&body).unwrap(),
+        }
+    };
+    let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
+        let before = log_len(&d.addr);
+        let cpu = d.cpu_secs();
+        let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, n), |_, b| success(tool, b));
+        let cpu = d.cpu_secs() - cpu;
+        let committed = log_len(&d.addr) - before;
+        Measured { row, committed: Some(committed), cpu: Some(cpu) }
+    };
+    let ceiling = |clients: usize, secs: f64| Measured {
+        row: run_load(
+            "echo ceiling (in-process axum, no store)",
+            clients,
+            secs,
+            |_, n| request(&echo_addr, "tools_decho", n),
+            |_, b| success("tools_decho", b),
+        ),
+        committed: None,
+        cpu: None,
+    };
+
+    // MCP `ping` through the daemon: session, view and surface, no call, no store write.
+    let ping = |d: &Daemon, clients: usize, secs: f64| {
+        let addr = d.addr.as_str();
+        let cpu = d.cpu_secs();
+        let row = run_load(
+            "`ping` (session + view, no call)",
+            clients,
+            secs,
+            |_, n| {
+                let mut r = request(addr, "tools_decho", n);
+                r.body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": n, "method": "ping"})).unwrap();
+                r
+            },
+            |_, b| sse_result(b).filter(|r| r == &json!({})),
+        );
+        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu) }
+    };
+
+    // Warm up connections, caches and the page cache.
+    durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
+    durable(&daemon, "warm-up", "ailang-read", 4, 0.5);
+    ceiling(4, 0.5);
+    let mut rows = vec![];
+    for clients in [1, 8] {
+        rows.push(ceiling(clients, secs));
+        rows.push(ping(&daemon, clients, secs));
+        rows.push(durable(&daemon, "`tools_decho`, 8 host callbacks", "tools_decho", clients, secs));
+        rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
+    }
+    drop(daemon);
+    daemon = setup.start(&["--host-callbacks", "64"]);
+    durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
+    rows.push(ceiling(64, secs));
+    rows.push(durable(&daemon, "`tools_decho`, `--host-callbacks 64`", "tools_decho", 64, secs));
+    rows.push(durable(&daemon, "`ailang-read`, `--host-callbacks 64`", "ailang-read", 64, secs));
+    let (fsync, fsync_p50, fsync_p99) = fsync_rate(&setup.root);
+    drop(daemon);
+
+    println!();
+    println!("| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for m in &rows {
+        let r = &m.row;
+        let committed = m.committed.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
+        let cpu = m.cpu.map(|c| format!("{:.2}", 1e3 * c / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
+        println!(
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} |",
+            r.label,
+            r.clients,
+            r.calls,
+            r.errors,
+            committed,
+            r.rate(),
+            r.p50(),
+            r.p99(),
+            cpu
+        );
+        if let Some(c) = m.committed {
+            assert_eq!(c, r.calls as u64, "{}: every counted call committed exactly one entry", r.label);
+        }
+    }
+    let at = |clients: usize, label: &str| {
+        rows.iter().find(|m| m.row.clients == clients && m.row.label.starts_with(label)).map(|m| m.row.rate()).unwrap()
+    };
+    let ceiling8 = at(8, "echo ceiling");
+    println!();
+    println!(
+        "at 8 clients: `tools_decho` {:.0}% and `ailang-read` {:.0}% of the echo ceiling ({ceiling8:.0} calls/s); goal ≥ 25%",
+        100.0 * at(8, "`tools_decho`") / ceiling8,
+        100.0 * at(8, "`ailang-read`") / ceiling8
+    );
+    println!(
+        "raw fsync in the store's directory (append 4 KiB + fdatasync, n={FSYNC_SAMPLES}): {fsync:.0}/s, p50 {fsync_p50:.2} ms, p99 {fsync_p99:.2} ms; {} core(s)",
+        cores()
+    );
+}

@@ -1,0 +1,362 @@
+//! What the surface benchmarks (`a2a`, `mcp`) share: the release `worldd`,
+//! a store set up as a user would, a closed-loop load generator over
+//! keep-alive connections, and the raw fsync rate of the store's directory.
+//!
+//! Which `worldd`: `$WORLDD_BIN` if set; else the one Cargo builds beside the
+//! bench (`CARGO_BIN_EXE_worldd`, set for benches; `cargo bench` builds it in
+//! the release profile); else `$CARGO_TARGET_DIR/release/worldd`; else
+//! `<CARGO_MANIFEST_DIR>/../target/release/worldd`. Build it with
+//! `cargo build --release -p world-server --bin worldd`.
+
+#![allow(dead_code)] // each bench uses its own part
+
+use base64::Engine as _;
+use serde_json::json;
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use world_store::{EntryHeader, NewObject, Ref, canonical};
+
+pub const FSYNC_SAMPLES: usize = 300;
+pub const BUDGET: &str = "1000000000";
+
+pub fn worldd_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("WORLDD_BIN") {
+        return PathBuf::from(p);
+    }
+    if let Some(p) = option_env!("CARGO_BIN_EXE_worldd") {
+        return PathBuf::from(p);
+    }
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(t).join("release").join("worldd");
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/worldd")
+}
+
+/// Seconds per measured row: `$BENCH_SECS`, default 3.
+pub fn row_secs() -> f64 {
+    std::env::var("BENCH_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(3.0)
+}
+
+/// A running `worldd serve`; dropped, it is killed.
+pub struct Daemon {
+    child: Child,
+    pub addr: String,
+}
+
+impl Daemon {
+    /// CPU seconds (user + system) the daemon has used so far, from `/proc`.
+    pub fn cpu_secs(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        (ticks(11) + ticks(12)) / hz
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temporary store with episodes `bench-0..n`, each holding a 1 KiB `bench.txt`.
+pub struct Setup {
+    pub worldd: PathBuf,
+    _dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub db: PathBuf,
+    pub ws: PathBuf,
+    pub episodes: Vec<String>,
+}
+
+impl Setup {
+    pub fn new(episodes: usize) -> Setup {
+        let worldd = worldd_path();
+        assert!(
+            worldd.is_file(),
+            "{} not found: build it with `cargo build --release -p world-server --bin worldd` (or set WORLDD_BIN)",
+            worldd.display()
+        );
+        let dir = tempfile::tempdir().expect("temp dir");
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (db, ws) = (root.join("world.db"), root.join("ws"));
+        let episodes: Vec<String> = (0..episodes).map(|i| format!("bench-{i}")).collect();
+        for ep in &episodes {
+            std::fs::create_dir_all(ws.join(ep)).unwrap();
+            std::fs::write(ws.join(ep).join("bench.txt"), "x".repeat(1023) + "\n").unwrap();
+        }
+        Setup { worldd, _dir: dir, root, db, ws, episodes }
+    }
+
+    pub fn start(&self, extra: &[&str]) -> Daemon {
+        let mut child = Command::new(&self.worldd)
+            .args(["serve", "--bind", "127.0.0.1:0", "--db"])
+            .arg(&self.db)
+            .arg("--workspace-root")
+            .arg(&self.ws)
+            .args(extra)
+            .env("RUST_LOG", "error")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.worldd.display()));
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("worldd exited before listening").expect("stderr");
+            if let Some(rest) = line.strip_prefix("worldd listening on http://") {
+                break rest.split(' ').next().unwrap().to_string();
+            }
+        };
+        // Keep draining stderr so the daemon never blocks on it.
+        std::thread::spawn(move || for _ in lines {});
+        Daemon { child, addr }
+    }
+
+    pub fn cli(&self, args: &[&str]) -> String {
+        let o = Command::new(&self.worldd).args(args).stdin(Stdio::null()).output().expect("run worldd");
+        assert!(o.status.success(), "worldd {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    pub fn publish_builtin(&self) {
+        self.cli(&["publish", "--db", self.db.to_str().unwrap(), "--builtin"]);
+    }
+
+    /// A session for `episode` with Workspace.Read and world.apply (a large budget).
+    pub fn mint(&self, episode: &str) -> String {
+        let out = self.root.join(format!("session-{episode}-{}", std::process::id()));
+        let read = format!("Workspace.Read=worktree:{BUDGET}");
+        let apply = format!("world.apply=world:{BUDGET}");
+        let db = self.db.to_str().unwrap();
+        let out_s = out.to_str().unwrap();
+        self.cli(&[
+            "session",
+            "mint",
+            "--db",
+            db,
+            "--episode",
+            episode,
+            "--grant",
+            &read,
+            "--grant",
+            &apply,
+            "--yes",
+            "--out",
+            out_s,
+        ]);
+        let token = std::fs::read_to_string(&out).unwrap().trim().to_string();
+        let _ = std::fs::remove_file(out);
+        token
+    }
+}
+
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(60)))
+        .build()
+        .into()
+}
+
+/// An honest genesis commit over REST.
+pub fn genesis(addr: &str, token: &str) {
+    let by = "bench";
+    let goal = NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis"})));
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"genesis"),
+        interpreter: Ref::of(b"genesis"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: by.into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let body = json!({
+        "observedHead": "",
+        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
+            "semanticId": goal.semantic_id, "provenance": goal.provenance,
+            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
+        "nextWorld": {"ref": canonical::world_ref(0, &goal.hash, &entry_hash).to_string(), "revision": 0,
+            "stateRoot": goal.hash.to_string(), "logHead": entry_hash.to_string()},
+        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
+            "transitionRef": goal.hash.to_string()},
+    });
+    let resp = agent()
+        .post(&format!("http://{addr}/v1/commit"))
+        .header("Authorization", &format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .send(serde_json::to_vec(&body).unwrap())
+        .expect("genesis");
+    assert_eq!(resp.status().as_u16(), 200, "genesis");
+}
+
+/// Entries in the log: the first absent index (found by doubling, then bisecting).
+pub fn log_len(addr: &str) -> u64 {
+    let a = agent();
+    // The body is read so the connection is reused.
+    let exists = |i: u64| {
+        a.get(&format!("http://{addr}/v1/log/{i}"))
+            .call()
+            .map(|mut r| r.body_mut().read_to_vec().is_ok() && r.status() == 200)
+            .unwrap_or(false)
+    };
+    let mut hi = 1;
+    while exists(hi - 1) {
+        hi *= 2;
+    }
+    let mut lo = hi / 2; // exists(lo - 1) or lo == 0
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if exists(mid) { lo = mid + 1 } else { hi = mid }
+    }
+    lo
+}
+
+/// One measured row.
+pub struct Row {
+    pub label: String,
+    pub clients: usize,
+    pub calls: usize,
+    pub errors: u64,
+    pub secs: f64,
+    pub latencies: Vec<Duration>,
+    /// What the successful calls returned, when the caller keeps it.
+    pub kept: Vec<(String, serde_json::Value)>,
+}
+
+impl Row {
+    pub fn rate(&self) -> f64 {
+        self.calls as f64 / self.secs
+    }
+    pub fn p50(&self) -> f64 {
+        percentile(&self.latencies, 0.5)
+    }
+    pub fn p99(&self) -> f64 {
+        percentile(&self.latencies, 0.99)
+    }
+}
+
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+/// One client's latencies and what it kept.
+type ClientResult = (Vec<Duration>, Vec<(String, serde_json::Value)>);
+
+/// What one request is: the URL, headers and body, and a key it is known by.
+pub struct Request {
+    pub key: String,
+    pub url: String,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// A closed loop: `clients` threads, each with its own keep-alive agent,
+/// send `make(client, n)` back to back for `secs`. `check` decides whether a
+/// reply body is a success (and what to keep of it); anything else is an
+/// error, counted apart and never as a call.
+pub fn run_load<M, C>(label: &str, clients: usize, secs: f64, make: M, check: C) -> Row
+where
+    M: Fn(usize, u64) -> Request + Sync,
+    C: Fn(&str, &[u8]) -> Option<serde_json::Value> + Sync,
+{
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let errors = std::sync::atomic::AtomicU64::new(0);
+    let per_client: Vec<ClientResult> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let (make, check, errors) = (&make, &check, &errors);
+                s.spawn(move || {
+                    let agent = agent();
+                    let (mut lat, mut kept) = (vec![], vec![]);
+                    let mut n = 0u64;
+                    while Instant::now() < deadline {
+                        let req = make(c, n);
+                        n += 1;
+                        let t0 = Instant::now();
+                        let mut b = agent.post(&req.url);
+                        for (k, v) in &req.headers {
+                            b = b.header(*k, v);
+                        }
+                        let body = b.send(&req.body[..]).ok().and_then(|mut r| r.body_mut().read_to_vec().ok());
+                        let took = t0.elapsed();
+                        match body.as_deref().and_then(|b| check(&req.key, b)) {
+                            Some(v) => {
+                                lat.push(took);
+                                kept.push((req.key, v));
+                            }
+                            None => {
+                                errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                    }
+                    (lat, kept)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut latencies: Vec<Duration> = per_client.iter().flat_map(|(l, _)| l.iter().copied()).collect();
+    latencies.sort();
+    let kept: Vec<(String, serde_json::Value)> = per_client.into_iter().flat_map(|(_, k)| k).collect();
+    Row {
+        label: label.to_string(),
+        clients,
+        calls: latencies.len(),
+        errors: errors.into_inner(),
+        secs,
+        latencies,
+        kept,
+    }
+}
+
+/// Appends 4 KiB and fdatasyncs, `FSYNC_SAMPLES` times, in `dir`: the bound
+/// on any durable commit. Returns (rate/s, p50 ms, p99 ms).
+pub fn fsync_rate(dir: &Path) -> (f64, f64, f64) {
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
+    let block = vec![0xA5u8; 4096];
+    let mut lat = Vec::with_capacity(FSYNC_SAMPLES);
+    let start = Instant::now();
+    for _ in 0..FSYNC_SAMPLES {
+        let t0 = Instant::now();
+        f.write_all(&block).unwrap();
+        // SAFETY: a plain syscall on an open descriptor.
+        let rc = unsafe { libc::fdatasync(f.as_raw_fd()) };
+        assert_eq!(rc, 0, "fdatasync");
+        lat.push(t0.elapsed());
+    }
+    let rate = FSYNC_SAMPLES as f64 / start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    lat.sort();
+    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
+}
+
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+}
+
+/// `cargo bench` passes `--bench`; `cargo test --benches` does not (then just say what this is).
+pub fn invoked_as_bench(name: &str) -> bool {
+    if std::env::args().any(|a| a == "--bench") {
+        return true;
+    }
+    println!("{name}: a benchmark; run it with `cargo bench -p world-server --bench {name}`");
+    false
+}

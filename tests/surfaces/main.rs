@@ -1,0 +1,17 @@
+//! Black-box proofs of the agent surfaces, rule by rule from the seed: each
+//! test starts the real `worldd` on its own temporary store and workspace and
+//! speaks raw HTTP/1.1 to it, so every header and byte is the test's own.
+//!
+//! - `mcp`: `POST /mcp/` — the 401s, transport checks, methods, results,
+//!   batches, tool names and schemas, host failures, Origin/Host.
+//! - `a2a`: `POST /a2a/` — every row of the error table, and the success shape.
+//! - `card`: the agent card, and that it and `tools/list` are one view.
+//! - `reliability`: 200 task ids from 16 clients, twice, across a SIGKILL.
+//! - `store`: registries `worldd publish` refuses, written through the store API.
+
+mod a2a;
+mod card;
+mod harness;
+mod mcp;
+mod reliability;
+mod store;
