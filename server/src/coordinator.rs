@@ -118,6 +118,11 @@ impl Coordinator {
         Ok(Some(parsed))
     }
 
+    /// Is a call with this task id running now (its row may not be durable yet)?
+    pub fn in_flight(&self, key: &TaskKey) -> bool {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
+    }
+
     fn episode_lock(&self, episode: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.episode_locks.lock().unwrap_or_else(|p| p.into_inner());
         if locks.len() > EPISODE_LOCKS_SOFT_MAX {

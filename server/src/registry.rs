@@ -191,6 +191,11 @@ pub fn prepare(entry: ManifestEntry, base: &Path, snapshot: &Snapshot) -> Result
     let id = entry.id.clone();
     world_protocol::names::validate_transition_id(&id).map_err(|e| format!("transition id {id:?}: {e}"))?;
     check_schema("inputSchema", &id, &entry.input_schema)?;
+    // MCP tools take an object; any other top-level type would refuse the whole
+    // tool surface of every session that sees this transition.
+    if entry.input_schema.get("type").is_some_and(|t| t != "object") {
+        return Err(format!("transition {id}: inputSchema.type must be \"object\" (or absent)"));
+    }
     check_schema("outputSchema", &id, &entry.output_schema)?;
     if entry.declared_effects.len() > 1 {
         return Err(format!("transition {id}: at most one declared effect in this release"));

@@ -12,5 +12,6 @@ mod fixture;
 mod harness;
 mod openapi;
 mod provenance;
+mod publish;
 mod rest;
 mod sessions;

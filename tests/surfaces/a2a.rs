@@ -237,6 +237,13 @@ fn a_task_id_in_flight_is_already_used_and_a_committed_one_replays_its_result() 
         });
         assert_eq!(a.text(), reused);
         assert_eq!(b.text(), reused);
+        // Asked about while it runs: its outcome is not known yet.
+        let get = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "fly-1"}});
+        let asked = post(&lab, &token, &get);
+        assert_eq!(
+            asked.text(),
+            a2a_error("1", -32603, "invocation outcome is not confirmed; resend the same task id")
+        );
         gate.open();
         first.join().unwrap()
     });

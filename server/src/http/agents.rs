@@ -295,6 +295,7 @@ fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
 
 async fn a2a_get(state: &State, caller: &Caller, flavor: a2a::Flavor, id: &RpcId, task_id: &str) -> a2a::A2aReply {
     let key = TaskKey { surface: Surface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
+    let running = key.clone();
     let d = state.clone();
     let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
         let snap = d.store.snapshot().map_err(|e| e.to_string())?;
@@ -309,6 +310,8 @@ async fn a2a_get(state: &State, caller: &Caller, flavor: a2a::Flavor, id: &RpcId
     let found = found.unwrap_or_else(|e| Err(e.to_string()));
     let (task, output) = match found {
         Ok(Some(x)) => x,
+        // Running, with no durable row yet: its outcome is not known yet.
+        Ok(None) if state.coordinator.in_flight(&running) => return A2aError::OutcomeUnconfirmed.reply(id),
         Ok(None) => return A2aError::TaskNotFound.reply(id),
         Err(why) => {
             eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
