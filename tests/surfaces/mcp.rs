@@ -674,11 +674,20 @@ fn a_transition_whose_escaped_name_exceeds_64_bytes_refuses_the_whole_surface() 
 /// `type` is not `"object"` refuses the MCP surface of every session that sees it.
 #[test]
 fn an_input_schema_of_another_type_refuses_the_whole_surface() {
-    let (lab, token) = lab();
+    let (mut lab, token) = lab();
     let mut entry = echo_entry("t.array", ("Array.Schema", "x", 0));
     entry["inputSchema"] = json!({"type": "array"});
-    lab.publish_ok(&lab.manifest("array", &[], json!([entry])), false);
+    // Publishing refuses it outright.
+    let o = lab.publish_manifest(&lab.manifest("array", &[], json!([entry])), false);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("inputSchema.type must be \"object\""), "{}", text(&o.stderr));
+    // A registry holding one anyway (written through the store API on the stopped daemon).
     let sees_it = lab.mint("mcp", &["world.apply=world:5", "Array.Schema=x:1"]);
+    lab.kill9();
+    crate::store::add_descriptor_with(&lab.db, "tools.echo", "t.array", ("Array.Schema", "x", 0), |d| {
+        d["inputSchema"] = json!({"type": "array"});
+    });
+    lab.restart();
     let r = lab.mcp(&sees_it, &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
     assert_json_reply(&r, 200, &host_failure("3", "host callback failed"));
     let line = lab.daemon.wait_stderr("worldd: mcp refusal: tool surface refused: ");

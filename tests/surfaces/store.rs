@@ -34,11 +34,18 @@ pub fn current(db: &Path) -> Value {
 /// Adds a copy of descriptor `from` under `id` with `access` (no id check:
 /// this is how a too-long name gets into a registry).
 pub fn add_descriptor(db: &Path, from: &str, id: &str, access: (&str, &str, u64)) {
+    add_descriptor_with(db, from, id, access, |_| {});
+}
+
+/// Like `add_descriptor`, with `edit` applied to the copy (e.g. a schema
+/// `worldd publish` would refuse).
+pub fn add_descriptor_with(db: &Path, from: &str, id: &str, access: (&str, &str, u64), edit: impl FnOnce(&mut Value)) {
     let mut reg = current(db);
     let transitions = reg["transitions"].as_array_mut().unwrap();
     let mut d = transitions.iter().find(|d| d["id"] == from).expect("descriptor to copy").clone();
     d["id"] = json!(id);
     d["access"] = json!({"effect": access.0, "scope": access.1, "cost": access.2});
+    edit(&mut d);
     transitions.push(d);
     transitions.sort_by(|a, b| a["id"].as_str().unwrap().cmp(b["id"].as_str().unwrap()));
     let entries = transitions
