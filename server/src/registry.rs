@@ -219,7 +219,9 @@ pub fn prepare(entry: ManifestEntry, base: &Path, snapshot: &Snapshot) -> Result
             (RuntimeSpec::Builtin { name: name.clone() }, r)
         }
         ManifestRuntime::Exec { interpreter } => {
-            let path = std::fs::canonicalize(interpreter)
+            // Relative to the manifest, like transitionFnFile: never to whichever
+            // process (CLI or daemon) happens to run the publish.
+            let path = std::fs::canonicalize(base.join(interpreter))
                 .map_err(|e| format!("transition {id}: interpreter {interpreter}: {e}"))?;
             let bytes = read_bounded(&path, INTERPRETER_BYTES_MAX)
                 .map_err(|e| format!("transition {id}: interpreter {}: {e}", path.display()))?;
