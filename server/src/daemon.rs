@@ -8,6 +8,7 @@ use crate::limits::*;
 use crate::runtime::Runtimes;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -198,7 +199,10 @@ async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl 
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .header_read_timeout(HTTP_READ_TIMEOUT)
-            .serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+            .serve_connection(
+                TokioIo::new(WriteTimeout::new(stream, HTTP_WRITE_TIMEOUT)),
+                TowerToHyperService::new(app.clone()),
+            );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
             let _ = conn.await;
@@ -228,9 +232,122 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
+/// A connection whose writes give up after `HTTP_WRITE_TIMEOUT` without
+/// progress: a client that stops reading cannot hold its slot for ever.
+struct WriteTimeout<T> {
+    inner: T,
+    limit: std::time::Duration,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> WriteTimeout<T> {
+    fn new(inner: T, limit: std::time::Duration) -> WriteTimeout<T> {
+        WriteTimeout { inner, limit, stalled: None }
+    }
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteTimeout<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> WriteTimeout<T> {
+    /// Passes a ready result through (and disarms the timer); on `Pending`,
+    /// arms the timer and fails the write once it fires.
+    fn watch<R>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        r: std::task::Poll<std::io::Result<R>>,
+    ) -> std::task::Poll<std::io::Result<R>> {
+        use std::task::Poll;
+        match r {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let limit = self.limit;
+                let timer = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+                match timer.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the client stopped reading (write timeout)",
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteTimeout<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, r)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, r)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, r)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_write_that_makes_no_progress_fails_after_the_write_timeout() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (near, mut far) = tokio::io::duplex(64);
+        let mut w = WriteTimeout::new(near, std::time::Duration::from_millis(50));
+        let err = w.write_all(&[0u8; 4096]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::TimedOut);
+        // A reader that keeps up never trips it.
+        let (near, mut far2) = tokio::io::duplex(64);
+        let mut w = WriteTimeout::new(near, std::time::Duration::from_millis(50));
+        let reader = tokio::spawn(async move {
+            let mut sink = Vec::new();
+            far2.read_to_end(&mut sink).await.map(|_| sink.len())
+        });
+        w.write_all(&[1u8; 4096]).await.unwrap();
+        w.shutdown().await.unwrap();
+        assert_eq!(reader.await.unwrap().unwrap(), 4096);
+        let _ = far.read(&mut [0u8; 1]).await;
+    }
 
     #[test]
     fn only_loopback_binds_are_accepted() {

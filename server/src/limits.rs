@@ -20,6 +20,8 @@ pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
 pub const CREDENTIAL_DEADLINE: Duration = Duration::from_secs(3);
 /// Reading a request's head or body, and handling it end to end.
 pub const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A response write that makes no progress for this long closes the connection.
+pub const HTTP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Waiting for in-flight requests after SIGINT/SIGTERM.
 pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 /// Open client connections; the accept loop waits when all are taken.
