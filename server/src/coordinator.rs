@@ -469,8 +469,7 @@ impl Invocation<'_> {
 
     /// Makes effect outcomes durable on their own (before a finish phase).
     async fn outcomes(&mut self, ops: Vec<Op>) -> Result<(), Stop> {
-        let records: Vec<Ref> =
-            ops.iter().filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None }).collect();
+        let records = outcome_records(&ops);
         for (r, rec) in self.write(ops).await?.into_iter().zip(records) {
             match r {
                 Ok(_) => self.journaled.push(rec),
@@ -701,10 +700,7 @@ impl Invocation<'_> {
                 objects
             },
         };
-        let pending: Vec<Ref> = outcomes
-            .iter()
-            .filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None })
-            .collect();
+        let pending = outcome_records(&outcomes);
         let mut ops = outcomes;
         ops.push(Op::CommitInvocation(commit));
         let mut replies = self.write(ops).await?.into_iter();
@@ -723,6 +719,11 @@ impl Invocation<'_> {
             other => Err(Failed(self.unrecorded(format!("unexpected writer reply {other:?}")))),
         }
     }
+}
+
+/// The effect records the `RecordOutcome` ops among `ops` would make durable.
+fn outcome_records(ops: &[Op]) -> Vec<Ref> {
+    ops.iter().filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None }).collect()
 }
 
 /// `world` is reserved in every transition output.

@@ -6,6 +6,7 @@
 //! (any case) is read-only. An episode without a real worktree directory has
 //! no handlers, so its effectful calls are refused before planning (R8).
 
+use crate::runtime::exec::kill_group;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -454,17 +455,6 @@ async fn run_exec(program: &Path, args: &[String], cwd: &Path) -> Result<serde_j
     stdout.into_fields("stdout", &mut m);
     stderr.into_fields("stderr", &mut m);
     Ok(m)
-}
-
-fn kill_group(pgid: Option<u32>) {
-    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
-        && pgid > 0
-    {
-        // SAFETY: plain syscall; a group that already exited yields ESRCH.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
-        }
-    }
 }
 
 #[cfg(test)]

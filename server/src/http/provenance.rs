@@ -8,8 +8,8 @@ use axum::response::Response;
 use axum::routing::get;
 use serde::Serialize;
 use world_protocol::rest::{RestClass, RestError};
+use world_store::Ref;
 use world_store::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD};
-use world_store::{Ref, page_limit};
 
 pub fn routes() -> Router<State> {
     Router::new()
@@ -64,10 +64,7 @@ async fn referrers(
         Some((_, v)) => Some(parse_after(v)?),
         None => None,
     };
-    let limit = match pairs.iter().find(|(k, _)| k == "limit") {
-        None => page_limit(None),
-        Some((_, v)) => v.parse::<i64>().map(|n| page_limit(Some(n))).map_err(|_| bad("limit must be an integer"))?,
-    };
+    let limit = super::rest::limit_param(&pairs)?;
     let found = read(&state, "/v1/objects/referrers", move |s| {
         // Entry hashes and world refs have referrers too (a world names its entry).
         let known = s.has_object(&target)? || s.entry_index_of(&target)?.is_some() || s.world(&target)?.is_some();

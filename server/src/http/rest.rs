@@ -80,7 +80,7 @@ fn parse_optional_ref(field: &str, text: &str) -> Result<Option<Ref>, Rest> {
 
 /// Paging: `limit` absent or < 1 is the default, capped at the maximum; a
 /// non-integer is a 400.
-fn limit_param(pairs: &[(String, String)]) -> Result<usize, Rest> {
+pub(super) fn limit_param(pairs: &[(String, String)]) -> Result<usize, Rest> {
     match pairs.iter().find(|(k, _)| k == "limit") {
         None => Ok(page_limit(None)),
         Some((_, v)) => v.parse::<i64>().map(|n| page_limit(Some(n))).map_err(|_| bad("limit must be an integer")),

@@ -169,7 +169,7 @@ async fn run_child(interpreter: &Path, dir: &Path, input: &[u8], deadline: Durat
 }
 
 /// Kills the child's whole process group, so grandchildren cannot linger.
-fn kill_group(pgid: Option<u32>) {
+pub(crate) fn kill_group(pgid: Option<u32>) {
     if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
         && pgid > 0
     {
