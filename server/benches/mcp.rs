@@ -14,6 +14,10 @@
 //! view and surface, no call) shows what the transport costs before any
 //! invocation.
 //!
+//! The floor: the store alone, in this process, at 1 and 8 committer threads
+//! writing exactly what the daemon writes per pure call (`store_floor`): the
+//! bound any durable surface meets before HTTP, sessions or admission.
+//!
 //! The ceiling: the same client code and headers against an axum router in
 //! this process, served by the daemon's own HTTP/1 stack (hyper-util,
 //! `TCP_NODELAY`), whose handler parses the JSON-RPC body and answers one SSE
@@ -174,6 +178,7 @@ fn main() {
         rows.push(ping(&daemon, clients, secs));
         rows.push(durable(&daemon, "`tools_decho`, 8 host callbacks", "tools_decho", clients, secs));
         rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
+        rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None });
     }
     drop(daemon);
     daemon = setup.start(&["--host-callbacks", "64"]);
@@ -216,6 +221,12 @@ fn main() {
         "at 8 clients: `tools_decho` {:.0}% and `ailang-read` {:.0}% of the echo ceiling ({ceiling8:.0} calls/s); goal ≥ 25%",
         100.0 * at(8, "`tools_decho`") / ceiling8,
         100.0 * at(8, "`ailang-read`") / ceiling8
+    );
+    let floor8 = at(8, "store alone");
+    println!(
+        "at 8 clients the store alone commits {floor8:.0} calls/s ({:.0}% of the echo ceiling): no durable surface can pass that; `tools_decho` reaches {:.0}% of it",
+        100.0 * floor8 / ceiling8,
+        100.0 * at(8, "`tools_decho`") / floor8
     );
     println!(
         "raw fsync in the store's directory (append 4 KiB + fdatasync, n={FSYNC_SAMPLES}): {fsync:.0}/s, p50 {fsync_p50:.2} ms, p99 {fsync_p99:.2} ms; {} core(s)",

@@ -106,16 +106,21 @@ pub struct Coordinator {
 impl Coordinator {
     /// The current registry, parsed once per head.
     pub fn registry(&self, snap: &Snapshot) -> Result<Option<Arc<Registry>>, registry::LoadError> {
+        Ok(self.registry_at(snap)?.map(|(_, r)| r))
+    }
+
+    /// The current registry with the head it was read from.
+    pub fn registry_at(&self, snap: &Snapshot) -> Result<Option<(Ref, Arc<Registry>)>, registry::LoadError> {
         let Some(head) = snap.head(registry::TRANSITION_REGISTRY)? else { return Ok(None) };
         if let Some((h, r)) = self.registry_cache.lock().unwrap_or_else(|p| p.into_inner()).as_ref()
             && *h == head
         {
-            return Ok(Some(r.clone()));
+            return Ok(Some((head, r.clone())));
         }
         let Some((head, parsed)) = registry::load(snap)? else { return Ok(None) };
         let parsed = Arc::new(parsed);
         *self.registry_cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((head, parsed.clone()));
-        Ok(Some(parsed))
+        Ok(Some((head, parsed)))
     }
 
     /// Is a call with this task id running now (its row may not be durable yet)?
@@ -358,9 +363,18 @@ impl Invocation<'_> {
     }
 
     async fn phase(&self, input: &Value) -> Result<Value, CallError> {
-        let snap = self.daemon.store.snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?;
+        // Only an exec transition reads its source: a builtin needs no snapshot.
+        let snap = match self.d.runtime {
+            registry::RuntimeSpec::Exec { .. } => {
+                Some(self.daemon.store.snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?)
+            }
+            registry::RuntimeSpec::Builtin { .. } => None,
+        };
         let coordinator = &self.daemon.coordinator;
-        let source = |r: &Ref| coordinator.source(&snap, r).map(|s| s.to_vec());
+        let source = |r: &Ref| match &snap {
+            Some(snap) => coordinator.source(snap, r).map(|s| s.to_vec()),
+            None => Err("a builtin transition has no source to read".to_string()),
+        };
         self.daemon.runtimes.run(self.d, source, input).await.map_err(phase_error)
     }
 

@@ -27,6 +27,8 @@ pub struct Daemon {
     pub worktrees: Worktrees,
     /// MCP host callbacks running at once; the next one is refused at once.
     pub host_callbacks: Arc<Semaphore>,
+    /// Session tool views, built once per registry revision and visible set.
+    pub tools: crate::http::agents::ToolsCache,
 }
 
 #[derive(Clone, Debug)]
@@ -103,6 +105,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         runtimes: Runtimes::new(&scratch),
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
+        tools: Default::default(),
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;

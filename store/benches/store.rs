@@ -78,6 +78,12 @@ fn raw_fsync(dir: &Path) -> Row {
     }
 }
 
+/// Bytes this process has caused to be written to storage (`/proc/self/io`).
+fn written_bytes() -> u64 {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+}
+
 fn rest_commit(head: Option<&World>, content: &str) -> RestCommit {
     let transition = NewObject::derived("world/rest-transition/v1", "bench", content.as_bytes().to_vec());
     let (index, prev) = head.map(|w| (w.revision + 1, w.log_head)).unwrap_or((0, Ref::of(b"genesis")));
@@ -174,6 +180,8 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
         );
     }
     let (batches0, requests0) = store.writer_stats();
+    let (apply0, commit0) = store.writer_time();
+    let io0 = written_bytes();
     let barrier = Arc::new(Barrier::new(committers + 1));
     let per_thread = total / committers;
     let threads: Vec<_> = (0..committers)
@@ -203,6 +211,14 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
     let lat: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     let wall = start.elapsed();
     let (batches1, requests1) = store.writer_stats();
+    let (apply1, commit1) = store.writer_time();
+    let batches = (batches1 - batches0).max(1) as f64;
+    eprintln!(
+        "  {committers}: apply {:.0} us/batch, commit {:.0} us/batch, {:.1} KiB written/commit",
+        (apply1 - apply0).as_secs_f64() * 1e6 / batches,
+        (commit1 - commit0).as_secs_f64() * 1e6 / batches,
+        (written_bytes() - io0) as f64 / 1024.0 / lat.len() as f64
+    );
     let n = lat.len();
     let (p50_ms, p99_ms) = percentiles(lat);
     Row {

@@ -398,6 +398,7 @@ fn apply(db: &redb::Database, batch: Vec<(u64, Record)>) -> Result<(), ImportErr
         for (offset, record) in batch {
             w.import(record).map_err(|source| ImportError::Refused { offset, source })?;
         }
+        w.finish().map_err(|e| store(e.to_string()))?;
     }
     txn.commit().map_err(|e| store(e.to_string()))
 }

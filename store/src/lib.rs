@@ -108,6 +108,13 @@ impl Store {
         let s = &self.writer.stats;
         (s.batches.load(Ordering::Relaxed), s.requests.load(Ordering::Relaxed))
     }
+
+    /// `(applying, committing)` time of the writer so far: where a batch's time goes.
+    pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration) {
+        let s = &self.writer.stats;
+        let d = |a: &std::sync::atomic::AtomicU64| std::time::Duration::from_nanos(a.load(Ordering::Relaxed));
+        (d(&s.apply_ns), d(&s.commit_ns))
+    }
 }
 
 impl Reads for Store {
@@ -194,7 +201,9 @@ fn initialise(path: &Path, db: &Database, now: u64) -> Result<ops::RecoveryRepor
         }
         drop(meta);
         let mut w = ops::W::open(&txn).map_err(|e| engine(e.to_string()))?;
-        w.recover(now).map_err(|e| engine(e.to_string()))?
+        let report = w.recover(now).map_err(|e| engine(e.to_string()))?;
+        w.finish().map_err(|e| engine(e.to_string()))?;
+        report
     };
     txn.commit().map_err(|e| engine(e.to_string()))?;
     Ok(report)

@@ -182,6 +182,10 @@ pub(crate) struct W<'t> {
     referrers: Table<'t, (Key32, u8, Key32), ()>,
     entry_by_hash: Table<'t, Key32, u64>,
     record_journal: Table<'t, Key32, &'static [u8]>,
+    /// Tasks started in this batch whose `open_tasks` row is not written yet: a
+    /// task that also ends in the batch (the usual create-and-commit) never
+    /// touches that table. `finish` writes the rest.
+    started: std::collections::HashSet<TaskKey>,
 }
 
 type R<T> = Result<T, WriteError>;
@@ -207,7 +211,18 @@ impl<'t> W<'t> {
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
             entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
+            started: Default::default(),
         })
+    }
+
+    /// Writes what was deferred to the end of the batch; call before committing.
+    pub(crate) fn finish(mut self) -> R<()> {
+        for key in std::mem::take(&mut self.started) {
+            self.open_tasks
+                .insert((key.surface.as_str(), key.episode.as_str(), key.task_id.as_str()), ())
+                .map_err(storage)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn apply(&mut self, op: Op) -> R<Reply> {
@@ -343,12 +358,21 @@ impl<'t> W<'t> {
         Ok(())
     }
 
-    fn write_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+    /// A task row that did not exist: a started one joins the open-task set.
+    fn write_new_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
         self.tasks.insert(k, rows::encode(task).as_slice()).map_err(storage)?;
         if task.state == TaskState::Started {
-            self.open_tasks.insert(k, ()).map_err(storage)?;
-        } else {
+            self.started.insert(key.clone());
+        }
+        Ok(())
+    }
+
+    /// An existing task row: once it is no longer started it leaves the open-task set.
+    fn write_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
+        self.tasks.insert(k, rows::encode(task).as_slice()).map_err(storage)?;
+        if task.state != TaskState::Started && !self.started.remove(key) {
             self.open_tasks.remove(k).map_err(storage)?;
         }
         Ok(())
@@ -436,7 +460,7 @@ impl<'t> W<'t> {
                 .insert((episode.as_str(), effect.as_str(), scope.as_str()), units)
                 .map(|_| ())
                 .map_err(storage),
-            X::Task { key, task } => self.write_task(&key, &task),
+            X::Task { key, task } => self.write_new_task(&key, &task),
             X::Receipt { id, receipt } => {
                 self.receipts.insert(id.as_str(), rows::encode(&receipt).as_slice()).map(|_| ()).map_err(storage)
             }
@@ -573,7 +597,7 @@ impl<'t> W<'t> {
             committed: None,
             effect_records: vec![],
         };
-        self.write_task(key, &task)?;
+        self.write_new_task(key, &task)?;
         Ok(BeginOutcome::Started)
     }
 

@@ -317,3 +317,79 @@ fn a_sequence_shares_one_batch_and_stops_at_the_first_refusal() {
     assert!(matches!(nested, Reply::Sequence(ref r) if matches!(r[0], Err(WriteError::InvalidCommit(_)))));
     assert_verifies(&store);
 }
+
+#[test]
+fn the_open_task_set_holds_exactly_the_started_tasks_whichever_batches_write_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.db");
+    {
+        let (store, _) = Store::open(&path, 1).unwrap();
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        let f = publish_echo(&store);
+        let create = |key: &TaskKey| Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"o"), at: 1 };
+        let intent = |key: &TaskKey| IntentRequest {
+            task: key.clone(),
+            ordinal: 0,
+            effect_id: "e1".into(),
+            effect: "Workspace.Read".into(),
+            scope: "worktree".into(),
+            cost: 1,
+            grant_budget: 10,
+            request: NewObject::derived("world/effect-request/v1", "host/broker", key.task_id.clone().into_bytes()),
+            at: 1,
+        };
+        let outcome = |key: &TaskKey| OutcomeRequest {
+            task: key.clone(),
+            ordinal: 0,
+            status: OutcomeStatus::Ok,
+            record: NewObject::derived("world/effect-record/v1", "host/broker", key.task_id.clone().into_bytes()),
+            result: None,
+            at: 2,
+        };
+        // Created and committed in one batch: never open.
+        let one = task("one-batch");
+        store.call(Op::Sequence(vec![create(&one), Op::CommitInvocation(invocation(&one, f, b"1"))])).unwrap();
+        // Created with its intent, its outcome recorded (still started) and committed in later batches.
+        let spread = task("spread");
+        store.call(Op::Sequence(vec![create(&spread), Op::RecordIntent(intent(&spread))])).unwrap();
+        assert_verifies(&store);
+        store.call(Op::RecordOutcome(outcome(&spread))).unwrap();
+        assert_verifies(&store);
+        store.call(Op::CommitInvocation(invocation(&spread, f, b"2"))).unwrap();
+        // The coordinator's way: intent with the row, then outcome and commit in one batch.
+        let usual = task("usual");
+        store.call(Op::Sequence(vec![create(&usual), Op::RecordIntent(intent(&usual))])).unwrap();
+        let finish = vec![Op::RecordOutcome(outcome(&usual)), Op::CommitInvocation(invocation(&usual, f, b"4"))];
+        let Reply::Sequence(r) = store.call(Op::Sequence(finish)).unwrap() else { panic!() };
+        assert!(r.iter().all(Result::is_ok), "{r:?}");
+        // Created in a sequence whose commit is refused: it stays open.
+        let refused = task("refused");
+        let mut bad = invocation(&refused, f, b"3");
+        bad.transition_fn = Ref::of(b"not registered");
+        let Reply::Sequence(r) = store.call(Op::Sequence(vec![create(&refused), Op::CommitInvocation(bad)])).unwrap()
+        else {
+            panic!()
+        };
+        assert!(matches!(r[1], Err(WriteError::TransitionChanged { .. })), "{:?}", r[1]);
+        // Created and ended in one batch.
+        let ended = task("ended");
+        let end = Op::EndTask { task: ended.clone(), state: TaskState::NotCommitted };
+        store.call(Op::Sequence(vec![create(&ended), end])).unwrap();
+        assert_verifies(&store);
+    }
+    let (store, report) = Store::open(&path, 9).unwrap();
+    assert_eq!(report.tasks, vec![("a2a:ep1:refused".to_string(), TaskState::NotCommitted)]);
+    let snap = store.snapshot().unwrap();
+    let state = |id: &str| snap.task(&task(id)).unwrap().unwrap().state;
+    assert_eq!(
+        [state("one-batch"), state("spread"), state("usual"), state("refused"), state("ended")],
+        [
+            TaskState::Committed,
+            TaskState::Committed,
+            TaskState::Committed,
+            TaskState::NotCommitted,
+            TaskState::NotCommitted
+        ]
+    );
+    assert_verifies(&store);
+}

@@ -360,3 +360,122 @@ pub fn invoked_as_bench(name: &str) -> bool {
     println!("{name}: a benchmark; run it with `cargo bench -p world-server --bench {name}`");
     false
 }
+
+/// The durable floor: what the store alone allows, with no HTTP, session or
+/// coordinator. `clients` threads in this process each write, back to back,
+/// what the daemon writes for one pure call: one `Op::Sequence` of the task
+/// row and an invocation commit carrying an input, an output and an
+/// invocation record that names four refs, as the coordinator's does. No
+/// surface that commits every call durably can be faster than this row.
+pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
+    use world_store::*;
+    let path = dir.join(format!("floor-{clients}.db"));
+    let (store, _) = Store::open(&path, 1).expect("open the floor store");
+    let goal = NewObject::derived("world/demo/genesis-goal", "bench", b"{\"goal\":\"floor\"}".to_vec());
+    let header = EntryHeader {
+        entry_index: 0,
+        semantics_epoch: 1,
+        transition_fn: Ref::of(b"fn"),
+        interpreter: Ref::of(b"interp"),
+        prev_entry_hash: Ref::of(b"genesis"),
+        written_by: "bench".into(),
+    };
+    let entry_hash = canonical::entry_hash(&header, &goal.hash);
+    let world = World {
+        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
+        revision: 0,
+        state_root: goal.hash,
+        log_head: entry_hash,
+    };
+    store
+        .call(Op::CommitWorld(RestCommit {
+            invocation_id: None,
+            request_digest: Ref::of(b"genesis"),
+            observed_head: None,
+            objects: vec![goal.clone()],
+            next_world: world,
+            entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+        }))
+        .expect("genesis");
+    let source = NewObject::derived("world/transition-source/v1", "bench", b"builtin:tools.echo".to_vec());
+    let interpreter = NewObject::derived("world/interpreter/v1", "bench", b"builtin".to_vec());
+    let registry = NewObject::derived("world/transition-registry/v1", "bench", b"{\"floor\":1}".to_vec());
+    let (f, interp) = (source.hash, interpreter.hash);
+    store
+        .call(Op::PublishRegistry(RegistryPublish {
+            name: "world/transition-registry/v1".into(),
+            expected: None,
+            head: registry.hash,
+            objects: vec![source, interpreter, registry],
+            entries: vec![("tools.echo".into(), f)],
+        }))
+        .expect("publish");
+    let call = |client: usize, n: u64| {
+        let task = TaskKey { surface: Surface::Mcp, episode: "floor".into(), task_id: format!("c{client}-{n}") };
+        let provenance = "coordinator:mcp";
+        let input = NewObject::derived("world/invocation-input/v1", provenance, format!("{{\"n\":{n}}}").into_bytes());
+        let out = format!("{{\"echo\":{{\"n\":{n}}},\"world\":{{\"effects\":[],\"plan\":null}}}}");
+        let output = NewObject::derived("world/invocation-output/v1", provenance, out.into_bytes());
+        let rec = format!(
+            "{{\"invocationId\":\"{}\",\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
+            task.invocation_id(),
+            input.hash,
+            output.hash
+        );
+        let record = NewObject::derived("world/invocation-record/v1", provenance, rec.into_bytes());
+        let commit = InvocationCommit {
+            task: task.clone(),
+            registry: "world/transition-registry/v1".into(),
+            transition_id: "tools.echo".into(),
+            transition_fn: f,
+            interpreter: interp,
+            semantics_epoch: 1,
+            written_by: provenance.into(),
+            transition_ref: record.hash,
+            state_root: output.hash,
+            objects: vec![input, output, record],
+        };
+        Op::Sequence(vec![
+            Op::CreateTask { task, request_digest: Ref::of(b"floor"), at: 1 },
+            Op::CommitInvocation(commit),
+        ])
+    };
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let per_client: Vec<Vec<Duration>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..clients)
+            .map(|c| {
+                let (store, call) = (&store, &call);
+                s.spawn(move || {
+                    let mut lat = vec![];
+                    let mut n = 0u64;
+                    while Instant::now() < deadline {
+                        let op = call(c, n);
+                        n += 1;
+                        let t0 = Instant::now();
+                        match store.call(op) {
+                            Ok(Reply::Sequence(r)) if r.iter().all(Result::is_ok) => lat.push(t0.elapsed()),
+                            other => panic!("a floor commit failed: {other:?}"),
+                        }
+                    }
+                    lat
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let mut latencies: Vec<Duration> = per_client.into_iter().flatten().collect();
+    latencies.sort();
+    drop(store);
+    let _ = std::fs::remove_file(&path);
+    Row {
+        label: "store alone (no HTTP): the daemon's write per pure call".into(),
+        clients,
+        calls: latencies.len(),
+        errors: 0,
+        secs,
+        latencies,
+        kept: vec![],
+    }
+}

@@ -3,7 +3,7 @@
 //! that resolves sessions, builds the view and runs the coordinator.
 
 use super::{Rest, State, reply};
-use crate::coordinator::{self, Call, CallError};
+use crate::coordinator::{self, Call, CallError, Coordinator};
 use crate::limits::{CREDENTIAL_DEADLINE, DAEMON_VERSION, READ_DEADLINE};
 use crate::registry;
 use crate::sessions::{self, Caller, ResolveError};
@@ -11,13 +11,15 @@ use axum::body::Body;
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
 use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use world_protocol::a2a::{self, A2aError, A2aKind, CompletedTask};
 use world_protocol::auth::{self, SessionDenial};
 use world_protocol::mcp::{self, HostFailure, McpHeaders, ServerInfo};
-use world_protocol::surface::{self, ToolView};
+use world_protocol::surface::{self, Surface, SurfaceError, ToolView};
 use world_protocol::{HttpReply, RpcId};
-use world_store::{Reads, Ref, Surface, TaskKey, TaskState};
+use world_store::{Grant, Reads, Ref, Snapshot, Surface as CallSurface, TaskKey, TaskState};
 
 /// The aggregate deadline of one MCP POST.
 pub const MCP_POST_DEADLINE: Duration = Duration::from_secs(20);
@@ -45,16 +47,88 @@ async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
     }
 }
 
-/// The session's view as protocol tool views: the one function behind
-/// `tools/list`, the agent card and (through the coordinator) admission.
-pub async fn session_view(state: &State, caller: &Caller) -> Result<Vec<ToolView>, String> {
+/// Most built tool views kept (per registry head and visible set).
+pub const TOOL_VIEWS_CACHED_MAX: usize = 64;
+
+/// What a session sees: its tool views and the MCP surface built from them.
+pub struct SessionTools {
+    pub views: Vec<ToolView>,
+    pub surface: Result<Surface, SurfaceError>,
+}
+
+/// The tool views of every session that sees the same transitions of the same
+/// registry revision are the same: they are built (and their argument
+/// validators compiled) once, not on every POST.
+#[derive(Default)]
+pub struct ToolsCache {
+    built: Mutex<HashMap<ToolsKey, Arc<SessionTools>>>,
+}
+
+/// The registry head and the ids of the transitions a session sees.
+type ToolsKey = (Option<Ref>, Vec<String>);
+
+impl ToolsCache {
+    /// The session's tools as of `snap`: the one function behind `tools/list`,
+    /// `tools/call` and the agent card (admission re-reads the registry itself).
+    pub fn get(
+        &self,
+        coordinator: &Coordinator,
+        snap: &Snapshot,
+        grants: &[Grant],
+        live: bool,
+    ) -> Result<Arc<SessionTools>, String> {
+        let registry = coordinator.registry_at(snap).map_err(|e| e.to_string())?;
+        let head = registry.as_ref().map(|(h, _)| *h);
+        let visible = registry::view(registry.as_ref().map(|(_, r)| r.as_ref()), grants, live);
+        let key = (head, visible.iter().map(|d| d.id.clone()).collect::<Vec<_>>());
+        if let Some(tools) = self.built.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+            return Ok(tools.clone());
+        }
+        let views: Vec<ToolView> = visible.into_iter().map(tool_view).collect();
+        let surface = surface::build_surface(&views);
+        let tools = Arc::new(SessionTools { views, surface });
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        // Only the current revision is worth keeping.
+        if built.len() >= TOOL_VIEWS_CACHED_MAX || built.keys().any(|(h, _)| *h != head) {
+            built.clear();
+        }
+        built.insert(key, tools.clone());
+        Ok(tools)
+    }
+}
+
+/// The caller's session and, read from the same snapshot, its tools: one
+/// blocking hop under the credential deadline.
+async fn resolve_with_tools(
+    state: &State,
+    headers: &HeaderMap,
+) -> Result<(Caller, Result<Arc<SessionTools>, String>), Denied> {
+    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
+    let d = state.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
+        let caller = sessions::resolve(&snap, auth.as_deref(), crate::clock::now())?;
+        let live = crate::clock::now() < caller.session.expires_at;
+        let tools = d.tools.get(&d.coordinator, &snap, &caller.session.grants, live);
+        Ok((caller, tools))
+    });
+    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
+        Err(_) => Err(Denied::Failed("credential lookup exceeded its 3 s deadline".into())),
+        Ok(Err(e)) => Err(Denied::Failed(e.to_string())),
+        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Denied::Session(d)),
+        Ok(Ok(Err(ResolveError::Read(e)))) => Err(Denied::Failed(e.to_string())),
+        Ok(Ok(Ok(found))) => Ok(found),
+    }
+}
+
+/// The session's tools (for the agent card), under the read deadline.
+pub async fn session_tools(state: &State, caller: &Caller) -> Result<Arc<SessionTools>, String> {
     let d = state.clone();
     let grants = caller.session.grants.clone();
     let live = crate::clock::now() < caller.session.expires_at;
-    let work = tokio::task::spawn_blocking(move || -> Result<Vec<ToolView>, String> {
+    let work = tokio::task::spawn_blocking(move || -> Result<Arc<SessionTools>, String> {
         let snap = d.store.snapshot().map_err(|e| e.to_string())?;
-        let reg = d.coordinator.registry(&snap).map_err(|e| e.to_string())?;
-        Ok(registry::view(reg.as_deref(), &grants, live).into_iter().map(tool_view).collect())
+        d.tools.get(&d.coordinator, &snap, &grants, live)
     });
     match tokio::time::timeout(READ_DEADLINE, work).await {
         Err(_) => Err("deadline".into()),
@@ -108,22 +182,22 @@ pub async fn mcp_other() -> Response {
 }
 
 async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: tokio::time::Instant) -> HttpReply {
-    let caller = match resolve(state, headers).await {
-        Ok(c) => c,
+    let (caller, tools) = match resolve_with_tools(state, headers).await {
+        Ok(found) => found,
         Err(Denied::Session(d)) => return auth::mcp_denial(d),
         Err(Denied::Failed(why)) => {
             eprintln!("worldd: mcp refusal: session: {why:?}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
-    let views = match session_view(state, &caller).await {
-        Ok(v) => v,
+    let tools = match tools {
+        Ok(t) => t,
         Err(why) => {
             eprintln!("worldd: mcp refusal: tools: {why:?}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
-    let surface = match surface::build_surface(&views) {
+    let surface = match &tools.surface {
         Ok(s) => s,
         Err(e) => {
             eprintln!("worldd: mcp refusal: tool surface refused: {e}");
@@ -137,7 +211,7 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
         protocol_version: headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
     };
     let info = ServerInfo { name: SERVER_NAME, version: DAEMON_VERSION };
-    let plan = match mcp::plan(&mcp_headers, body, &surface, &info) {
+    let plan = match mcp::plan(&mcp_headers, body, surface, &info) {
         Ok(p) => p,
         Err(reply) => return reply,
     };
@@ -172,7 +246,7 @@ async fn mcp_call(
     let task_id = sessions::new_token();
     let invocation_id = format!("mcp:{}:{task_id}", caller.session.episode);
     let call = Call {
-        surface: Surface::Mcp,
+        surface: CallSurface::Mcp,
         episode: caller.session.episode.clone(),
         grants: caller.session.grants.clone(),
         expires_at: caller.session.expires_at,
@@ -229,7 +303,7 @@ pub async fn a2a_post(
                 None => None,
             };
             let call = Call {
-                surface: Surface::A2a,
+                surface: CallSurface::A2a,
                 episode: caller.session.episode.clone(),
                 grants: caller.session.grants.clone(),
                 expires_at: caller.session.expires_at,
@@ -294,7 +368,8 @@ fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
 }
 
 async fn a2a_get(state: &State, caller: &Caller, flavor: a2a::Flavor, id: &RpcId, task_id: &str) -> a2a::A2aReply {
-    let key = TaskKey { surface: Surface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
+    let key =
+        TaskKey { surface: CallSurface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
     let running = key.clone();
     let d = state.clone();
     let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
@@ -353,8 +428,8 @@ pub async fn agent_card(
         Err(Denied::Session(d)) => return Err(Rest(auth::rest_denial(d))),
         Err(Denied::Failed(why)) => return Err(super::internal("/.well-known/agent.json", &why)),
     };
-    let skills = match session_view(&state, &caller).await {
-        Ok(v) => v,
+    let tools = match session_tools(&state, &caller).await {
+        Ok(t) => t,
         Err(why) if why == "deadline" => return Err(Rest(a2a::card_deadline_exceeded())),
         Err(why) => {
             tracing::error!(route = "/.well-known/agent.json", cause = %why, "registry read failed");
@@ -368,7 +443,7 @@ pub async fn agent_card(
         name: SERVER_NAME,
         description: CARD_DESCRIPTION,
         version: DAEMON_VERSION,
-        skills: &skills,
+        skills: &tools.views,
     })))
 }
 
@@ -408,6 +483,42 @@ pub fn rebinding_check(headers: &HeaderMap) -> Result<(), HttpReply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sessions_seeing_the_same_tools_share_one_built_surface_until_the_registry_moves() {
+        use world_store::{NewObject, Op, RegistryPublish, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("world.db"), 1).unwrap();
+        let builtin = crate::publish::PublishRequest { manifest: None, builtin: true, replace: false };
+        crate::publish::publish(&store, &builtin).unwrap();
+        let (coordinator, cache) = (Coordinator::default(), ToolsCache::default());
+        let tools = |grants: &[Grant]| cache.get(&coordinator, &store.snapshot().unwrap(), grants, true).unwrap();
+        let apply = [Grant { effect: "world.apply".into(), scope: "world".into(), budget: 5 }];
+        let pure = tools(&apply);
+        assert!(Arc::ptr_eq(&pure, &tools(&apply)), "the same view is built once");
+        assert!(pure.views.iter().any(|v| v.id == "tools.echo"));
+        let read = [apply[0].clone(), Grant { effect: "Workspace.Read".into(), scope: "worktree".into(), budget: 5 }];
+        let reader = tools(&read);
+        assert!(reader.views.len() > pure.views.len(), "a grant shows more tools");
+        assert!(Arc::ptr_eq(&reader, &tools(&read)));
+
+        let (head, mut reg) = registry::load(&store.snapshot().unwrap()).unwrap().unwrap();
+        reg.transitions.iter_mut().find(|d| d.id == "tools.echo").unwrap().description = "moved".into();
+        let object = NewObject::derived(registry::TRANSITION_REGISTRY, "test", reg.to_bytes());
+        store
+            .call(Op::PublishRegistry(RegistryPublish {
+                name: registry::TRANSITION_REGISTRY.into(),
+                expected: Some(head),
+                head: object.hash,
+                entries: reg.transitions.iter().map(|d| (d.id.clone(), d.transition_fn)).collect(),
+                objects: vec![object],
+            }))
+            .unwrap();
+        let moved = tools(&apply);
+        assert!(!Arc::ptr_eq(&pure, &moved), "a new registry revision builds anew");
+        let echo = moved.views.iter().find(|v| v.id == "tools.echo").unwrap();
+        assert_eq!(echo.description, "moved");
+    }
 
     #[test]
     fn only_loopback_hosts_and_origins_pass() {
