@@ -15,7 +15,9 @@ pub enum OpenError {
     Missing { path: PathBuf },
     #[error("cannot open store {path}: {detail}")]
     Engine { path: PathBuf, detail: String },
-    #[error("store {path} has format {found}; this binary reads format {expected}; refusing to touch it")]
+    #[error(
+        "store {path} has format {found}; this binary reads format {expected}; refusing to touch it (carry it over with `worldd export` from the binary that wrote it and `worldd import` with this one)"
+    )]
     Format { path: PathBuf, found: u64, expected: u64 },
     #[error("store {path}: {source}")]
     Corrupt { path: PathBuf, source: Corruption },

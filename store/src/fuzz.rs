@@ -67,7 +67,7 @@ pub fn row<T: Serialize + DeserializeOwned + PartialEq + Debug>(table: &'static 
 }
 
 pub fn row_object_meta(bytes: &[u8]) -> bool {
-    row::<ObjectMeta>("objects", bytes)
+    row::<ObjectRow>("objects", bytes)
 }
 
 pub fn row_log_entry(bytes: &[u8]) -> bool {

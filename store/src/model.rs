@@ -15,6 +15,29 @@ pub struct ObjectMeta {
     pub size: u64,
 }
 
+/// The `objects` row: the metadata and the object's sequence number, which keys
+/// its payload. It decodes as an `ObjectMeta` too (the extra field is ignored).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectRow {
+    pub interface_hash: Ref,
+    pub semantic_id: String,
+    pub provenance: String,
+    pub size: u64,
+    pub seq: u64,
+}
+
+impl ObjectRow {
+    pub fn meta(self) -> ObjectMeta {
+        ObjectMeta {
+            interface_hash: self.interface_hash,
+            semantic_id: self.semantic_id,
+            provenance: self.provenance,
+            size: self.size,
+        }
+    }
+}
+
 /// An object offered for writing. `hash` is what the writer claims; the store
 /// rehashes `payload` and refuses a mismatch.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -165,10 +165,12 @@ pub enum Reply {
 /// All tables, opened once per batch.
 pub(crate) struct W<'t> {
     objects: Table<'t, Key32, &'static [u8]>,
-    payloads: Table<'t, Key32, &'static [u8]>,
+    payloads: Table<'t, u64, &'static [u8]>,
+    object_seq: Table<'t, u64, Key32>,
     by_semantic_id: Table<'t, (&'static str, Key32), ()>,
     log: Table<'t, u64, &'static [u8]>,
     worlds: Table<'t, Key32, &'static [u8]>,
+    world_by_revision: Table<'t, u64, Key32>,
     heads: Table<'t, &'static str, Key32>,
     registry_entries: Table<'t, (&'static str, &'static str), Key32>,
     intents: Table<'t, (&'static str, u32), &'static [u8]>,
@@ -179,13 +181,15 @@ pub(crate) struct W<'t> {
     open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Table<'t, Key32, &'static [u8]>,
     receipts: Table<'t, &'static str, &'static [u8]>,
-    referrers: Table<'t, (Key32, u8, Key32), ()>,
+    referrers: Table<'t, (Key32, u8, u64), ()>,
     entry_by_hash: Table<'t, Key32, u64>,
     record_journal: Table<'t, Key32, &'static [u8]>,
     /// Tasks started in this batch whose `open_tasks` row is not written yet: a
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
     started: std::collections::HashSet<TaskKey>,
+    /// The next object sequence number, read once per batch.
+    next_seq: Option<u64>,
 }
 
 type R<T> = Result<T, WriteError>;
@@ -195,9 +199,11 @@ impl<'t> W<'t> {
         Ok(W {
             objects: txn.open_table(OBJECTS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
+            object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
             by_semantic_id: txn.open_table(BY_SEMANTIC_ID).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
             worlds: txn.open_table(WORLDS).map_err(storage)?,
+            world_by_revision: txn.open_table(WORLD_BY_REVISION).map_err(storage)?,
             heads: txn.open_table(HEADS).map_err(storage)?,
             registry_entries: txn.open_table(REGISTRY_ENTRIES).map_err(storage)?,
             intents: txn.open_table(INTENTS).map_err(storage)?,
@@ -212,6 +218,7 @@ impl<'t> W<'t> {
             entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
             started: Default::default(),
+            next_seq: None,
         })
     }
 
@@ -334,24 +341,36 @@ impl<'t> W<'t> {
 
     // ---- writes ----
 
+    fn next_seq(&mut self) -> R<u64> {
+        let seq = match self.next_seq {
+            Some(n) => n,
+            None => self.object_seq.last().map_err(storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0),
+        };
+        self.next_seq = Some(seq + 1);
+        Ok(seq)
+    }
+
     fn write_objects(&mut self, objects: &[NewObject]) -> R<()> {
         for o in objects {
             // Immutable and first-writer-wins: an existing object keeps its metadata.
             if self.objects.get(o.hash.0).map_err(storage)?.is_some() {
                 continue;
             }
-            let meta = ObjectMeta {
+            let seq = self.next_seq()?;
+            let row = ObjectRow {
                 interface_hash: o.interface_hash,
                 semantic_id: o.semantic_id.clone(),
                 provenance: o.provenance.clone(),
                 size: o.payload.len() as u64,
+                seq,
             };
-            self.objects.insert(o.hash.0, rows::encode(&meta).as_slice()).map_err(storage)?;
-            self.payloads.insert(o.hash.0, o.payload.as_slice()).map_err(storage)?;
+            self.objects.insert(o.hash.0, rows::encode(&row).as_slice()).map_err(storage)?;
+            self.payloads.insert(seq, o.payload.as_slice()).map_err(storage)?;
+            self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
             self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
             for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
                 if target != o.hash {
-                    self.referrers.insert((target.0, REFERRER_OBJECT, o.hash.0), ()).map_err(storage)?;
+                    self.referrers.insert((target.0, REFERRER_OBJECT, seq), ()).map_err(storage)?;
                 }
             }
         }
@@ -390,15 +409,16 @@ impl<'t> W<'t> {
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
         self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
         for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
-            self.referrers.insert((target.0, REFERRER_ENTRY, e), ()).map_err(storage)?;
+            self.referrers.insert((target.0, REFERRER_ENTRY, h.entry_index), ()).map_err(storage)?;
         }
         Ok(())
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
+        self.world_by_revision.insert(world.revision, world.world_ref.0).map_err(storage)?;
         for target in [world.state_root, world.log_head] {
-            self.referrers.insert((target.0, REFERRER_WORLD, world.world_ref.0), ()).map_err(storage)?;
+            self.referrers.insert((target.0, REFERRER_WORLD, world.revision), ()).map_err(storage)?;
         }
         Ok(())
     }

@@ -49,9 +49,31 @@ impl Snapshot {
         }
     }
 
+    /// The object's sequence number (its payload's key).
+    pub fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError> {
+        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
+        match t.get(r.0).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode::<ObjectRow>("objects", r, v.value())?.seq)),
+            None => Ok(None),
+        }
+    }
+
     pub fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
+        let Some(seq) = self.object_seq(r)? else { return Ok(None) };
         let Some(t) = open(&self.txn, PAYLOADS)? else { return Ok(None) };
-        Ok(t.get(r.0).map_err(read_storage)?.map(|v| v.value().to_vec()))
+        Ok(t.get(seq).map_err(read_storage)?.map(|v| v.value().to_vec()))
+    }
+
+    /// The object with sequence number `seq`.
+    pub fn object_at(&self, seq: u64) -> Result<Option<Ref>, ReadError> {
+        let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(None) };
+        Ok(t.get(seq).map_err(read_storage)?.map(|v| Ref(v.value())))
+    }
+
+    /// The world of revision `revision`.
+    pub fn world_at(&self, revision: u64) -> Result<Option<Ref>, ReadError> {
+        let Some(t) = open(&self.txn, WORLD_BY_REVISION)? else { return Ok(None) };
+        Ok(t.get(revision).map_err(read_storage)?.map(|v| Ref(v.value())))
     }
 
     pub fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
@@ -247,27 +269,55 @@ impl Snapshot {
     }
 
     /// Who names `target`, ordered by (kind, referrer), strictly after `after`.
+    /// Who names `target`, by kind (objects, entries, worlds) and then in the
+    /// order they were written, strictly after `after`.
     pub fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
         let limit = limit.min(PAGE_MAX);
         let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
-        let start = after.map(|(k, r)| (target.0, k, r.0)).unwrap_or((target.0, 0, [0u8; 32]));
+        let start = match after {
+            // A cursor that names nothing known resumes after its whole kind.
+            Some((kind, r)) => (target.0, kind, self.referrer_position(kind, &r)?.unwrap_or(u64::MAX)),
+            None => (target.0, 0, 0),
+        };
         let mut out = vec![];
-        for item in t.range(start..=(target.0, u8::MAX, [0xffu8; 32])).map_err(read_storage)? {
+        for item in t.range(start..=(target.0, u8::MAX, u64::MAX)).map_err(read_storage)? {
             if out.len() >= limit {
                 break;
             }
             let (k, _) = item.map_err(read_storage)?;
-            let (_, kind, referrer) = k.value();
-            if after == Some((kind, Ref(referrer))) {
+            let (_, kind, position) = k.value();
+            if after.is_some() && (kind, position) == (start.1, start.2) {
                 continue;
             }
-            let entry_index = match kind {
-                REFERRER_ENTRY => self.entry_index_of(&Ref(referrer))?,
-                _ => None,
-            };
-            out.push(Referrer { kind, referrer: Ref(referrer), entry_index });
+            let referrer = self.referrer_at(kind, position)?.ok_or_else(|| rows::Corruption {
+                table: "referrers",
+                key: format!("{target} {kind} {position}"),
+                detail: "the row names a position that holds nothing".into(),
+            })?;
+            let entry_index = (kind == REFERRER_ENTRY).then_some(position);
+            out.push(Referrer { kind, referrer, entry_index });
         }
         Ok(out)
+    }
+
+    /// Where a referrer sits in its kind's order.
+    pub fn referrer_position(&self, kind: u8, referrer: &Ref) -> Result<Option<u64>, ReadError> {
+        match kind {
+            REFERRER_OBJECT => self.object_seq(referrer),
+            REFERRER_ENTRY => self.entry_index_of(referrer),
+            REFERRER_WORLD => Ok(self.world(referrer)?.map(|w| w.revision)),
+            _ => Ok(None),
+        }
+    }
+
+    /// The referrer at a position of its kind.
+    fn referrer_at(&self, kind: u8, position: u64) -> Result<Option<Ref>, ReadError> {
+        match kind {
+            REFERRER_OBJECT => self.object_at(position),
+            REFERRER_ENTRY => Ok(self.log_entry(position)?.map(|e| e.entry_hash)),
+            REFERRER_WORLD => self.world_at(position),
+            _ => Ok(None),
+        }
     }
 
     /// The journal item whose outcome carries effect record `record`.
@@ -280,8 +330,9 @@ impl Snapshot {
     }
 
     pub fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
+        let Some(position) = self.referrer_position(kind, referrer)? else { return Ok(false) };
         let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(false) };
-        Ok(t.get((target.0, kind, referrer.0)).map_err(read_storage)?.is_some())
+        Ok(t.get((target.0, kind, position)).map_err(read_storage)?.is_some())
     }
 
     /// The index of the entry with hash `entry_hash`.

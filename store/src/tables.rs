@@ -6,16 +6,22 @@ pub type Key32 = [u8; 32];
 
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-/// ref → ObjectMeta.
+/// ref → ObjectMeta, with the object's sequence number (`rows::ObjectRow`).
 pub const OBJECTS: TableDefinition<Key32, &[u8]> = TableDefinition::new("objects");
-/// ref → raw payload bytes (exactly one per object).
-pub const PAYLOADS: TableDefinition<Key32, &[u8]> = TableDefinition::new("payloads");
+/// sequence number → raw payload bytes (exactly one per object). Objects are
+/// numbered in the order they are first written, so a batch's payloads are
+/// appended together instead of landing on random pages.
+pub const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads_by_seq");
+/// sequence number → ref: which object a sequence number is.
+pub const OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object_seq");
 /// (semanticId, ref) → (): ascending-hash paging per semantic id.
 pub const BY_SEMANTIC_ID: TableDefinition<(&str, Key32), ()> = TableDefinition::new("by_semantic_id");
 /// entryIndex → LogEntry; contiguous from 0.
 pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 /// world ref → World.
 pub const WORLDS: TableDefinition<Key32, &[u8]> = TableDefinition::new("worlds");
+/// revision → world ref (one world per revision: revision = entryIndex).
+pub const WORLD_BY_REVISION: TableDefinition<u64, Key32> = TableDefinition::new("world_by_revision");
 /// head name → ref (`world/selected` and registry heads).
 pub const HEADS: TableDefinition<&str, Key32> = TableDefinition::new("heads");
 /// (registry name, transition id) → transitionFn of the current revision.
@@ -34,9 +40,12 @@ pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::n
 pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
 /// credentialId = sha256(token) → Session.
 pub const SESSIONS: TableDefinition<Key32, &[u8]> = TableDefinition::new("sessions");
-/// (target ref, referrer kind, referrer) → (): who names an object. Kinds are
-/// `REFERRER_*`; the referrer is an object ref, an entry hash or a world ref.
-pub const REFERRERS: TableDefinition<(Key32, u8, Key32), ()> = TableDefinition::new("referrers");
+/// (target ref, referrer kind, position) → (): who names an object. Kinds are
+/// `REFERRER_*`; the position is the referring object's sequence number, the
+/// entry's index or the world's revision. Positions grow with time, so the
+/// rows naming a much-named target (a transitionFn) are appended at the end of
+/// its range, not scattered by hash.
+pub const REFERRERS: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
 /// effect record ref → JournalKey of the outcome that carries it.
 pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
 /// entryHash → entryIndex.
@@ -47,7 +56,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 1;
+pub const STORE_FORMAT: u64 = 2;
 
 /// An object whose payload names the target ref.
 pub const REFERRER_OBJECT: u8 = 1;

@@ -168,29 +168,31 @@ impl<'a> Verifier<'a> {
     }
 
     /// The one pass over payload bytes (they dominate the store): rehashes each
-    /// payload and checks it against its metadata row, in parallel. Returns how
-    /// many payloads have a metadata row, so that `objects` can tell whether any
-    /// object lacks a payload without reading the payloads again.
+    /// payload, in parallel over ranges of sequence numbers, and checks it
+    /// against the object its number names and that object's row. Returns how
+    /// many payloads pair up exactly with a row, so that `objects` can tell
+    /// whether any object lacks a payload without reading the payloads again.
     fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Result<u64, String> {
         let Some(payloads) = self.table(PAYLOADS)? else { return Ok(0) };
         let objects = self.table(OBJECTS)?;
+        let numbers = self.table(OBJECT_SEQ)?;
         let total = payloads.len().map_err(|e| e.to_string())?;
+        let end = payloads.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
         let threads = match opts.threads {
             0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             n => n,
         }
-        .clamp(1, 64);
+        .clamp(1, 64) as u64;
         let done = AtomicU64::new(0);
         let bytes = AtomicU64::new(0);
         let paired = AtomicU64::new(0);
         std::thread::scope(|s| {
             for part in 0..threads {
-                let (payloads, objects, done, bytes, paired) = (&payloads, &objects, &done, &bytes, &paired);
+                let (payloads, objects, numbers) = (&payloads, &objects, &numbers);
+                let (done, bytes, paired) = (&done, &bytes, &paired);
                 s.spawn(move || {
-                    let lo = first_key(part * 256 / threads);
-                    let hi = (part + 1) * 256 / threads;
-                    let range = if hi >= 256 { payloads.range(lo..) } else { payloads.range(lo..first_key(hi)) };
-                    let range = match range {
+                    let (lo, hi) = (split(end, part, threads), split(end, part + 1, threads));
+                    let range = match payloads.range(lo..hi) {
                         Ok(r) => r,
                         Err(e) => return self.sink.engine("payloads", e),
                     };
@@ -199,32 +201,43 @@ impl<'a> Verifier<'a> {
                             Ok(kv) => kv,
                             Err(e) => return self.sink.engine("payloads", e),
                         };
-                        let r = Ref(k.value());
-                        let payload = v.value();
+                        let (seq, payload) = (k.value(), v.value());
                         let actual = Ref::of(payload);
+                        let named = match numbers.as_ref().map(|t| t.get(seq)) {
+                            Some(Ok(n)) => n.map(|n| Ref(n.value())),
+                            None => None,
+                            Some(Err(e)) => return self.sink.engine("object_seq", e),
+                        };
+                        let r = match named {
+                            Some(r) => r,
+                            None => {
+                                let detail = format!("payload {seq} (hashing to {actual}) has no object number");
+                                self.sink.push("object_seq", seq, FaultKind::Missing, detail);
+                                actual
+                            }
+                        };
                         if actual != r {
-                            self.sink.push(
-                                "payloads",
-                                r,
-                                FaultKind::HashMismatch,
-                                format!("payload hashes to {actual}"),
-                            );
+                            let detail = format!("payload hashes to {actual}");
+                            self.sink.push("payloads", r, FaultKind::HashMismatch, detail);
                         }
-                        let meta = match objects.as_ref().map(|t| t.get(r.0)) {
-                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectMeta>("objects", &r, row.value())),
+                        let row = match objects.as_ref().map(|t| t.get(r.0)) {
+                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectRow>("objects", &r, row.value())),
                             Some(Ok(None)) | None => None,
                             Some(Err(e)) => return self.sink.engine("objects", e),
                         };
-                        match meta {
+                        match row {
                             None => self.sink.push("objects", r, FaultKind::Missing, "payload has no metadata row"),
-                            Some(meta) => {
+                            // A row that does not decode is reported by `objects`.
+                            Some(Err(_)) => {}
+                            Some(Ok(row)) if row.seq != seq => {
+                                let detail = format!("row says payload {} but object number {seq} names it", row.seq);
+                                self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                            }
+                            Some(Ok(row)) => {
                                 paired.fetch_add(1, Ordering::Relaxed);
-                                // A row that does not decode is reported by `objects`.
-                                if let Ok(meta) = meta
-                                    && meta.size != payload.len() as u64
-                                {
+                                if row.size != payload.len() as u64 {
                                     let detail =
-                                        format!("metadata says {} bytes, payload has {}", meta.size, payload.len());
+                                        format!("metadata says {} bytes, payload has {}", row.size, payload.len());
                                     self.sink.push("objects", r, FaultKind::Mismatch, detail);
                                 }
                             }
@@ -245,12 +258,13 @@ impl<'a> Verifier<'a> {
     }
 
     /// Metadata rows and their index rows. Which payloads lack a row, and sizes, were
-    /// checked by `payloads`; `paired` payloads had a row, so every object has a
+    /// checked by `payloads`; `paired` payloads had their row, so every object has a
     /// payload exactly when `paired` equals the number of objects. Only when it does
     /// not (or that pass failed) are payloads looked up one by one, to name the missing.
     fn objects(&self, paired: Option<u64>, counts: &mut Counts) -> Step {
         let Some(objects) = self.table(OBJECTS)? else { return Ok(()) };
         let payloads = self.table(PAYLOADS)?;
+        let numbers = self.table(OBJECT_SEQ)?;
         let index = self.table(BY_SEMANTIC_ID)?;
         for item in objects.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
@@ -275,10 +289,16 @@ impl<'a> Verifier<'a> {
         }
         if paired != Some(counts.objects) {
             for item in objects.iter().map_err(|e| e.to_string())? {
-                let (k, _) = item.map_err(|e| e.to_string())?;
-                let present = payloads.as_ref().map(|t| t.get(k.value()).map(|p| p.is_some())).transpose();
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let r = Ref(k.value());
+                let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) else { continue };
+                let present = payloads.as_ref().map(|t| t.get(row.seq).map(|p| p.is_some())).transpose();
                 if !present.map_err(|e| e.to_string())?.unwrap_or(false) {
-                    self.sink.push("payloads", Ref(k.value()), FaultKind::Missing, "object has no payload");
+                    self.sink.push("payloads", r, FaultKind::Missing, "object has no payload");
+                }
+                let named = numbers.as_ref().map(|t| t.get(row.seq).map(|n| n.map(|n| Ref(n.value())))).transpose();
+                if named.map_err(|e| e.to_string())?.flatten() != Some(r) {
+                    self.sink.push("object_seq", row.seq, FaultKind::Mismatch, format!("does not name object {r}"));
                 }
             }
         }
@@ -395,6 +415,10 @@ impl<'a> Verifier<'a> {
             let recomputed = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
             if w.world_ref != r || recomputed != r {
                 self.sink.push("worlds", r, FaultKind::HashMismatch, format!("world ref recomputes to {recomputed}"));
+            }
+            if self.snap.world_at(w.revision).ok().flatten() != Some(r) {
+                let detail = format!("does not name world {r}");
+                self.sink.push("world_by_revision", w.revision, FaultKind::Missing, detail);
             }
             for target in [w.state_root, w.log_head] {
                 if !self.snap.has_referrer(&target, REFERRER_WORLD, &r).unwrap_or(false) {
@@ -662,8 +686,7 @@ impl<'a> Verifier<'a> {
     }
 }
 
-fn first_key(byte: usize) -> [u8; 32] {
-    let mut k = [0u8; 32];
-    k[0] = byte as u8;
-    k
+/// The start of part `part` of `parts` of the range `0..end`.
+fn split(end: u64, part: u64, parts: u64) -> u64 {
+    (end as u128 * part as u128 / parts as u128) as u64
 }

@@ -166,10 +166,16 @@ fn invocation(fx: &Fixture) -> String {
     fx.task.invocation_id()
 }
 
+/// The sequence number that keys the fixture payload.
+fn payload_seq(fx: &Fixture) -> u64 {
+    let store = ReadOnlyStore::open(&fx.path).unwrap();
+    store.snapshot().unwrap().object_seq(&fx.payload.hash).unwrap().expect("the payload object has a number")
+}
+
 #[test]
 fn a_flipped_payload_byte_is_a_hash_mismatch_naming_the_payload() {
     let fx = fixture();
-    let key = fx.payload.hash.0;
+    let key = payload_seq(&fx);
     tamper(&fx.path, |txn| {
         let mut t = txn.open_table(PAYLOADS).unwrap();
         let mut bytes = t.get(key).unwrap().unwrap().value().to_vec();
@@ -205,10 +211,23 @@ fn bytes_flipped_in_the_file_under_a_payload_pass_redb_unnoticed_but_not_verify(
 #[test]
 fn a_deleted_payload_is_reported_missing() {
     let fx = fixture();
+    let seq = payload_seq(&fx);
     tamper(&fx.path, |txn| {
-        txn.open_table(PAYLOADS).unwrap().remove(fx.payload.hash.0).unwrap();
+        txn.open_table(PAYLOADS).unwrap().remove(seq).unwrap();
     });
     assert_fault(&verify_offline(&fx.path), "payloads", &fx.payload.hash.to_string(), FaultKind::Missing);
+}
+
+#[test]
+fn an_object_number_naming_another_object_is_reported() {
+    let fx = fixture();
+    let seq = payload_seq(&fx);
+    tamper(&fx.path, |txn| {
+        txn.open_table(OBJECT_SEQ).unwrap().insert(seq, [7u8; 32]).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "object_seq", &seq.to_string(), FaultKind::Mismatch);
+    assert_fault(&report, "payloads", &Ref([7u8; 32]).to_string(), FaultKind::HashMismatch);
 }
 
 #[test]

@@ -34,11 +34,12 @@ fn entry(index: u64, written_by: &str) -> LogEntry {
 
 /// Valid rows of each target, by seed name.
 fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
-    let meta = ObjectMeta {
+    let meta = ObjectRow {
         interface_hash: Ref::of(b"world/note/v1"),
         semantic_id: "world/note/v1".into(),
         provenance: "coordinator:mcp".into(),
         size: 42,
+        seq: 9,
     };
     let root = Ref::of(b"root");
     let e = entry(7, "coordinator:a2a");
@@ -76,7 +77,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         at: 9,
     };
     let outcome = |status, record_ref, result_ref| EffectOutcome { status, record_ref, result_ref, at: 10 };
-    let enc = rows::encode::<ObjectMeta>;
+    let enc = rows::encode::<ObjectRow>;
     BTreeMap::from([
         (
             "row_object_meta",
@@ -84,7 +85,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
                 ("valid-note", enc(&meta)),
                 (
                     "valid-empty-strings",
-                    rows::encode(&ObjectMeta {
+                    rows::encode(&ObjectRow {
                         semantic_id: String::new(),
                         provenance: String::new(),
                         size: 0,

@@ -102,10 +102,13 @@ fn why_exits_1_and_names_the_link_when_a_stored_payload_was_altered() {
             redb::Builder::new().set_concurrency_mode(redb::ConcurrencyMode::SingleWriter).open(&w.store.db).unwrap();
         let txn = db.begin_write().unwrap();
         {
+            let objects = txn.open_table(world_store::tables::OBJECTS).unwrap();
+            let row = objects.get(record.0).unwrap().unwrap().value().to_vec();
+            let seq = world_store::rows::decode::<world_store::ObjectRow>("objects", &record, &row).unwrap().seq;
             let mut payloads = txn.open_table(world_store::tables::PAYLOADS).unwrap();
-            let mut bytes = payloads.get(record.0).unwrap().unwrap().value().to_vec();
+            let mut bytes = payloads.get(seq).unwrap().unwrap().value().to_vec();
             bytes[1] ^= 0x20;
-            payloads.insert(record.0, bytes.as_slice()).unwrap();
+            payloads.insert(seq, bytes.as_slice()).unwrap();
         }
         txn.commit().unwrap();
     }
