@@ -214,7 +214,7 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
     let (apply1, commit1) = store.writer_time();
     let batches = (batches1 - batches0).max(1) as f64;
     eprintln!(
-        "  {committers}: apply {:.0} us/batch, commit {:.0} us/batch, {:.1} KiB written/commit",
+        "  {committers} committer(s): the writer spent {:.0} us/batch applying and {:.0} us/batch committing; {:.1} KiB written per commit",
         (apply1 - apply0).as_secs_f64() * 1e6 / batches,
         (commit1 - commit0).as_secs_f64() * 1e6 / batches,
         (written_bytes() - io0) as f64 / 1024.0 / lat.len() as f64
