@@ -28,6 +28,43 @@ pub struct RestCommit {
     pub entry: LogEntry,
 }
 
+impl RestCommit {
+    /// The genesis commit of `goal`: entry 0 naming it as its transitionRef,
+    /// world 0 with it as state root, hashes derived as the kernel checks them,
+    /// and the entry preimage's digest as the request digest.
+    pub fn genesis(
+        goal: NewObject,
+        transition_fn: Ref,
+        interpreter: Ref,
+        semantics_epoch: u64,
+        written_by: &str,
+    ) -> Self {
+        let header = EntryHeader {
+            entry_index: 0,
+            semantics_epoch,
+            transition_fn,
+            interpreter,
+            prev_entry_hash: Ref::of(b"genesis"),
+            written_by: written_by.to_string(),
+        };
+        let entry_hash = canonical::entry_hash(&header, &goal.hash);
+        let next_world = World {
+            world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
+            revision: 0,
+            state_root: goal.hash,
+            log_head: entry_hash,
+        };
+        RestCommit {
+            invocation_id: None,
+            request_digest: Ref::of(&canonical::entry_preimage(&header, &goal.hash)),
+            observed_head: None,
+            entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+            next_world,
+            objects: vec![goal],
+        }
+    }
+}
+
 /// Everything a coordinator invocation commits. The writer assigns the entry
 /// index and previous hash from the head it finds (rebasing).
 #[derive(Clone, Debug)]

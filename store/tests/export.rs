@@ -9,28 +9,9 @@ fn populated() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(&dir.path().join("src.db"), 1).unwrap();
     let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":1}".to_vec());
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"fn"),
-        interpreter: Ref::of(b"i"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: "test".into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let world = World {
-        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
-        revision: 0,
-        state_root: goal.hash,
-        log_head: entry_hash,
-    };
     let commit = RestCommit {
         invocation_id: Some("rest:g".into()),
-        request_digest: Ref::of(b"d"),
-        observed_head: None,
-        objects: vec![goal.clone()],
-        next_world: world,
-        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
+        ..RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"i"), 1, "test")
     };
     store.call(Op::CommitWorld(commit)).unwrap();
     let key = TaskKey { surface: Surface::A2a, episode: "ep".into(), task_id: "t1".into() };

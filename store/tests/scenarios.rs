@@ -13,29 +13,7 @@ fn temp_store() -> (tempfile::TempDir, Store) {
 /// A REST genesis commit built the way a client must build it.
 fn genesis() -> RestCommit {
     let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":\"demo\"}".to_vec());
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"fn"),
-        interpreter: Ref::of(b"interp"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: "test".into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let world = World {
-        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
-        revision: 0,
-        state_root: goal.hash,
-        log_head: entry_hash,
-    };
-    RestCommit {
-        invocation_id: None,
-        request_digest: Ref::of(b"req"),
-        observed_head: None,
-        objects: vec![goal.clone()],
-        next_world: world,
-        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
-    }
+    RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"interp"), 1, "test")
 }
 
 fn assert_verifies(store: &Store) {

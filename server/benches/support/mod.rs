@@ -372,30 +372,8 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
     let path = dir.join(format!("floor-{clients}.db"));
     let (store, _) = Store::open(&path, 1).expect("open the floor store");
     let goal = NewObject::derived("world/demo/genesis-goal", "bench", b"{\"goal\":\"floor\"}".to_vec());
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"fn"),
-        interpreter: Ref::of(b"interp"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: "bench".into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let world = World {
-        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
-        revision: 0,
-        state_root: goal.hash,
-        log_head: entry_hash,
-    };
     store
-        .call(Op::CommitWorld(RestCommit {
-            invocation_id: None,
-            request_digest: Ref::of(b"genesis"),
-            observed_head: None,
-            objects: vec![goal.clone()],
-            next_world: world,
-            entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
-        }))
+        .call(Op::CommitWorld(RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"interp"), 1, "bench")))
         .expect("genesis");
     let source = NewObject::derived("world/transition-source/v1", "bench", b"builtin:tools.echo".to_vec());
     let interpreter = NewObject::derived("world/interpreter/v1", "bench", b"builtin".to_vec());

@@ -7,7 +7,7 @@ use crate::publish::{PublishRequest, publish};
 use crate::sessions::{self, MintRequest};
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{EntryHeader, Grant, LogEntry, NewObject, Op, Reads, Ref, RestCommit, Store, World, canonical};
+use world_store::{Grant, NewObject, Op, Reads, Ref, RestCommit, Store, canonical};
 
 /// The demo episode and its sessions' lifetime (30 days).
 pub const DEMO_EPISODE: &str = "demo";
@@ -21,29 +21,13 @@ pub fn genesis(written_by: &str) -> RestCommit {
         written_by,
         canonical::to_vec(&serde_json::json!({"world": "genesis", "createdBy": written_by})),
     );
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: crate::registry::SEMANTICS_EPOCH,
-        transition_fn: Ref::of(b"genesis"),
-        interpreter: crate::registry::builtin_interpreter().hash,
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: written_by.to_string(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let next_world = World {
-        world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
-        revision: 0,
-        state_root: goal.hash,
-        log_head: entry_hash,
-    };
-    RestCommit {
-        invocation_id: None,
-        request_digest: Ref::of(&canonical::entry_preimage(&header, &goal.hash)),
-        observed_head: None,
-        entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
-        next_world,
-        objects: vec![goal],
-    }
+    RestCommit::genesis(
+        goal,
+        Ref::of(b"genesis"),
+        crate::registry::builtin_interpreter().hash,
+        crate::registry::SEMANTICS_EPOCH,
+        written_by,
+    )
 }
 
 fn demo_grants() -> Vec<Grant> {
