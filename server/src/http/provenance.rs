@@ -1,5 +1,6 @@
-//! `GET /v1/objects/{ref}/referrers`: who names an object (entries, worlds,
-//! records), from the reverse-reference index kept by every commit.
+//! `GET /v1/objects/{ref}/referrers`: who names an object (objects, entries,
+//! worlds; each kind in write order), from the reverse-reference index kept by
+//! every commit.
 
 use super::{Rest, State, json, query_pairs, read};
 use axum::Router;
