@@ -81,6 +81,21 @@ fn a_rest_id_is_idempotent_for_the_same_commit_and_refused_for_another() {
     assert_eq!(store.snapshot().unwrap().receipt_state("rest:nope").unwrap().0, ReceiptState::NotStarted);
 }
 
+/// An intent of one unit of `effect` on the worktree, under a grant of `grant_budget`.
+fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, request: &[u8]) -> IntentRequest {
+    IntentRequest {
+        task: key.clone(),
+        ordinal,
+        effect_id: "e1".into(),
+        effect: effect.into(),
+        scope: "worktree".into(),
+        cost: 1,
+        grant_budget,
+        request: NewObject::derived("world/effect-request/v1", "host/broker", request.to_vec()),
+        at: 1,
+    }
+}
+
 fn task(id: &str) -> TaskKey {
     TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: id.into() }
 }
@@ -150,17 +165,7 @@ fn budget_is_debited_exactly_to_the_grant_and_never_below_zero() {
     store.call(Op::CommitWorld(genesis())).unwrap();
     let key = task("spend");
     store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
-    let intent = |ordinal: u32| IntentRequest {
-        task: key.clone(),
-        ordinal,
-        effect_id: "e1".into(),
-        effect: "Workspace.Read".into(),
-        scope: "worktree".into(),
-        cost: 1,
-        grant_budget: 2,
-        request: NewObject::derived("world/effect-request/v1", "host/broker", format!("req{ordinal}").into_bytes()),
-        at: 1,
-    };
+    let intent = |ordinal: u32| intent(&key, ordinal, "Workspace.Read", 2, format!("req{ordinal}").as_bytes());
     assert_eq!(
         store.call(Op::RecordIntent(intent(0))).unwrap(),
         Reply::Debited(Debit { budget_before: 2, budget_after: 1 })
@@ -194,17 +199,7 @@ fn recovery_marks_unfinished_work_fail_closed_and_is_idempotent() {
         for id in ["with-effect", "without"] {
             store.call(Op::BeginTask { task: task(id), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
         }
-        let i = IntentRequest {
-            task: task("with-effect"),
-            ordinal: 0,
-            effect_id: "e1".into(),
-            effect: "Workspace.Write".into(),
-            scope: "worktree".into(),
-            cost: 1,
-            grant_budget: 5,
-            request: NewObject::derived("world/effect-request/v1", "host/broker", b"w".to_vec()),
-            at: 1,
-        };
+        let i = intent(&task("with-effect"), 0, "Workspace.Write", 5, b"w");
         store.call(Op::RecordIntent(i)).unwrap();
     }
     let (store, report) = Store::open(&path, 9).unwrap();
@@ -305,17 +300,7 @@ fn the_open_task_set_holds_exactly_the_started_tasks_whichever_batches_write_the
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(&store);
         let create = |key: &TaskKey| Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"o"), at: 1 };
-        let intent = |key: &TaskKey| IntentRequest {
-            task: key.clone(),
-            ordinal: 0,
-            effect_id: "e1".into(),
-            effect: "Workspace.Read".into(),
-            scope: "worktree".into(),
-            cost: 1,
-            grant_budget: 10,
-            request: NewObject::derived("world/effect-request/v1", "host/broker", key.task_id.clone().into_bytes()),
-            at: 1,
-        };
+        let intent = |key: &TaskKey| intent(key, 0, "Workspace.Read", 10, key.task_id.as_bytes());
         let outcome = |key: &TaskKey| OutcomeRequest {
             task: key.clone(),
             ordinal: 0,
