@@ -29,9 +29,49 @@ pub struct RestCommit {
 }
 
 impl RestCommit {
-    /// The genesis commit of `goal`: entry 0 naming it as its transitionRef,
-    /// world 0 with it as state root, hashes derived as the kernel checks them,
-    /// and the entry preimage's digest as the request digest.
+    /// The commit appending one entry onto `head` (or the genesis when there is
+    /// none): the entry names `transition` as its transitionRef, the new world
+    /// has `state_root`, and index, previous hash, entry hash and world ref are
+    /// derived as the kernel checks them. The request digest is the digest of
+    /// the entry preimage.
+    pub fn next(
+        head: Option<&World>,
+        transition: NewObject,
+        state_root: Ref,
+        transition_fn: Ref,
+        interpreter: Ref,
+        semantics_epoch: u64,
+        written_by: &str,
+    ) -> Self {
+        let (entry_index, prev_entry_hash) =
+            head.map(|w| (w.revision + 1, w.log_head)).unwrap_or((0, Ref::of(b"genesis")));
+        let header = EntryHeader {
+            entry_index,
+            semantics_epoch,
+            transition_fn,
+            interpreter,
+            prev_entry_hash,
+            written_by: written_by.to_string(),
+        };
+        let entry_hash = canonical::entry_hash(&header, &transition.hash);
+        let next_world = World {
+            world_ref: canonical::world_ref(entry_index, &state_root, &entry_hash),
+            revision: entry_index,
+            state_root,
+            log_head: entry_hash,
+        };
+        RestCommit {
+            invocation_id: None,
+            request_digest: Ref::of(&canonical::entry_preimage(&header, &transition.hash)),
+            observed_head: head.map(|w| w.world_ref),
+            entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
+            next_world,
+            objects: vec![transition],
+        }
+    }
+
+    /// The genesis commit of `goal`: entry 0 naming it as its transitionRef and
+    /// world 0 with it as state root.
     pub fn genesis(
         goal: NewObject,
         transition_fn: Ref,
@@ -39,29 +79,8 @@ impl RestCommit {
         semantics_epoch: u64,
         written_by: &str,
     ) -> Self {
-        let header = EntryHeader {
-            entry_index: 0,
-            semantics_epoch,
-            transition_fn,
-            interpreter,
-            prev_entry_hash: Ref::of(b"genesis"),
-            written_by: written_by.to_string(),
-        };
-        let entry_hash = canonical::entry_hash(&header, &goal.hash);
-        let next_world = World {
-            world_ref: canonical::world_ref(0, &goal.hash, &entry_hash),
-            revision: 0,
-            state_root: goal.hash,
-            log_head: entry_hash,
-        };
-        RestCommit {
-            invocation_id: None,
-            request_digest: Ref::of(&canonical::entry_preimage(&header, &goal.hash)),
-            observed_head: None,
-            entry: LogEntry { header, entry_hash, transition_ref: goal.hash },
-            next_world,
-            objects: vec![goal],
-        }
+        let state_root = goal.hash;
+        RestCommit::next(None, goal, state_root, transition_fn, interpreter, semantics_epoch, written_by)
     }
 }
 

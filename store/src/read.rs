@@ -268,7 +268,6 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// Who names `target`, ordered by (kind, referrer), strictly after `after`.
     /// Who names `target`, by kind (objects, entries, worlds) and then in the
     /// order they were written, strictly after `after`.
     pub fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {

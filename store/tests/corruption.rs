@@ -27,29 +27,11 @@ const SCOPE: &str = "worktree";
 
 fn rest_commit(head: Option<&World>, content: &str, id: Option<&str>) -> RestCommit {
     let transition = NewObject::derived("world/rest-transition/v1", "test", content.as_bytes().to_vec());
-    let (index, prev) = head.map(|w| (w.revision + 1, w.log_head)).unwrap_or((0, Ref::of(b"genesis")));
-    let header = EntryHeader {
-        entry_index: index,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"fn"),
-        interpreter: Ref::of(b"interp"),
-        prev_entry_hash: prev,
-        written_by: "test".into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &transition.hash);
     let state_root = Ref::of(content.as_bytes());
     RestCommit {
         invocation_id: id.map(String::from),
         request_digest: Ref::of(content.as_bytes()),
-        observed_head: head.map(|w| w.world_ref),
-        next_world: World {
-            world_ref: canonical::world_ref(index, &state_root, &entry_hash),
-            revision: index,
-            state_root,
-            log_head: entry_hash,
-        },
-        entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
-        objects: vec![transition],
+        ..RestCommit::next(head, transition, state_root, Ref::of(b"fn"), Ref::of(b"interp"), 1, "test")
     }
 }
 

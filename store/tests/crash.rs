@@ -76,33 +76,11 @@ fn registry_objects() -> (NewObject, NewObject) {
 /// The next REST commit on top of `head` (or a genesis), carrying fresh content.
 fn next_rest_commit(head: Option<&World>, content: &str, invocation_id: Option<String>) -> RestCommit {
     let transition = NewObject::derived("world/rest-transition/v1", "crash-test", content.as_bytes().to_vec());
-    let (index, prev) = match head {
-        Some(w) => (w.revision + 1, w.log_head),
-        None => (0, Ref::of(b"genesis")),
-    };
-    let header = EntryHeader {
-        entry_index: index,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"fn"),
-        interpreter: Ref::of(b"interp"),
-        prev_entry_hash: prev,
-        written_by: "crash-test".into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &transition.hash);
     let state_root = Ref::of(format!("state {content}").as_bytes());
-    let world = World {
-        world_ref: canonical::world_ref(index, &state_root, &entry_hash),
-        revision: index,
-        state_root,
-        log_head: entry_hash,
-    };
     RestCommit {
         invocation_id,
         request_digest: Ref::of(content.as_bytes()),
-        observed_head: head.map(|w| w.world_ref),
-        entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
-        objects: vec![transition],
-        next_world: world,
+        ..RestCommit::next(head, transition, state_root, Ref::of(b"fn"), Ref::of(b"interp"), 1, "crash-test")
     }
 }
 
