@@ -2,11 +2,11 @@
 //! session's agent card. The wire logic is `world_protocol`'s; this is the shell
 //! that resolves sessions, builds the view and runs the coordinator.
 
-use super::{Rest, State, reply};
+use super::{Rest, State, Unresolved, reply, resolve_session};
 use crate::coordinator::{self, Call, CallError, Coordinator};
-use crate::limits::{CREDENTIAL_DEADLINE, DAEMON_VERSION, READ_DEADLINE};
+use crate::limits::{DAEMON_VERSION, READ_DEADLINE};
 use crate::registry;
-use crate::sessions::{self, Caller, ResolveError};
+use crate::sessions::{self, Caller};
 use axum::body::Body;
 use axum::http::{HeaderMap, header};
 use axum::response::Response;
@@ -31,20 +31,17 @@ enum Denied {
     Failed(String),
 }
 
-async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
-    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
-    let d = state.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
-        sessions::resolve(&snap, auth.as_deref(), crate::clock::now())
-    });
-    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
-        Err(_) => Err(Denied::Failed("credential lookup exceeded its 3 s deadline".into())),
-        Ok(Err(e)) => Err(Denied::Failed(e.to_string())),
-        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Denied::Session(d)),
-        Ok(Ok(Err(ResolveError::Read(e)))) => Err(Denied::Failed(e.to_string())),
-        Ok(Ok(Ok(c))) => Ok(c),
+impl From<Unresolved> for Denied {
+    fn from(u: Unresolved) -> Denied {
+        match u {
+            Unresolved::Denied(d) => Denied::Session(d),
+            other => Denied::Failed(other.cause()),
+        }
     }
+}
+
+async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
+    Ok(resolve_session(state, headers, |_, _, _| ()).await?.0)
 }
 
 /// Most built tool views kept (per registry head and visible set).
@@ -103,22 +100,11 @@ async fn resolve_with_tools(
     state: &State,
     headers: &HeaderMap,
 ) -> Result<(Caller, Result<Arc<SessionTools>, String>), Denied> {
-    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
-    let d = state.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
-        let caller = sessions::resolve(&snap, auth.as_deref(), crate::clock::now())?;
+    let tools = |d: &crate::daemon::Daemon, snap: &Snapshot, caller: &Caller| {
         let live = crate::clock::now() < caller.session.expires_at;
-        let tools = d.tools.get(&d.coordinator, &snap, &caller.session.grants, live);
-        Ok((caller, tools))
-    });
-    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
-        Err(_) => Err(Denied::Failed("credential lookup exceeded its 3 s deadline".into())),
-        Ok(Err(e)) => Err(Denied::Failed(e.to_string())),
-        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Denied::Session(d)),
-        Ok(Ok(Err(ResolveError::Read(e)))) => Err(Denied::Failed(e.to_string())),
-        Ok(Ok(Ok(found))) => Ok(found),
-    }
+        d.tools.get(&d.coordinator, snap, &caller.session.grants, live)
+    };
+    Ok(resolve_session(state, headers, tools).await?)
 }
 
 /// The session's tools (for the agent card), under the read deadline.

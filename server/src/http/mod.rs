@@ -80,6 +80,53 @@ pub fn json<T: serde::Serialize>(value: &T) -> axum::response::Response {
 }
 
 /// Logs the cause on stderr and returns the fixed `Internal` envelope.
+/// Why a request's session was not resolved.
+pub enum Unresolved {
+    /// The credential is absent, malformed, unknown or expired.
+    Denied(world_protocol::auth::SessionDenial),
+    /// The lookup did not finish within `CREDENTIAL_DEADLINE`.
+    Timeout,
+    /// The store could not be read.
+    Failed(String),
+}
+
+impl Unresolved {
+    /// What failed, for the log line of a refusal.
+    pub fn cause(&self) -> String {
+        match self {
+            Unresolved::Denied(d) => format!("{d:?}"),
+            Unresolved::Timeout => "credential lookup exceeded its 3 s deadline".into(),
+            Unresolved::Failed(why) => why.clone(),
+        }
+    }
+}
+
+/// Resolves the bearer session on the blocking pool under the credential
+/// deadline, then runs `then` on the same snapshot: every surface resolves
+/// sessions through this one function and maps `Unresolved` its own way.
+pub async fn resolve_session<T: Send + 'static>(
+    state: &State,
+    headers: &axum::http::HeaderMap,
+    then: impl FnOnce(&Daemon, &Snapshot, &crate::sessions::Caller) -> T + Send + 'static,
+) -> Result<(crate::sessions::Caller, T), Unresolved> {
+    use crate::sessions::ResolveError;
+    let auth = headers.get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
+    let d = state.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
+        let caller = crate::sessions::resolve(&snap, auth.as_deref(), crate::clock::now())?;
+        let extra = then(&d, &snap, &caller);
+        Ok::<_, ResolveError>((caller, extra))
+    });
+    match tokio::time::timeout(crate::limits::CREDENTIAL_DEADLINE, work).await {
+        Err(_) => Err(Unresolved::Timeout),
+        Ok(Err(join)) => Err(Unresolved::Failed(join.to_string())),
+        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Unresolved::Denied(d)),
+        Ok(Ok(Err(ResolveError::Read(e)))) => Err(Unresolved::Failed(e.to_string())),
+        Ok(Ok(Ok(found))) => Ok(found),
+    }
+}
+
 pub fn internal(route: &str, cause: &dyn std::fmt::Display) -> Rest {
     tracing::error!(route, %cause, "internal error");
     Rest(RestError::internal())

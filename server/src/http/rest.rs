@@ -1,8 +1,8 @@
 //! The frozen `/v1` REST table.
 
 use super::{Rest, State, internal, json, query_pairs, read, reply, write};
-use crate::limits::{COMMIT_BODY_MAX, COMMIT_DEADLINE, CREDENTIAL_DEADLINE, DAEMON_VERSION};
-use crate::sessions::{self, ResolveError};
+use crate::limits::{COMMIT_BODY_MAX, COMMIT_DEADLINE, DAEMON_VERSION};
+use crate::sessions;
 use axum::Router;
 use axum::body::{Body, HttpBody};
 use axum::extract::{Path, RawQuery, State as AxState};
@@ -401,18 +401,13 @@ struct Selected {
 
 /// Authorization first: nothing about the request is looked at before the session resolves.
 pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessions::Caller, Rest> {
-    let auth = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
-    let daemon = state.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let snap = daemon.store.snapshot().map_err(ResolveError::Read)?;
-        sessions::resolve(&snap, auth.as_deref(), crate::clock::now())
-    });
-    match tokio::time::timeout(CREDENTIAL_DEADLINE, work).await {
-        Err(_) => Err(Rest(RestError::new(RestClass::Timeout, "credential lookup exceeded its 3 s deadline"))),
-        Ok(Err(join)) => Err(internal("session", &join)),
-        Ok(Ok(Err(ResolveError::Denied(d)))) => Err(Rest(rest_denial(d))),
-        Ok(Ok(Err(ResolveError::Read(e)))) => Err(internal("session", &e)),
-        Ok(Ok(Ok(caller))) => Ok(caller),
+    match super::resolve_session(state, headers, |_, _, _| ()).await {
+        Ok((caller, ())) => Ok(caller),
+        Err(super::Unresolved::Denied(d)) => Err(Rest(rest_denial(d))),
+        Err(super::Unresolved::Timeout) => {
+            Err(Rest(RestError::new(RestClass::Timeout, "credential lookup exceeded its 3 s deadline")))
+        }
+        Err(super::Unresolved::Failed(why)) => Err(internal("session", &why)),
     }
 }
 
