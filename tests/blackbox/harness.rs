@@ -7,12 +7,10 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
-pub const WORLDD: &str = env!("CARGO_BIN_EXE_worldd");
+use crate::process::{EXIT_WAIT, STARTUP_WAIT};
+pub use crate::process::{WORLDD, worldd};
 
-/// Generous bounds for a debug binary on a loaded machine; they only turn a
-/// hang into a failure, nothing asserts speed.
-const STARTUP_WAIT: Duration = Duration::from_secs(60);
-const EXIT_WAIT: Duration = Duration::from_secs(30);
+/// A bound that only turns a hang into a failure; nothing asserts speed.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A temporary directory holding `world.db` (not yet created).
@@ -368,47 +366,6 @@ pub fn raw_head(method: &str, addr: &str, path: &str, extra: &[u8]) -> Vec<u8> {
     out.extend_from_slice(extra);
     out.extend_from_slice(b"\r\n");
     out
-}
-
-/// Runs `worldd ARGS…` to completion with stdin null (so no terminal answers a prompt).
-pub fn worldd(args: &[&str]) -> Output {
-    run(Command::new(WORLDD).args(args))
-}
-
-/// Runs a command to completion, failing the test instead of hanging.
-pub fn run(cmd: &mut Command) -> Output {
-    let mut child = cmd
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn worldd");
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + EXIT_WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Output { status, stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
 }
 
 pub fn stdout(o: &Output) -> String {

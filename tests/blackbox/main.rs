@@ -11,6 +11,8 @@ mod cli;
 mod fixture;
 mod harness;
 mod openapi;
+#[path = "../common/process.rs"]
+mod process;
 mod provenance;
 mod publish;
 mod rest;

@@ -8,139 +8,22 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
+use std::process::Output;
 use std::time::{Duration, Instant};
 use world_store::{EntryHeader, NewObject, Ref, canonical};
 
-pub const WORLDD: &str = env!("CARGO_BIN_EXE_worldd");
+pub use crate::process::{Daemon, text, worldd};
+
 /// The Python the shipped examples name.
 pub const PYTHON: &str = "/usr/bin/python3";
 
 /// Bounds that only turn a hang into a failure; nothing asserts speed.
-const STARTUP_WAIT: Duration = Duration::from_secs(60);
-const EXIT_WAIT: Duration = Duration::from_secs(30);
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// A running `worldd serve`; dropping it kills the process.
-pub struct Daemon {
-    child: Option<Child>,
-    /// `127.0.0.1:PORT`.
-    pub addr: String,
-    stderr: Arc<Mutex<Vec<String>>>,
-}
-
-impl Daemon {
-    pub fn start(db: &Path, extra: &[String]) -> Daemon {
-        let mut child = Command::new(WORLDD)
-            .arg("serve")
-            .arg("--db")
-            .arg(db)
-            .args(["--bind", "127.0.0.1:0"])
-            .args(extra)
-            .env("NO_COLOR", "1")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn worldd serve");
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel::<String>();
-        let pipe = child.stderr.take().expect("stderr pipe");
-        let lines = stderr.clone();
-        // Drains stderr for the daemon's whole life, so it never blocks on a full pipe.
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                lines.lock().unwrap().push(line.clone());
-                let _ = tx.send(line);
-            }
-        });
-        let deadline = Instant::now() + STARTUP_WAIT;
-        let listening = loop {
-            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) if line.starts_with("worldd listening on http://") => break line,
-                Ok(_) => continue,
-                Err(e) => {
-                    let _ = child.kill();
-                    let status = child.wait();
-                    panic!("worldd serve did not report listening ({e}); exit {status:?}; stderr: {:?}", stderr.lock());
-                }
-            }
-        };
-        let addr = listening
-            .strip_prefix("worldd listening on http://")
-            .and_then(|rest| rest.split_once(' '))
-            .map(|(addr, _)| addr.to_string())
-            .unwrap_or_else(|| panic!("unexpected listening line {listening:?}"));
-        Daemon { child: Some(child), addr, stderr }
-    }
-
-    pub fn stderr_text(&self) -> String {
-        self.stderr.lock().unwrap().join("\n")
-    }
-
-    /// SIGKILL: no drain, no cleanup; waits until the process is gone.
-    pub fn kill9(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            child.kill().expect("SIGKILL worldd");
-            child.wait().expect("reap worldd");
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        self.kill9();
-    }
-}
 
 pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(HTTP_TIMEOUT)).build().into()
-}
-
-/// Runs `worldd ARGS…` to completion with stdin null (no terminal answers a prompt).
-pub fn worldd(args: &[&str]) -> Output {
-    let mut child = Command::new(WORLDD)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn worldd");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + EXIT_WAIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("worldd {args:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Output { status, stdout: out_reader.join().unwrap(), stderr: err_reader.join().unwrap() }
-}
-
-pub fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `worldd ARGS…` that must succeed; returns stdout.

@@ -17,4 +17,6 @@ mod crash;
 mod exactly_once;
 mod exec_runtime;
 mod harness;
+#[path = "../common/process.rs"]
+mod process;
 mod unrecorded;

@@ -13,5 +13,7 @@ mod a2a;
 mod card;
 mod harness;
 mod mcp;
+#[path = "../common/process.rs"]
+mod process;
 mod reliability;
 mod store;
