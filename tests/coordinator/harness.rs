@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
-use world_store::{EntryHeader, NewObject, Ref, canonical};
+use world_store::Ref;
 
 pub use crate::process::{Daemon, text, worldd};
 
@@ -279,31 +279,9 @@ fn rand_suffix() -> String {
     format!("{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// The REST body of an honest genesis commit (the shape of world-docs-facts §3.3).
+/// The REST body of this suite's genesis commit.
 pub fn genesis_body() -> Value {
-    let by = "coordinator-tests";
-    let goal =
-        NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis", "createdBy": by})));
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"genesis"),
-        interpreter: Ref::of(b"genesis"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: by.to_string(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let world_ref = canonical::world_ref(0, &goal.hash, &entry_hash);
-    json!({
-        "observedHead": "",
-        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
-            "semanticId": goal.semantic_id, "provenance": goal.provenance,
-            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
-        "nextWorld": {"ref": world_ref.to_string(), "revision": 0, "stateRoot": goal.hash.to_string(),
-            "logHead": entry_hash.to_string()},
-        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
-            "transitionRef": goal.hash.to_string()},
-    })
+    crate::commit::genesis_body("coordinator-tests")
 }
 
 /// An A2A client bound to one session.

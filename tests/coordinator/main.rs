@@ -11,6 +11,8 @@
 //! - `unrecorded`: EffectsUnrecorded produced by republishing mid-effect.
 
 mod admission;
+#[path = "../common/commit.rs"]
+mod commit;
 mod concurrency;
 mod confinement;
 mod crash;

@@ -11,6 +11,8 @@
 
 mod a2a;
 mod card;
+#[path = "../common/commit.rs"]
+mod commit;
 mod harness;
 mod mcp;
 #[path = "../common/process.rs"]
