@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
@@ -150,4 +151,17 @@ pub fn run(cmd: &mut Command) -> Output {
 
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// `worldd ARGS…` that must succeed; returns stdout.
+pub fn worldd_ok(args: &[&str]) -> String {
+    let o = worldd(args);
+    assert!(o.status.success(), "worldd {args:?} failed: {}{}", text(&o.stdout), text(&o.stderr));
+    text(&o.stdout)
+}
+
+/// Writes an executable (mode 0755) script.
+pub fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }

@@ -8,13 +8,12 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 use world_store::Ref;
 
-pub use crate::process::{Daemon, text, worldd};
+pub use crate::process::{Daemon, text, worldd, worldd_ok, write_script};
 
 /// The Python the shipped examples name.
 pub const PYTHON: &str = "/usr/bin/python3";
@@ -24,18 +23,6 @@ const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(HTTP_TIMEOUT)).build().into()
-}
-
-/// `worldd ARGS…` that must succeed; returns stdout.
-pub fn worldd_ok(args: &[&str]) -> String {
-    let o = worldd(args);
-    assert!(o.status.success(), "worldd {args:?} failed: {}{}", text(&o.stdout), text(&o.stderr));
-    text(&o.stdout)
-}
-
-pub fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// What a lab starts with.

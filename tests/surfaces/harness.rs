@@ -11,13 +11,12 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 use world_store::Ref;
 
-pub use crate::process::{Daemon, text, worldd};
+pub use crate::process::{Daemon, text, worldd, worldd_ok, write_script};
 
 /// The Python the shipped examples name.
 pub const PYTHON: &str = "/usr/bin/python3";
@@ -29,18 +28,6 @@ pub const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
 
 // ---- the command line ----
-
-/// `worldd ARGS…` that must succeed; returns stdout.
-pub fn worldd_ok(args: &[&str]) -> String {
-    let o = worldd(args);
-    assert!(o.status.success(), "worldd {args:?} failed: {}{}", text(&o.stdout), text(&o.stderr));
-    text(&o.stdout)
-}
-
-pub fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 // ---- the lab ----
 
