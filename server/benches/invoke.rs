@@ -18,26 +18,17 @@
 //!
 //! `INVOKE_BENCH_SECS` sets the seconds per row (default 3).
 
-use base64::Engine as _;
+mod support;
+
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use world_store::{EntryHeader, NewObject, Ref, canonical};
+use support::{FSYNC_SAMPLES, agent, fsync_rate, genesis, percentile, worldd_path};
 
-const FSYNC_SAMPLES: usize = 300;
 const BUDGET: &str = "100000000";
-
-fn worldd_path() -> PathBuf {
-    if let Some(p) = option_env!("CARGO_BIN_EXE_worldd") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current exe");
-    exe.parent().and_then(Path::parent).expect("<target>/<profile>").join("worldd")
-}
 
 struct Daemon {
     child: Child,
@@ -109,45 +100,6 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
     std::fs::read_to_string(out).unwrap().trim().to_string()
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
-fn genesis(addr: &str, token: &str) {
-    let by = "bench";
-    let goal = NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis"})));
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"genesis"),
-        interpreter: Ref::of(b"genesis"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: by.into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let body = json!({
-        "observedHead": "",
-        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
-            "semanticId": goal.semantic_id, "provenance": goal.provenance,
-            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
-        "nextWorld": {"ref": canonical::world_ref(0, &goal.hash, &entry_hash).to_string(), "revision": 0,
-            "stateRoot": goal.hash.to_string(), "logHead": entry_hash.to_string()},
-        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
-            "transitionRef": goal.hash.to_string()},
-    });
-    let resp = agent()
-        .post(&format!("http://{addr}/v1/commit"))
-        .header("Authorization", &format!("Bearer {token}"))
-        .header("Content-Type", "application/json")
-        .send(serde_json::to_vec(&body).unwrap())
-        .expect("genesis");
-    assert_eq!(resp.status().as_u16(), 200, "genesis");
-}
-
 /// What one row measured.
 struct Row {
     tool: &'static str,
@@ -157,14 +109,6 @@ struct Row {
     errors: u64,
     secs: f64,
     latencies: Vec<Duration>,
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i].as_secs_f64() * 1e3
 }
 
 static TASK: AtomicU64 = AtomicU64::new(0);
@@ -220,28 +164,6 @@ fn run_row(addr: &str, tokens: &[String], tool: &'static str, clients: usize, se
     let mut latencies = latencies;
     latencies.sort();
     Row { tool, clients, episodes: tokens.len(), calls: latencies.len(), errors: errors.into_inner(), secs, latencies }
-}
-
-/// Appends 4 KiB and fdatasyncs, `FSYNC_SAMPLES` times, in `dir`.
-fn fsync_rate(dir: &Path) -> (f64, f64, f64) {
-    let path = dir.join("fsync-probe");
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&path).unwrap();
-    let block = vec![0xA5u8; 4096];
-    let mut lat = Vec::with_capacity(FSYNC_SAMPLES);
-    let start = Instant::now();
-    for _ in 0..FSYNC_SAMPLES {
-        let t0 = Instant::now();
-        f.write_all(&block).unwrap();
-        // SAFETY: a plain syscall on an open descriptor.
-        let rc = unsafe { libc::fdatasync(f.as_raw_fd()) };
-        assert_eq!(rc, 0, "fdatasync");
-        lat.push(t0.elapsed());
-    }
-    let rate = FSYNC_SAMPLES as f64 / start.elapsed().as_secs_f64();
-    drop(f);
-    let _ = std::fs::remove_file(&path);
-    lat.sort();
-    (rate, percentile(&lat, 0.5), percentile(&lat, 0.99))
 }
 
 fn main() {

@@ -10,14 +10,14 @@
 
 #![allow(dead_code)] // each bench uses its own part
 
-use base64::Engine as _;
-use serde_json::json;
+#[path = "../../../tests/common/commit.rs"]
+mod commit;
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use world_store::{EntryHeader, NewObject, Ref, canonical};
 
 pub const FSYNC_SAMPLES: usize = 300;
 pub const BUDGET: &str = "1000000000";
@@ -169,27 +169,7 @@ pub fn agent() -> ureq::Agent {
 
 /// An honest genesis commit over REST.
 pub fn genesis(addr: &str, token: &str) {
-    let by = "bench";
-    let goal = NewObject::derived("world/genesis/v1", by, canonical::to_vec(&json!({"world": "genesis"})));
-    let header = EntryHeader {
-        entry_index: 0,
-        semantics_epoch: 1,
-        transition_fn: Ref::of(b"genesis"),
-        interpreter: Ref::of(b"genesis"),
-        prev_entry_hash: Ref::of(b"genesis"),
-        written_by: by.into(),
-    };
-    let entry_hash = canonical::entry_hash(&header, &goal.hash);
-    let body = json!({
-        "observedHead": "",
-        "objects": [{"hash": goal.hash.to_string(), "interfaceHash": goal.interface_hash.to_string(),
-            "semanticId": goal.semantic_id, "provenance": goal.provenance,
-            "payload": base64::engine::general_purpose::STANDARD.encode(&goal.payload)}],
-        "nextWorld": {"ref": canonical::world_ref(0, &goal.hash, &entry_hash).to_string(), "revision": 0,
-            "stateRoot": goal.hash.to_string(), "logHead": entry_hash.to_string()},
-        "entry": {"header": serde_json::to_value(&header).unwrap(), "entryHash": entry_hash.to_string(),
-            "transitionRef": goal.hash.to_string()},
-    });
+    let body = commit::genesis_body("bench");
     let resp = agent()
         .post(&format!("http://{addr}/v1/commit"))
         .header("Authorization", &format!("Bearer {token}"))
