@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub exec_allow: Vec<String>,
     /// Concurrent MCP host callbacks (the seed's limit is 8).
     pub host_callbacks: usize,
+    /// How runs for agents are confined.
+    pub confine: crate::cli::ConfineArgs,
 }
 
 /// A startup failure: the stage it happened at and why. Exit code 2.
@@ -84,7 +86,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     {
         return Err(fail("config", format!("--workspace-root {} is not a directory", root.display())));
     }
-    let worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
+    let mut worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
     let (store, recovery) = Store::open(&opts.db, crate::clock::now()).map_err(|e| fail("store-open", e))?;
     for effect in &recovery.indeterminate_effects {
         tracing::warn!(effect, "recovery: effect intent had no outcome; recorded indeterminate (its debit stands)");
@@ -95,6 +97,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let head = store.snapshot().and_then(|s| s.selected_head()).map_err(|e| fail("store-open", e))?;
     let db_path = std::fs::canonicalize(&opts.db).unwrap_or(opts.db.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
+    let confinement = start_confinement(&opts, &db_path, &scratch).await?;
+    worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
         store,
@@ -102,7 +106,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         interpreter_ref: Some(interpreter.hash),
         interpreter_version: String::from_utf8_lossy(&interpreter.payload).into_owned(),
         coordinator: Coordinator::default(),
-        runtimes: Runtimes::new(&scratch),
+        runtimes: Runtimes::new(confinement),
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
         tools: Default::default(),
@@ -124,6 +128,42 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     Ok(())
 }
 
+/// Checks the kernel can confine runs (or notes loudly that it will not).
+async fn start_confinement(
+    opts: &ServeOptions,
+    db_path: &std::path::Path,
+    scratch: &std::path::Path,
+) -> Result<Arc<crate::confine::Confinement>, StartupError> {
+    let options = opts.confine.options();
+    for dir in &options.widening.read_only {
+        let canon =
+            std::fs::canonicalize(dir).map_err(|e| fail("config", format!("--confine-read {}: {e}", dir.display())))?;
+        let store_dir = db_path.parent().unwrap_or(std::path::Path::new("/"));
+        let workspace = worktrees_root(opts);
+        if store_dir.starts_with(&canon)
+            || workspace.as_ref().is_some_and(|w| w.starts_with(&canon) || canon.starts_with(w))
+        {
+            return Err(fail(
+                "config",
+                format!("--confine-read {} would show runs the store or the worktrees", dir.display()),
+            ));
+        }
+    }
+    let confinement = crate::confine::Confinement::start(options, scratch).await.map_err(|e| {
+        fail("confinement", format!("{e}; pass --unconfined to run transitions and exec commands without confinement"))
+    })?;
+    if !confinement.is_confined() {
+        tracing::warn!(
+            "confinement is OFF (--unconfined): transitions and exec commands can reach everything this user can"
+        );
+    }
+    Ok(confinement)
+}
+
+fn worktrees_root(opts: &ServeOptions) -> Option<PathBuf> {
+    opts.workspace_root.as_ref().and_then(|w| std::fs::canonicalize(w).ok())
+}
+
 /// Exec scratch directories live beside the store, never inside a worktree.
 fn scratch_dir(db: &std::path::Path) -> Result<PathBuf, String> {
     let mut s = db.as_os_str().to_owned();
@@ -138,7 +178,8 @@ fn scratch_dir(db: &std::path::Path) -> Result<PathBuf, String> {
 /// workspace root, or agents could edit it through their tools.
 fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
     let interpreter = crate::registry::builtin_interpreter();
-    let mut w = Worktrees { root: None, exec_allow: Default::default(), tool: interpreter.hash.to_string() };
+    let mut w =
+        Worktrees { root: None, exec_allow: Default::default(), tool: interpreter.hash.to_string(), confinement: None };
     if let Some(root) = &opts.workspace_root {
         let root = std::fs::canonicalize(root).map_err(|e| format!("--workspace-root {}: {e}", root.display()))?;
         let db_dir = opts.db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));

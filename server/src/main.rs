@@ -3,6 +3,7 @@
 mod admin;
 mod cli;
 mod clock;
+mod confine;
 mod coordinator;
 mod daemon;
 mod effects;

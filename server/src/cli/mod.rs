@@ -45,6 +45,8 @@ enum Command {
         /// MCP host callbacks that may run at once; the next is refused with "capacity exceeded".
         #[arg(long, default_value_t = HOST_CALLBACKS_DEFAULT)]
         host_callbacks: usize,
+        #[command(flatten)]
+        confine: ConfineArgs,
     },
     /// Create a store, a genesis world, the builtin tools, a demo worktree and session, then serve.
     Quickstart {
@@ -52,6 +54,8 @@ enum Command {
         dir: PathBuf,
         #[arg(long, default_value = DEFAULT_BIND)]
         bind: String,
+        #[command(flatten)]
+        confine: ConfineArgs,
     },
     /// Publish transitions into the registry (live through a running daemon, or offline).
     Publish {
@@ -131,6 +135,37 @@ enum Command {
         #[arg(long, default_value = DEFAULT_ADDR)]
         addr: String,
     },
+    /// The confinement helper the daemon starts for each run (not for people).
+    #[command(name = "confine-run", hide = true)]
+    ConfineRun { invocation: String },
+}
+
+/// How `serve` confines the processes it starts for agents.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct ConfineArgs {
+    /// Run transitions and exec commands WITHOUT kernel confinement (they can
+    /// reach everything the daemon's user can). Logged at start, shown by
+    /// /v1/health and in every worktree policy digest.
+    #[arg(long)]
+    pub unconfined: bool,
+    /// Let `workspace-exec` commands use the network (TCP/UDP, DNS); recorded in the policy digest.
+    #[arg(long)]
+    pub exec_network: bool,
+    /// An extra host directory that confined runs may read (e.g. a toolchain outside /usr). Repeatable.
+    #[arg(long = "confine-read", value_name = "DIR")]
+    pub confine_read: Vec<PathBuf>,
+}
+
+impl ConfineArgs {
+    pub fn options(&self) -> crate::confine::Options {
+        crate::confine::Options {
+            unconfined: self.unconfined,
+            widening: crate::confine::policy::Widening {
+                read_only: self.confine_read.clone(),
+                exec_network: self.exec_network,
+            },
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -185,10 +220,10 @@ pub fn run() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks } => {
-            serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks })
+        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, confine } => {
+            serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks, confine })
         }
-        Command::Quickstart { dir, bind } => quickstart::run(&dir, &bind),
+        Command::Quickstart { dir, bind, confine } => quickstart::run(&dir, &bind, confine),
         Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
         Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
             session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)
@@ -211,6 +246,7 @@ pub fn run() -> ExitCode {
         }
         Command::Why { target, addr, json } => why::run(&target, &addr, json),
         Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
+        Command::ConfineRun { invocation } => crate::confine::helper::main(&invocation),
     }
 }
 

@@ -74,7 +74,7 @@ fn prepare(dir: &Path) -> Result<bool, String> {
     Ok(true)
 }
 
-pub fn run(dir: &Path, bind: &str) -> ExitCode {
+pub fn run(dir: &Path, bind: &str, confine: super::ConfineArgs) -> ExitCode {
     if let Err(e) = crate::daemon::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
@@ -107,5 +107,6 @@ pub fn run(dir: &Path, bind: &str) -> ExitCode {
         workspace_root: Some(dir.join("workspace")),
         exec_allow: vec![],
         host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
+        confine,
     })
 }

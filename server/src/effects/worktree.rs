@@ -6,7 +6,7 @@
 //! (any case) is read-only. An episode without a real worktree directory has
 //! no handlers, so its effectful calls are refused before planning (R8).
 
-use crate::runtime::exec::kill_group;
+use crate::confine::{Confinement, Outcome};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -43,6 +43,8 @@ pub struct Worktrees {
     pub exec_allow: BTreeMap<String, PathBuf>,
     /// The `tool` field of every result: the handler's identity.
     pub tool: String,
+    /// How `exec` commands are confined; without it there is no exec handler.
+    pub confinement: Option<std::sync::Arc<Confinement>>,
 }
 
 /// One episode's worktree, checked to be a real directory inside the root.
@@ -64,8 +66,9 @@ impl Worktrees {
         if canon != dir {
             return None;
         }
+        let confinement = self.confinement.as_ref().map(|c| c.describe_exec());
         let policy = json!({"worktree": canon.display().to_string(), "gitReadOnly": true, "symlinks": "confined",
-            "exec": self.exec_allow.keys().collect::<Vec<_>>()});
+            "exec": self.exec_allow.keys().collect::<Vec<_>>(), "confinement": confinement});
         let policy_digest = hex::encode(Sha256::digest(world_store::canonical::to_vec(&policy)));
         Some(Worktree { dir: canon, policy_digest })
     }
@@ -74,7 +77,7 @@ impl Worktrees {
     pub fn has_handler(&self, episode: &str, effect: &str) -> bool {
         let handled = match effect {
             READ | WRITE => true,
-            EXEC => !self.exec_allow.is_empty(),
+            EXEC => !self.exec_allow.is_empty() && self.confinement.is_some(),
             _ => false,
         };
         handled && self.worktree(episode).is_some()
@@ -111,7 +114,8 @@ impl Worktrees {
         let Some(program) = self.exec_allow.get(command) else {
             return Ok(refusal(format!("command {command:?} is not on this daemon's exec allow-list")));
         };
-        run_exec(program, &args, &wt.dir).await
+        let confinement = self.confinement.as_ref().ok_or("no exec confinement is configured")?;
+        run_exec(confinement, program, &args, &wt.dir).await
     }
 }
 
@@ -414,38 +418,35 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
     c
 }
 
-async fn run_exec(program: &Path, args: &[String], cwd: &Path) -> Result<serde_json::Map<String, Value>, String> {
+async fn run_exec(
+    confinement: &Confinement,
+    program: &Path,
+    args: &[String],
+    cwd: &Path,
+) -> Result<serde_json::Map<String, Value>, String> {
     let started = std::time::Instant::now();
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("HOME", cwd)
-        .env("LANG", "C")
-        .env("LC_ALL", "C")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| format!("spawn {}: {e}", program.display()))?;
-    let pgid = child.id();
-    let (out, err) = (child.stdout.take(), child.stderr.take());
+    let run = confinement.run_dir()?;
+    let policy = confinement.exec_policy(program, args, cwd, EXEC_TIMEOUT);
+    let mut spawned = confinement.spawn(&run, &policy, |cmd| {
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    })?;
+    let (out, err) = (spawned.child.stdout.take(), spawned.child.stderr.take());
     let (Some(out), Some(err)) = (out, err) else { return Err("child pipes missing".into()) };
-    let collect = async { tokio::join!(drain(out), drain(err), child.wait()) };
-    let (stdout, stderr, status, timed_out) = match tokio::time::timeout(EXEC_TIMEOUT, collect).await {
-        Ok((o, e, s)) => (o, e, s.ok(), false),
-        Err(_) => {
-            kill_group(pgid);
-            (Captured::new(), Captured::new(), None, true)
-        }
+    // Both pipes end when the run does (its deadline included); the wait reports how.
+    let ((stdout, stderr), outcome) =
+        tokio::join!(async { tokio::join!(drain(out), drain(err)) }, async { confinement.wait(&run, spawned).await });
+    let (code, signal, timed_out) = match outcome {
+        Outcome::Exited { code } => (Some(code), None, false),
+        Outcome::Signaled { signal } => (None, Some(signal), false),
+        Outcome::TimedOut => (None, None, true),
+        Outcome::SetupFailed { error } => return Err(format!("workspace-exec could not start the command: {error}")),
     };
-    kill_group(pgid);
     let mut m = serde_json::Map::new();
-    let code = status.and_then(|s| s.code());
     m.insert("ok".into(), json!(code == Some(0)));
     m.insert("exit_code".into(), json!(code));
+    if let Some(s) = signal {
+        m.insert("signal".into(), json!(s));
+    }
     m.insert("timed_out".into(), json!(timed_out));
     m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
     m.insert(
@@ -493,7 +494,8 @@ mod tests {
     #[tokio::test]
     async fn git_is_read_only_in_any_spelling() {
         let (_d, root) = setup();
-        let w = Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into() };
+        let w =
+            Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
         for p in [".git/config", ".GIT/HEAD", "src/../.git/x", "sub/.Git/y"] {
             let out = w.run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"})).await.unwrap();
             assert_eq!(out["ok"], false, "{p}");
@@ -507,7 +509,8 @@ mod tests {
     #[tokio::test]
     async fn edit_replaces_exactly_one_occurrence() {
         let (_d, root) = setup();
-        let w = Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into() };
+        let w =
+            Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
         let edit = |old: &str| json!({"op": "edit", "path": "src/a.txt", "old_text": old, "new_text": "bye"});
         assert_eq!(w.run("ep", WRITE, &edit("hello")).await.unwrap()["ok"], true);
         assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "bye\n");
@@ -519,7 +522,7 @@ mod tests {
     fn an_episode_without_a_real_directory_has_no_handlers() {
         let (_d, root) = setup();
         std::os::unix::fs::symlink(root.join("ep"), root.join("alias")).unwrap();
-        let w = Worktrees { root: Some(root), exec_allow: BTreeMap::new(), tool: "t".into() };
+        let w = Worktrees { root: Some(root), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
         assert!(w.has_handler("ep", READ));
         assert!(!w.has_handler("alias", READ));
         assert!(!w.has_handler("missing", READ));

@@ -1,15 +1,16 @@
-//! The exec runtime: a pinned interpreter runs pinned source as a subprocess.
+//! The exec runtime: a pinned interpreter runs pinned source as a confined
+//! subprocess (see `confine`).
 //!
-//! Input on stdin, output on stdout, an empty environment, a fresh scratch
-//! working directory, no inherited descriptors, a deadline per phase, a cap on
-//! I/O, and the whole process group killed on timeout. At most
-//! `SUBPROCESSES_MAX` run at once.
+//! Input on stdin, output on stdout, an empty environment, a private scratch
+//! working directory, a deadline per phase, a cap on I/O, and every process
+//! of the run killed when the phase ends. At most `SUBPROCESSES_MAX` run at once.
 
 use super::PhaseError;
+use crate::confine::{Confinement, Outcome};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
@@ -21,6 +22,8 @@ pub const EXEC_IO_MAX: usize = 1 << 20;
 pub const STDERR_KEPT_MAX: usize = 16 << 10;
 /// Subprocesses running at once, over all transitions.
 pub const SUBPROCESSES_MAX: usize = 8;
+/// Most interpreter pins remembered (path → verified hash).
+pub const PINS_CACHED_MAX: usize = 256;
 
 /// What identifies a file's bytes cheaply; a change forces a rehash.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -33,16 +36,12 @@ struct Stamp {
 pub struct ExecRuntime {
     slots: Semaphore,
     verified: Mutex<HashMap<PathBuf, (Stamp, Ref)>>,
-    scratch_root: PathBuf,
+    confinement: Arc<Confinement>,
 }
 
 impl ExecRuntime {
-    pub fn new(scratch_root: &Path) -> ExecRuntime {
-        ExecRuntime {
-            slots: Semaphore::new(SUBPROCESSES_MAX),
-            verified: Mutex::new(HashMap::new()),
-            scratch_root: scratch_root.to_path_buf(),
-        }
+    pub fn new(confinement: Arc<Confinement>) -> ExecRuntime {
+        ExecRuntime { slots: Semaphore::new(SUBPROCESSES_MAX), verified: Mutex::new(HashMap::new()), confinement }
     }
 
     /// The interpreter must still be the binary that was pinned at publish.
@@ -59,6 +58,9 @@ impl ExecRuntime {
         let actual = Ref(Sha256::digest(&bytes).into());
         if actual != pinned {
             return Err(fail(format!("hashes to {actual}, not the pinned {pinned}; republish the transition")));
+        }
+        if cache.len() >= PINS_CACHED_MAX {
+            cache.clear();
         }
         cache.insert(interpreter.to_path_buf(), (stamp, pinned));
         Ok(())
@@ -81,101 +83,70 @@ impl ExecRuntime {
             .map_err(|_| PhaseError::Failed(format!("all {SUBPROCESSES_MAX} subprocess slots stayed busy")))?
             .map_err(|_| PhaseError::Failed("runtime closed".into()))?;
         self.check_pin(interpreter, pinned)?;
-        let scratch = Scratch::create(&self.scratch_root).map_err(PhaseError::Failed)?;
-        std::fs::write(scratch.path.join("transition"), source)
+        let run = self.confinement.run_dir().map_err(PhaseError::Failed)?;
+        std::fs::write(run.work().join("transition"), source)
             .map_err(|e| PhaseError::Failed(format!("scratch: {e}")))?;
         let remaining = deadline.saturating_sub(started.elapsed());
-        run_child(interpreter, &scratch.path, input, remaining).await
+        let policy = self.confinement.pure_policy(interpreter, &run, remaining);
+        let spawned = self
+            .confinement
+            .spawn(&run, &policy, |cmd| {
+                use std::process::Stdio;
+                cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            })
+            .map_err(PhaseError::Failed)?;
+        self.exchange(&run, spawned, input, remaining).await
     }
-}
 
-/// A private working directory, removed when dropped.
-struct Scratch {
-    path: PathBuf,
-}
-
-impl Scratch {
-    fn create(root: &Path) -> Result<Scratch, String> {
-        let name = format!("run-{}", crate::sessions::new_token().get(..24).unwrap_or("x"));
-        let path = root.join(name);
-        std::fs::create_dir_all(&path).map_err(|e| format!("scratch {}: {e}", path.display()))?;
-        Ok(Scratch { path })
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
-
-async fn run_child(interpreter: &Path, dir: &Path, input: &[u8], deadline: Duration) -> Result<Vec<u8>, PhaseError> {
-    let mut cmd = tokio::process::Command::new(interpreter);
-    cmd.arg("transition")
-        .current_dir(dir)
-        .env_clear()
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    // SAFETY: close_range is async-signal-safe; it runs in the child between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| PhaseError::Failed(format!("spawn {}: {e}", interpreter.display())))?;
-    let pgid = child.id();
-    let (mut stdin, mut stdout, mut stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-        (Some(i), Some(o), Some(e)) => (i, o, e),
-        _ => return Err(PhaseError::Failed("child pipes missing".into())),
-    };
-    let input = input.to_vec();
-    let work = async move {
+    /// Feeds the input, collects bounded output, and maps how the run ended.
+    async fn exchange(
+        &self,
+        run: &crate::confine::RunDir,
+        mut spawned: crate::confine::Spawned,
+        input: &[u8],
+        deadline: Duration,
+    ) -> Result<Vec<u8>, PhaseError> {
+        let child = &mut spawned.child;
+        let (Some(mut stdin), Some(mut stdout), Some(mut stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(PhaseError::Failed("child pipes missing".into()));
+        };
         let feed = async {
-            let _ = stdin.write_all(&input).await;
+            let _ = stdin.write_all(input).await;
             drop(stdin);
         };
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let mut out_limited = (&mut stdout).take(EXEC_IO_MAX as u64 + 1);
-        let mut err_limited = (&mut stderr).take(STDERR_KEPT_MAX as u64);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let (mut out_limited, mut err_limited) =
+            ((&mut stdout).take(EXEC_IO_MAX as u64 + 1), (&mut stderr).take(STDERR_KEPT_MAX as u64));
         let read_out = out_limited.read_to_end(&mut out);
         let read_err = err_limited.read_to_end(&mut err);
-        let (_, o, _) = tokio::join!(feed, read_out, read_err);
-        o.map_err(|e| PhaseError::Failed(format!("reading stdout: {e}")))?;
+        let io = async { tokio::join!(feed, read_out, read_err) };
+        // The run's own deadline ends it (and so its pipes); this only guards the daemon.
+        let read = tokio::time::timeout(deadline + crate::confine::HELPER_GRACE, io).await;
         if out.len() > EXEC_IO_MAX {
-            return Err(PhaseError::Failed(format!("output exceeds {EXEC_IO_MAX} bytes")));
+            crate::confine::kill_group(spawned.child.id());
         }
-        let status = child.wait().await.map_err(|e| PhaseError::Failed(format!("wait: {e}")))?;
-        if !status.success() {
-            let tail = String::from_utf8_lossy(&err);
-            return Err(PhaseError::Failed(format!("{status}; stderr: {}", tail.trim())));
+        let outcome = self.confinement.wait(run, spawned).await;
+        let tail = || String::from_utf8_lossy(&err).trim().to_string();
+        match outcome {
+            Outcome::Exited { code: 0 } => {}
+            Outcome::TimedOut => {
+                return Err(PhaseError::Failed(format!("killed after {} ms (phase deadline)", deadline.as_millis())));
+            }
+            Outcome::SetupFailed { error } => return Err(PhaseError::Failed(format!("confinement: {error}"))),
+            Outcome::Exited { code } => {
+                return Err(PhaseError::Failed(format!("exit status: {code}; stderr: {}", tail())));
+            }
+            Outcome::Signaled { signal } => {
+                return Err(PhaseError::Failed(format!("killed by signal {signal}; stderr: {}", tail())));
+            }
         }
-        Ok(out)
-    };
-    match tokio::time::timeout(deadline, work).await {
-        Ok(r) => {
-            kill_group(pgid);
-            r
-        }
-        Err(_) => {
-            kill_group(pgid);
-            Err(PhaseError::Failed(format!("killed after {} ms (phase deadline)", deadline.as_millis())))
-        }
-    }
-}
-
-/// Kills the child's whole process group, so grandchildren cannot linger.
-pub(crate) fn kill_group(pgid: Option<u32>) {
-    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
-        && pgid > 0
-    {
-        // SAFETY: plain syscall; a group that already exited just yields ESRCH.
-        unsafe {
-            libc::kill(-pgid, libc::SIGKILL);
+        match read {
+            Ok((_, Ok(_), _)) if out.len() <= EXEC_IO_MAX => Ok(out),
+            Ok((_, Ok(_), _)) => Err(PhaseError::Failed(format!("output exceeds {EXEC_IO_MAX} bytes"))),
+            Ok((_, Err(e), _)) => Err(PhaseError::Failed(format!("reading stdout: {e}"))),
+            Err(_) => Err(PhaseError::Failed("the run's output did not end with it".into())),
         }
     }
 }

@@ -28,8 +28,8 @@ pub struct Runtimes {
 }
 
 impl Runtimes {
-    pub fn new(scratch_root: &Path) -> Runtimes {
-        Runtimes { exec: exec::ExecRuntime::new(scratch_root) }
+    pub fn new(confinement: std::sync::Arc<crate::confine::Confinement>) -> Runtimes {
+        Runtimes { exec: exec::ExecRuntime::new(confinement) }
     }
 
     /// Runs one phase of `d` with `input`. `source` gives the pinned source bytes

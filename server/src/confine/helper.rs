@@ -1,0 +1,517 @@
+//! The confinement helper: `worldd confine-run INVOCATION`, started by the
+//! daemon for each run. It is single-threaded from its first instruction, so
+//! everything below may allocate after `fork`.
+//!
+//! Three processes make a run:
+//! - the **helper** stays in the daemon's namespaces: it makes the run's pids
+//!   cgroup, creates the PID namespace, enforces the wall-clock deadline and
+//!   writes the outcome file;
+//! - the **init**, pid 1 of the new PID namespace (dies with the helper by
+//!   `PR_SET_PDEATHSIG`), joins the cgroup, enters new mount, IPC, UTS and
+//!   network namespaces, builds the run's root and pivots into it, then
+//!   starts the target and reaps until it ends. When the init exits the
+//!   kernel kills every process left in the namespace, whatever its session
+//!   or process group;
+//! - the **target**: a new session, resource limits, no capabilities,
+//!   Landlock, a seccomp filter, then `execve`.
+
+use super::policy::{Mount, Policy};
+use super::{Invocation, Outcome};
+use landlock::{
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetStatus, Scope,
+};
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The Landlock ABI a run requires (kernel 6.12): filesystem, TCP and the
+/// scoping of abstract unix sockets and signals. Never silently weaker.
+pub const LANDLOCK_ABI: ABI = ABI::V6;
+/// The exit code of a helper that could not run at all.
+pub const HELPER_FAILED: u8 = 125;
+/// Device nodes a run sees under `/dev`.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom"];
+/// The root tmpfs only holds mount points.
+const ROOT_TMPFS_BYTES: u64 = 1 << 20;
+
+type Result<T> = std::result::Result<T, String>;
+
+fn ctx<E: std::fmt::Display>(what: impl std::fmt::Display) -> impl FnOnce(E) -> String {
+    move |e| format!("{what}: {e}")
+}
+
+/// The helper's `main`: runs the invocation and writes its outcome file.
+pub fn main(invocation: &str) -> std::process::ExitCode {
+    let inv: Invocation = match serde_json::from_str(invocation) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("worldd confine-run: the invocation is not valid: {e}");
+            return std::process::ExitCode::from(HELPER_FAILED);
+        }
+    };
+    let outcome = helper(&inv).unwrap_or_else(|error| Outcome::SetupFailed { error });
+    if let Some(cg) = &inv.cgroup {
+        let _ = std::fs::remove_dir(cg);
+    }
+    let written = serde_json::to_vec(&outcome).map_err(|e| e.to_string()).and_then(|bytes| {
+        let tmp = inv.outcome.with_extension("tmp");
+        std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &inv.outcome)).map_err(|e| e.to_string())
+    });
+    if let Err(e) = written {
+        eprintln!("worldd confine-run: writing {}: {e}", inv.outcome.display());
+        return std::process::ExitCode::from(HELPER_FAILED);
+    }
+    std::process::ExitCode::SUCCESS
+}
+
+fn helper(inv: &Invocation) -> Result<Outcome> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(ctx("prctl(PR_SET_PDEATHSIG)"))?;
+    if nix::unistd::getppid() == Pid::from_raw(1) {
+        return Err("the daemon that started this run is gone".into());
+    }
+    let started = Instant::now();
+    if !inv.privileged {
+        enter_user_namespace()?;
+    }
+    if let Some(cg) = &inv.cgroup {
+        std::fs::create_dir(cg).map_err(ctx(format!("creating the run's cgroup {}", cg.display())))?;
+        std::fs::write(cg.join("pids.max"), inv.policy.limits.processes.to_string())
+            .map_err(ctx("setting the run's pids.max"))?;
+    }
+    let (report_r, report_w) = std::io::pipe().map_err(ctx("pipe"))?;
+    let (alive_r, alive_w) = std::io::pipe().map_err(ctx("pipe"))?;
+    unshare(CloneFlags::CLONE_NEWPID).map_err(ctx("unshare(CLONE_NEWPID)"))?;
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    sigprocmask(SigmaskHow::SIG_BLOCK, Some(&chld), None).map_err(ctx("sigprocmask"))?;
+    // SAFETY: this process is single-threaded (the helper never starts a thread).
+    match unsafe { fork() }.map_err(ctx("fork"))? {
+        ForkResult::Child => {
+            drop((report_r, alive_w));
+            let code = init(inv, report_w, alive_r);
+            // SAFETY: leaving the child without running the parent's exit handlers.
+            unsafe { libc::_exit(code) }
+        }
+        ForkResult::Parent { child } => {
+            drop((report_w, alive_r));
+            let deadline = started + Duration::from_millis(inv.policy.deadline_ms);
+            let timed_out = wait_until(child, &chld, deadline)?;
+            let mut report = String::new();
+            let _ = (&report_r).take(64 << 10).read_to_string(&mut report);
+            drop(alive_w);
+            if timed_out {
+                return Ok(Outcome::TimedOut);
+            }
+            Ok(parse_report(&report))
+        }
+    }
+}
+
+/// Waits for the init; past the deadline kills it (and so the whole run).
+/// Returns whether the deadline struck.
+fn wait_until(child: Pid, chld: &SigSet, deadline: Instant) -> Result<bool> {
+    loop {
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {}
+            Ok(_) => return Ok(false),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("waitpid: {e}")),
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
+            // The init's exit waits until the kernel has reaped every process of the namespace.
+            while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
+            return Ok(true);
+        }
+        let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as i64 };
+        // SAFETY: plain syscall on a valid signal set and timespec.
+        unsafe { libc::sigtimedwait(chld.as_ref(), std::ptr::null_mut(), &ts) };
+    }
+}
+
+/// The init's and target's lines: `setup <error>`, `exit <code>`, `signal <n>`.
+fn parse_report(report: &str) -> Outcome {
+    if let Some(error) = report.lines().find_map(|l| l.strip_prefix("setup ")) {
+        return Outcome::SetupFailed { error: error.to_string() };
+    }
+    let last = report.lines().last().unwrap_or("");
+    let number = |p: &str| last.strip_prefix(p).and_then(|n| n.trim().parse::<i32>().ok());
+    match (number("exit "), number("signal ")) {
+        (Some(code), _) => Outcome::Exited { code },
+        (_, Some(signal)) => Outcome::Signaled { signal },
+        _ => Outcome::SetupFailed { error: format!("the run ended without a report ({last:?})") },
+    }
+}
+
+/// Maps the daemon's uid and gid to themselves in a new user namespace, where
+/// this process holds the capabilities it needs to build the run.
+fn enter_user_namespace() -> Result<()> {
+    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(ctx("unshare(CLONE_NEWUSER)"))?;
+    std::fs::write("/proc/self/setgroups", "deny").map_err(ctx("/proc/self/setgroups"))?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(ctx("/proc/self/uid_map"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(ctx("/proc/self/gid_map"))?;
+    Ok(())
+}
+
+fn init(inv: &Invocation, mut report: std::io::PipeWriter, alive: std::io::PipeReader) -> i32 {
+    match init_run(inv, &mut report, &alive) {
+        Ok(()) => 0,
+        Err(e) => {
+            let _ = writeln!(report, "setup {}", e.replace('\n', " "));
+            1
+        }
+    }
+}
+
+fn init_run(inv: &Invocation, report: &mut std::io::PipeWriter, alive: &std::io::PipeReader) -> Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(ctx("prctl(PR_SET_PDEATHSIG)"))?;
+    if helper_gone(alive) {
+        return Err("the helper is gone".into());
+    }
+    if let Some(cg) = &inv.cgroup {
+        std::fs::write(cg.join("cgroup.procs"), "0").map_err(ctx("joining the run's cgroup"))?;
+    }
+    let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
+    if !inv.policy.network {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(ctx("unshare(mount, IPC, UTS, network namespaces)"))?;
+    build_root(&inv.root, &inv.policy)?;
+    nix::unistd::sethostname("world").map_err(ctx("sethostname"))?;
+    // SAFETY: single-threaded (see the module header).
+    match unsafe { fork() }.map_err(ctx("fork"))? {
+        ForkResult::Child => {
+            let error = target(inv);
+            let _ = writeln!(report, "setup {}", error.replace('\n', " "));
+            // SAFETY: see above.
+            unsafe { libc::_exit(127) }
+        }
+        ForkResult::Parent { child } => {
+            release_stdio();
+            let line = reap_until(child);
+            let _ = writeln!(report, "{line}");
+            Ok(())
+        }
+    }
+}
+
+fn helper_gone(alive: &std::io::PipeReader) -> bool {
+    let mut fds = [libc::pollfd { fd: alive.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, 0) };
+    n != 0 && fds[0].revents & (libc::POLLHUP | libc::POLLERR | libc::POLLIN) != 0
+}
+
+/// Only the target keeps the daemon's pipes, so their end is the target's end.
+fn release_stdio() {
+    for fd in 0..3 {
+        // SAFETY: closing our own standard descriptors.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// Reaps every child (orphans of the run land here) until the target ends.
+fn reap_until(target: Pid) -> String {
+    loop {
+        match waitpid(None::<Pid>, None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == target => return format!("exit {code}"),
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == target => return format!("signal {}", sig as i32),
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return format!("setup waiting for the target: {e}"),
+        }
+    }
+}
+
+// ---- the run's root ----
+
+fn inside(root: &Path, path: &Path) -> PathBuf {
+    root.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+fn build_root(root: &Path, policy: &Policy) -> Result<()> {
+    let none: Option<&str> = None;
+    mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(ctx("making / private"))?;
+    let size = format!("size={ROOT_TMPFS_BYTES},mode=0755");
+    mount(Some("tmpfs"), root, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(size.as_str()))
+        .map_err(ctx(format!("mounting the run's root at {}", root.display())))?;
+    for m in &policy.mounts {
+        apply(root, m).map_err(|e| format!("{m:?}: {e}"))?;
+    }
+    if policy.mounts.contains(&Mount::Dev) {
+        remount_read_only(&root.join("dev"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
+    }
+    let old = root.join(".old");
+    std::fs::create_dir(&old).map_err(ctx("mkdir .old"))?;
+    nix::unistd::pivot_root(root, &old).map_err(ctx("pivot_root"))?;
+    nix::unistd::chdir("/").map_err(ctx("chdir /"))?;
+    umount2("/.old", MntFlags::MNT_DETACH).map_err(ctx("detaching the host's root"))?;
+    std::fs::remove_dir("/.old").map_err(ctx("rmdir /.old"))?;
+    mount(none, "/", none, MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV, none)
+        .map_err(ctx("remounting / read-only"))?;
+    Ok(())
+}
+
+fn apply(root: &Path, m: &Mount) -> Result<()> {
+    let none: Option<&str> = None;
+    match m {
+        Mount::Bind { path, writable } => bind(path, &inside(root, path), *writable),
+        Mount::BindAt { src, dst } => bind(src, &inside(root, dst), false),
+        Mount::Tmpfs { path, bytes } => {
+            let dst = inside(root, path);
+            std::fs::create_dir_all(&dst).map_err(ctx("mkdir"))?;
+            let data = format!("size={bytes},mode=1777");
+            mount(Some("tmpfs"), &dst, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(data.as_str()))
+                .map_err(ctx("mount tmpfs"))
+        }
+        Mount::Symlink { path, target } => {
+            let dst = inside(root, path);
+            mkdir_parent(&dst)?;
+            std::os::unix::fs::symlink(target, &dst).map_err(ctx("symlink"))
+        }
+        Mount::Dev => {
+            let dev = root.join("dev");
+            std::fs::create_dir_all(&dev).map_err(ctx("mkdir /dev"))?;
+            let data = format!("size={},mode=0755", super::policy::DEV_BYTES);
+            mount(Some("tmpfs"), &dev, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC, Some(data.as_str()))
+                .map_err(ctx("mount /dev"))?;
+            for name in DEVICES {
+                let host = Path::new("/dev").join(name);
+                std::fs::write(dev.join(name), b"").map_err(ctx(format!("/dev/{name}")))?;
+                mount(Some(&host), &dev.join(name), none, MsFlags::MS_BIND, none)
+                    .map_err(ctx(format!("/dev/{name}")))?;
+            }
+            for (name, target) in [
+                ("fd", "/proc/self/fd"),
+                ("stdin", "/proc/self/fd/0"),
+                ("stdout", "/proc/self/fd/1"),
+                ("stderr", "/proc/self/fd/2"),
+            ] {
+                std::os::unix::fs::symlink(target, dev.join(name)).map_err(ctx(format!("/dev/{name}")))?;
+            }
+            std::fs::create_dir(dev.join("shm")).map_err(ctx("/dev/shm"))
+        }
+        Mount::Proc => {
+            let proc = root.join("proc");
+            std::fs::create_dir_all(&proc).map_err(ctx("mkdir /proc"))?;
+            let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+            mount(Some("proc"), &proc, Some("proc"), flags, none).map_err(ctx("mount /proc"))?;
+            // Kernel tunables stay read-only even to a uid 0 without capabilities.
+            for sub in ["sys", "sysrq-trigger", "irq", "bus"] {
+                let p = proc.join(sub);
+                if p.exists() {
+                    mount(Some(&p), &p, none, MsFlags::MS_BIND | MsFlags::MS_REC, none).map_err(ctx("bind /proc"))?;
+                    remount_read_only(&p, flags)?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn mkdir_parent(dst: &Path) -> Result<()> {
+    match dst.parent() {
+        Some(p) => std::fs::create_dir_all(p).map_err(ctx(format!("mkdir {}", p.display()))),
+        None => Ok(()),
+    }
+}
+
+/// Binds exactly the object `src` names (its last component is not followed,
+/// so a symlink swapped in after the policy was built cannot redirect it).
+fn bind(src: &Path, dst: &Path, writable: bool) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let none: Option<&str> = None;
+    let fd = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(src)
+        .map_err(ctx(format!("opening {}", src.display())))?;
+    let meta = fd.metadata().map_err(ctx("stat"))?;
+    if meta.file_type().is_symlink() {
+        return Err(format!("{} is a symlink", src.display()));
+    }
+    mkdir_parent(dst)?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(dst).map_err(ctx("mkdir"))?;
+    } else if !dst.exists() {
+        std::fs::write(dst, b"").map_err(ctx("mount point"))?;
+    }
+    let by_fd = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    mount(Some(by_fd.as_str()), dst, none, MsFlags::MS_BIND | MsFlags::MS_REC, none).map_err(ctx("bind"))?;
+    let mut flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    if !writable {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    remount(dst, flags)
+}
+
+fn remount_read_only(path: &Path, flags: MsFlags) -> Result<()> {
+    remount(path, flags | MsFlags::MS_RDONLY)
+}
+
+/// Remounts a bind with `flags`, keeping the flags the kernel locks on it.
+fn remount(path: &Path, flags: MsFlags) -> Result<()> {
+    use nix::sys::statvfs::FsFlags;
+    let none: Option<&str> = None;
+    let st = nix::sys::statvfs::statvfs(path).map_err(ctx("statvfs"))?;
+    let mut keep = MsFlags::empty();
+    for (has, ms) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+    ] {
+        if st.flags().contains(has) {
+            keep |= ms;
+        }
+    }
+    mount(none, path, none, MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags | keep, none)
+        .map_err(ctx(format!("remounting {}", path.display())))
+}
+
+// ---- the target ----
+
+/// Applies everything to this process and `execve`s; returns only on failure.
+fn target(inv: &Invocation) -> String {
+    match prepare_target(inv) {
+        Ok((argv, env)) => match nix::unistd::execve(&argv[0], &argv, &env) {
+            Err(e) => format!("execve {}: {e}", inv.policy.argv[0]),
+        },
+        Err(e) => e,
+    }
+}
+
+fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
+    let policy = &inv.policy;
+    let cstrings = |v: &[String]| -> Result<Vec<CString>> {
+        v.iter().map(|s| CString::new(s.as_bytes()).map_err(|_| format!("{s:?} holds a NUL byte"))).collect()
+    };
+    let (argv, env) = (cstrings(&policy.argv)?, cstrings(&policy.env)?);
+    if argv.is_empty() {
+        return Err("empty argv".into());
+    }
+    sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None).map_err(ctx("sigprocmask"))?;
+    // SAFETY: restoring the default disposition the program expects (Rust ignores SIGPIPE).
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    nix::unistd::setsid().map_err(ctx("setsid"))?;
+    set_limits(policy)?;
+    nix::unistd::chdir(&policy.cwd).map_err(ctx(format!("chdir {}", policy.cwd.display())))?;
+    drop_capabilities()?;
+    landlock(policy)?;
+    // SAFETY: plain syscall; marks every descriptor above stderr close-on-exec.
+    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
+    if r != 0 {
+        return Err(format!("close_range: {}", std::io::Error::last_os_error()));
+    }
+    let main = super::seccomp::filter(policy.kind, policy.network)?;
+    seccompiler::apply_filter(&super::seccomp::clone3_filter()?).map_err(ctx("seccomp"))?;
+    seccompiler::apply_filter(&main).map_err(ctx("seccomp"))?;
+    Ok((argv, env))
+}
+
+fn set_limits(policy: &Policy) -> Result<()> {
+    use nix::sys::resource::{Resource, setrlimit};
+    let l = policy.limits;
+    let mut set = vec![
+        (Resource::RLIMIT_CPU, l.cpu_seconds),
+        (Resource::RLIMIT_AS, l.address_space),
+        (Resource::RLIMIT_FSIZE, l.file_size),
+        (Resource::RLIMIT_NOFILE, l.open_files),
+        (Resource::RLIMIT_CORE, 0),
+    ];
+    // In the run's own user namespace the count is the run's alone (ignored
+    // for uid 0, which the pids cgroup bounds instead).
+    set.push((Resource::RLIMIT_NPROC, l.processes + 2));
+    for (r, v) in set {
+        setrlimit(r, v, v).map_err(ctx(format!("setrlimit({r:?})")))?;
+    }
+    Ok(())
+}
+
+/// No capability survives `execve`, even for uid 0: the bounding, inheritable
+/// and ambient sets are emptied and the root exemptions locked off.
+fn drop_capabilities() -> Result<()> {
+    use caps::{CapSet, Capability};
+    // NOROOT, NO_SETUID_FIXUP and their locks, and KEEP_CAPS locked off.
+    const SECBITS_LOCKED_NOROOT: libc::c_ulong = 0x2f;
+    let bounding = caps::read(None, CapSet::Bounding).map_err(ctx("reading capabilities"))?;
+    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        // SAFETY: plain prctl.
+        let r = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) };
+        if r != 0 {
+            return Err(format!("PR_SET_SECUREBITS: {}", std::io::Error::last_os_error()));
+        }
+        for cap in bounding {
+            caps::drop(None, CapSet::Bounding, cap).map_err(ctx("dropping a bounding capability"))?;
+        }
+    }
+    for set in [CapSet::Ambient, CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
+        caps::clear(None, set).map_err(ctx(format!("clearing {set:?} capabilities")))?;
+    }
+    Ok(())
+}
+
+/// Read and execute everywhere in the run's root, write only the policy's
+/// trees and the harmless devices; no TCP unless allowed; no signal or
+/// abstract socket outside the run.
+fn landlock(policy: &Policy) -> Result<()> {
+    let abi = LANDLOCK_ABI;
+    let fail = ctx("landlock");
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::from_all(abi))
+        .map_err(fail)?;
+    if !policy.network {
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(ctx("landlock"))?;
+    }
+    let mut created =
+        ruleset.scope(Scope::from_all(abi)).map_err(ctx("landlock"))?.create().map_err(ctx("landlock"))?;
+    let open = |p: &Path| PathFd::new(p).map_err(ctx(format!("landlock: opening {}", p.display())));
+    created =
+        created.add_rule(PathBeneath::new(open(Path::new("/"))?, AccessFs::from_read(abi))).map_err(ctx("landlock"))?;
+    for w in &policy.writable {
+        created = created.add_rule(PathBeneath::new(open(w)?, AccessFs::from_all(abi))).map_err(ctx("landlock"))?;
+    }
+    if policy.mounts.contains(&Mount::Dev) {
+        let device = AccessFs::from_file(abi) & !AccessFs::Execute;
+        for name in DEVICES {
+            let p = Path::new("/dev").join(name);
+            created = created.add_rule(PathBeneath::new(open(&p)?, device)).map_err(ctx("landlock"))?;
+        }
+    }
+    let status = created.restrict_self().map_err(ctx("landlock"))?;
+    if status.ruleset != RulesetStatus::FullyEnforced {
+        return Err(format!("landlock is only {:?} on this kernel", status.ruleset));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_names_the_target_end_and_a_setup_failure_wins() {
+        assert_eq!(parse_report("exit 0\n"), Outcome::Exited { code: 0 });
+        assert_eq!(parse_report("exit 3\n"), Outcome::Exited { code: 3 });
+        assert_eq!(parse_report("signal 9\n"), Outcome::Signaled { signal: 9 });
+        assert_eq!(
+            parse_report("setup landlock: ABI 3\nexit 127\n"),
+            Outcome::SetupFailed { error: "landlock: ABI 3".into() }
+        );
+        assert!(matches!(parse_report(""), Outcome::SetupFailed { .. }));
+        assert!(matches!(parse_report("exit x"), Outcome::SetupFailed { .. }));
+    }
+}

@@ -1,0 +1,309 @@
+//! Confinement: every process the daemon starts for an agent (a pure phase
+//! of the exec runtime, a `workspace-exec` command) runs in its own mount,
+//! PID, IPC, UTS and network namespaces, under Landlock, a seccomp filter,
+//! resource limits and (as root) a pids cgroup, with no capabilities. The
+//! daemon starts a single-threaded helper (`worldd confine-run`) that builds
+//! all of it and `exec`s the target; see `helper` for the three processes of
+//! a run and `policy` for what each kind of process may touch.
+//!
+//! With `serve --unconfined` the same runs start directly, as plain child
+//! processes in their own process group; health and every worktree policy
+//! digest say so.
+
+mod cgroup;
+pub mod helper;
+pub mod policy;
+mod seccomp;
+
+use policy::{Policy, RealHost, Widening};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The hidden subcommand that runs the helper.
+pub const HELPER_COMMAND: &str = "confine-run";
+/// How long past a run's deadline the daemon waits for its helper before
+/// killing the helper itself (the helper enforces the deadline first).
+pub const HELPER_GRACE: Duration = Duration::from_secs(2);
+
+/// How a run ended, as its helper reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum Outcome {
+    Exited {
+        code: i32,
+    },
+    Signaled {
+        signal: i32,
+    },
+    /// The deadline struck; every process of the run was killed.
+    TimedOut,
+    /// The run could not be confined (or started); nothing of it ran.
+    SetupFailed {
+        error: String,
+    },
+}
+
+/// What the daemon hands the helper: the policy and the run's plumbing.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+#[serde(rename_all = "camelCase")]
+pub struct Invocation {
+    pub policy: Policy,
+    /// An empty host directory where the run's root is mounted (in the run's
+    /// own mount namespace only).
+    pub root: PathBuf,
+    /// Where the helper writes the [`Outcome`].
+    pub outcome: PathBuf,
+    /// The run's pids cgroup (root only); the helper creates and removes it.
+    pub cgroup: Option<PathBuf>,
+    /// The daemon holds `CAP_SYS_ADMIN`; otherwise the run gets its own user namespace.
+    pub privileged: bool,
+}
+
+/// How the operator asked runs to be confined.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub unconfined: bool,
+    pub widening: Widening,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Kernel { helper: PathBuf, cgroups: Option<cgroup::Cgroups>, privileged: bool },
+    Unconfined,
+}
+
+/// The daemon's confinement: how to start a run, and what it is called.
+#[derive(Debug)]
+pub struct Confinement {
+    mode: Mode,
+    widening: Widening,
+    scratch_root: PathBuf,
+}
+
+impl Confinement {
+    /// Checks that this kernel can confine runs by confining one (a shell
+    /// that checks its own restrictions); an error names what is missing.
+    pub async fn start(opts: Options, scratch_root: &Path) -> Result<Arc<Confinement>, String> {
+        if opts.unconfined {
+            return Ok(Arc::new(Confinement {
+                mode: Mode::Unconfined,
+                widening: opts.widening,
+                scratch_root: scratch_root.into(),
+            }));
+        }
+        if !cfg!(target_arch = "x86_64") {
+            return Err("confinement is built for x86-64 only".into());
+        }
+        let helper = std::env::current_exe().map_err(|e| format!("locating worldd itself: {e}"))?;
+        let privileged = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false);
+        let cgroups = if privileged { Some(cgroup::Cgroups::create()?) } else { None };
+        let c = Confinement {
+            mode: Mode::Kernel { helper, cgroups, privileged },
+            widening: opts.widening,
+            scratch_root: scratch_root.into(),
+        };
+        c.self_check().await?;
+        Ok(Arc::new(c))
+    }
+
+    pub fn is_confined(&self) -> bool {
+        matches!(self.mode, Mode::Kernel { .. })
+    }
+
+    /// `"kernel"` or `"unconfined"`, as health and policies show it.
+    pub fn mode_name(&self) -> &'static str {
+        if self.is_confined() { "kernel" } else { "unconfined" }
+    }
+
+    /// What a worktree policy digest covers of the confinement.
+    pub fn describe_exec(&self) -> serde_json::Value {
+        serde_json::json!({"mode": self.mode_name(), "network": self.widening.exec_network,
+            "readOnly": self.widening.read_only})
+    }
+
+    /// A fresh run directory under the daemon's scratch root.
+    pub fn run_dir(&self) -> Result<RunDir, String> {
+        RunDir::create(&self.scratch_root)
+    }
+
+    /// The policy of a pure phase whose source is already in `run.work()`.
+    pub fn pure_policy(&self, interpreter: &Path, run: &RunDir, deadline: Duration) -> Policy {
+        policy::pure(&RealHost, interpreter, &run.work(), &self.widening, deadline.as_millis() as u64)
+    }
+
+    pub fn exec_policy(&self, program: &Path, args: &[String], worktree: &Path, deadline: Duration) -> Policy {
+        policy::exec(&RealHost, program, args, worktree, &self.widening, deadline.as_millis() as u64)
+    }
+
+    /// Starts a run; the caller wires `stdin`/`stdout`/`stderr` first.
+    pub fn spawn(
+        &self,
+        run: &RunDir,
+        policy: &Policy,
+        stdio: impl FnOnce(&mut tokio::process::Command),
+    ) -> Result<Spawned, String> {
+        let mut cmd = match &self.mode {
+            Mode::Unconfined => {
+                let mut cmd = tokio::process::Command::new(&policy.argv[0]);
+                cmd.args(&policy.argv[1..]).current_dir(&policy.cwd).env_clear();
+                cmd.envs(policy.env.iter().filter_map(|kv| kv.split_once('=')));
+                // SAFETY: close_range is async-signal-safe; it runs between fork and exec.
+                unsafe {
+                    cmd.pre_exec(|| {
+                        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+                        Ok(())
+                    });
+                }
+                cmd
+            }
+            Mode::Kernel { helper, cgroups, privileged } => {
+                let invocation = Invocation {
+                    policy: policy.clone(),
+                    root: run.root(),
+                    outcome: run.outcome(),
+                    cgroup: cgroups.as_ref().map(|c| c.run(&run.name)),
+                    privileged: *privileged,
+                };
+                let text = serde_json::to_string(&invocation).map_err(|e| e.to_string())?;
+                let mut cmd = tokio::process::Command::new(helper);
+                cmd.arg(HELPER_COMMAND).arg(text).env_clear().current_dir("/");
+                cmd
+            }
+        };
+        cmd.stdin(std::process::Stdio::null()).process_group(0).kill_on_drop(true);
+        stdio(&mut cmd);
+        let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", policy.argv[0]))?;
+        Ok(Spawned { child, deadline: Duration::from_millis(policy.deadline_ms) })
+    }
+
+    /// Waits for a run to end and says how; afterwards nothing of it is left.
+    pub async fn wait(&self, run: &RunDir, spawned: Spawned) -> Outcome {
+        let Spawned { mut child, deadline } = spawned;
+        let pgid = child.id();
+        let confined = self.is_confined();
+        let limit = if confined { deadline + HELPER_GRACE } else { deadline };
+        let status = tokio::time::timeout(limit, child.wait()).await;
+        kill_group(pgid);
+        let outcome = match (status, confined) {
+            (Err(_), _) => {
+                let _ = child.wait().await;
+                Outcome::TimedOut
+            }
+            (Ok(Err(e)), _) => Outcome::SetupFailed { error: format!("waiting for the run: {e}") },
+            (Ok(Ok(status)), false) => status_outcome(status),
+            (Ok(Ok(status)), true) => read_outcome(&run.outcome(), status),
+        };
+        if let Mode::Kernel { cgroups: Some(c), .. } = &self.mode {
+            c.remove(&c.run(&run.name)).await;
+        }
+        outcome
+    }
+
+    async fn self_check(&self) -> Result<(), String> {
+        let run = self.run_dir()?;
+        // The scratch root is `<db>.scratch`, beside the store file.
+        let store = self.scratch_root.display().to_string();
+        let store = store.strip_suffix(".scratch").unwrap_or(&store).to_string();
+        let script = format!(
+            "while read k v rest; do case \"$k\" in NoNewPrivs:) nnp=$v;; Seccomp:) sc=$v;; esac; done < /proc/self/status\n\
+             [ \"$nnp\" = 1 ] || {{ echo 'no_new_privs is not set' >&2; exit 3; }}\n\
+             [ \"$sc\" = 2 ] || {{ echo 'no seccomp filter' >&2; exit 3; }}\n\
+             [ ! -e '{}' ] || {{ echo 'the store is visible' >&2; exit 3; }}\n\
+             [ \"$$\" -le 16 ] || {{ echo 'not in its own PID namespace' >&2; exit 3; }}\n",
+            store.replace('\'', "")
+        );
+        std::fs::write(run.work().join("transition"), script).map_err(|e| format!("self-check: {e}"))?;
+        let policy = self.pure_policy(Path::new("/bin/sh"), &run, Duration::from_secs(10));
+        let spawned = self.spawn(&run, &policy, |cmd| {
+            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        })?;
+        let mut spawned = spawned;
+        let stderr = spawned.child.stderr.take();
+        let outcome = self.wait(&run, spawned).await;
+        let mut said = String::new();
+        if let Some(mut e) = stderr {
+            use tokio::io::AsyncReadExt;
+            let _ = (&mut e).take(4096).read_to_string(&mut said).await;
+        }
+        match outcome {
+            Outcome::Exited { code: 0 } => Ok(()),
+            Outcome::SetupFailed { error } => Err(format!("this kernel cannot confine runs: {error}")),
+            other => Err(format!("the confinement self-check failed ({other:?}): {}", said.trim())),
+        }
+    }
+}
+
+fn status_outcome(status: std::process::ExitStatus) -> Outcome {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Outcome::Exited { code },
+        (_, Some(signal)) => Outcome::Signaled { signal },
+        _ => Outcome::SetupFailed { error: format!("unexpected status {status}") },
+    }
+}
+
+fn read_outcome(path: &Path, helper: std::process::ExitStatus) -> Outcome {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .unwrap_or_else(|e| Outcome::SetupFailed { error: format!("the helper's report is not valid: {e}") }),
+        Err(_) => Outcome::SetupFailed { error: format!("the confinement helper ended ({helper}) without a report") },
+    }
+}
+
+/// A started run: its helper (or, unconfined, the program itself).
+pub struct Spawned {
+    pub child: tokio::process::Child,
+    deadline: Duration,
+}
+
+/// One run's private directory beside the store: `work/` (a pure phase's
+/// working directory; the source goes there), `root/` (the mount point of
+/// the run's root) and the outcome file. Removed when dropped.
+pub struct RunDir {
+    pub name: String,
+    path: PathBuf,
+}
+
+impl RunDir {
+    fn create(scratch_root: &Path) -> Result<RunDir, String> {
+        let name = format!("run-{}", crate::sessions::new_token().get(..24).unwrap_or("x"));
+        let path = scratch_root.join(&name);
+        for sub in ["work", "root"] {
+            std::fs::create_dir_all(path.join(sub)).map_err(|e| format!("run directory {}: {e}", path.display()))?;
+        }
+        Ok(RunDir { name, path })
+    }
+
+    pub fn work(&self) -> PathBuf {
+        self.path.join("work")
+    }
+
+    fn root(&self) -> PathBuf {
+        self.path.join("root")
+    }
+
+    fn outcome(&self) -> PathBuf {
+        self.path.join("outcome")
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// Kills a process group, so a run's direct children cannot linger (the PID
+/// namespace takes care of the rest when confined).
+pub(crate) fn kill_group(pgid: Option<u32>) {
+    if let Some(pgid) = pgid.and_then(|p| i32::try_from(p).ok())
+        && pgid > 0
+    {
+        // SAFETY: plain syscall; a group that already exited just yields ESRCH.
+        unsafe {
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! What one confined process may touch, as plain data: built per process kind
+//! by pure functions over a view of the host, applied by the helper.
+//!
+//! A run sees a root built only from what its policy lists: the read-only
+//! system directories, a few files of `/etc`, its program, its writable
+//! trees, a minimal `/dev` and its own `/proc`. Everything else of the host
+//! (the store directory, the admin socket, token files, other worktrees,
+//! `/root`, `/home`) is simply absent.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Directories of the host that every run sees read-only (or as the host's
+/// symlink, on merged-`/usr` systems).
+pub const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/// Entries of `/etc` a run sees: what dynamic linking, interpreters, TLS and
+/// name lookup read. Nothing secret (no `shadow`, no keys).
+pub const ETC_ENTRIES: &[&str] = &[
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "debian_version",
+    "group",
+    "host.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "protocols",
+    "python3",
+    "python3.11",
+    "services",
+    "ssl",
+    "timezone",
+];
+
+/// Read only when the run may use the network.
+pub const ETC_NETWORK_ENTRIES: &[&str] = &["resolv.conf", "gai.conf"];
+
+/// The private `/tmp` of a `workspace-exec` command (tmpfs, so in memory).
+pub const EXEC_TMP_BYTES: u64 = 256 << 20;
+/// The private scratch directory of a pure phase (tmpfs).
+pub const PURE_SCRATCH_BYTES: u64 = 32 << 20;
+/// `/dev` and `/dev/shm` of a run.
+pub const DEV_BYTES: u64 = 64 << 10;
+pub const SHM_BYTES: u64 = 64 << 20;
+
+/// Resource limits of a pure phase (its whole run: the interpreter and any child).
+pub const PURE_LIMITS: Limits =
+    Limits { cpu_seconds: 3, address_space: 2 << 30, file_size: 16 << 20, open_files: 256, processes: 32 };
+
+/// Resource limits of a `workspace-exec` command.
+pub const EXEC_LIMITS: Limits =
+    Limits { cpu_seconds: 20, address_space: 8 << 30, file_size: 1 << 30, open_files: 1024, processes: 256 };
+
+/// Which process this is, which decides its syscall profile.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Kind {
+    /// A pure transition, or the plan/finish phase of an effectful one.
+    Pure,
+    /// A `workspace-exec` command.
+    Exec,
+}
+
+/// One piece of the run's root, applied in order.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(tag = "mount", rename_all = "camelCase")]
+pub enum Mount {
+    /// A host tree or file at the same path inside; read-only unless `writable`.
+    Bind { path: PathBuf, writable: bool },
+    /// A host file or tree shown at another path inside, read-only.
+    BindAt { src: PathBuf, dst: PathBuf },
+    /// A private, size-limited tmpfs.
+    Tmpfs { path: PathBuf, bytes: u64 },
+    /// A symlink, as the host has it (`/bin -> usr/bin`).
+    Symlink { path: PathBuf, target: PathBuf },
+    /// `/dev` with `null`, `zero`, `full`, `random`, `urandom` and the fd links.
+    Dev,
+    /// A fresh `/proc` of the run's own PID namespace.
+    Proc,
+}
+
+impl Mount {
+    /// Where the mount lands inside the run.
+    pub fn target(&self) -> &Path {
+        match self {
+            Mount::Bind { path, .. } | Mount::Tmpfs { path, .. } | Mount::Symlink { path, .. } => path,
+            Mount::BindAt { dst, .. } => dst,
+            Mount::Dev => Path::new("/dev"),
+            Mount::Proc => Path::new("/proc"),
+        }
+    }
+}
+
+/// Parents before children, so no mount hides an earlier one (a worktree
+/// under `/tmp` goes over the private `/tmp`, not under it).
+fn in_mount_order(mut mounts: Vec<Mount>) -> Vec<Mount> {
+    mounts.sort_by_key(|m| m.target().components().count());
+    mounts
+}
+
+/// Resource limits of one run.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Limits {
+    /// `RLIMIT_CPU`, tied to the phase deadline.
+    pub cpu_seconds: u64,
+    /// `RLIMIT_AS` per process.
+    pub address_space: u64,
+    /// `RLIMIT_FSIZE`: the largest file a process may write.
+    pub file_size: u64,
+    /// `RLIMIT_NOFILE`.
+    pub open_files: u64,
+    /// Tasks of the whole run (a pids cgroup, or `RLIMIT_NPROC` in the run's user namespace).
+    pub processes: u64,
+}
+
+/// Everything the helper needs to build and start one confined run.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Policy {
+    pub kind: Kind,
+    /// `argv[0]` is the program's path (the same inside and outside).
+    pub argv: Vec<String>,
+    /// `KEY=VALUE` pairs; nothing of the daemon's environment.
+    pub env: Vec<String>,
+    /// The working directory (the same path inside and outside).
+    pub cwd: PathBuf,
+    /// The root, in order.
+    pub mounts: Vec<Mount>,
+    /// Trees Landlock lets the run write (everything else is read-only or absent).
+    pub writable: Vec<PathBuf>,
+    /// TCP/UDP allowed (its own network namespace and the socket filter otherwise).
+    pub network: bool,
+    pub limits: Limits,
+    /// Wall-clock bound of the whole run; the helper kills every process of it then.
+    pub deadline_ms: u64,
+}
+
+/// What the builders need to know of the host's filesystem.
+pub trait Host {
+    fn entry(&self, path: &Path) -> Option<Entry>;
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Entry {
+    Dir,
+    File,
+    Symlink(PathBuf),
+}
+
+/// The real filesystem.
+pub struct RealHost;
+
+impl Host for RealHost {
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        if meta.file_type().is_symlink() {
+            return std::fs::read_link(path).ok().map(Entry::Symlink);
+        }
+        Some(if meta.is_dir() { Entry::Dir } else { Entry::File })
+    }
+}
+
+/// What the operator configured for every run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Widening {
+    /// Extra read-only trees (`serve --confine-read DIR`).
+    pub read_only: Vec<PathBuf>,
+    /// `workspace-exec` commands may use the network (`serve --exec-network`).
+    pub exec_network: bool,
+}
+
+/// A pure phase: `interpreter transition` in `work`, a private tmpfs holding
+/// the pinned source read-only; no network, nothing else writable.
+pub fn pure(host: &impl Host, interpreter: &Path, work: &Path, widening: &Widening, deadline_ms: u64) -> Policy {
+    let mut mounts = system(host, false);
+    mounts.extend(program(interpreter));
+    mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
+    mounts.push(Mount::Tmpfs { path: work.to_path_buf(), bytes: PURE_SCRATCH_BYTES });
+    let source = work.join("transition");
+    mounts.push(Mount::BindAt { src: source.clone(), dst: source });
+    mounts.extend([Mount::Dev, Mount::Proc]);
+    let mounts = in_mount_order(mounts);
+    Policy {
+        kind: Kind::Pure,
+        argv: vec![interpreter.display().to_string(), "transition".into()],
+        env: vec![],
+        cwd: work.to_path_buf(),
+        mounts,
+        writable: vec![work.to_path_buf()],
+        network: false,
+        limits: PURE_LIMITS,
+        deadline_ms,
+    }
+}
+
+/// A `workspace-exec` command: the episode's worktree read-write with its
+/// `.git` read-only, a private `/tmp`, the system read-only.
+pub fn exec(
+    host: &impl Host,
+    program_path: &Path,
+    args: &[String],
+    worktree: &Path,
+    widening: &Widening,
+    deadline_ms: u64,
+) -> Policy {
+    let network = widening.exec_network;
+    let mut mounts = system(host, network);
+    mounts.extend(program(program_path));
+    mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
+    mounts.push(Mount::Bind { path: worktree.to_path_buf(), writable: true });
+    mounts.extend(git_dirs(host, worktree).into_iter().map(|path| Mount::Bind { path, writable: false }));
+    mounts.push(Mount::Tmpfs { path: "/tmp".into(), bytes: EXEC_TMP_BYTES });
+    mounts.extend([Mount::Dev, Mount::Tmpfs { path: "/dev/shm".into(), bytes: SHM_BYTES }, Mount::Proc]);
+    let mounts = in_mount_order(mounts);
+    let home = worktree.display().to_string();
+    Policy {
+        kind: Kind::Exec,
+        argv: std::iter::once(program_path.display().to_string()).chain(args.iter().cloned()).collect(),
+        env: vec![
+            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            format!("HOME={home}"),
+            "LANG=C".into(),
+            "LC_ALL=C".into(),
+            "TMPDIR=/tmp".into(),
+        ],
+        cwd: worktree.to_path_buf(),
+        mounts,
+        writable: vec![worktree.to_path_buf(), "/tmp".into(), "/dev/shm".into()],
+        network,
+        limits: EXEC_LIMITS,
+        deadline_ms,
+    }
+}
+
+/// The system directories and `/etc` entries that exist on this host.
+fn system(host: &impl Host, network: bool) -> Vec<Mount> {
+    let etc = ETC_ENTRIES.iter().chain(if network { ETC_NETWORK_ENTRIES } else { &[] });
+    let paths = SYSTEM_DIRS.iter().map(PathBuf::from).chain(etc.map(|e| Path::new("/etc").join(e)));
+    paths
+        .filter_map(|path| match host.entry(&path)? {
+            Entry::Symlink(target) => Some(Mount::Symlink { path, target }),
+            Entry::Dir | Entry::File => Some(Mount::Bind { path, writable: false }),
+        })
+        .collect()
+}
+
+/// The program itself, when it lives outside the system directories.
+fn program(path: &Path) -> Option<Mount> {
+    let under_system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
+    (!under_system).then(|| Mount::Bind { path: path.to_path_buf(), writable: false })
+}
+
+/// `.git` in any case at the top of the worktree: bound read-only over the writable tree.
+fn git_dirs(host: &impl Host, worktree: &Path) -> Vec<PathBuf> {
+    let Ok(items) = std::fs::read_dir(worktree) else { return vec![] };
+    let mut found: Vec<PathBuf> = items
+        .flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.eq_ignore_ascii_case(".git")))
+        .map(|e| e.path())
+        .filter(|p| matches!(host.entry(p), Some(Entry::Dir | Entry::File)))
+        .collect();
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// A host with merged `/usr`, a few `/etc` files and nothing else.
+    struct FakeHost(BTreeMap<PathBuf, Entry>);
+
+    impl Host for FakeHost {
+        fn entry(&self, path: &Path) -> Option<Entry> {
+            self.0.get(path).cloned()
+        }
+    }
+
+    fn host() -> FakeHost {
+        let mut m = BTreeMap::new();
+        m.insert("/usr".into(), Entry::Dir);
+        m.insert("/bin".into(), Entry::Symlink("usr/bin".into()));
+        m.insert("/lib".into(), Entry::Symlink("usr/lib".into()));
+        m.insert("/lib64".into(), Entry::Symlink("usr/lib64".into()));
+        m.insert("/etc/ld.so.cache".into(), Entry::File);
+        m.insert("/etc/ssl".into(), Entry::Dir);
+        m.insert("/etc/passwd".into(), Entry::File);
+        m.insert("/etc/shadow".into(), Entry::File);
+        m.insert("/etc/resolv.conf".into(), Entry::File);
+        FakeHost(m)
+    }
+
+    fn binds(p: &Policy) -> Vec<(String, bool)> {
+        p.mounts
+            .iter()
+            .filter_map(|m| match m {
+                Mount::Bind { path, writable } => Some((path.display().to_string(), *writable)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pure_phase_sees_the_system_read_only_and_writes_only_its_scratch() {
+        let p = pure(
+            &host(),
+            Path::new("/usr/bin/python3"),
+            Path::new("/s/w.db.scratch/run-1/work"),
+            &Widening::default(),
+            2000,
+        );
+        assert_eq!(p.kind, Kind::Pure);
+        assert_eq!(p.argv, ["/usr/bin/python3", "transition"]);
+        assert!(p.env.is_empty(), "an empty environment");
+        assert_eq!(p.cwd, Path::new("/s/w.db.scratch/run-1/work"));
+        assert_eq!(p.writable, [PathBuf::from("/s/w.db.scratch/run-1/work")]);
+        assert!(!p.network);
+        assert_eq!(p.limits, PURE_LIMITS);
+        assert_eq!(
+            binds(&p),
+            [
+                ("/usr".to_string(), false),
+                ("/etc/ld.so.cache".into(), false),
+                ("/etc/passwd".into(), false),
+                ("/etc/ssl".into(), false)
+            ],
+            "the interpreter under /usr needs no bind of its own; no secret of /etc"
+        );
+        assert!(p.mounts.contains(&Mount::Symlink { path: "/bin".into(), target: "usr/bin".into() }));
+        assert!(
+            p.mounts.contains(&Mount::Tmpfs { path: "/s/w.db.scratch/run-1/work".into(), bytes: PURE_SCRATCH_BYTES })
+        );
+        let source = PathBuf::from("/s/w.db.scratch/run-1/work/transition");
+        assert!(p.mounts.contains(&Mount::BindAt { src: source.clone(), dst: source }), "the source, read-only");
+        assert!(!p.mounts.iter().any(|m| matches!(m, Mount::Tmpfs { path, .. } if path == Path::new("/tmp"))));
+    }
+
+    #[test]
+    fn an_interpreter_outside_the_system_directories_is_bound_alone_not_its_directory() {
+        let p = pure(&host(), Path::new("/opt/py/bin/python3.11"), Path::new("/w"), &Widening::default(), 2000);
+        assert!(binds(&p).contains(&("/opt/py/bin/python3.11".into(), false)));
+        assert!(!binds(&p).iter().any(|(b, _)| b == "/opt/py" || b == "/opt/py/bin"));
+    }
+
+    #[test]
+    fn an_exec_command_writes_its_worktree_and_tmp_and_sees_git_read_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = dir.path().join("ep");
+        std::fs::create_dir_all(wt.join(".git")).unwrap();
+        std::fs::create_dir_all(wt.join(".GIT")).unwrap();
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::write(wt.join("git"), "not a git dir").unwrap();
+        let mut h = host();
+        h.0.insert(wt.join(".git"), Entry::Dir);
+        h.0.insert(wt.join(".GIT"), Entry::Dir);
+        let args = vec!["-m".to_string(), "pytest".to_string()];
+        let p = exec(&h, Path::new("/usr/bin/python3"), &args, &wt, &Widening::default(), 9000);
+        assert_eq!(p.kind, Kind::Exec);
+        assert_eq!(p.argv, ["/usr/bin/python3", "-m", "pytest"]);
+        assert_eq!(p.cwd, wt);
+        assert!(!p.network, "no network unless the operator allows it");
+        assert_eq!(p.limits, EXEC_LIMITS);
+        assert_eq!(p.writable, [wt.clone(), "/tmp".into(), "/dev/shm".into()]);
+        let b = binds(&p);
+        let at = |x: &(String, bool)| b.iter().position(|y| y == x).unwrap();
+        let wt_rw = (wt.display().to_string(), true);
+        let git_ro = (wt.join(".git").display().to_string(), false);
+        assert!(at(&wt_rw) < at(&git_ro), ".git is bound read-only over the writable worktree");
+        assert!(b.contains(&(wt.join(".GIT").display().to_string(), false)), "in any case");
+        assert!(!b.iter().any(|(p, _)| p.ends_with("/git")));
+        assert!(!b.iter().any(|(p, _)| p == "/etc/resolv.conf"), "no resolver without network");
+        assert!(p.env.contains(&format!("HOME={}", wt.display())) && p.env.contains(&"TMPDIR=/tmp".to_string()));
+        let pos = |t: &Path| p.mounts.iter().position(|m| m.target() == t).unwrap();
+        assert!(pos(Path::new("/tmp")) < pos(&wt), "a worktree under /tmp is mounted over the private /tmp");
+        assert!(pos(Path::new("/dev")) < pos(Path::new("/dev/shm")));
+    }
+
+    #[test]
+    fn the_operator_widens_exec_with_network_and_extra_read_only_trees() {
+        let widening = Widening { read_only: vec!["/opt/tools".into()], exec_network: true };
+        let p = exec(&host(), Path::new("/opt/tools/bin/cargo"), &[], Path::new("/ws/ep"), &widening, 9000);
+        assert!(p.network);
+        assert!(binds(&p).contains(&("/etc/resolv.conf".into(), false)));
+        assert!(binds(&p).contains(&("/opt/tools".into(), false)));
+        let pure = pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &widening, 2000);
+        assert!(!pure.network, "the network flag never reaches a pure phase");
+        assert!(binds(&pure).contains(&("/opt/tools".into(), false)));
+    }
+
+    #[test]
+    fn a_policy_travels_as_json_unchanged() {
+        let p = exec(
+            &host(),
+            Path::new("/usr/bin/sh"),
+            &["-c".into(), "true".into()],
+            Path::new("/ws/ep"),
+            &Widening::default(),
+            9000,
+        );
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(serde_json::from_str::<Policy>(&text).unwrap(), p);
+    }
+}
