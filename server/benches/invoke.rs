@@ -16,6 +16,12 @@
 //! apart, never as calls. Beside it: the raw fsync rate of the store's
 //! directory (append 4 KiB + fdatasync), which bounds any durable commit.
 //!
+//! The cost of confinement: a second pair of daemons, one confined (the
+//! default) and one `--unconfined`, run the exec runtime (the shipped Python
+//! `examples.word-count`, pure) and `workspace-exec` (`sh -c true`), at 1
+//! client and at 8 clients over 8 episodes, interleaved in the same run; the
+//! table ends with the p50 each confined row adds.
+//!
 //! `INVOKE_BENCH_SECS` sets the seconds per row (default 3).
 
 mod support;
@@ -42,12 +48,13 @@ impl Drop for Daemon {
     }
 }
 
-fn start(worldd: &Path, db: &Path, ws: &Path) -> Daemon {
+fn start(worldd: &Path, db: &Path, ws: &Path, extra: &[&str]) -> Daemon {
     let mut child = Command::new(worldd)
         .args(["serve", "--bind", "127.0.0.1:0", "--db"])
         .arg(db)
         .arg("--workspace-root")
         .arg(ws)
+        .args(extra)
         .env("RUST_LOG", "error")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -79,6 +86,7 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
     let (db, out_s) = (db.to_str().unwrap(), out.to_str().unwrap());
     let read = format!("Workspace.Read=worktree:{BUDGET}");
     let apply = format!("world.apply=world:{BUDGET}");
+    let exec = format!("Workspace.Exec=worktree:{BUDGET}");
     cli(
         worldd,
         &[
@@ -92,6 +100,8 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
             &read,
             "--grant",
             &apply,
+            "--grant",
+            &exec,
             "--yes",
             "--out",
             out_s,
@@ -102,7 +112,7 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
 
 /// What one row measured.
 struct Row {
-    tool: &'static str,
+    tool: String,
     clients: usize,
     episodes: usize,
     calls: usize,
@@ -116,6 +126,8 @@ static TASK: AtomicU64 = AtomicU64::new(0);
 fn run_row(addr: &str, tokens: &[String], tool: &'static str, clients: usize, secs: f64) -> Row {
     let args = match tool {
         "tools.echo" => json!({"hello": "world"}),
+        "examples.word-count" => json!({"text": "one two three"}),
+        "workspace-exec" => json!({"command": "sh", "args": ["-c", "true"]}),
         _ => json!({"path": "bench.txt"}),
     };
     let run = format!("{:x}", std::process::id());
@@ -163,7 +175,52 @@ fn run_row(addr: &str, tokens: &[String], tool: &'static str, clients: usize, se
     let secs = start.elapsed().as_secs_f64();
     let mut latencies = latencies;
     latencies.sort();
+    let tool = tool.to_string();
     Row { tool, clients, episodes: tokens.len(), calls: latencies.len(), errors: errors.into_inner(), secs, latencies }
+}
+
+/// A world for the confinement rows: a store, 8 worktrees, the builtin and
+/// example transitions, one token per episode, and a daemon.
+struct Lab {
+    daemon: Daemon,
+    tokens: Vec<String>,
+}
+
+fn lab(worldd: &Path, root: &Path, name: &str, extra: &[&str]) -> Lab {
+    let dir = root.join(name);
+    let (db, ws) = (dir.join("world.db"), dir.join("ws"));
+    let episodes: Vec<String> = (0..8).map(|i| format!("bench-{i}")).collect();
+    for ep in &episodes {
+        std::fs::create_dir_all(ws.join(ep)).unwrap();
+    }
+    let mut args = vec!["--exec-allow", "sh=/bin/sh"];
+    args.extend_from_slice(extra);
+    let daemon = start(worldd, &db, &ws, &args);
+    let db_s = db.to_str().unwrap();
+    cli(worldd, &["publish", "--db", db_s, "--builtin"]);
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/python/manifest.json");
+    cli(worldd, &["publish", "--db", db_s, "--manifest", examples]);
+    let tokens: Vec<String> = episodes.iter().map(|ep| mint(worldd, &db, &dir, ep)).collect();
+    genesis(&daemon.addr, &tokens[0]);
+    Lab { daemon, tokens }
+}
+
+/// Confined and unconfined rows of each exec workload, interleaved.
+fn confinement_rows(worldd: &Path, root: &Path, secs: f64) -> Vec<(Row, Row)> {
+    let confined = lab(worldd, root, "confined", &[]);
+    let unconfined = lab(worldd, root, "unconfined", &["--unconfined"]);
+    let mut pairs = vec![];
+    for tool in ["examples.word-count", "workspace-exec"] {
+        for l in [&confined, &unconfined] {
+            run_row(&l.daemon.addr, &l.tokens, tool, 2, 0.5);
+        }
+        for (clients, episodes) in [(1, 1), (8, 8)] {
+            let c = run_row(&confined.daemon.addr, &confined.tokens[..episodes], tool, clients, secs);
+            let u = run_row(&unconfined.daemon.addr, &unconfined.tokens[..episodes], tool, clients, secs);
+            pairs.push((c, u));
+        }
+    }
+    pairs
 }
 
 fn main() {
@@ -181,7 +238,7 @@ fn main() {
         std::fs::create_dir_all(ws.join(ep)).unwrap();
         std::fs::write(ws.join(ep).join("bench.txt"), "x".repeat(1023) + "\n").unwrap();
     }
-    let daemon = start(&worldd, &db, &ws);
+    let daemon = start(&worldd, &db, &ws, &[]);
     cli(&worldd, &["publish", "--db", db.to_str().unwrap(), "--builtin"]);
     let tokens: Vec<String> = episodes.iter().map(|ep| mint(&worldd, &db, &root, ep)).collect();
     genesis(&daemon.addr, &tokens[0]);
@@ -197,8 +254,9 @@ fn main() {
         }
     }
     rows.push(run_row(&daemon.addr, &tokens, "ailang-read", 64, secs));
-    let (fsync, fsync_p50, fsync_p99) = fsync_rate(&root);
     drop(daemon);
+    let pairs = confinement_rows(&worldd, &root, secs);
+    let (fsync, fsync_p50, fsync_p99) = fsync_rate(&root);
 
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
     println!();
@@ -215,6 +273,28 @@ fn main() {
             r.calls as f64 / r.secs,
             percentile(&r.latencies, 0.5),
             percentile(&r.latencies, 0.99)
+        );
+    }
+    println!();
+    println!(
+        "| run | clients | episodes | confined/s | unconfined/s | ratio | confined p50 ms | unconfined p50 ms | added p50 ms | errors |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (c, u) in &pairs {
+        let (cr, ur) = (c.calls as f64 / c.secs, u.calls as f64 / u.secs);
+        let (cp, up) = (percentile(&c.latencies, 0.5), percentile(&u.latencies, 0.5));
+        println!(
+            "| `{}` | {} | {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:+.2} | {} |",
+            c.tool,
+            c.clients,
+            c.episodes,
+            cr,
+            ur,
+            cr / ur.max(f64::MIN_POSITIVE),
+            cp,
+            up,
+            cp - up,
+            c.errors + u.errors
         );
     }
     println!();

@@ -35,6 +35,7 @@ fn health_reports_status_version_and_the_store_path() {
     let canonical = std::fs::canonicalize(&store.db).unwrap();
     assert_eq!(v["db_path"], canonical.to_str().unwrap());
     assert!(v["interpreter_ref"].is_string() && v["interpreter_version"].is_string(), "{v}");
+    assert_eq!(v["confinement"], "kernel", "runs are confined unless the operator says --unconfined");
 }
 
 #[test]

@@ -74,6 +74,11 @@ impl Daemon {
         Daemon { child: Some(child), addr, stderr }
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the daemon is running").id()
+    }
+
     pub fn stderr_lines(&self) -> Vec<String> {
         self.stderr.lock().unwrap().clone()
     }

@@ -32,6 +32,11 @@ pub struct LabOptions<'a> {
     pub episodes: &'a [&'a str],
     /// `workspace-exec` allow-list: command name → shell script body.
     pub exec: &'a [(&'a str, &'a str)],
+    /// More `workspace-exec` allow-list entries as `NAME=PATH`, passed as they
+    /// are (e.g. `"python3=/usr/bin/python3"`).
+    pub exec_allow: &'a [&'a str],
+    /// More `worldd serve` flags (e.g. `"--unconfined"`).
+    pub serve_args: &'a [&'a str],
     /// Skip the genesis commit.
     pub no_genesis: bool,
 }
@@ -67,6 +72,11 @@ impl Lab {
             serve_args.push("--exec-allow".into());
             serve_args.push(format!("{name}={}", path.display()));
         }
+        for entry in opts.exec_allow {
+            serve_args.push("--exec-allow".into());
+            serve_args.push(entry.to_string());
+        }
+        serve_args.extend(opts.serve_args.iter().map(|a| a.to_string()));
         let daemon = Daemon::start(&db, &serve_args);
         let lab = Lab { _dir: dir, root, db, ws, outside, daemon, serve_args };
         lab.publish_builtin();
@@ -82,6 +92,16 @@ impl Lab {
 
     pub fn worktree(&self, episode: &str) -> PathBuf {
         self.ws.join(episode)
+    }
+
+    /// The daemon's admin socket, `<db>.admin.sock`.
+    pub fn admin_socket(&self) -> PathBuf {
+        PathBuf::from(format!("{}.admin.sock", self.db.display()))
+    }
+
+    /// The token files [`Lab::mint`] wrote (`<root>/session-*`), sorted.
+    pub fn session_files(&self) -> Vec<PathBuf> {
+        names(&self.root).into_iter().filter(|n| n.starts_with("session-")).map(|n| self.root.join(n)).collect()
     }
 
     /// SIGKILL the daemon and start a new one on the same store (it runs recovery).

@@ -9,6 +9,7 @@
 //! - `exec_runtime`: the Python examples, and transitions that misbehave.
 //! - `admission`: idempotency, R8, genesis, the pin, refusals, denial labels.
 //! - `unrecorded`: EffectsUnrecorded produced by republishing mid-effect.
+//! - `hostile`: the escape corpus (tests/hostile/) is blocked by the kernel, pure and exec alike.
 
 mod admission;
 #[path = "../common/commit.rs"]
@@ -19,6 +20,7 @@ mod crash;
 mod exactly_once;
 mod exec_runtime;
 mod harness;
+mod hostile;
 #[path = "../common/process.rs"]
 mod process;
 mod unrecorded;

@@ -46,6 +46,17 @@ pub struct LabOptions<'a> {
     pub host_callbacks: Option<usize>,
 }
 
+/// Confined runs in flight: each has a run directory beside the store
+/// (`<db>.scratch/run-*`) from just before it starts until it has ended.
+pub fn runs_in_flight(scratch: &Path) -> usize {
+    std::fs::read_dir(scratch)
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("run-")).count())
+        .unwrap_or(0)
+}
+
+/// Where gates live; confined runs may read it.
+const GATES: &str = "gates";
+
 /// A temporary world: store, workspace root, daemon.
 pub struct Lab {
     _dir: tempfile::TempDir,
@@ -68,7 +79,9 @@ impl Lab {
         for ep in opts.episodes {
             std::fs::create_dir_all(ws.join(ep)).unwrap();
         }
+        std::fs::create_dir_all(root.join(GATES)).unwrap();
         let mut serve_args = vec!["--workspace-root".to_string(), ws.display().to_string()];
+        serve_args.extend(["--confine-read".to_string(), root.join(GATES).display().to_string()]);
         for (name, body) in opts.exec {
             let path = bin.join(format!("{name}.sh"));
             write_script(&path, body);
@@ -341,8 +354,6 @@ pub fn gate_source(dir: &Path) -> String {
         r#"import json, os, sys, time
 args = json.loads(sys.stdin.read())
 d = {dir:?}
-open(os.path.join(d, "started-%d" % os.getpid()), "w").close()
-open(os.path.join(d, "started"), "w").close()
 t = time.time()
 while not os.path.exists(os.path.join(d, "go")) and time.time() - t < 1.7:
     time.sleep(0.005)
@@ -352,32 +363,32 @@ sys.stdout.write(json.dumps({{"gated": args}}))
     )
 }
 
-/// A gate directory: `started` appears when the gated run begins; `open()` lets it finish.
+/// A gate: `open()` lets the gated runs finish. A confined run can only read
+/// the gate (`serve --confine-read <lab>/gates`), so a run is seen to have
+/// started by its run directory beside the store (`<db>.scratch/run-*`).
 pub struct Gate {
     pub dir: PathBuf,
+    scratch: PathBuf,
 }
 
 impl Gate {
     pub fn new(root: &Path, name: &str) -> Gate {
-        let dir = root.join(format!("gate-{name}"));
+        let dir = root.join(GATES).join(format!("gate-{name}"));
         std::fs::create_dir_all(&dir).unwrap();
-        Gate { dir }
+        Gate { dir, scratch: root.join("world.db.scratch") }
+    }
+
+    fn runs(&self) -> usize {
+        runs_in_flight(&self.scratch)
     }
 
     pub fn wait_started(&self) {
-        wait_for("the gated run to start", Duration::from_secs(20), || self.dir.join("started").exists());
+        self.wait_started_n(1);
     }
 
-    /// Waits until `n` gated runs have started (each leaves its own marker).
+    /// Waits until `n` gated runs are in flight.
     pub fn wait_started_n(&self, n: usize) {
-        let count = || {
-            std::fs::read_dir(&self.dir)
-                .unwrap()
-                .flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("started-"))
-                .count()
-        };
-        wait_for(&format!("{n} gated runs to start"), Duration::from_secs(20), || count() >= n);
+        wait_for(&format!("{n} gated runs to start"), Duration::from_secs(20), || self.runs() >= n);
     }
 
     pub fn open(&self) {
@@ -386,7 +397,6 @@ impl Gate {
 
     pub fn reset(&self) {
         let _ = std::fs::remove_file(self.dir.join("go"));
-        let _ = std::fs::remove_file(self.dir.join("started"));
     }
 }
 

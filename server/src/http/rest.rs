@@ -98,6 +98,7 @@ struct Health<'a> {
     db_path: String,
     interpreter_ref: String,
     interpreter_version: &'a str,
+    confinement: &'static str,
 }
 
 async fn health(AxState(state): AxState<State>) -> Response {
@@ -107,6 +108,7 @@ async fn health(AxState(state): AxState<State>) -> Response {
         db_path: state.db_path.display().to_string(),
         interpreter_ref: state.interpreter_ref.map(|r| r.to_string()).unwrap_or_default(),
         interpreter_version: &state.interpreter_version,
+        confinement: state.runtimes.exec.confinement().mode_name(),
     })
 }
 

@@ -44,6 +44,10 @@ impl ExecRuntime {
         ExecRuntime { slots: Semaphore::new(SUBPROCESSES_MAX), verified: Mutex::new(HashMap::new()), confinement }
     }
 
+    pub fn confinement(&self) -> &Confinement {
+        &self.confinement
+    }
+
     /// The interpreter must still be the binary that was pinned at publish.
     fn check_pin(&self, interpreter: &Path, pinned: Ref) -> Result<(), PhaseError> {
         use std::os::unix::fs::MetadataExt;
