@@ -29,8 +29,13 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(db: &Path, extra: &[String]) -> Daemon {
-        let mut child = Command::new(WORLDD)
-            .arg("serve")
+        Daemon::start_with(db, extra, |_| {})
+    }
+
+    /// The serve command line, as [`Daemon::start`] runs it.
+    pub fn command(db: &Path, extra: &[String]) -> Command {
+        let mut cmd = Command::new(WORLDD);
+        cmd.arg("serve")
             .arg("--db")
             .arg(db)
             .args(["--bind", "127.0.0.1:0"])
@@ -39,9 +44,16 @@ impl Daemon {
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn worldd serve");
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// Like [`Daemon::start`], with the command adjusted first (a changed
+    /// user, a restricted process) by `prepare`.
+    pub fn start_with(db: &Path, extra: &[String], prepare: impl FnOnce(&mut Command)) -> Daemon {
+        let mut cmd = Daemon::command(db, extra);
+        prepare(&mut cmd);
+        let mut child = cmd.spawn().expect("spawn worldd serve");
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel::<String>();
         let pipe = child.stderr.take().expect("stderr pipe");

@@ -39,6 +39,9 @@ pub struct LabOptions<'a> {
     pub serve_args: &'a [&'a str],
     /// Skip the genesis commit.
     pub no_genesis: bool,
+    /// Run the daemon as this uid (and gid) instead of the test's user; the
+    /// lab directory is given to it first.
+    pub user: Option<u32>,
 }
 
 /// A temporary world: store, workspace root, daemon.
@@ -77,7 +80,16 @@ impl Lab {
             serve_args.push(entry.to_string());
         }
         serve_args.extend(opts.serve_args.iter().map(|a| a.to_string()));
-        let daemon = Daemon::start(&db, &serve_args);
+        let daemon = match opts.user {
+            None => Daemon::start(&db, &serve_args),
+            Some(uid) => {
+                chown_tree(&root, uid);
+                Daemon::start_with(&db, &serve_args, |cmd| {
+                    std::os::unix::process::CommandExt::uid(cmd, uid);
+                    std::os::unix::process::CommandExt::gid(cmd, uid);
+                })
+            }
+        };
         let lab = Lab { _dir: dir, root, db, ws, outside, daemon, serve_args };
         lab.publish_builtin();
         if !opts.no_genesis {
@@ -425,6 +437,18 @@ pub fn names(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     v.sort();
     v
+}
+
+/// Gives every file under `dir` (and `dir`) to `uid`:`uid`, not following symlinks.
+pub fn chown_tree(dir: &Path, uid: u32) {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(uid)).unwrap();
+    for item in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = item.path();
+        std::os::unix::fs::lchown(&p, Some(uid), Some(uid)).unwrap();
+        if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+            chown_tree(&p, uid);
+        }
+    }
 }
 
 /// Waits (bounded) until `cond` holds.

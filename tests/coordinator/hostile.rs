@@ -168,6 +168,18 @@ fn every_escape_attempt_of_a_workspace_exec_command_fails_with_its_own_exit() {
     assert_all_blocked(Mode::Command, &outcomes);
 }
 
+/// An ordinary user's daemon: each run gets a user namespace of its own,
+/// where `RLIMIT_NPROC` bounds the run's tasks.
+#[test]
+fn every_escape_attempt_fails_the_same_when_the_daemon_runs_as_an_ordinary_user() {
+    let _one = one_corpus_at_a_time();
+    let corpus = Corpus::new_as(&[], Some(NOBODY));
+    for mode in [Mode::Pure, Mode::Command] {
+        let outcomes = corpus.run_all(mode);
+        assert_all_blocked(mode, &outcomes);
+    }
+}
+
 #[test]
 fn with_confinement_off_the_corpus_sees_the_escapes() {
     let _one = one_corpus_at_a_time();
@@ -330,12 +342,20 @@ fn assert_all_blocked(mode: Mode, outcomes: &[Outcome]) {
     );
 }
 
+/// The uid of `nobody` on Debian.
+const NOBODY: u32 = 65534;
+
 impl Corpus {
     fn new(serve_args: &[&str]) -> Corpus {
+        Corpus::new_as(serve_args, None)
+    }
+
+    fn new_as(serve_args: &[&str], user: Option<u32>) -> Corpus {
         let lab = Lab::new(LabOptions {
             episodes: &[EPISODE, NEIGHBOUR],
             exec_allow: EXEC_ALLOW,
             serve_args,
+            user,
             ..Default::default()
         });
         let wt = lab.worktree(EPISODE);

@@ -10,6 +10,7 @@
 //! - `admission`: idempotency, R8, genesis, the pin, refusals, denial labels.
 //! - `unrecorded`: EffectsUnrecorded produced by republishing mid-effect.
 //! - `hostile`: the escape corpus (tests/hostile/) is blocked by the kernel, pure and exec alike.
+//! - `unavailable`: where runs cannot be confined, `serve` refuses to start unless `--unconfined`.
 
 mod admission;
 #[path = "../common/commit.rs"]
@@ -23,4 +24,5 @@ mod harness;
 mod hostile;
 #[path = "../common/process.rs"]
 mod process;
+mod unavailable;
 mod unrecorded;

@@ -78,13 +78,13 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
         return Err("the daemon that started this run is gone".into());
     }
     let started = Instant::now();
-    if !inv.privileged {
-        enter_user_namespace()?;
-    }
     if let Some(cg) = &inv.cgroup {
         std::fs::create_dir(cg).map_err(ctx(format!("creating the run's cgroup {}", cg.display())))?;
         std::fs::write(cg.join("pids.max"), inv.policy.limits.processes.to_string())
             .map_err(ctx("setting the run's pids.max"))?;
+    }
+    if !inv.privileged {
+        enter_user_namespace()?;
     }
     let (report_r, report_w) = std::io::pipe().map_err(ctx("pipe"))?;
     let (alive_r, alive_w) = std::io::pipe().map_err(ctx("pipe"))?;

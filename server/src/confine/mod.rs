@@ -55,7 +55,7 @@ pub struct Invocation {
     pub root: PathBuf,
     /// Where the helper writes the [`Outcome`].
     pub outcome: PathBuf,
-    /// The run's pids cgroup (root only); the helper creates and removes it.
+    /// The run's pids cgroup (uid 0 only); the helper creates and removes it.
     pub cgroup: Option<PathBuf>,
     /// The daemon holds `CAP_SYS_ADMIN`; otherwise the run gets its own user namespace.
     pub privileged: bool,
@@ -98,7 +98,8 @@ impl Confinement {
         }
         let helper = std::env::current_exe().map_err(|e| format!("locating worldd itself: {e}"))?;
         let privileged = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false);
-        let cgroups = if privileged { Some(cgroup::Cgroups::create()?) } else { None };
+        // The kernel never counts uid 0's processes against RLIMIT_NPROC, in any user namespace.
+        let cgroups = if nix::unistd::geteuid().is_root() { Some(cgroup::Cgroups::create()?) } else { None };
         let c = Confinement {
             mode: Mode::Kernel { helper, cgroups, privileged },
             widening: opts.widening,
