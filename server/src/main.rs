@@ -15,5 +15,12 @@ mod runtime;
 mod sessions;
 
 fn main() -> std::process::ExitCode {
+    // The confinement helper runs for every confined process: it skips the
+    // command-line parser and starts nothing but itself.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(confine::HELPER_COMMAND)) {
+        let invocation = args.next().and_then(|a| a.into_string().ok()).unwrap_or_default();
+        return confine::helper::main(&invocation);
+    }
     cli::run()
 }

@@ -135,9 +135,6 @@ enum Command {
         #[arg(long, default_value = DEFAULT_ADDR)]
         addr: String,
     },
-    /// The confinement helper the daemon starts for each run (not for people).
-    #[command(name = "confine-run", hide = true)]
-    ConfineRun { invocation: String },
 }
 
 /// How `serve` confines the processes it starts for agents.
@@ -246,7 +243,6 @@ pub fn run() -> ExitCode {
         }
         Command::Why { target, addr, json } => why::run(&target, &addr, json),
         Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
-        Command::ConfineRun { invocation } => crate::confine::helper::main(&invocation),
     }
 }
 

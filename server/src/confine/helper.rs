@@ -86,6 +86,10 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
     if !inv.privileged {
         enter_user_namespace()?;
     }
+    let netns = match &inv.netns {
+        Some(path) => Some(std::fs::File::open(path).map_err(ctx("opening the daemon's network namespace"))?),
+        None => None,
+    };
     let (report_r, report_w) = std::io::pipe().map_err(ctx("pipe"))?;
     let (alive_r, alive_w) = std::io::pipe().map_err(ctx("pipe"))?;
     unshare(CloneFlags::CLONE_NEWPID).map_err(ctx("unshare(CLONE_NEWPID)"))?;
@@ -96,7 +100,7 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
     match unsafe { fork() }.map_err(ctx("fork"))? {
         ForkResult::Child => {
             drop((report_r, alive_w));
-            let code = init(inv, report_w, alive_r);
+            let code = init(inv, netns, report_w, alive_r);
             // SAFETY: leaving the child without running the parent's exit handlers.
             unsafe { libc::_exit(code) }
         }
@@ -163,8 +167,13 @@ fn enter_user_namespace() -> Result<()> {
     Ok(())
 }
 
-fn init(inv: &Invocation, mut report: std::io::PipeWriter, alive: std::io::PipeReader) -> i32 {
-    match init_run(inv, &mut report, &alive) {
+fn init(
+    inv: &Invocation,
+    netns: Option<std::fs::File>,
+    mut report: std::io::PipeWriter,
+    alive: std::io::PipeReader,
+) -> i32 {
+    match init_run(inv, netns, &mut report, &alive) {
         Ok(()) => 0,
         Err(e) => {
             let _ = writeln!(report, "setup {}", e.replace('\n', " "));
@@ -173,7 +182,12 @@ fn init(inv: &Invocation, mut report: std::io::PipeWriter, alive: std::io::PipeR
     }
 }
 
-fn init_run(inv: &Invocation, report: &mut std::io::PipeWriter, alive: &std::io::PipeReader) -> Result<()> {
+fn init_run(
+    inv: &Invocation,
+    netns: Option<std::fs::File>,
+    report: &mut std::io::PipeWriter,
+    alive: &std::io::PipeReader,
+) -> Result<()> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(ctx("prctl(PR_SET_PDEATHSIG)"))?;
     if helper_gone(alive) {
         return Err("the helper is gone".into());
@@ -182,8 +196,12 @@ fn init_run(inv: &Invocation, report: &mut std::io::PipeWriter, alive: &std::io:
         std::fs::write(cg.join("cgroup.procs"), "0").map_err(ctx("joining the run's cgroup"))?;
     }
     let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
-    if !inv.policy.network {
-        flags |= CloneFlags::CLONE_NEWNET;
+    match (inv.policy.network, netns) {
+        (true, _) => {}
+        (false, Some(ns)) => {
+            nix::sched::setns(ns, CloneFlags::CLONE_NEWNET).map_err(ctx("entering the empty network namespace"))?;
+        }
+        (false, None) => flags |= CloneFlags::CLONE_NEWNET,
     }
     unshare(flags).map_err(ctx("unshare(mount, IPC, UTS, network namespaces)"))?;
     build_root(&inv.root, &inv.policy)?;
@@ -415,8 +433,8 @@ fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
     if r != 0 {
         return Err(format!("close_range: {}", std::io::Error::last_os_error()));
     }
-    let main = super::seccomp::filter(policy.kind, policy.network)?;
-    seccompiler::apply_filter(&super::seccomp::clone3_filter()?).map_err(ctx("seccomp"))?;
+    let main = super::seccomp::filter(policy.kind, policy.network, inv.x32)?;
+    seccompiler::apply_filter(&super::seccomp::clone3_filter(inv.x32)?).map_err(ctx("seccomp"))?;
     seccompiler::apply_filter(&main).map_err(ctx("seccomp"))?;
     Ok((argv, env))
 }

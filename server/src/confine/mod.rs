@@ -17,6 +17,7 @@ mod seccomp;
 
 use policy::{Policy, RealHost, Widening};
 use serde::{Deserialize, Serialize};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,6 +60,11 @@ pub struct Invocation {
     pub cgroup: Option<PathBuf>,
     /// The daemon holds `CAP_SYS_ADMIN`; otherwise the run gets its own user namespace.
     pub privileged: bool,
+    /// The kernel runs x32 syscalls, so the filter must deny their numbers too.
+    pub x32: bool,
+    /// An empty network namespace the daemon keeps (`/proc/<pid>/fd/<n>`),
+    /// entered instead of making one per run; privileged only.
+    pub netns: Option<PathBuf>,
 }
 
 /// How the operator asked runs to be confined.
@@ -70,8 +76,19 @@ pub struct Options {
 
 #[derive(Debug)]
 enum Mode {
-    Kernel { helper: PathBuf, cgroups: Option<cgroup::Cgroups>, privileged: bool },
+    Kernel(Kernel),
     Unconfined,
+}
+
+/// What a confined run needs of the daemon.
+#[derive(Debug)]
+struct Kernel {
+    helper: PathBuf,
+    cgroups: Option<cgroup::Cgroups>,
+    privileged: bool,
+    x32: bool,
+    /// The empty network namespace runs share (privileged only).
+    netns: Option<std::fs::File>,
 }
 
 /// The daemon's confinement: how to start a run, and what it is called.
@@ -93,6 +110,10 @@ impl Confinement {
                 scratch_root: scratch_root.into(),
             }));
         }
+        Confinement::start_kernel(opts, scratch_root).await.map_err(|e| format!("this kernel cannot confine runs: {e}"))
+    }
+
+    async fn start_kernel(opts: Options, scratch_root: &Path) -> Result<Arc<Confinement>, String> {
         if !cfg!(target_arch = "x86_64") {
             return Err("confinement is built for x86-64 only".into());
         }
@@ -100,11 +121,9 @@ impl Confinement {
         let privileged = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false);
         // The kernel never counts uid 0's processes against RLIMIT_NPROC, in any user namespace.
         let cgroups = if nix::unistd::geteuid().is_root() { Some(cgroup::Cgroups::create()?) } else { None };
-        let c = Confinement {
-            mode: Mode::Kernel { helper, cgroups, privileged },
-            widening: opts.widening,
-            scratch_root: scratch_root.into(),
-        };
+        let netns = if privileged { Some(empty_network_namespace()?) } else { None };
+        let kernel = Kernel { helper, cgroups, privileged, x32: seccomp::kernel_has_x32(), netns };
+        let c = Confinement { mode: Mode::Kernel(kernel), widening: opts.widening, scratch_root: scratch_root.into() };
         c.self_check().await?;
         Ok(Arc::new(c))
     }
@@ -159,16 +178,21 @@ impl Confinement {
                 }
                 cmd
             }
-            Mode::Kernel { helper, cgroups, privileged } => {
+            Mode::Kernel(k) => {
                 let invocation = Invocation {
                     policy: policy.clone(),
                     root: run.root(),
                     outcome: run.outcome(),
-                    cgroup: cgroups.as_ref().map(|c| c.run(&run.name)),
-                    privileged: *privileged,
+                    cgroup: k.cgroups.as_ref().map(|c| c.run(&run.name)),
+                    privileged: k.privileged,
+                    x32: k.x32,
+                    netns: k
+                        .netns
+                        .as_ref()
+                        .map(|f| format!("/proc/{}/fd/{}", std::process::id(), f.as_raw_fd()).into()),
                 };
                 let text = serde_json::to_string(&invocation).map_err(|e| e.to_string())?;
-                let mut cmd = tokio::process::Command::new(helper);
+                let mut cmd = tokio::process::Command::new(&k.helper);
                 cmd.arg(HELPER_COMMAND).arg(text).env_clear().current_dir("/");
                 cmd
             }
@@ -196,7 +220,7 @@ impl Confinement {
             (Ok(Ok(status)), false) => status_outcome(status),
             (Ok(Ok(status)), true) => read_outcome(&run.outcome(), status),
         };
-        if let Mode::Kernel { cgroups: Some(c), .. } = &self.mode {
+        if let Mode::Kernel(Kernel { cgroups: Some(c), .. }) = &self.mode {
             c.remove(&c.run(&run.name)).await;
         }
         outcome
@@ -212,7 +236,9 @@ impl Confinement {
              [ \"$nnp\" = 1 ] || {{ echo 'no_new_privs is not set' >&2; exit 3; }}\n\
              [ \"$sc\" = 2 ] || {{ echo 'no seccomp filter' >&2; exit 3; }}\n\
              [ ! -e '{}' ] || {{ echo 'the store is visible' >&2; exit 3; }}\n\
-             [ \"$$\" -le 16 ] || {{ echo 'not in its own PID namespace' >&2; exit 3; }}\n",
+             [ \"$$\" -le 16 ] || {{ echo 'not in its own PID namespace' >&2; exit 3; }}\n\
+             n=0; while read line; do n=$((n+1)); done < /proc/self/net/dev\n\
+             [ $n -le 3 ] || {{ echo 'network interfaces are visible' >&2; exit 3; }}\n",
             store.replace('\'', "")
         );
         std::fs::write(run.work().join("transition"), script).map_err(|e| format!("self-check: {e}"))?;
@@ -230,10 +256,24 @@ impl Confinement {
         }
         match outcome {
             Outcome::Exited { code: 0 } => Ok(()),
-            Outcome::SetupFailed { error } => Err(format!("this kernel cannot confine runs: {error}")),
+            Outcome::SetupFailed { error } => Err(error),
             other => Err(format!("the confinement self-check failed ({other:?}): {}", said.trim())),
         }
     }
+}
+
+/// A network namespace with nothing in it but a loopback that is down, made
+/// once by a short-lived thread (namespaces belong to threads) and held open.
+/// Runs enter it instead of paying for a namespace each; they cannot bring an
+/// interface up (no capabilities) nor reach one another's abstract sockets
+/// (Landlock scopes those to each run).
+fn empty_network_namespace() -> Result<std::fs::File, String> {
+    std::thread::spawn(|| {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| format!("unshare(CLONE_NEWNET): {e}"))?;
+        std::fs::File::open("/proc/thread-self/ns/net").map_err(|e| format!("opening the network namespace: {e}"))
+    })
+    .join()
+    .map_err(|_| "the network namespace thread panicked".to_string())?
 }
 
 fn status_outcome(status: std::process::ExitStatus) -> Outcome {

@@ -2,6 +2,11 @@
 //! program never needs, compiled by `seccompiler` (x86-64 only; any other
 //! architecture's calling convention, such as IA-32 `int 0x80`, kills the
 //! process, so `socketcall` and friends cannot route around the rules).
+//!
+//! x32 syscalls share the x86-64 audit architecture and differ only by a bit
+//! in the number; where the kernel has the x32 ABI, every denied call is
+//! denied under its x32 numbers too. Where it has not (the usual case), they
+//! fail with `ENOSYS` anyway and the shorter filter is cheaper to install.
 
 use super::policy::Kind;
 use seccompiler::{
@@ -91,9 +96,25 @@ fn arch() -> TargetArch {
     TargetArch::x86_64
 }
 
-fn deny(rules: &mut BTreeMap<i64, Vec<SeccompRule>>, nr: i64, conditions: Vec<SeccompRule>) {
-    rules.insert(nr, conditions.clone());
-    rules.insert(nr | X32_SYSCALL_BIT, conditions);
+/// Whether this kernel runs x32 syscalls (probed with a harmless `getpid`).
+pub fn kernel_has_x32() -> bool {
+    // SAFETY: getpid under its x32 number: no arguments, no side effect.
+    let r = unsafe { libc::syscall(libc::SYS_getpid | X32_SYSCALL_BIT) };
+    !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS))
+}
+
+struct Rules {
+    map: BTreeMap<i64, Vec<SeccompRule>>,
+    x32: bool,
+}
+
+impl Rules {
+    fn deny(&mut self, nr: i64, conditions: Vec<SeccompRule>) {
+        if self.x32 {
+            self.map.insert(nr | X32_SYSCALL_BIT, conditions.clone());
+        }
+        self.map.insert(nr, conditions);
+    }
 }
 
 fn masked_set(arg: u8, bit: u64) -> Result<SeccompRule, String> {
@@ -103,20 +124,22 @@ fn masked_set(arg: u8, bit: u64) -> Result<SeccompRule, String> {
 }
 
 /// The main filter: `EPERM` for everything denied to this kind of run.
-pub fn filter(kind: Kind, network: bool) -> Result<BpfProgram, String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+pub fn filter(kind: Kind, network: bool, x32: bool) -> Result<BpfProgram, String> {
+    let mut rules = Rules { map: BTreeMap::new(), x32 };
     for (_, nr) in DENIED_ALWAYS {
-        deny(&mut rules, *nr, vec![]);
+        rules.deny(*nr, vec![]);
     }
-    for nr in X32_ONLY {
-        rules.insert(nr | X32_SYSCALL_BIT, vec![]);
+    if x32 {
+        for nr in X32_ONLY {
+            rules.map.insert(nr | X32_SYSCALL_BIT, vec![]);
+        }
     }
     let ns: Vec<SeccompRule> = NAMESPACE_FLAGS.iter().map(|f| masked_set(0, *f)).collect::<Result<_, _>>()?;
-    deny(&mut rules, libc::SYS_clone, ns);
+    rules.deny(libc::SYS_clone, ns);
     match (kind, network) {
         (Kind::Pure, _) => {
             for nr in [libc::SYS_socket, libc::SYS_connect, libc::SYS_bind, libc::SYS_listen] {
-                deny(&mut rules, nr, vec![]);
+                rules.deny(nr, vec![]);
             }
         }
         (Kind::Exec, false) => {
@@ -124,22 +147,22 @@ pub fn filter(kind: Kind, network: bool) -> Result<BpfProgram, String> {
                 .map_err(|e| e.to_string())?;
             let rule = SeccompRule::new(vec![not_unix]).map_err(|e| e.to_string())?;
             for (_, nr) in NETWORK_CALLS {
-                deny(&mut rules, *nr, vec![rule.clone()]);
+                rules.deny(*nr, vec![rule.clone()]);
             }
         }
         (Kind::Exec, true) => {}
     }
-    let f = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch())
+    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch())
         .map_err(|e| e.to_string())?;
     f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
 /// `clone3` answers `ENOSYS`, so the C library falls back to `clone`, whose
 /// flags the main filter can see (`clone3` passes them in memory).
-pub fn clone3_filter() -> Result<BpfProgram, String> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    deny(&mut rules, libc::SYS_clone3, vec![]);
-    let f = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch())
+pub fn clone3_filter(x32: bool) -> Result<BpfProgram, String> {
+    let mut rules = Rules { map: BTreeMap::new(), x32 };
+    rules.deny(libc::SYS_clone3, vec![]);
+    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch())
         .map_err(|e| e.to_string())?;
     f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
@@ -150,12 +173,19 @@ mod tests {
 
     #[test]
     fn every_profile_compiles_and_a_pure_phase_gets_the_strictest() {
-        let pure = filter(Kind::Pure, false).unwrap();
-        let exec = filter(Kind::Exec, false).unwrap();
-        let open = filter(Kind::Exec, true).unwrap();
-        assert!(!clone3_filter().unwrap().is_empty());
-        assert!(pure.len() > exec.len() && exec.len() > open.len(), "{} {} {}", pure.len(), exec.len(), open.len());
-        assert_eq!(filter(Kind::Pure, true).unwrap().len(), pure.len(), "network never reaches a pure phase");
+        for x32 in [false, true] {
+            let pure = filter(Kind::Pure, false, x32).unwrap();
+            let exec = filter(Kind::Exec, false, x32).unwrap();
+            let open = filter(Kind::Exec, true, x32).unwrap();
+            assert!(!clone3_filter(x32).unwrap().is_empty());
+            assert!(pure.len() > exec.len() && exec.len() > open.len(), "{} {} {}", pure.len(), exec.len(), open.len());
+            assert_eq!(filter(Kind::Pure, true, x32).unwrap().len(), pure.len(), "network never reaches a pure phase");
+        }
+        let (native, both) = (filter(Kind::Exec, false, false).unwrap(), filter(Kind::Exec, false, true).unwrap());
+        assert!(
+            both.len() > native.len() + DENIED_ALWAYS.len(),
+            "x32 numbers are denied too where the kernel has them"
+        );
     }
 
     #[test]
