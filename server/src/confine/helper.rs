@@ -204,7 +204,7 @@ fn init_run(
         (false, None) => flags |= CloneFlags::CLONE_NEWNET,
     }
     unshare(flags).map_err(ctx("unshare(mount, IPC, UTS, network namespaces)"))?;
-    build_root(&inv.root, &inv.policy)?;
+    build_root(&inv.root, &inv.policy, inv.run_as)?;
     nix::unistd::sethostname("world").map_err(ctx("sethostname"))?;
     // SAFETY: single-threaded (see the module header).
     match unsafe { fork() }.map_err(ctx("fork"))? {
@@ -256,14 +256,14 @@ fn inside(root: &Path, path: &Path) -> PathBuf {
     root.join(path.strip_prefix("/").unwrap_or(path))
 }
 
-fn build_root(root: &Path, policy: &Policy) -> Result<()> {
+fn build_root(root: &Path, policy: &Policy, run_as: Option<u32>) -> Result<()> {
     let none: Option<&str> = None;
     mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).map_err(ctx("making / private"))?;
     let size = format!("size={ROOT_TMPFS_BYTES},mode=0755");
     mount(Some("tmpfs"), root, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(size.as_str()))
         .map_err(ctx(format!("mounting the run's root at {}", root.display())))?;
     for m in &policy.mounts {
-        apply(root, m).map_err(|e| format!("{m:?}: {e}"))?;
+        apply(root, m, run_as).map_err(|e| format!("{m:?}: {e}"))?;
     }
     if policy.mounts.contains(&Mount::Dev) {
         remount_read_only(&root.join("dev"), MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC)?;
@@ -279,7 +279,7 @@ fn build_root(root: &Path, policy: &Policy) -> Result<()> {
     Ok(())
 }
 
-fn apply(root: &Path, m: &Mount) -> Result<()> {
+fn apply(root: &Path, m: &Mount, run_as: Option<u32>) -> Result<()> {
     let none: Option<&str> = None;
     match m {
         Mount::Bind { path, writable } => bind(path, &inside(root, path), *writable),
@@ -287,7 +287,8 @@ fn apply(root: &Path, m: &Mount) -> Result<()> {
         Mount::Tmpfs { path, bytes } => {
             let dst = inside(root, path);
             std::fs::create_dir_all(&dst).map_err(ctx("mkdir"))?;
-            let data = format!("size={bytes},mode=1777");
+            let owner = run_as.map(|id| format!(",uid={id},gid={id}")).unwrap_or_default();
+            let data = format!("size={bytes},mode=1777{owner}");
             mount(Some("tmpfs"), &dst, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(data.as_str()))
                 .map_err(ctx("mount tmpfs"))
         }
@@ -424,9 +425,13 @@ fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
     // SAFETY: restoring the default disposition the program expects (Rust ignores SIGPIPE).
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     nix::unistd::setsid().map_err(ctx("setsid"))?;
-    set_limits(policy)?;
+    set_limits(policy, inv.run_as.is_some())?;
     nix::unistd::chdir(&policy.cwd).map_err(ctx(format!("chdir {}", policy.cwd.display())))?;
-    drop_capabilities()?;
+    lock_out_root()?;
+    if let Some(id) = inv.run_as {
+        become_unprivileged(id, policy.limits.processes)?;
+    }
+    clear_capabilities()?;
     landlock(policy)?;
     // SAFETY: plain syscall; marks every descriptor above stderr close-on-exec.
     let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
@@ -439,42 +444,65 @@ fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
     Ok((argv, env))
 }
 
-fn set_limits(policy: &Policy) -> Result<()> {
+/// The run's resource limits. A target that will switch uid first gets a
+/// wide task limit: until it is in its own user namespace its uid's count
+/// spans every run.
+fn set_limits(policy: &Policy, switching_uid: bool) -> Result<()> {
     use nix::sys::resource::{Resource, setrlimit};
     let l = policy.limits;
-    let mut set = vec![
+    // In the run's own user namespace the count is the run's alone (ignored
+    // for uid 0, which the pids cgroup bounds instead).
+    let tasks = if switching_uid { super::RUN_UID_TASKS_MAX } else { l.processes + 2 };
+    for (r, v) in [
         (Resource::RLIMIT_CPU, l.cpu_seconds),
         (Resource::RLIMIT_AS, l.address_space),
         (Resource::RLIMIT_FSIZE, l.file_size),
         (Resource::RLIMIT_NOFILE, l.open_files),
         (Resource::RLIMIT_CORE, 0),
-    ];
-    // In the run's own user namespace the count is the run's alone (ignored
-    // for uid 0, which the pids cgroup bounds instead).
-    set.push((Resource::RLIMIT_NPROC, l.processes + 2));
-    for (r, v) in set {
+        (Resource::RLIMIT_NPROC, tasks),
+    ] {
         setrlimit(r, v, v).map_err(ctx(format!("setrlimit({r:?})")))?;
     }
     Ok(())
 }
 
-/// No capability survives `execve`, even for uid 0: the bounding, inheritable
-/// and ambient sets are emptied and the root exemptions locked off.
-fn drop_capabilities() -> Result<()> {
+/// uid 0 gains nothing at `execve`: the bounding set is emptied and the
+/// root exemptions locked off (needs `CAP_SETPCAP`; a target without it has
+/// no capability to lose).
+fn lock_out_root() -> Result<()> {
     use caps::{CapSet, Capability};
     // NOROOT, NO_SETUID_FIXUP and their locks, and KEEP_CAPS locked off.
     const SECBITS_LOCKED_NOROOT: libc::c_ulong = 0x2f;
-    let bounding = caps::read(None, CapSet::Bounding).map_err(ctx("reading capabilities"))?;
-    if caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
-        // SAFETY: plain prctl.
-        let r = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) };
-        if r != 0 {
-            return Err(format!("PR_SET_SECUREBITS: {}", std::io::Error::last_os_error()));
-        }
-        for cap in bounding {
-            caps::drop(None, CapSet::Bounding, cap).map_err(ctx("dropping a bounding capability"))?;
-        }
+    if !caps::has_cap(None, CapSet::Effective, Capability::CAP_SETPCAP).unwrap_or(false) {
+        return Ok(());
     }
+    // SAFETY: plain prctl.
+    let r = unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECBITS_LOCKED_NOROOT, 0, 0, 0) };
+    if r != 0 {
+        return Err(format!("PR_SET_SECUREBITS: {}", std::io::Error::last_os_error()));
+    }
+    for cap in caps::read(None, CapSet::Bounding).map_err(ctx("reading capabilities"))? {
+        caps::drop(None, CapSet::Bounding, cap).map_err(ctx("dropping a bounding capability"))?;
+    }
+    Ok(())
+}
+
+/// Becomes `id` (no supplementary groups), then enters a user namespace of
+/// its own, where `RLIMIT_NPROC` counts this run's tasks alone.
+fn become_unprivileged(id: u32, tasks: u64) -> Result<()> {
+    use nix::unistd::{Gid, Uid, setgroups, setresgid, setresuid};
+    setgroups(&[]).map_err(ctx("setgroups"))?;
+    let (uid, gid) = (Uid::from_raw(id), Gid::from_raw(id));
+    setresgid(gid, gid, gid).map_err(ctx("setresgid"))?;
+    setresuid(uid, uid, uid).map_err(ctx("setresuid"))?;
+    unshare(CloneFlags::CLONE_NEWUSER).map_err(ctx("unshare(CLONE_NEWUSER)"))?;
+    nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_NPROC, tasks + 2, tasks + 2)
+        .map_err(ctx("setrlimit(RLIMIT_NPROC)"))
+}
+
+/// No capability is left in any set.
+fn clear_capabilities() -> Result<()> {
+    use caps::CapSet;
     for set in [CapSet::Ambient, CapSet::Inheritable, CapSet::Effective, CapSet::Permitted] {
         caps::clear(None, set).map_err(ctx(format!("clearing {set:?} capabilities")))?;
     }

@@ -15,7 +15,7 @@ pub mod helper;
 pub mod policy;
 mod seccomp;
 
-use policy::{Policy, RealHost, Widening};
+use policy::{Kind, Policy, RealHost, Widening};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,12 @@ use std::time::Duration;
 
 /// The hidden subcommand that runs the helper.
 pub const HELPER_COMMAND: &str = "confine-run";
+/// The uid (and gid) a privileged daemon's pure phases run as: owned by
+/// nothing on the host, so it can touch nothing but what the run is given.
+pub const PURE_RUN_UID: u32 = 0x7ff0_0000;
+/// `RLIMIT_NPROC` while a target still shares its uid with the other runs
+/// (before it enters its own user namespace, where its own limit applies).
+pub const RUN_UID_TASKS_MAX: u64 = 4096;
 /// How long past a run's deadline the daemon waits for its helper before
 /// killing the helper itself (the helper enforces the deadline first).
 pub const HELPER_GRACE: Duration = Duration::from_secs(2);
@@ -56,8 +62,13 @@ pub struct Invocation {
     pub root: PathBuf,
     /// Where the helper writes the [`Outcome`].
     pub outcome: PathBuf,
-    /// The run's pids cgroup (uid 0 only); the helper creates and removes it.
+    /// The run's pids cgroup (a `workspace-exec` command of a uid-0 daemon);
+    /// the helper creates and removes it.
     pub cgroup: Option<PathBuf>,
+    /// The uid and gid the target runs as, in a user namespace of its own
+    /// (a pure phase of a privileged daemon): its tasks are then counted by
+    /// `RLIMIT_NPROC`, which the kernel never applies to uid 0.
+    pub run_as: Option<u32>,
     /// The daemon holds `CAP_SYS_ADMIN`; otherwise the run gets its own user namespace.
     pub privileged: bool,
     /// The kernel runs x32 syscalls, so the filter must deny their numbers too.
@@ -183,7 +194,8 @@ impl Confinement {
                     policy: policy.clone(),
                     root: run.root(),
                     outcome: run.outcome(),
-                    cgroup: k.cgroups.as_ref().map(|c| c.run(&run.name)),
+                    cgroup: k.cgroups.as_ref().filter(|_| policy.kind == Kind::Exec).map(|c| c.run(&run.name)),
+                    run_as: (k.privileged && policy.kind == Kind::Pure).then_some(PURE_RUN_UID),
                     privileged: k.privileged,
                     x32: k.x32,
                     netns: k
