@@ -3,7 +3,6 @@
 use crate::harness::*;
 use serde_json::{Value, json};
 use std::os::unix::fs::symlink;
-use std::path::Path;
 
 enum Expect {
     /// Refused by the plan phase: a committed entry with no effect and the exact text.
@@ -27,24 +26,6 @@ effect = {"id": "e1", "effect": "Workspace.Read", "scope": "worktree", "cost": 1
           "payload": {"op": "read", "path": req["args"]["path"]}}
 sys.stdout.write(json.dumps({"plan": "world/effect-plan/v1", "effects": [effect], "finish": False, "result": None}))
 "#;
-
-fn files_named_like(dir: &Path, needle: &str) -> Vec<String> {
-    let mut found = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for item in rd.flatten() {
-            let p = item.path();
-            if item.file_name().to_string_lossy().contains(needle) {
-                found.push(p.display().to_string());
-            }
-            if std::fs::symlink_metadata(&p).map(|m| m.is_dir()).unwrap_or(false) {
-                stack.push(p);
-            }
-        }
-    }
-    found
-}
 
 #[test]
 fn hostile_paths_are_refused_and_nothing_outside_the_worktree_changes() {

@@ -451,6 +451,25 @@ pub fn chown_tree(dir: &Path, uid: u32) {
     }
 }
 
+/// Every path under `dir` (not following symlinks) whose name contains `needle`.
+pub fn files_named_like(dir: &Path, needle: &str) -> Vec<String> {
+    let mut found = vec![];
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for item in rd.flatten() {
+            let p = item.path();
+            if item.file_name().to_string_lossy().contains(needle) {
+                found.push(p.display().to_string());
+            }
+            if std::fs::symlink_metadata(&p).map(|m| m.is_dir()).unwrap_or(false) {
+                stack.push(p);
+            }
+        }
+    }
+    found
+}
+
 /// Waits (bounded) until `cond` holds.
 pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;

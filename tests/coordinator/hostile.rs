@@ -713,24 +713,6 @@ fn alive(pid: u32) -> bool {
         .is_some_and(|state| !matches!(state, 'Z' | 'X'))
 }
 
-fn files_named_like(dir: &Path, needle: &str) -> Vec<String> {
-    let mut found = vec![];
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
-        for item in rd.flatten() {
-            let p = item.path();
-            if item.file_name().to_string_lossy().contains(needle) {
-                found.push(p.display().to_string());
-            }
-            if std::fs::symlink_metadata(&p).map(|m| m.is_dir()).unwrap_or(false) {
-                stack.push(p);
-            }
-        }
-    }
-    found
-}
-
 /// Waits (bounded) for the daemon's stderr line containing `needle`.
 fn wait_line(lab: &Lab, needle: &str) -> Option<String> {
     let deadline = Instant::now() + STDERR_WAIT;

@@ -414,6 +414,9 @@ fn deadlines_are_32603_over_a2a_with_the_connection_closed_and_timed_out_over_mc
         let _second = s.spawn(|| post(&lab, &token, &send_body("slow-0", "t.slow", &json!({}), None)));
         let scratch = lab.root.join("world.db.scratch");
         wait_for("the first two plans to start", Duration::from_secs(20), || runs_in_flight(&scratch) >= 2);
+        // A plan phase ends within its 2 s deadline: after this both calls ahead
+        // hold or wait for the episode's lock, so the measured calls queue behind them.
+        std::thread::sleep(Duration::from_millis(2500));
         let a2a = s.spawn(|| {
             let mut conn = Conn::new(lab.addr());
             let auth = bearer(&token);

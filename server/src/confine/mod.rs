@@ -128,7 +128,11 @@ impl Confinement {
         if !cfg!(target_arch = "x86_64") {
             return Err("confinement is built for x86-64 only".into());
         }
-        let helper = std::env::current_exe().map_err(|e| format!("locating worldd itself: {e}"))?;
+        // The running binary itself, even if the file has since been replaced.
+        let helper = PathBuf::from("/proc/self/exe");
+        if !helper.exists() {
+            return Err("/proc/self/exe is missing (is /proc mounted?)".into());
+        }
         let privileged = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false);
         // The kernel never counts uid 0's processes against RLIMIT_NPROC, in any user namespace.
         let cgroups = if nix::unistd::geteuid().is_root() { Some(cgroup::Cgroups::create()?) } else { None };
