@@ -179,10 +179,11 @@ impl Confinement {
         policy: &Policy,
         stdio: impl FnOnce(&mut tokio::process::Command),
     ) -> Result<Spawned, String> {
+        let Some((program, args)) = policy.argv.split_first() else { return Err("a run needs a program".into()) };
         let mut cmd = match &self.mode {
             Mode::Unconfined => {
-                let mut cmd = tokio::process::Command::new(&policy.argv[0]);
-                cmd.args(&policy.argv[1..]).current_dir(&policy.cwd).env_clear();
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(args).current_dir(&policy.cwd).env_clear();
                 cmd.envs(policy.env.iter().filter_map(|kv| kv.split_once('=')));
                 // SAFETY: close_range is async-signal-safe; it runs between fork and exec.
                 unsafe {
@@ -215,7 +216,7 @@ impl Confinement {
         };
         cmd.stdin(std::process::Stdio::null()).process_group(0).kill_on_drop(true);
         stdio(&mut cmd);
-        let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", policy.argv[0]))?;
+        let child = cmd.spawn().map_err(|e| format!("starting {program}: {e}"))?;
         Ok(Spawned { child, deadline: Duration::from_millis(policy.deadline_ms) })
     }
 
