@@ -15,7 +15,7 @@
 //! - the **target**: a new session, resource limits, no capabilities,
 //!   Landlock, a seccomp filter, then `execve`.
 
-use super::policy::{Mount, Policy};
+use super::policy::{Kind, Mount, Policy};
 use super::{Invocation, Outcome};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -107,25 +107,25 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
         ForkResult::Parent { child } => {
             drop((report_w, alive_r));
             let deadline = started + Duration::from_millis(inv.policy.deadline_ms);
-            let timed_out = wait_until(child, &chld, deadline)?;
+            let ended = wait_until(child, &chld, deadline)?;
             let mut report = String::new();
             let _ = (&report_r).take(64 << 10).read_to_string(&mut report);
             drop(alive_w);
-            if timed_out {
-                return Ok(Outcome::TimedOut);
+            match ended {
+                None => Ok(Outcome::TimedOut),
+                Some(status) => Ok(parse_report(&report, status)),
             }
-            Ok(parse_report(&report))
         }
     }
 }
 
 /// Waits for the init; past the deadline kills it (and so the whole run).
-/// Returns whether the deadline struck.
-fn wait_until(child: Pid, chld: &SigSet, deadline: Instant) -> Result<bool> {
+/// Returns how the init ended, or `None` when the deadline struck.
+fn wait_until(child: Pid, chld: &SigSet, deadline: Instant) -> Result<Option<WaitStatus>> {
     loop {
         match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
             Ok(WaitStatus::StillAlive) => {}
-            Ok(_) => return Ok(false),
+            Ok(status) => return Ok(Some(status)),
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(format!("waitpid: {e}")),
         }
@@ -134,7 +134,7 @@ fn wait_until(child: Pid, chld: &SigSet, deadline: Instant) -> Result<bool> {
             let _ = nix::sys::signal::kill(child, Signal::SIGKILL);
             // The init's exit waits until the kernel has reaped every process of the namespace.
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
-            return Ok(true);
+            return Ok(None);
         }
         let ts = libc::timespec { tv_sec: left.as_secs() as libc::time_t, tv_nsec: left.subsec_nanos() as i64 };
         // SAFETY: plain syscall on a valid signal set and timespec.
@@ -142,17 +142,21 @@ fn wait_until(child: Pid, chld: &SigSet, deadline: Instant) -> Result<bool> {
     }
 }
 
-/// The init's and target's lines: `setup <error>`, `exit <code>`, `signal <n>`.
-fn parse_report(report: &str) -> Outcome {
+/// The init's and target's lines (`setup <error>`, `exit <code>`,
+/// `signal <n>`), else how the init itself ended: a pure phase's target is
+/// the init (it `exec`s in place, see `init_run`).
+fn parse_report(report: &str, init: WaitStatus) -> Outcome {
     if let Some(error) = report.lines().find_map(|l| l.strip_prefix("setup ")) {
         return Outcome::SetupFailed { error: error.to_string() };
     }
     let last = report.lines().last().unwrap_or("");
     let number = |p: &str| last.strip_prefix(p).and_then(|n| n.trim().parse::<i32>().ok());
-    match (number("exit "), number("signal ")) {
-        (Some(code), _) => Outcome::Exited { code },
-        (_, Some(signal)) => Outcome::Signaled { signal },
-        _ => Outcome::SetupFailed { error: format!("the run ended without a report ({last:?})") },
+    match (number("exit "), number("signal "), init) {
+        (Some(code), _, _) => Outcome::Exited { code },
+        (_, Some(signal), _) => Outcome::Signaled { signal },
+        (None, None, WaitStatus::Exited(_, code)) if last.is_empty() => Outcome::Exited { code },
+        (None, None, WaitStatus::Signaled(_, sig, _)) if last.is_empty() => Outcome::Signaled { signal: sig as i32 },
+        _ => Outcome::SetupFailed { error: format!("the run ended without a report ({last:?}, {init:?})") },
     }
 }
 
@@ -206,6 +210,11 @@ fn init_run(
     unshare(flags).map_err(ctx("unshare(mount, IPC, UTS, network namespaces)"))?;
     build_root(&inv.root, &inv.policy, inv.run_as)?;
     nix::unistd::sethostname("world").map_err(ctx("sethostname"))?;
+    if inv.policy.kind == Kind::Pure {
+        // Deterministic code needs no reaper of its own: it becomes pid 1,
+        // and the kernel ends the namespace (and every process in it) with it.
+        return Err(target(inv));
+    }
     // SAFETY: single-threaded (see the module header).
     match unsafe { fork() }.map_err(ctx("fork"))? {
         ForkResult::Child => {
@@ -550,14 +559,21 @@ mod tests {
 
     #[test]
     fn the_report_names_the_target_end_and_a_setup_failure_wins() {
-        assert_eq!(parse_report("exit 0\n"), Outcome::Exited { code: 0 });
-        assert_eq!(parse_report("exit 3\n"), Outcome::Exited { code: 3 });
-        assert_eq!(parse_report("signal 9\n"), Outcome::Signaled { signal: 9 });
+        let pid = Pid::from_raw(7);
+        let (ok, failed) = (WaitStatus::Exited(pid, 0), WaitStatus::Exited(pid, 1));
+        assert_eq!(parse_report("exit 0\n", ok), Outcome::Exited { code: 0 });
+        assert_eq!(parse_report("exit 3\n", ok), Outcome::Exited { code: 3 });
+        assert_eq!(parse_report("signal 9\n", ok), Outcome::Signaled { signal: 9 });
         assert_eq!(
-            parse_report("setup landlock: ABI 3\nexit 127\n"),
+            parse_report("setup landlock: ABI 3\nexit 127\n", failed),
             Outcome::SetupFailed { error: "landlock: ABI 3".into() }
         );
-        assert!(matches!(parse_report(""), Outcome::SetupFailed { .. }));
-        assert!(matches!(parse_report("exit x"), Outcome::SetupFailed { .. }));
+        assert!(matches!(parse_report("exit x", ok), Outcome::SetupFailed { .. }));
+        // A pure phase's target is the init: no line, its own status.
+        assert_eq!(parse_report("", WaitStatus::Exited(pid, 4)), Outcome::Exited { code: 4 });
+        assert_eq!(
+            parse_report("", WaitStatus::Signaled(pid, Signal::SIGKILL, false)),
+            Outcome::Signaled { signal: 9 }
+        );
     }
 }

@@ -40,6 +40,12 @@ pub const ETC_ENTRIES: &[&str] = &[
     "timezone",
 ];
 
+/// The entries of `/etc` a pure phase sees: what an interpreter reads to
+/// start (dynamic linking, time zone, user names, TLS roots, Debian's
+/// `alternatives` links and Python's site hook). Fewer binds, a faster run.
+pub const ETC_PURE_ENTRIES: &[&str] =
+    &["alternatives", "group", "ld.so.cache", "localtime", "nsswitch.conf", "passwd", "python3.11", "ssl"];
+
 /// Read only when the run may use the network.
 pub const ETC_NETWORK_ENTRIES: &[&str] = &["resolv.conf", "gai.conf"];
 
@@ -181,7 +187,7 @@ pub struct Widening {
 /// A pure phase: `interpreter transition` in `work`, a private tmpfs holding
 /// the pinned source read-only; no network, nothing else writable.
 pub fn pure(host: &impl Host, interpreter: &Path, work: &Path, widening: &Widening, deadline_ms: u64) -> Policy {
-    let mut mounts = system(host, false);
+    let mut mounts = system(host, ETC_PURE_ENTRIES.iter());
     mounts.extend(program(interpreter));
     mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
     mounts.push(Mount::Tmpfs { path: work.to_path_buf(), bytes: PURE_SCRATCH_BYTES });
@@ -213,7 +219,7 @@ pub fn exec(
     deadline_ms: u64,
 ) -> Policy {
     let network = widening.exec_network;
-    let mut mounts = system(host, network);
+    let mut mounts = system(host, ETC_ENTRIES.iter().chain(if network { ETC_NETWORK_ENTRIES } else { &[] }));
     mounts.extend(program(program_path));
     mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
     mounts.push(Mount::Bind { path: worktree.to_path_buf(), writable: true });
@@ -241,9 +247,8 @@ pub fn exec(
     }
 }
 
-/// The system directories and `/etc` entries that exist on this host.
-fn system(host: &impl Host, network: bool) -> Vec<Mount> {
-    let etc = ETC_ENTRIES.iter().chain(if network { ETC_NETWORK_ENTRIES } else { &[] });
+/// The system directories and those `/etc` entries that exist on this host.
+fn system<'a>(host: &impl Host, etc: impl Iterator<Item = &'a &'a str>) -> Vec<Mount> {
     let paths = SYSTEM_DIRS.iter().map(PathBuf::from).chain(etc.map(|e| Path::new("/etc").join(e)));
     paths
         .filter_map(|path| match host.entry(&path)? {
@@ -343,6 +348,22 @@ mod tests {
         let source = PathBuf::from("/s/w.db.scratch/run-1/work/transition");
         assert!(p.mounts.contains(&Mount::BindAt { src: source.clone(), dst: source }), "the source, read-only");
         assert!(!p.mounts.iter().any(|m| matches!(m, Mount::Tmpfs { path, .. } if path == Path::new("/tmp"))));
+    }
+
+    #[test]
+    fn a_pure_phase_sees_fewer_etc_entries_than_a_command_and_never_a_secret() {
+        for e in ETC_PURE_ENTRIES {
+            assert!(ETC_ENTRIES.contains(e), "{e}");
+        }
+        for secret in ["shadow", "gshadow", "ssh", "sudoers", "security"] {
+            assert!(!ETC_ENTRIES.contains(&secret) && !ETC_NETWORK_ENTRIES.contains(&secret), "{secret}");
+        }
+        let mut h = host();
+        h.0.insert("/etc/hosts".into(), Entry::File);
+        let p = pure(&h, Path::new("/usr/bin/python3"), Path::new("/w"), &Widening::default(), 2000);
+        assert!(!binds(&p).iter().any(|(b, _)| b == "/etc/hosts"), "a pure phase looks up no host");
+        let e = exec(&h, Path::new("/usr/bin/sh"), &[], Path::new("/ws/ep"), &Widening::default(), 9000);
+        assert!(binds(&e).iter().any(|(b, _)| b == "/etc/hosts"));
     }
 
     #[test]
