@@ -9,9 +9,9 @@
 //! - the **init**, pid 1 of the new PID namespace (dies with the helper by
 //!   `PR_SET_PDEATHSIG`), joins the cgroup, enters new mount, IPC, UTS and
 //!   network namespaces, builds the run's root and pivots into it, then
-//!   starts the target and reaps until it ends. When the init exits the
-//!   kernel kills every process left in the namespace, whatever its session
-//!   or process group;
+//!   starts the target and reaps until it ends (a pure phase's init becomes
+//!   the target itself). When the init exits the kernel kills every process
+//!   left in the namespace, whatever its session or process group;
 //! - the **target**: a new session, resource limits, no capabilities,
 //!   Landlock, a seccomp filter, then `execve`.
 
