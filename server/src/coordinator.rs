@@ -72,8 +72,9 @@ pub enum CallError {
     TaskIdInUse,
     #[error("effects were requested but the invocation was not confirmed committed ({cause})")]
     EffectsUnrecorded { records: Vec<Ref>, cause: String },
+    /// R8. `missing` says what the operator lacks (for the log, never the wire).
     #[error("transition declares an effect this daemon has no handler for")]
-    NoHandler,
+    NoHandler { missing: String },
     #[error("no world is selected; commit a genesis world first")]
     NoWorld,
     #[error("transition does not implement the invocation calling convention: {0}")]
@@ -250,8 +251,8 @@ async fn run(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
         return Err(CallError::NoWorld);
     }
     let d = admitted.descriptor;
-    if d.declared_effects.iter().any(|e| !daemon.worktrees.has_handler(&call.episode, &e.effect)) {
-        return Err(CallError::NoHandler);
+    if let Some(missing) = d.declared_effects.iter().find_map(|e| daemon.worktrees.missing(&call.episode, &e.effect)) {
+        return Err(CallError::NoHandler { missing });
     }
     let key = task_key(&call);
     // A task id in flight here has no durable row yet (the row is written with

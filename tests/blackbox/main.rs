@@ -15,5 +15,6 @@ mod openapi;
 mod process;
 mod provenance;
 mod publish;
+mod quickstart;
 mod rest;
 mod sessions;

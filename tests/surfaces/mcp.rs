@@ -746,7 +746,11 @@ fn r8_is_the_host_failure_envelope_in_plain_json_with_the_cause_on_stderr() {
     let rest = line.strip_prefix("worldd: mcp refusal: tools/call mcp:ghost:").unwrap();
     let (task, cause) = rest.split_once(": ").unwrap();
     assert!(task.len() == 64 && task.bytes().all(|b| b.is_ascii_hexdigit()), "{line}");
-    assert_eq!(cause, "\"transition declares an effect this daemon has no handler for\"");
+    let expected = format!(
+        "\"transition declares an effect this daemon has no handler for (episode ghost has no worktree: create the directory {})\"",
+        lab.ws.join("ghost").display()
+    );
+    assert_eq!(cause, expected, "the line says what is missing and how to provide it");
     assert_eq!(lab.log_len(), log_len);
 }
 

@@ -54,6 +54,10 @@ enum Command {
         dir: PathBuf,
         #[arg(long, default_value = DEFAULT_BIND)]
         bind: String,
+        /// A command the agent may run in its worktree through `workspace-exec`: NAME (found on
+        /// PATH) or NAME=PATH, e.g. python3=/usr/bin/python3. Repeatable; confined (see README).
+        #[arg(long = "exec-allow")]
+        exec_allow: Vec<String>,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -220,7 +224,7 @@ pub fn run() -> ExitCode {
         Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, confine } => {
             serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks, confine })
         }
-        Command::Quickstart { dir, bind, confine } => quickstart::run(&dir, &bind, confine),
+        Command::Quickstart { dir, bind, exec_allow, confine } => quickstart::run(&dir, &bind, exec_allow, confine),
         Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
         Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
             session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)

@@ -73,14 +73,27 @@ impl Worktrees {
         Some(Worktree { dir: canon, policy_digest })
     }
 
-    /// R8: is there a handler for `effect` in this episode?
-    pub fn has_handler(&self, episode: &str, effect: &str) -> bool {
-        let handled = match effect {
-            READ | WRITE => true,
-            EXEC => !self.exec_allow.is_empty() && self.confinement.is_some(),
-            _ => false,
+    /// R8: what keeps `effect` from having a handler in this episode, said so
+    /// that an operator knows what to change; `None` when it has one.
+    pub fn missing(&self, episode: &str, effect: &str) -> Option<String> {
+        if !matches!(effect, READ | WRITE | EXEC) {
+            return Some(format!(
+                "this daemon handles Workspace.Read, Workspace.Write and Workspace.Exec, not {effect}"
+            ));
+        }
+        let Some(root) = &self.root else {
+            return Some("no worktrees: start the daemon with --workspace-root DIR".into());
         };
-        handled && self.worktree(episode).is_some()
+        if self.worktree(episode).is_none() {
+            let dir = root.join(episode);
+            return Some(format!("episode {episode} has no worktree: create the directory {}", dir.display()));
+        }
+        if effect == EXEC && (self.exec_allow.is_empty() || self.confinement.is_none()) {
+            return Some(
+                "workspace-exec runs only allowed commands: start the daemon with --exec-allow NAME[=PATH]".into(),
+            );
+        }
+        None
     }
 
     /// Runs one effect. `Ok` is the handler's output object (refusals included,
@@ -523,10 +536,17 @@ mod tests {
         let (_d, root) = setup();
         std::os::unix::fs::symlink(root.join("ep"), root.join("alias")).unwrap();
         let w = Worktrees { root: Some(root), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
-        assert!(w.has_handler("ep", READ));
-        assert!(!w.has_handler("alias", READ));
-        assert!(!w.has_handler("missing", READ));
-        assert!(!w.has_handler("ep", EXEC), "no exec allow-list configured");
-        assert!(!w.has_handler("ep", "Net.Call"));
+        assert!(w.missing("ep", READ).is_none());
+        assert!(w.missing("alias", READ).is_some());
+        assert!(w.missing("missing", READ).is_some());
+        assert!(w.missing("ep", EXEC).is_some(), "no exec allow-list configured");
+        assert!(w.missing("ep", EXEC).unwrap().contains("--exec-allow NAME[=PATH]"));
+        let ghost = w.missing("ghost", READ).unwrap();
+        assert!(ghost.contains("episode ghost has no worktree") && ghost.ends_with("/ghost"), "{ghost}");
+        assert!(w.missing("ep", "Net.Fetch").unwrap().contains("not Net.Fetch"));
+        assert_eq!(w.missing("ep", READ), None);
+        let rootless = Worktrees::default();
+        assert!(rootless.missing("ep", READ).unwrap().contains("--workspace-root DIR"));
+        assert!(w.missing("ep", "Net.Call").is_some());
     }
 }

@@ -253,6 +253,7 @@ async fn mcp_call(
                         records.iter().map(|r| r.to_string()).collect::<Vec<_>>().join(" ")
                     )
                 }
+                CallError::NoHandler { missing } => format!("{e} ({missing})"),
                 _ => e.to_string(),
             };
             eprintln!("worldd: mcp refusal: tools/call {invocation_id}: {detail:?}");
@@ -328,7 +329,10 @@ fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
             eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
             A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect())
         }
-        CallError::NoHandler => A2aError::NoEffectHandler,
+        CallError::NoHandler { missing } => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {:?}", format!("{e} ({missing})"));
+            A2aError::NoEffectHandler
+        }
         CallError::NoWorld => A2aError::NoWorldSelected,
         CallError::Convention(why) => {
             eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");

@@ -1,0 +1,125 @@
+//! `worldd quickstart` on a fresh directory: it prints ready-to-paste ways to
+//! connect an MCP host, and `--exec-allow` lets the agent run a command in its
+//! worktree; without it, the refusal's log line names the flag.
+
+use crate::harness::*;
+use crate::process::{EXIT_WAIT, STARTUP_WAIT};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// A running quickstart: what it printed before listening, and its stderr after.
+struct Quickstart {
+    child: Child,
+    addr: String,
+    printed: Vec<String>,
+    stderr: mpsc::Receiver<String>,
+    _dir: tempfile::TempDir,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Quickstart {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+fn quickstart(extra: &[&str]) -> Quickstart {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(WORLDD)
+        .args(["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr])
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stdout, stderr) = (lines_of(child.stdout.take().unwrap()), lines_of(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + STARTUP_WAIT;
+    loop {
+        let line = stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("quickstart listens");
+        if line.starts_with("worldd listening on http://") {
+            break;
+        }
+    }
+    let printed = stdout.try_iter().collect();
+    Quickstart { child, addr, printed, stderr, _dir: dir, dir: root }
+}
+
+impl Quickstart {
+    fn token(&self) -> String {
+        std::fs::read_to_string(self.dir.join("session")).unwrap().trim().to_string()
+    }
+
+    fn send(&self, task: &str, skill: &str, args: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
+            "metadata": {"skill_id": skill}, "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}});
+        let auth = format!("Bearer {}", self.token());
+        let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let url = format!("http://{}/a2a/", self.addr);
+        send(&agent, "POST", &url, &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+    }
+
+    fn wait_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + EXIT_WAIT;
+        loop {
+            let line = self.stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect(needle);
+            if line.contains(needle) {
+                return line;
+            }
+        }
+    }
+}
+
+#[test]
+fn quickstart_prints_ready_to_paste_connections_and_runs_an_allowed_command_for_the_agent() {
+    let qs = quickstart(&["--exec-allow", "python3=/usr/bin/python3"]);
+    let (url, token) = (format!("http://{}/mcp/", qs.addr), qs.dir.join("session").display().to_string());
+    let printed = qs.printed.join("\n");
+    let config = format!(
+        r#"{{"mcpServers": {{"world": {{"type": "http", "url": "{url}", "headers": {{"Authorization": "Bearer ${{WORLD_TOKEN}}"}}}}}}}}"#
+    );
+    assert!(printed.contains(&config), "an mcpServers configuration: {printed}");
+    assert!(printed.contains(&format!("WORLD_TOKEN=$(cat {token})")), "{printed}");
+    let cli = format!("claude mcp add --transport http world {url} --header \"Authorization: Bearer $(cat {token})\"");
+    assert!(printed.contains(&cli), "a CLI host's one line: {printed}");
+    assert!(printed.contains(&format!("pathlib.Path(\"{token}\")")), "Python SDK code: {printed}");
+    assert!(printed.contains(&format!("streamable_http_client(\"{url}\"")), "{printed}");
+    assert!(!printed.contains("runs no command until you allow one"), "{printed}");
+
+    let out = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-c", "print(6 * 7)"]}));
+    let out = &out["result"]["artifacts"][0]["parts"][0]["data"];
+    assert_eq!((&out["ok"], &out["exit_code"], &out["stdout"]), (&json!(true), &json!(0), &json!("42\n")), "{out}");
+}
+
+#[test]
+fn without_exec_allow_quickstart_says_how_to_allow_a_command_and_the_refusal_names_the_flag() {
+    let qs = quickstart(&[]);
+    let printed = qs.printed.join("\n");
+    assert!(printed.contains("quickstart --exec-allow python3=/usr/bin/python3"), "{printed}");
+    let reply = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-V"]}));
+    assert_eq!(reply["error"]["message"], "transition declares an effect this daemon has no handler for", "{reply}");
+    let line = qs.wait_stderr("a2a refusal: tasks/send a2a:demo:run-1");
+    assert!(line.contains("start the daemon with --exec-allow NAME[=PATH]"), "{line}");
+}
