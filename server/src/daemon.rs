@@ -42,6 +42,9 @@ pub struct ServeOptions {
     pub host_callbacks: usize,
     /// How runs for agents are confined.
     pub confine: crate::cli::ConfineArgs,
+    /// Print ready-to-paste agent connections on stdout once listening
+    /// (`quickstart` prints its own, with its token file, before serving).
+    pub print_connections: bool,
 }
 
 /// A startup failure: the stage it happened at and why. Exit code 2.
@@ -121,6 +124,15 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         daemon.db_path.display(),
         head.map(|h| h.to_string()).unwrap_or_else(|| "none".into())
     );
+    if opts.print_connections {
+        let token = std::path::Path::new("TOKEN_FILE");
+        println!("MCP:  http://{local}/mcp/   A2A:  http://{local}/a2a/");
+        println!("{}", crate::cli::connection_snippets(&format!("http://{local}/mcp/"), token));
+        println!(
+            "  (TOKEN_FILE: worldd session mint --db {} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)",
+            daemon.db_path.display()
+        );
+    }
     accept_loop(listener, daemon.clone(), shutdown).await;
     admin.close();
     // Dropping the last handle drains the writer queue and releases the lock.

@@ -1,6 +1,7 @@
 //! `worldd quickstart` on a fresh directory: it prints ready-to-paste ways to
 //! connect an MCP host, and `--exec-allow` lets the agent run a command in its
-//! worktree; without it, the refusal's log line names the flag.
+//! worktree; without it, the refusal's log line names the flag. `serve`
+//! prints the same connections for the address it bound.
 
 use crate::harness::*;
 use crate::process::{EXIT_WAIT, STARTUP_WAIT};
@@ -122,4 +123,33 @@ fn without_exec_allow_quickstart_says_how_to_allow_a_command_and_the_refusal_nam
     assert_eq!(reply["error"]["message"], "transition declares an effect this daemon has no handler for", "{reply}");
     let line = qs.wait_stderr("a2a refusal: tasks/send a2a:demo:run-1");
     assert!(line.contains("start the daemon with --exec-allow NAME[=PATH]"), "{line}");
+}
+
+#[test]
+fn serve_prints_the_connections_for_the_address_it_bound() {
+    let store = TempStore::new();
+    let mut child = Command::new(WORLDD)
+        .args(["serve", "--db", store.db.to_str().unwrap(), "--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (stdout, stderr) = (lines_of(child.stdout.take().unwrap()), lines_of(child.stderr.take().unwrap()));
+    let listening = stderr.recv_timeout(STARTUP_WAIT).expect("serve listens");
+    let addr = listening.strip_prefix("worldd listening on http://").unwrap().split(' ').next().unwrap().to_string();
+    let mut printed = vec![];
+    while let Ok(line) = stdout.recv_timeout(EXIT_WAIT) {
+        let last = line.contains("--out TOKEN_FILE");
+        printed.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let printed = printed.join("\n");
+    assert!(printed.contains(&format!(r#""url": "http://{addr}/mcp/""#)), "{printed}");
+    assert!(printed.contains(&format!("claude mcp add --transport http world http://{addr}/mcp/")), "{printed}");
+    assert!(printed.contains("worldd session mint --db"), "how to get a token: {printed}");
 }

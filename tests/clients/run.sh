@@ -58,7 +58,7 @@ fail_setup() { # REASON LOG: nothing can run without the daemon
 }
 
 port=$(free_port)
-"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" >"$tmp/daemon.log" 2>&1 &
+"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" --exec-allow python3=/usr/bin/python3 >"$tmp/daemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do
   grep -q 'worldd listening on' "$tmp/daemon.log" && break
@@ -70,6 +70,11 @@ grep -q 'worldd listening on' "$tmp/daemon.log" || fail_setup "not listening aft
   fail_setup "publishing the fixtures failed" "$tmp/publish.log"
 export TOKEN
 TOKEN=$(cat "$tmp/qs/session")
+# The scripted coding agent gets an episode of its own, so its spend is its alone.
+mkdir -p "$tmp/qs/workspace/agent" && echo "hello from the agent's worktree" >"$tmp/qs/workspace/agent/hello.txt"
+"$worldd" session mint --db "$tmp/qs/world.db" --episode agent --grant Workspace.Read=worktree:100 \
+  --grant Workspace.Write=worktree:100 --grant Workspace.Exec=worktree:100 --yes --out "$tmp/agent.session" \
+  >"$tmp/mint.log" 2>&1 || fail_setup "minting the agent's session failed" "$tmp/mint.log"
 
 # --- (e) the clients ---------------------------------------------------------------
 tally() { # LINE: print a check line and count it
@@ -125,6 +130,7 @@ run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
 run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
 run conformance conformance
 run a2a_python "$py" "$here/a2a_python.py" "http://127.0.0.1:$port"
+run coding_agent "$py" "$root/examples/agent/coding_agent.py" "http://127.0.0.1:$port/mcp/" "$tmp/agent.session" "$worldd"
 
 # --- (f) stop the daemon; the store it leaves must verify -------------------------
 rc=0

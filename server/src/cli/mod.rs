@@ -10,6 +10,8 @@ mod session;
 mod verify;
 mod why;
 
+pub use quickstart::connection_snippets;
+
 use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -222,7 +224,16 @@ pub fn run() -> ExitCode {
     };
     match cli.command {
         Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, confine } => {
-            serve(crate::daemon::ServeOptions { db, bind, workspace_root, exec_allow, host_callbacks, confine })
+            let print_connections = true;
+            serve(crate::daemon::ServeOptions {
+                db,
+                bind,
+                workspace_root,
+                exec_allow,
+                host_callbacks,
+                confine,
+                print_connections,
+            })
         }
         Command::Quickstart { dir, bind, exec_allow, confine } => quickstart::run(&dir, &bind, exec_allow, confine),
         Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),

@@ -138,5 +138,6 @@ pub fn run(dir: &Path, bind: &str, exec_allow: Vec<String>, confine: super::Conf
         exec_allow,
         host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
         confine,
+        print_connections: false,
     })
 }
