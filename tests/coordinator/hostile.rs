@@ -235,6 +235,14 @@ for t in threads:
 sys.stdout.write(json.dumps({"sum": sum(parts), "threads": len(threads)}))
 "#;
 
+/// Serves the worktree over HTTP on 127.0.0.1 and fetches a file from itself by name.
+const LOCAL_SERVER: &str = r#"import http.server, threading, urllib.request
+server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+body = urllib.request.urlopen("http://localhost:%d/input.txt" % server.server_port).read().decode()
+print("input.txt:", body, end="")
+"#;
+
 #[test]
 fn benign_programs_still_work_when_confined() {
     let lab = Lab::new(LabOptions { episodes: &["benign"], exec_allow: EXEC_ALLOW, ..Default::default() });
@@ -256,6 +264,11 @@ fn benign_programs_still_work_when_confined() {
     let printed: Value = serde_json::from_str(out["stdout"].as_str().unwrap()).unwrap_or_else(|e| panic!("{e}: {out}"));
     assert_eq!(printed, json!({"words": 2, "hi": "hi", "scratch": "scratch", "sum": 7_998_000}));
     assert_eq!(std::fs::read_to_string(wt.join("output.txt")).unwrap(), "ALPHA BETA\n");
+
+    // A test suite may serve on its own loopback (nothing outside the run is reachable).
+    let r = client.send("benign-3", "workspace-exec", &json!({"command": "python3", "args": ["-c", LOCAL_SERVER]}));
+    let out = r.output();
+    assert_eq!((&out["exit_code"], &out["stdout"]), (&json!(0), &json!("input.txt: alpha beta\n")), "{out}");
 
     // A pure transition uses threads and json.
     let r = client.send("benign-2", "benign.threads", &json!({"n": 1000}));

@@ -15,7 +15,7 @@
 //! - the **target**: a new session, resource limits, no capabilities,
 //!   Landlock, a seccomp filter, then `execve`.
 
-use super::policy::{Kind, Mount, Policy};
+use super::policy::{Kind, Mount, Network, Policy};
 use super::{Invocation, Outcome};
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
@@ -206,13 +206,16 @@ fn init_run(
     }
     let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     match (inv.policy.network, netns) {
-        (true, _) => {}
-        (false, Some(ns)) => {
+        (Network::Host, _) => {}
+        (Network::None, Some(ns)) => {
             nix::sched::setns(ns, CloneFlags::CLONE_NEWNET).map_err(ctx("entering the empty network namespace"))?;
         }
-        (false, None) => flags |= CloneFlags::CLONE_NEWNET,
+        (Network::None | Network::Loopback, _) => flags |= CloneFlags::CLONE_NEWNET,
     }
     unshare(flags).map_err(ctx("unshare(mount, IPC, UTS, network namespaces)"))?;
+    if inv.policy.network == Network::Loopback {
+        loopback_up()?;
+    }
     build_root(&inv.root, &inv.policy, inv.run_as)?;
     nix::unistd::sethostname("world").map_err(ctx("sethostname"))?;
     if inv.policy.kind == Kind::Pure {
@@ -235,6 +238,27 @@ fn init_run(
             Ok(())
         }
     }
+}
+
+/// Brings up `lo` in the run's fresh network namespace (its only interface).
+fn loopback_up() -> Result<()> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, socket};
+    let s = socket(AddressFamily::Inet, SockType::Datagram, SockFlag::SOCK_CLOEXEC, None).map_err(ctx("socket"))?;
+    // SAFETY: a zeroed ifreq naming "lo", read then written back by two ioctls on a valid socket.
+    unsafe {
+        let mut req: libc::ifreq = std::mem::zeroed();
+        for (dst, src) in req.ifr_name.iter_mut().zip(b"lo") {
+            *dst = *src as libc::c_char;
+        }
+        if libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) != 0 {
+            return Err(format!("reading lo's flags: {}", std::io::Error::last_os_error()));
+        }
+        req.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+        if libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS, &req) != 0 {
+            return Err(format!("bringing lo up: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 fn helper_gone(alive: &std::io::PipeReader) -> bool {
@@ -452,7 +476,7 @@ fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
     if r != 0 {
         return Err(format!("close_range: {}", std::io::Error::last_os_error()));
     }
-    let main = super::seccomp::filter(policy.kind, policy.network, inv.x32)?;
+    let main = super::seccomp::filter(policy.kind, inv.x32)?;
     seccompiler::apply_filter(&super::seccomp::clone3_filter(inv.x32)?).map_err(ctx("seccomp"))?;
     seccompiler::apply_filter(&main).map_err(ctx("seccomp"))?;
     Ok((argv, env))
@@ -533,7 +557,9 @@ fn landlock(policy: &Policy) -> Result<()> {
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
         .map_err(fail)?;
-    if !policy.network {
+    // TCP is refused outright where the run has no network; on its own
+    // loopback or the host's the network namespace decides what it reaches.
+    if policy.network == Network::None {
         ruleset = ruleset.handle_access(AccessNet::from_all(abi)).map_err(ctx("landlock"))?;
     }
     let mut created =

@@ -75,6 +75,19 @@ pub enum Kind {
     Exec,
 }
 
+/// What network a run has.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub enum Network {
+    /// None at all (no interface, no socket).
+    None,
+    /// Its own loopback, up, and nothing else: test suites can listen on
+    /// 127.0.0.1; nothing outside the run is reachable.
+    Loopback,
+    /// The host's network (`serve --exec-network`).
+    Host,
+}
+
 /// One piece of the run's root, applied in order.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(tag = "mount", rename_all = "camelCase")]
@@ -143,8 +156,7 @@ pub struct Policy {
     pub mounts: Vec<Mount>,
     /// Trees Landlock lets the run write (everything else is read-only or absent).
     pub writable: Vec<PathBuf>,
-    /// TCP/UDP allowed (its own network namespace and the socket filter otherwise).
-    pub network: bool,
+    pub network: Network,
     pub limits: Limits,
     /// Wall-clock bound of the whole run; the helper kills every process of it then.
     pub deadline_ms: u64,
@@ -202,7 +214,7 @@ pub fn pure(host: &impl Host, interpreter: &Path, work: &Path, widening: &Wideni
         cwd: work.to_path_buf(),
         mounts,
         writable: vec![work.to_path_buf()],
-        network: false,
+        network: Network::None,
         limits: PURE_LIMITS,
         deadline_ms,
     }
@@ -218,8 +230,9 @@ pub fn exec(
     widening: &Widening,
     deadline_ms: u64,
 ) -> Policy {
-    let network = widening.exec_network;
-    let mut mounts = system(host, ETC_ENTRIES.iter().chain(if network { ETC_NETWORK_ENTRIES } else { &[] }));
+    let network = if widening.exec_network { Network::Host } else { Network::Loopback };
+    let resolver: &[&str] = if network == Network::Host { ETC_NETWORK_ENTRIES } else { &[] };
+    let mut mounts = system(host, ETC_ENTRIES.iter().chain(resolver));
     mounts.extend(program(program_path));
     mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
     mounts.push(Mount::Bind { path: worktree.to_path_buf(), writable: true });
@@ -329,7 +342,7 @@ mod tests {
         assert!(p.env.is_empty(), "an empty environment");
         assert_eq!(p.cwd, Path::new("/s/w.db.scratch/run-1/work"));
         assert_eq!(p.writable, [PathBuf::from("/s/w.db.scratch/run-1/work")]);
-        assert!(!p.network);
+        assert_eq!(p.network, Network::None);
         assert_eq!(p.limits, PURE_LIMITS);
         assert_eq!(
             binds(&p),
@@ -389,7 +402,7 @@ mod tests {
         assert_eq!(p.kind, Kind::Exec);
         assert_eq!(p.argv, ["/usr/bin/python3", "-m", "pytest"]);
         assert_eq!(p.cwd, wt);
-        assert!(!p.network, "no network unless the operator allows it");
+        assert_eq!(p.network, Network::Loopback, "its own loopback, no host network unless the operator allows it");
         assert_eq!(p.limits, EXEC_LIMITS);
         assert_eq!(p.writable, [wt.clone(), "/tmp".into(), "/dev/shm".into()]);
         let b = binds(&p);
@@ -410,11 +423,11 @@ mod tests {
     fn the_operator_widens_exec_with_network_and_extra_read_only_trees() {
         let widening = Widening { read_only: vec!["/opt/tools".into()], exec_network: true };
         let p = exec(&host(), Path::new("/opt/tools/bin/cargo"), &[], Path::new("/ws/ep"), &widening, 9000);
-        assert!(p.network);
+        assert_eq!(p.network, Network::Host);
         assert!(binds(&p).contains(&("/etc/resolv.conf".into(), false)));
         assert!(binds(&p).contains(&("/opt/tools".into(), false)));
         let pure = pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &widening, 2000);
-        assert!(!pure.network, "the network flag never reaches a pure phase");
+        assert_eq!(pure.network, Network::None, "the network flag never reaches a pure phase");
         assert!(binds(&pure).contains(&("/opt/tools".into(), false)));
     }
 
