@@ -100,7 +100,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let head = store.snapshot().and_then(|s| s.selected_head()).map_err(|e| fail("store-open", e))?;
     let db_path = std::fs::canonicalize(&opts.db).unwrap_or(opts.db.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
-    let confinement = start_confinement(&opts, &db_path, &scratch).await?;
+    let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch).await?;
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
@@ -144,17 +144,15 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
 async fn start_confinement(
     opts: &ServeOptions,
     db_path: &std::path::Path,
+    workspace: Option<&std::path::Path>,
     scratch: &std::path::Path,
 ) -> Result<Arc<crate::confine::Confinement>, StartupError> {
     let options = opts.confine.options();
+    let store_dir = db_path.parent().unwrap_or(std::path::Path::new("/"));
     for dir in &options.widening.read_only {
         let canon =
             std::fs::canonicalize(dir).map_err(|e| fail("config", format!("--confine-read {}: {e}", dir.display())))?;
-        let store_dir = db_path.parent().unwrap_or(std::path::Path::new("/"));
-        let workspace = worktrees_root(opts);
-        if store_dir.starts_with(&canon)
-            || workspace.as_ref().is_some_and(|w| w.starts_with(&canon) || canon.starts_with(w))
-        {
+        if store_dir.starts_with(&canon) || workspace.is_some_and(|w| w.starts_with(&canon) || canon.starts_with(w)) {
             return Err(fail(
                 "config",
                 format!("--confine-read {} would show runs the store or the worktrees", dir.display()),
@@ -170,10 +168,6 @@ async fn start_confinement(
         );
     }
     Ok(confinement)
-}
-
-fn worktrees_root(opts: &ServeOptions) -> Option<PathBuf> {
-    opts.workspace_root.as_ref().and_then(|w| std::fs::canonicalize(w).ok())
 }
 
 /// Exec scratch directories live beside the store, never inside a worktree.

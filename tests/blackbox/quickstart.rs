@@ -42,13 +42,10 @@ fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String>
     rx
 }
 
-fn quickstart(extra: &[&str]) -> Quickstart {
-    let dir = tempfile::tempdir().unwrap();
-    let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
-    let addr = format!("127.0.0.1:{}", free_port());
+/// `worldd ARGS…` with its stdout and stderr read line by line.
+fn spawn_worldd(args: &[&str]) -> (Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(WORLDD)
-        .args(["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr])
-        .args(extra)
+        .args(args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -56,6 +53,16 @@ fn quickstart(extra: &[&str]) -> Quickstart {
         .spawn()
         .unwrap();
     let (stdout, stderr) = (lines_of(child.stdout.take().unwrap()), lines_of(child.stderr.take().unwrap()));
+    (child, stdout, stderr)
+}
+
+fn quickstart(extra: &[&str]) -> Quickstart {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut args = vec!["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr];
+    args.extend_from_slice(extra);
+    let (child, stdout, stderr) = spawn_worldd(&args);
     let deadline = Instant::now() + STARTUP_WAIT;
     loop {
         let line = stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("quickstart listens");
@@ -128,14 +135,8 @@ fn without_exec_allow_quickstart_says_how_to_allow_a_command_and_the_refusal_nam
 #[test]
 fn serve_prints_the_connections_for_the_address_it_bound() {
     let store = TempStore::new();
-    let mut child = Command::new(WORLDD)
-        .args(["serve", "--db", store.db.to_str().unwrap(), "--bind", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (stdout, stderr) = (lines_of(child.stdout.take().unwrap()), lines_of(child.stderr.take().unwrap()));
+    let (mut child, stdout, stderr) =
+        spawn_worldd(&["serve", "--db", store.db.to_str().unwrap(), "--bind", "127.0.0.1:0"]);
     let listening = stderr.recv_timeout(STARTUP_WAIT).expect("serve listens");
     let addr = listening.strip_prefix("worldd listening on http://").unwrap().split(' ').next().unwrap().to_string();
     let mut printed = vec![];

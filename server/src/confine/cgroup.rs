@@ -48,13 +48,18 @@ impl Cgroups {
 
 impl Drop for Cgroups {
     fn drop(&mut self) {
-        if let Ok(items) = std::fs::read_dir(&self.parent) {
-            for run in items.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("run-")) {
-                let _ = std::fs::remove_dir(run.path());
-            }
-        }
-        let _ = std::fs::remove_dir(&self.parent);
+        remove_with_runs(&self.parent);
     }
+}
+
+/// Removes a daemon's group and the (empty) run groups left in it.
+fn remove_with_runs(group: &Path) {
+    if let Ok(runs) = std::fs::read_dir(group) {
+        for run in runs.flatten().filter(|e| e.path().is_dir()) {
+            let _ = std::fs::remove_dir(run.path());
+        }
+    }
+    let _ = std::fs::remove_dir(group);
 }
 
 /// Groups of daemons that are gone (killed before they could clean up).
@@ -66,12 +71,7 @@ fn sweep_stale(own: &Path) {
         if Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        if let Ok(runs) = std::fs::read_dir(item.path()) {
-            for run in runs.flatten().filter(|e| e.path().is_dir()) {
-                let _ = std::fs::remove_dir(run.path());
-            }
-        }
-        let _ = std::fs::remove_dir(item.path());
+        remove_with_runs(&item.path());
     }
 }
 

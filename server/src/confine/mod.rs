@@ -15,7 +15,7 @@ pub mod helper;
 pub mod policy;
 mod seccomp;
 
-use policy::{Kind, Policy, RealHost, Widening};
+use policy::{Kind, Network, Policy, RealHost, Widening};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -74,7 +74,7 @@ pub struct Invocation {
     /// The kernel runs x32 syscalls, so the filter must deny their numbers too.
     pub x32: bool,
     /// An empty network namespace the daemon keeps (`/proc/<pid>/fd/<n>`),
-    /// entered instead of making one per run; privileged only.
+    /// entered by a run without network instead of making one; privileged only.
     pub netns: Option<PathBuf>,
 }
 
@@ -206,6 +206,7 @@ impl Confinement {
                     netns: k
                         .netns
                         .as_ref()
+                        .filter(|_| policy.network == Network::None)
                         .map(|f| format!("/proc/{}/fd/{}", std::process::id(), f.as_raw_fd()).into()),
                 };
                 let text = serde_json::to_string(&invocation).map_err(|e| e.to_string())?;
@@ -260,10 +261,9 @@ impl Confinement {
         );
         std::fs::write(run.work().join("transition"), script).map_err(|e| format!("self-check: {e}"))?;
         let policy = self.pure_policy(Path::new("/bin/sh"), &run, Duration::from_secs(10));
-        let spawned = self.spawn(&run, &policy, |cmd| {
+        let mut spawned = self.spawn(&run, &policy, |cmd| {
             cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
         })?;
-        let mut spawned = spawned;
         let stderr = spawned.child.stderr.take();
         let outcome = self.wait(&run, spawned).await;
         let mut said = String::new();
@@ -281,9 +281,8 @@ impl Confinement {
 
 /// A network namespace with nothing in it but a loopback that is down, made
 /// once by a short-lived thread (namespaces belong to threads) and held open.
-/// Runs enter it instead of paying for a namespace each; they cannot bring an
-/// interface up (no capabilities) nor reach one another's abstract sockets
-/// (Landlock scopes those to each run).
+/// Pure phases enter it instead of paying for a namespace each; they cannot
+/// bring an interface up (no capabilities) nor open a socket at all.
 fn empty_network_namespace() -> Result<std::fs::File, String> {
     std::thread::spawn(|| {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| format!("unshare(CLONE_NEWNET): {e}"))?;
