@@ -2,7 +2,8 @@
 //!
 //! The seed's method is A2A v0.1 `tasks/send`. So that stock SDKs work too,
 //! the same endpoint also takes A2A 0.3 (`message/send`, `tasks/get`) and
-//! A2A 1.0 (`SendMessage`, `GetTask`); replies use the caller's flavour.
+//! A2A 1.0 (`SendMessage`, `GetTask`); replies use the caller's flavour, and
+//! the card names both interfaces.
 //! Every reply is a JSON-RPC object inside HTTP 200.
 
 use crate::rest::{RestClass, RestError};
@@ -22,8 +23,17 @@ pub const TRANSITION_FN_HEX_LEN: usize = 64;
 /// The single artifact's id in 0.3 and 1.0 tasks (the schema requires one;
 /// a task has exactly one output).
 pub const ARTIFACT_ID: &str = "output";
-/// A2A protocol version announced by the card (its transport is 0.3 JSON-RPC).
+/// A2A protocol version announced to 0.3 clients (`protocolVersion`).
 pub const CARD_PROTOCOL_VERSION: &str = "0.3.0";
+/// The `supportedInterfaces` versions, preferred first: 1.0 clients take the
+/// first whose version they speak.
+pub const CARD_INTERFACE_VERSIONS: [&str; 2] = ["1.0", "0.3"];
+/// The one protocol binding served.
+pub const CARD_BINDING: &str = "JSONRPC";
+/// The name of the card's one security scheme.
+pub const CARD_SECURITY_SCHEME: &str = "bearer";
+const CARD_BEARER_FORMAT: &str = "64-hex session credential";
+const CARD_BEARER_DESCRIPTION: &str = "A session credential minted with `worldd session mint`";
 /// The path the card points SDK clients at, under the base URL.
 pub const A2A_PATH: &str = "/a2a/";
 
@@ -486,13 +496,15 @@ pub struct CardInput<'a> {
 }
 
 /// The session's card for `/.well-known/agent.json` and
-/// `/.well-known/agent-card.json`.
+/// `/.well-known/agent-card.json`, readable by A2A 1.0 and 0.3 clients alike.
 ///
-/// The legacy shape of the seed, plus the three fields stock SDKs read:
-/// `url` points at `<base>/a2a/`, `protocolVersion` is `0.3.0` and
-/// `preferredTransport` is `JSONRPC`. There is deliberately no
-/// `supportedInterfaces`: `a2a-sdk` 1.3.0 maps such a card to its 0.3 JSON-RPC
-/// transport (`message/send` to `url`), which `/a2a/` accepts.
+/// 1.0 clients pick a transport from `supportedInterfaces` (JSON-RPC at 1.0,
+/// listed first, and at 0.3, both on `<base>/a2a/`) and read the bearer scheme
+/// from `securitySchemes` / `securityRequirements`; 0.3 clients read `url`,
+/// `protocolVersion`, `preferredTransport`, `additionalInterfaces` and
+/// `security`. Each security scheme carries both generations' members (0.3's
+/// `type` and `scheme`, 1.0's `httpAuthSecurityScheme`), which each client
+/// reads while ignoring the other's.
 pub fn agent_card(input: CardInput<'_>) -> Value {
     let skills: Vec<Value> = input
         .skills
@@ -507,18 +519,33 @@ pub fn agent_card(input: CardInput<'_>) -> Value {
             })
         })
         .collect();
+    let url = format!("{}{}", input.base_url.trim_end_matches('/'), A2A_PATH);
+    let interface = |version: &str| json!({"url": url, "protocolBinding": CARD_BINDING, "protocolVersion": version});
     json!({
         "name": input.name,
         "description": input.description,
-        "url": format!("{}{}", input.base_url.trim_end_matches('/'), A2A_PATH),
+        "url": url,
         "version": input.version,
         "protocolVersion": CARD_PROTOCOL_VERSION,
-        "preferredTransport": "JSONRPC",
+        "preferredTransport": CARD_BINDING,
+        "additionalInterfaces": [{"url": url, "transport": CARD_BINDING}],
+        "supportedInterfaces": [interface(CARD_INTERFACE_VERSIONS[0]), interface(CARD_INTERFACE_VERSIONS[1])],
         "capabilities": {
             "streaming": false,
             "pushNotifications": false,
             "stateTransitionHistory": false,
         },
+        "securitySchemes": {
+            CARD_SECURITY_SCHEME: {
+                "type": "http",
+                "scheme": "bearer",
+                "bearerFormat": CARD_BEARER_FORMAT,
+                "description": CARD_BEARER_DESCRIPTION,
+                "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": CARD_BEARER_FORMAT},
+            },
+        },
+        "security": [{CARD_SECURITY_SCHEME: []}],
+        "securityRequirements": [{"schemes": {CARD_SECURITY_SCHEME: {"list": []}}}],
         "defaultInputModes": ["application/json"],
         "defaultOutputModes": ["application/json"],
         "skills": skills,

@@ -77,6 +77,8 @@ pub(crate) fn id_member(obj: &RawObject) -> Option<Option<RpcId>> {
 struct ErrorObject<'a> {
     code: i64,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<&'a Value>,
 }
 
 #[derive(Serialize)]
@@ -88,7 +90,12 @@ struct ErrorResponse<'a> {
 
 /// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}` (MCP order).
 pub(crate) fn error_bytes(id: &RpcId, code: i64, message: &str) -> Vec<u8> {
-    json::to_vec(&ErrorResponse { jsonrpc: "2.0", id, error: ErrorObject { code, message } })
+    json::to_vec(&ErrorResponse { jsonrpc: "2.0", id, error: ErrorObject { code, message, data: None } })
+}
+
+/// An error response whose error object carries `data`.
+pub(crate) fn error_data_bytes(id: &RpcId, code: i64, message: &str, data: &Value) -> Vec<u8> {
+    json::to_vec(&ErrorResponse { jsonrpc: "2.0", id, error: ErrorObject { code, message, data: Some(data) } })
 }
 
 #[derive(Serialize)]

@@ -70,11 +70,42 @@ fn the_card_lists_exactly_the_admitted_transitions_in_registry_byte_order() {
         (&json!(["application/json"]), &json!(["application/json"]))
     );
     assert_eq!(c["name"], "worldd");
-    // Keys sorted, as the Go reference writes its maps.
-    let keys: Vec<&String> = c.as_object().unwrap().keys().collect();
+    // Keys sorted at every level, as the Go reference writes its maps (a
+    // `Value` re-encodes with sorted keys; Go escapes `<`, `>`, `&`).
     let raw = lab.get_auth("/.well-known/agent.json", &token).text();
-    let positions: Vec<usize> = keys.iter().map(|k| raw.find(&format!("\"{k}\":")).unwrap()).collect();
-    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{raw}");
+    let unescaped = raw.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u0026", "&");
+    assert_eq!(unescaped, format!("{}\n", serde_json::to_string(&c).unwrap()));
+}
+
+#[test]
+fn the_card_offers_json_rpc_at_a2a_1_0_and_0_3_on_the_address_the_client_used_with_a_bearer_scheme() {
+    let lab = Lab::new(LabOptions { episodes: &["c"], ..Default::default() });
+    let token = lab.mint("c", &["world.apply=world:5"]);
+    let url = format!("http://{}/a2a/", lab.addr());
+    for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"] {
+        let r = lab.get_auth(path, &token);
+        assert_eq!(r.status, 200);
+        let c = r.json();
+        assert_eq!(
+            c["supportedInterfaces"],
+            json!([
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+                {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            ])
+        );
+        // What 0.3 clients read.
+        assert_eq!(
+            (&c["url"], &c["protocolVersion"], &c["preferredTransport"]),
+            (&json!(url), &json!("0.3.0"), &json!("JSONRPC"))
+        );
+        assert_eq!(c["securityRequirements"], json!([{"schemes": {"bearer": {"list": []}}}]));
+        assert_eq!(c["security"], json!([{"bearer": []}]));
+        assert_eq!(c["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"], "Bearer");
+        assert_eq!(
+            (&c["securitySchemes"]["bearer"]["type"], &c["securitySchemes"]["bearer"]["scheme"]),
+            (&json!("http"), &json!("bearer"))
+        );
+    }
 }
 
 #[test]

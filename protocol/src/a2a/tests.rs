@@ -421,7 +421,7 @@ fn skill(id: &str, title: &str) -> ToolView {
 }
 
 #[test]
-fn agent_card_is_the_legacy_shape_pointing_at_a2a() {
+fn the_card_names_json_rpc_at_1_0_first_then_0_3_and_keeps_the_0_3_fields() {
     let skills = [skill("ailang-read", "Read (sandboxed)"), skill("tools.echo", "Echo")];
     let input = CardInput {
         base_url: "http://127.0.0.1:7644",
@@ -433,22 +433,33 @@ fn agent_card_is_the_legacy_shape_pointing_at_a2a() {
     let r = agent_card_reply(input);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Type"), Some("application/json"));
-    assert_eq!(
-        r.body_text(),
-        concat!(
-            r#"{"capabilities":{"pushNotifications":false,"stateTransitionHistory":false,"streaming":false},"#,
-            r#""defaultInputModes":["application/json"],"defaultOutputModes":["application/json"],"#,
-            r#""description":"World daemon","name":"ailang-worldd","preferredTransport":"JSONRPC","protocolVersion":"0.3.0","#,
-            r#""skills":[{"description":"Read (sandboxed).","examples":[],"id":"ailang-read","name":"Read (sandboxed)","tags":[]},"#,
-            r#"{"description":"Echo.","examples":[],"id":"tools.echo","name":"Echo","tags":[]}],"#,
-            r#""url":"http://127.0.0.1:7644/a2a/","version":"0.1.0"}"#,
-            "\n"
-        )
-    );
-    let card = agent_card(CardInput { base_url: "http://localhost:1/", skills: &[], ..input });
-    assert_eq!(card["url"], "http://localhost:1/a2a/");
-    assert_eq!(card["skills"], json!([]));
-    assert!(card.get("supportedInterfaces").is_none());
+    let url = "http://127.0.0.1:7644/a2a/";
+    let bearer = json!({
+        "type": "http", "scheme": "bearer", "bearerFormat": "64-hex session credential",
+        "description": "A session credential minted with `worldd session mint`",
+        "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "64-hex session credential"},
+    });
+    let want = json!({
+        "name": "ailang-worldd", "description": "World daemon", "version": "0.1.0",
+        "url": url, "protocolVersion": "0.3.0", "preferredTransport": "JSONRPC",
+        "additionalInterfaces": [{"url": url, "transport": "JSONRPC"}],
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ],
+        "capabilities": {"streaming": false, "pushNotifications": false, "stateTransitionHistory": false},
+        "securitySchemes": {"bearer": bearer},
+        "security": [{"bearer": []}],
+        "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],
+        "defaultInputModes": ["application/json"], "defaultOutputModes": ["application/json"],
+        "skills": [
+            {"id": "ailang-read", "name": "Read (sandboxed)", "description": "Read (sandboxed).", "tags": [], "examples": []},
+            {"id": "tools.echo", "name": "Echo", "description": "Echo.", "tags": [], "examples": []},
+        ],
+    });
+    assert_eq!(serde_json::from_slice::<Value>(&r.body).unwrap(), want);
+    // Keys sorted as Go writes a map, one line.
+    assert!(r.body_text().starts_with(r#"{"additionalInterfaces":"#) && r.body_text().ends_with("}\n"));
 }
 
 #[test]

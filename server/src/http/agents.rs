@@ -191,10 +191,13 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
         }
     };
     let accept = joined_accept(headers);
+    let (mcp_method, mcp_name) = (joined(headers, "mcp-method"), joined(headers, "mcp-name"));
     let mcp_headers = McpHeaders {
         content_type: header_str(headers, header::CONTENT_TYPE),
         accept: accept.as_deref(),
         protocol_version: headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
+        mcp_method: mcp_method.as_deref(),
+        mcp_name: mcp_name.as_deref(),
     };
     let info = ServerInfo { name: SERVER_NAME, version: DAEMON_VERSION };
     let plan = match mcp::plan(&mcp_headers, body, surface, &info) {
@@ -216,6 +219,13 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
 fn joined_accept(headers: &HeaderMap) -> Option<String> {
     let values: Vec<&str> = headers.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
     (!values.is_empty()).then(|| values.join(", "))
+}
+
+/// Every value of header `name`, joined with `", "` (so a repeated
+/// `Mcp-Method` or `Mcp-Name` never equals the body's value); `None` if absent.
+fn joined(headers: &HeaderMap, name: &str) -> Option<Vec<u8>> {
+    let values: Vec<&[u8]> = headers.get_all(name).iter().map(|v| v.as_bytes()).collect();
+    (!values.is_empty()).then(|| values.join(&b", "[..]))
 }
 
 async fn mcp_call(

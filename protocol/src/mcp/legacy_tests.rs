@@ -10,6 +10,7 @@ fn headers(version: Option<&'static str>) -> McpHeaders<'static> {
         content_type: Some("application/json"),
         accept: Some("application/json, text/event-stream"),
         protocol_version: version,
+        ..Default::default()
     }
 }
 
@@ -127,14 +128,15 @@ fn accept_with_parameters_and_extra_types_is_fine() {
 
 #[test]
 fn content_type_is_checked_before_accept() {
-    let h = McpHeaders { content_type: None, accept: None, protocol_version: Some("bogus") };
+    let h = McpHeaders { content_type: None, accept: None, protocol_version: Some("bogus"), ..Default::default() };
     let r = refused(&h, "[]");
     assert!(r.body_text().contains("Content-Type must be application/json"));
 }
 
 #[test]
-fn unsupported_version_is_400_32600_not_32022() {
-    let r = refused(&headers(Some("2026-07-28")), r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
+fn a_legacy_body_under_another_version_header_is_400_32600_not_32022() {
+    // No `_meta` version: a legacy request, whatever the header says.
+    let r = refused(&headers(Some("2026-07-28")), r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
     assert_400(
         &r,
         r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"unsupported MCP-Protocol-Version \"2026-07-28\" (supported: 2025-11-25, 2025-06-18, 2025-03-26)"}}"#,

@@ -1,37 +1,36 @@
-//! `POST /mcp/`: MCP Streamable HTTP (legacy era, stateless), as a plan that
-//! the server executes and then finishes.
+//! `POST /mcp/`: MCP Streamable HTTP, both eras on one endpoint, as a plan
+//! that the server executes and then finishes.
 //!
-//! Behaviour follows the upstream `mcphttp` handler: the checks run in its
-//! order and the texts are its texts. See the crate docs for the two steps.
+//! Each request picks its era ([`modern::select_era`]): a request that
+//! carries the modern `_meta` protocol version (or asks `server/discover`) is
+//! served by [`modern`] (2026-07-28: stateless, JSON replies, headers that
+//! must match the body); everything else, `initialize` included, by
+//! [`legacy`], which follows the upstream `mcphttp` handler check for check
+//! and text for text. Tool names, schemas and call results come from the
+//! same functions in both eras. See the crate docs for the two steps.
+
+pub mod legacy;
+pub mod modern;
+
+pub use legacy::{
+    BATCH_PROTOCOL_VERSION, DEFAULT_PROTOCOL_VERSION, LATEST_PROTOCOL_VERSION, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE,
+    MSG_EMPTY_BATCH, SUPPORTED_PROTOCOL_VERSIONS,
+};
+pub use modern::{Era, MODERN_PROTOCOL_VERSIONS, select_era};
 
 use crate::json::{self, go_quote};
 use crate::rpc::{
-    self, CODE_INTERNAL_ERROR, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND, CODE_PARSE_ERROR,
-    ObjectError, RawObject,
+    self, CODE_INTERNAL_ERROR, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_PARSE_ERROR, ObjectError, RawObject,
 };
 use crate::surface::Surface;
-use crate::{
-    CONTENT_TYPE_JSON, CONTENT_TYPE_SSE, CONTENT_TYPE_TEXT, HEADER_ALLOW, HEADER_CACHE_CONTROL, HttpReply, RpcId,
-};
+use crate::{CONTENT_TYPE_JSON, CONTENT_TYPE_TEXT, HEADER_ALLOW, HttpReply, RpcId};
 use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 /// Largest request body read (4 MiB); the server caps its read here.
 pub const MCP_BODY_MAX: usize = 4 << 20;
 
-/// Protocol versions served, newest first (the order of the error text).
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
-/// Assumed when `MCP-Protocol-Version` is absent or empty.
-pub const DEFAULT_PROTOCOL_VERSION: &str = "2025-03-26";
-/// Answered to `initialize` when the requested version is not served.
-pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
-/// The only version under which JSON arrays (batches) are accepted.
-pub const BATCH_PROTOCOL_VERSION: &str = "2025-03-26";
-
-pub const MSG_BAD_CONTENT_TYPE: &str = "Content-Type must be application/json";
-pub const MSG_BAD_ACCEPT: &str = "Accept must list both application/json and text/event-stream";
-pub const MSG_EMPTY_BATCH: &str = "empty batch";
 pub const MSG_BAD_JSONRPC: &str = "expected jsonrpc: \"2.0\"";
 pub const MSG_NOT_A_MESSAGE: &str = "not a JSON-RPC request, notification or response";
 /// Envelope message when the body exceeds [`MCP_BODY_MAX`].
@@ -42,15 +41,21 @@ pub const MSG_NO_RESULT: &str = "host callback returned no result";
 pub const MSG_INVALID_RESULT: &str = "host callback returned invalid JSON";
 
 /// The request headers `plan` reads. A repeated header should be joined with
-/// `", "` (Accept) or given as its first value (the others).
+/// `", "` (Accept, `Mcp-Method`, `Mcp-Name`: a repeat then never matches the
+/// body) or given as its first value (the others).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct McpHeaders<'a> {
     pub content_type: Option<&'a str>,
     pub accept: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
+    /// `Mcp-Method` as raw bytes (the modern era checks its characters).
+    pub mcp_method: Option<&'a [u8]>,
+    /// `Mcp-Name` as raw bytes, possibly `=?base64?…?=`.
+    pub mcp_name: Option<&'a [u8]>,
 }
 
-/// `serverInfo` of the `initialize` result.
+/// `serverInfo` of the `initialize` result (and of every modern result's
+/// `_meta`).
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct ServerInfo<'a> {
     pub name: &'a str,
@@ -125,9 +130,15 @@ pub enum Step {
 /// The checked POST: its steps in order, waiting for the call outcomes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct McpPlan {
-    protocol_version: &'static str,
-    batch: bool,
+    era: PlanEra,
     steps: Vec<Step>,
+}
+
+/// What `finish` needs to know of the request's era.
+#[derive(Debug, Clone, PartialEq)]
+enum PlanEra {
+    Legacy { protocol_version: &'static str, batch: bool },
+    Modern { protocol_version: &'static str, server: modern::OwnedServerInfo },
 }
 
 /// What the server reports for each [`Call`], in order. After the first
@@ -152,18 +163,29 @@ impl McpPlan {
     }
 
     pub fn is_batch(&self) -> bool {
-        self.batch
+        matches!(self.era, PlanEra::Legacy { batch: true, .. })
     }
 
-    /// The negotiated transport version (header, or the default).
+    /// The era that serves this request.
+    pub fn era(&self) -> Era {
+        match self.era {
+            PlanEra::Legacy { .. } => Era::Legacy,
+            PlanEra::Modern { .. } => Era::Modern,
+        }
+    }
+
+    /// The protocol version the request is served under: a legacy header (or
+    /// the legacy default), or the modern `_meta` version.
     pub fn protocol_version(&self) -> &'static str {
-        self.protocol_version
+        match self.era {
+            PlanEra::Legacy { protocol_version, .. } | PlanEra::Modern { protocol_version, .. } => protocol_version,
+        }
     }
 
     /// The id the host-failure envelope carries: the request's, `null` for a
     /// batch.
     pub fn envelope_id(&self) -> RpcId {
-        if self.batch {
+        if self.is_batch() {
             return RpcId::Null;
         }
         match self.steps.first() {
@@ -245,16 +267,32 @@ fn accept_ok(v: Option<&str>) -> bool {
     types.iter().any(|t| t == "application/json") && types.iter().any(|t| t == "text/event-stream")
 }
 
-fn negotiate_version(v: Option<&str>) -> Result<&'static str, String> {
-    match v {
-        None | Some("") => Ok(DEFAULT_PROTOCOL_VERSION),
-        Some(v) => SUPPORTED_PROTOCOL_VERSIONS.iter().find(|s| **s == v).copied().ok_or_else(|| {
-            format!(
-                "unsupported MCP-Protocol-Version {} (supported: {})",
-                go_quote(v),
-                SUPPORTED_PROTOCOL_VERSIONS.join(", ")
-            )
-        }),
+/// Checks the transport, parses the body and answers what needs no host call,
+/// in the era the request speaks.
+///
+/// `Err(reply)` means "send this now": a 4xx, or the 202 when no item needs
+/// an answer. `Ok(plan)`: execute `plan.calls()` in order, then [`finish`].
+pub fn plan(
+    headers: &McpHeaders<'_>,
+    body: &[u8],
+    surface: &Surface,
+    server: &ServerInfo<'_>,
+) -> Result<McpPlan, HttpReply> {
+    match select_era(headers.protocol_version, body) {
+        Era::Legacy => legacy::plan(headers, body, surface, server),
+        Era::Modern => modern::plan(headers, body, surface, server),
+    }
+}
+
+/// Builds the reply from the plan and the outcomes of its calls, in order.
+///
+/// Any `Err` outcome (or fewer outcomes than calls) answers the whole POST
+/// with the host-failure envelope, in both eras. Otherwise the legacy era
+/// answers one SSE event and the modern era one JSON object.
+pub fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
+    match plan.era {
+        PlanEra::Legacy { batch, .. } => legacy::finish(plan, batch, outcomes),
+        PlanEra::Modern { .. } => modern::finish(plan, outcomes),
     }
 }
 
@@ -308,64 +346,6 @@ fn classify(raw: &RawValue) -> Result<Item, ItemError> {
     }
 }
 
-/// Checks the transport, parses the body and answers what needs no host call.
-///
-/// `Err(reply)` means "send this now": a 400, or the 202 when no item needs an
-/// answer. `Ok(plan)`: execute `plan.calls()` in order, then [`finish`].
-pub fn plan(
-    headers: &McpHeaders<'_>,
-    body: &[u8],
-    surface: &Surface,
-    server: &ServerInfo<'_>,
-) -> Result<McpPlan, HttpReply> {
-    if !content_type_ok(headers.content_type) {
-        return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, MSG_BAD_CONTENT_TYPE));
-    }
-    if !accept_ok(headers.accept) {
-        return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, MSG_BAD_ACCEPT));
-    }
-    let version =
-        negotiate_version(headers.protocol_version).map_err(|m| bad_request(&RpcId::Null, CODE_INVALID_REQUEST, &m))?;
-
-    let body = trim_ascii_space(body);
-    let batch = body.first() == Some(&b'[');
-    let items: Vec<Box<RawValue>> = if batch {
-        if version != BATCH_PROTOCOL_VERSION {
-            let m = format!("batch requests are not supported under protocol version {version}");
-            return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, &m));
-        }
-        let items: Vec<Box<RawValue>> = serde_json::from_slice(body)
-            .map_err(|e| bad_request(&RpcId::Null, CODE_PARSE_ERROR, &format!("invalid JSON: {e}")))?;
-        if items.is_empty() {
-            return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, MSG_EMPTY_BATCH));
-        }
-        items
-    } else {
-        let item: Box<RawValue> = serde_json::from_slice(body)
-            .map_err(|e| bad_request(&RpcId::Null, CODE_PARSE_ERROR, &format!("invalid JSON: {e}")))?;
-        vec![item]
-    };
-
-    let mut steps = Vec::new();
-    for raw in &items {
-        match classify(raw) {
-            Ok(Item::Skip) => {}
-            Ok(Item::Request { id, method, obj }) => {
-                steps.push(dispatch(id, &method, &obj, surface, server));
-            }
-            Err(e) => {
-                // Any 400 aborts the whole POST; a batch's id is null.
-                let id = if batch { RpcId::Null } else { e.id };
-                return Err(bad_request(&id, e.code, &e.message));
-            }
-        }
-    }
-    if steps.is_empty() {
-        return Err(HttpReply::new(202, CONTENT_TYPE_JSON, Vec::new()));
-    }
-    Ok(McpPlan { protocol_version: version, batch, steps })
-}
-
 fn answer_error(id: RpcId, code: i64, message: &str) -> Step {
     let json = rpc::error_bytes(&id, code, message);
     Step::Answered(Answer { jsonrpc_id: id, error_code: Some(code), json })
@@ -376,29 +356,22 @@ fn answer_result<T: Serialize>(id: RpcId, result: &T) -> Step {
     Step::Answered(Answer { jsonrpc_id: id, error_code: None, json })
 }
 
+/// The capabilities both eras advertise: tools, whose list never announces
+/// changes (a session's view is rebuilt on every request instead).
+#[derive(Serialize)]
+struct Capabilities {
+    tools: ToolsCapability,
+}
+
 #[derive(Serialize)]
 struct ToolsCapability {
     #[serde(rename = "listChanged")]
     list_changed: bool,
 }
 
-#[derive(Serialize)]
-struct Capabilities {
-    tools: ToolsCapability,
+impl Capabilities {
+    const TOOLS: Capabilities = Capabilities { tools: ToolsCapability { list_changed: false } };
 }
-
-// Field order is the sorted key order of the upstream result.
-#[derive(Serialize)]
-struct InitializeResult<'a> {
-    capabilities: Capabilities,
-    #[serde(rename = "protocolVersion")]
-    protocol_version: &'a str,
-    #[serde(rename = "serverInfo")]
-    server_info: &'a ServerInfo<'a>,
-}
-
-#[derive(Serialize)]
-struct Empty {}
 
 #[derive(Serialize)]
 struct ToolEntry<'a> {
@@ -416,53 +389,28 @@ struct ToolsList<'a> {
     tools: Vec<ToolEntry<'a>>,
 }
 
+/// The session's tools as both eras list them (the modern era adds its
+/// result fields around the same entries).
+fn tools_list(surface: &Surface) -> ToolsList<'_> {
+    let tools = surface
+        .tools()
+        .iter()
+        .map(|t| ToolEntry {
+            name: t.name(),
+            description: t.description(),
+            input_schema: t.input_schema(),
+            output_schema: t.output_schema(),
+        })
+        .collect();
+    ToolsList { tools }
+}
+
 fn invalid_params(id: RpcId, detail: &str) -> Step {
     answer_error(id, CODE_INVALID_PARAMS, &format!("invalid params: {detail}"))
 }
 
-fn dispatch(id: RpcId, method: &str, obj: &RawObject, surface: &Surface, server: &ServerInfo<'_>) -> Step {
-    match method {
-        "initialize" => {
-            let params = match params_object(obj) {
-                Ok(p) => p,
-                Err(e) => return invalid_params(id, &e),
-            };
-            // Echo a supported version; otherwise offer the newest.
-            let requested = params.as_ref().and_then(|p| p.get("protocolVersion")).and_then(Value::as_str);
-            let version = requested
-                .and_then(|r| SUPPORTED_PROTOCOL_VERSIONS.iter().find(|s| **s == r))
-                .copied()
-                .unwrap_or(LATEST_PROTOCOL_VERSION);
-            answer_result(
-                id,
-                &InitializeResult {
-                    capabilities: Capabilities { tools: ToolsCapability { list_changed: false } },
-                    protocol_version: version,
-                    server_info: server,
-                },
-            )
-        }
-        "ping" => answer_result(id, &Empty {}),
-        "tools/list" => {
-            let tools = surface
-                .tools()
-                .iter()
-                .map(|t| ToolEntry {
-                    name: t.name(),
-                    description: t.description(),
-                    input_schema: t.input_schema(),
-                    output_schema: t.output_schema(),
-                })
-                .collect();
-            answer_result(id, &ToolsList { tools })
-        }
-        "tools/call" => plan_call(id, obj, surface),
-        other => answer_error(id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))),
-    }
-}
-
 /// `params` as an object: absent and `null` are `None`; other types refuse.
-fn params_object(obj: &RawObject) -> Result<Option<serde_json::Map<String, Value>>, String> {
+fn params_object(obj: &RawObject) -> Result<Option<Map<String, Value>>, String> {
     match rpc::value_member(obj, "params") {
         None => Ok(None),
         Some(Err(e)) => Err(e),
@@ -472,11 +420,9 @@ fn params_object(obj: &RawObject) -> Result<Option<serde_json::Map<String, Value
     }
 }
 
-fn plan_call(id: RpcId, obj: &RawObject, surface: &Surface) -> Step {
-    let params = match params_object(obj) {
-        Ok(p) => p.unwrap_or_default(),
-        Err(e) => return invalid_params(id, &e),
-    };
+/// A `tools/call` item: the tool looked up in the session's surface and its
+/// arguments checked against the input schema, or the protocol error.
+fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface) -> Step {
     // A missing name is the empty name, which no surface contains.
     let name = match params.get("name") {
         None => String::new(),
@@ -494,6 +440,8 @@ fn plan_call(id: RpcId, obj: &RawObject, surface: &Surface) -> Step {
     Step::Call(Call { jsonrpc_id: id, tool_name: name, transition_id: tool.transition_id().to_owned(), arguments })
 }
 
+/// The output object as a text block (upstream MCP returns it twice: as
+/// text and as `structuredContent`).
 #[derive(Serialize)]
 struct TextContent {
     #[serde(rename = "type")]
@@ -501,73 +449,23 @@ struct TextContent {
     text: String,
 }
 
-#[derive(Serialize)]
-struct CallResult<'a> {
-    content: [TextContent; 1],
-    #[serde(rename = "structuredContent")]
-    structured_content: &'a Value,
+impl TextContent {
+    fn of(output: &Value) -> TextContent {
+        TextContent { kind: "text", text: json::to_plain_string(output) }
+    }
 }
 
-fn call_response(id: &RpcId, output: &Value) -> Vec<u8> {
+/// Whether a call's output can be a tool result; the per-item error text
+/// when it cannot.
+fn call_output(output: &Value) -> Result<(), &'static str> {
     match output {
-        Value::Object(_) => rpc::result_bytes(
-            id,
-            &CallResult {
-                content: [TextContent { kind: "text", text: json::to_plain_string(output) }],
-                structured_content: output,
-            },
-        ),
-        Value::Null => rpc::error_bytes(id, CODE_INTERNAL_ERROR, MSG_NO_RESULT),
-        _ => rpc::error_bytes(id, CODE_INTERNAL_ERROR, MSG_INVALID_RESULT),
+        Value::Object(_) => Ok(()),
+        Value::Null => Err(MSG_NO_RESULT),
+        _ => Err(MSG_INVALID_RESULT),
     }
-}
-
-/// Builds the reply from the plan and the outcomes of its calls, in order.
-///
-/// Any `Err` outcome (or fewer outcomes than calls) answers the whole POST
-/// with the host-failure envelope; results of earlier items are dropped.
-/// Otherwise: one SSE event, whose data is the response object, or the array
-/// of responses for a batch.
-pub fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
-    let envelope_id = plan.envelope_id();
-    let mut outcomes = outcomes.into_iter();
-    let mut responses: Vec<Vec<u8>> = Vec::with_capacity(plan.steps.len());
-    for step in &plan.steps {
-        match step {
-            Step::Answered(a) => responses.push(a.json.clone()),
-            Step::Call(c) => match outcomes.next() {
-                Some(Ok(output)) => responses.push(call_response(&c.jsonrpc_id, &output)),
-                Some(Err(f)) => return host_failure(&envelope_id, f),
-                None => return host_failure(&envelope_id, HostFailure::Failed),
-            },
-        }
-    }
-    let mut data = Vec::new();
-    if plan.batch {
-        data.push(b'[');
-        for (i, r) in responses.iter().enumerate() {
-            if i > 0 {
-                data.push(b',');
-            }
-            data.extend_from_slice(r);
-        }
-        data.push(b']');
-    } else if let Some(r) = responses.first() {
-        data.extend_from_slice(r);
-    }
-    sse_reply(&data)
-}
-
-/// One SSE event `event: message` carrying `data` (compact JSON, one line).
-fn sse_reply(data: &[u8]) -> HttpReply {
-    let mut body = Vec::with_capacity(data.len() + 24);
-    body.extend_from_slice(b"event: message\ndata: ");
-    body.extend_from_slice(data);
-    body.extend_from_slice(b"\n\n");
-    let mut r = HttpReply::new(200, CONTENT_TYPE_SSE, body);
-    r.headers.push((HEADER_CACHE_CONTROL, "no-cache".to_owned()));
-    r
 }
 
 #[cfg(test)]
-mod tests;
+mod legacy_tests;
+#[cfg(test)]
+mod modern_tests;

@@ -1,0 +1,392 @@
+//! The modern era (2026-07-28): no handshake and no session; every request
+//! carries its protocol version and the client's capabilities in
+//! `params._meta`, mirrored into headers that must match the body. Replies
+//! are one JSON object; every result says its `resultType` and carries the
+//! server's identity in `_meta`, and lists carry caching hints.
+
+use super::{
+    Answer, CallOutcome, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent, accept_ok,
+    answer_result, call_output, classify, content_type_ok, host_failure, json_reply, params_object, plan_call,
+    tools_list, top_level_id, trim_ascii_space,
+};
+use crate::json::go_quote;
+use crate::rpc::{self, CODE_INTERNAL_ERROR, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND};
+use crate::surface::Surface;
+use crate::{CONTENT_TYPE_JSON, HttpReply, RpcId};
+use base64::Engine;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// Modern protocol versions served, newest first.
+pub const MODERN_PROTOCOL_VERSIONS: [&str; 1] = ["2026-07-28"];
+
+/// `_meta` key of the request's protocol version (required).
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client's capabilities (required; `{}` is none).
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of the server's identity on every result.
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The headers are missing, malformed, or do not match the body.
+pub const CODE_HEADER_MISMATCH: i64 = -32020;
+/// The requested protocol version is not served.
+pub const CODE_UNSUPPORTED_VERSION: i64 = -32022;
+
+/// How long a client may keep `server/discover`'s answer: it changes only
+/// when the daemon is upgraded.
+pub const DISCOVER_TTL_MS: u64 = 3_600_000;
+/// How long a client may keep `tools/list`'s answer. The list changes when a
+/// registry is published or the session expires; a stale list grants
+/// nothing, because every call is admitted afresh.
+pub const TOOLS_LIST_TTL_MS: u64 = 60_000;
+
+/// The method every modern server answers, and the only one that selects
+/// the modern era without the `_meta` version.
+pub const METHOD_DISCOVER: &str = "server/discover";
+/// The methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
+const NAMED_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+
+/// What `server/discover` tells a model about this server.
+pub const INSTRUCTIONS: &str = "Each tool is a transition of this World. A call is admitted against this \
+session's grants, brokered, journaled and committed to a hash-chained log; the result's `world` block names \
+its effects and their records. A refused effect is a result with isError set, not a protocol error.";
+
+const BASE64_SENTINEL_START: &str = "=?base64?";
+const BASE64_SENTINEL_END: &str = "?=";
+/// Standard alphabet; padding optional, since clients differ.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Which era serves a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize`, SSE replies, the seed's rules.
+    Legacy,
+    /// 2026-07-28: per-request `_meta`, `server/discover`, JSON replies.
+    Modern,
+}
+
+/// Picks the era of one POST body.
+///
+/// The `_meta` protocol version decides, not the header and not `_meta`
+/// merely being there (some legacy clients send `"_meta":{}`). A body whose
+/// `_meta` names a legacy version stays legacy unless the header names
+/// another version (that mismatch is the modern era's -32020).
+/// `server/discover` exists only in the modern era, so it is modern even
+/// without `_meta` (and is then refused for the missing field). Batches,
+/// unparsable bodies and everything else are legacy, which has the seed's
+/// answer for each.
+pub fn select_era(protocol_version_header: Option<&str>, body: &[u8]) -> Era {
+    let Ok(obj) = rpc::parse_object(trim_ascii_space(body)) else { return Era::Legacy };
+    if rpc::str_member(&obj, "method").as_deref() == Some(METHOD_DISCOVER) {
+        return Era::Modern;
+    }
+    let meta_version = obj
+        .get("params")
+        .and_then(|p| rpc::object_of(p).ok())
+        .and_then(|params| params.get("_meta").and_then(|m| rpc::object_of(m).ok()))
+        .and_then(|meta| meta.get(META_PROTOCOL_VERSION).map(|v| serde_json::from_str::<Value>(v.get()).ok()));
+    match meta_version {
+        None => Era::Legacy,
+        Some(Some(Value::String(v)))
+            if super::SUPPORTED_PROTOCOL_VERSIONS.contains(&v.as_str())
+                && protocol_version_header.is_none_or(|h| h.is_empty() || h == v) =>
+        {
+            Era::Legacy
+        }
+        Some(_) => Era::Modern,
+    }
+}
+
+/// The server's identity, owned by the plan so `finish` can stamp results.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(super) struct OwnedServerInfo {
+    name: String,
+    version: String,
+}
+
+fn bad_request(id: &RpcId, code: i64, message: &str) -> HttpReply {
+    json_reply(400, rpc::error_bytes(id, code, message))
+}
+
+fn header_mismatch(id: &RpcId, message: &str) -> HttpReply {
+    bad_request(id, CODE_HEADER_MISMATCH, &format!("Header mismatch: {message}"))
+}
+
+/// A header value as text: visible ASCII, space and tab only.
+fn header_text(raw: &[u8]) -> Option<&str> {
+    raw.iter().all(|b| matches!(b, b'\t' | b' '..=b'~')).then(|| std::str::from_utf8(raw).ok()).flatten()
+}
+
+/// An `Mcp-Name` (or `Mcp-Param-*`) value: surrounding whitespace dropped,
+/// then `=?base64?…?=` decoded to UTF-8 text.
+pub fn decode_header_value(raw: &[u8]) -> Option<String> {
+    let text = header_text(raw)?.trim_matches([' ', '\t']);
+    match text.strip_prefix(BASE64_SENTINEL_START).and_then(|t| t.strip_suffix(BASE64_SENTINEL_END)) {
+        Some(encoded) => String::from_utf8(BASE64.decode(encoded).ok()?).ok(),
+        None => Some(text.to_owned()),
+    }
+}
+
+/// The required `_meta` members of a modern request.
+struct RequestMeta {
+    protocol_version: String,
+}
+
+fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, String> {
+    let meta = match params.get("_meta") {
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("params._meta must be a JSON object".to_owned()),
+        None => {
+            return Err(format!(
+                "params._meta is required and must carry {META_PROTOCOL_VERSION} and {META_CLIENT_CAPABILITIES}"
+            ));
+        }
+    };
+    let protocol_version = match meta.get(META_PROTOCOL_VERSION) {
+        Some(Value::String(v)) => v.clone(),
+        Some(_) => return Err(format!("_meta {META_PROTOCOL_VERSION} must be a string")),
+        None => return Err(format!("_meta {META_PROTOCOL_VERSION} is required")),
+    };
+    match meta.get(META_CLIENT_CAPABILITIES) {
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(format!("_meta {META_CLIENT_CAPABILITIES} must be a JSON object")),
+        None => return Err(format!("_meta {META_CLIENT_CAPABILITIES} is required")),
+    }
+    Ok(RequestMeta { protocol_version })
+}
+
+/// `MCP-Protocol-Version` must equal the `_meta` version, which must be served.
+fn check_version(id: &RpcId, header: Option<&str>, meta: &RequestMeta) -> Result<&'static str, HttpReply> {
+    let requested = meta.protocol_version.as_str();
+    match header {
+        None | Some("") => return Err(header_mismatch(id, "the MCP-Protocol-Version header is required")),
+        Some(h) if h != requested => {
+            let m = format!(
+                "MCP-Protocol-Version header value {} does not match body value {}",
+                go_quote(h),
+                go_quote(requested)
+            );
+            return Err(header_mismatch(id, &m));
+        }
+        Some(_) => {}
+    }
+    MODERN_PROTOCOL_VERSIONS.iter().find(|v| **v == requested).copied().ok_or_else(|| {
+        let data = json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested});
+        json_reply(400, rpc::error_data_bytes(id, CODE_UNSUPPORTED_VERSION, "Unsupported protocol version", &data))
+    })
+}
+
+/// `Mcp-Method` must be the body's method; `Mcp-Name` the body's
+/// `params.name` (or `params.uri`) for the methods that name a target.
+fn check_mirrored_headers(
+    id: &RpcId,
+    headers: &McpHeaders<'_>,
+    method: &str,
+    params: &Map<String, Value>,
+) -> Result<(), HttpReply> {
+    let Some(raw) = headers.mcp_method else {
+        return Err(header_mismatch(id, "the Mcp-Method header is required"));
+    };
+    let Some(header) = header_text(raw).map(|h| h.trim_matches([' ', '\t'])) else {
+        return Err(header_mismatch(id, "the Mcp-Method header has invalid characters"));
+    };
+    if header != method {
+        let m = format!("Mcp-Method header value {} does not match body value {}", go_quote(header), go_quote(method));
+        return Err(header_mismatch(id, &m));
+    }
+    if !NAMED_METHODS.contains(&method) {
+        return Ok(());
+    }
+    let target = ["name", "uri"].iter().find_map(|k| params.get(*k).and_then(Value::as_str));
+    match (headers.mcp_name, target) {
+        (None, None) => Ok(()),
+        (None, Some(_)) => Err(header_mismatch(id, "the Mcp-Name header is required")),
+        (Some(raw), target) => {
+            let Some(name) = decode_header_value(raw) else {
+                return Err(header_mismatch(id, "the Mcp-Name header has invalid characters or bad base64"));
+            };
+            if Some(name.as_str()) == target {
+                return Ok(());
+            }
+            let body = target.map_or_else(|| "none".to_owned(), go_quote);
+            Err(header_mismatch(
+                id,
+                &format!("Mcp-Name header value {} does not match body value {body}", go_quote(&name)),
+            ))
+        }
+    }
+}
+
+/// The modern era's checks, in order: transport (Content-Type, Accept), the
+/// JSON-RPC envelope (notifications get 202), the required `_meta` (400
+/// -32602), the version header (-32020) and version (-32022), the mirrored
+/// headers (-32020), then the method (404 -32601 if not served).
+pub(super) fn plan(
+    headers: &McpHeaders<'_>,
+    body: &[u8],
+    surface: &Surface,
+    server: &ServerInfo<'_>,
+) -> Result<McpPlan, HttpReply> {
+    if !content_type_ok(headers.content_type) {
+        return Err(bad_request(&top_level_id(body), CODE_INVALID_REQUEST, super::MSG_BAD_CONTENT_TYPE));
+    }
+    if !accept_ok(headers.accept) {
+        return Err(bad_request(&top_level_id(body), CODE_INVALID_REQUEST, super::MSG_BAD_ACCEPT));
+    }
+    // `select_era` parsed this body as one object, so it is valid JSON.
+    let raw: Box<serde_json::value::RawValue> = serde_json::from_slice(trim_ascii_space(body))
+        .map_err(|e| bad_request(&RpcId::Null, super::CODE_PARSE_ERROR, &format!("invalid JSON: {e}")))?;
+    let (id, method, obj) = match classify(&raw) {
+        Ok(Item::Request { id, method, obj }) => (id, method, obj),
+        Ok(Item::Skip) => return Err(HttpReply::new(202, CONTENT_TYPE_JSON, Vec::new())),
+        Err(e) => return Err(bad_request(&e.id, e.code, &e.message)),
+    };
+    let params = params_object(&obj)
+        .map_err(|e| bad_request(&id, CODE_INVALID_PARAMS, &format!("invalid params: {e}")))?
+        .unwrap_or_default();
+    let meta =
+        request_meta(&params).map_err(|e| bad_request(&id, CODE_INVALID_PARAMS, &format!("invalid params: {e}")))?;
+    let protocol_version = check_version(&id, headers.protocol_version, &meta)?;
+    check_mirrored_headers(&id, headers, &method, &params)?;
+    let server_info = OwnedServerInfo { name: server.name.to_owned(), version: server.version.to_owned() };
+    let step = dispatch(id, &method, &params, surface, &server_info)?;
+    Ok(McpPlan { era: PlanEra::Modern { protocol_version, server: server_info }, steps: vec![step] })
+}
+
+/// A result's `_meta`: the server's identity.
+#[derive(Serialize)]
+struct ResultMeta<'a> {
+    #[serde(rename = "io.modelcontextprotocol/serverInfo")]
+    server_info: &'a OwnedServerInfo,
+}
+
+#[derive(Serialize)]
+struct DiscoverResult<'a> {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    #[serde(rename = "supportedVersions")]
+    supported_versions: &'static [&'static str],
+    capabilities: Capabilities,
+    instructions: &'static str,
+    #[serde(rename = "ttlMs")]
+    ttl_ms: u64,
+    #[serde(rename = "cacheScope")]
+    cache_scope: &'static str,
+    #[serde(rename = "_meta")]
+    meta: ResultMeta<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolsListResult<'a> {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    #[serde(flatten)]
+    list: super::ToolsList<'a>,
+    #[serde(rename = "ttlMs")]
+    ttl_ms: u64,
+    /// `private`: a session's tools depend on its grants.
+    #[serde(rename = "cacheScope")]
+    cache_scope: &'static str,
+    #[serde(rename = "_meta")]
+    meta: ResultMeta<'a>,
+}
+
+const COMPLETE: &str = "complete";
+
+fn dispatch(
+    id: RpcId,
+    method: &str,
+    params: &Map<String, Value>,
+    surface: &Surface,
+    server: &OwnedServerInfo,
+) -> Result<Step, HttpReply> {
+    let meta = ResultMeta { server_info: server };
+    Ok(match method {
+        METHOD_DISCOVER => answer_result(
+            id,
+            &DiscoverResult {
+                result_type: COMPLETE,
+                supported_versions: &MODERN_PROTOCOL_VERSIONS,
+                capabilities: Capabilities::TOOLS,
+                instructions: INSTRUCTIONS,
+                ttl_ms: DISCOVER_TTL_MS,
+                cache_scope: "public",
+                meta,
+            },
+        ),
+        "tools/list" => answer_result(
+            id,
+            &ToolsListResult {
+                result_type: COMPLETE,
+                list: tools_list(surface),
+                ttl_ms: TOOLS_LIST_TTL_MS,
+                cache_scope: "private",
+                meta,
+            },
+        ),
+        "tools/call" => plan_call(id, params, surface),
+        // Removed in this era (initialize, ping, logging/setLevel, …) or never served.
+        other => {
+            let body = rpc::error_bytes(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other)));
+            return Err(json_reply(404, body));
+        }
+    })
+}
+
+#[derive(Serialize)]
+struct CallResult<'a> {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    content: [TextContent; 1],
+    #[serde(rename = "structuredContent")]
+    structured_content: &'a Value,
+    #[serde(rename = "isError")]
+    is_error: bool,
+    #[serde(rename = "_meta")]
+    meta: ResultMeta<'a>,
+}
+
+/// Whether a transition's output is the tool's own failure: the coding
+/// tools say `"ok": false` for a refused path, a denied or failed effect.
+pub fn is_tool_error(output: &Value) -> bool {
+    output.get("ok") == Some(&Value::Bool(false))
+}
+
+fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8> {
+    match call_output(output) {
+        Ok(()) => rpc::result_bytes(
+            id,
+            &CallResult {
+                result_type: COMPLETE,
+                content: [TextContent::of(output)],
+                structured_content: output,
+                is_error: is_tool_error(output),
+                meta: ResultMeta { server_info: server },
+            },
+        ),
+        Err(message) => rpc::error_bytes(id, CODE_INTERNAL_ERROR, message),
+    }
+}
+
+/// The one response as a JSON object; a failed host call is the seed's
+/// host-failure envelope, as in the legacy era.
+pub(super) fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
+    let PlanEra::Modern { server, .. } = &plan.era else {
+        return host_failure(&plan.envelope_id(), super::HostFailure::Failed);
+    };
+    let mut outcomes = outcomes.into_iter();
+    let body = match plan.steps.first() {
+        Some(Step::Answered(Answer { json, .. })) => json.clone(),
+        Some(Step::Call(c)) => match outcomes.next() {
+            Some(Ok(output)) => call_response(&c.jsonrpc_id, &output, server),
+            Some(Err(f)) => return host_failure(&c.jsonrpc_id, f),
+            None => return host_failure(&c.jsonrpc_id, super::HostFailure::Failed),
+        },
+        None => return host_failure(&RpcId::Null, super::HostFailure::Failed),
+    };
+    json_reply(200, body)
+}
