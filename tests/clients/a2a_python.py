@@ -1,4 +1,5 @@
-"""The Python A2A SDK (a2a-sdk 1.3.0) against worldd.
+"""The Python A2A SDK (a2a-sdk 1.3.0) against worldd: the card leads it to the
+A2A 1.0 JSON-RPC interface (`SendMessage`, `GetTask`).
 
     TOKEN=<64 hex> python a2a_python.py http://127.0.0.1:PORT
 
@@ -8,6 +9,7 @@ also prints the SDK's wire requests and the replies.
 
 import asyncio
 import os
+import re
 import sys
 import traceback
 
@@ -77,6 +79,15 @@ async def main():
         )
         if task is None:
             return
+
+        spoken = [w for w in wire if w.startswith("> POST") and "/a2a/" in w]
+        check(
+            "speaks_1_0",
+            spoken
+            and all("a2a-version=1.0" in w for w in spoken)
+            and re.search(r'"method":\s*"SendMessage"', spoken[0]),
+            "the SDK did not pick the 1.0 interface",
+        )
 
         again = await client.get_task(GetTaskRequest(id=task.id))
         check(

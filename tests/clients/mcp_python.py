@@ -1,4 +1,6 @@
-"""The Python MCP SDK (mcp 2.3.0, streamable HTTP, mode auto) against worldd.
+"""The Python MCP SDK (mcp 2.3.0, streamable HTTP) against worldd, twice: in
+its default auto mode, which probes `server/discover` and must settle on
+2026-07-28, and pinned to the legacy era, which must initialize at 2025-11-25.
 
     TOKEN=<64 hex> python mcp_python.py http://127.0.0.1:PORT/mcp/
 
@@ -21,6 +23,9 @@ REF = re.compile(r"^sha256:[0-9a-f]{64}$")
 failed = False
 
 
+MODERN, LEGACY = "2026-07-28", "2025-11-25"
+
+
 def check(name, cond, why):
     global failed
     print(f"ok mcp_python.{name}" if cond else f"FAIL mcp_python.{name}: {why}", flush=True)
@@ -37,6 +42,17 @@ async def mcp_error(call):
 
 
 async def main():
+    await session("auto", MODERN)
+    await session("legacy", LEGACY)
+
+
+async def session(mode, version):
+    """The same checks in one era; the check names carry the mode."""
+    era = "modern" if version == MODERN else "legacy"
+
+    def check_(name, cond, why):
+        check(f"{mode}.{name}", cond, why)
+
     wire = []  # (protocol-version header, JSON-RPC method) of each POST
 
     async def record(request):
@@ -46,20 +62,21 @@ async def main():
 
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"})
     http.event_hooks["request"].append(record)
-    async with http, Client(streamable_http_client(URL, http_client=http), mode="auto") as c:
-        first = wire[0] if wire else None
-        check(
-            "initialize",
-            first == ("2026-07-28", "server/discover")
-            and (None, "initialize") in wire
-            and c.protocol_version == "2025-11-25"
-            and c.server_info.name == "worldd",
+    async with http, Client(streamable_http_client(URL, http_client=http), mode=mode) as c:
+        if era == "modern":
+            # One probe, answered: no fallback to the handshake.
+            negotiated = wire == [(MODERN, "server/discover")] and c.server_info.name == "worldd"
+        else:
+            negotiated = (None, "initialize") in wire and c.server_info.name == "worldd"
+        check_(
+            "negotiate",
+            negotiated and c.protocol_version == version,
             f"wire {wire}, version {c.protocol_version}, server {c.server_info}",
         )
 
         tools = {t.name: t for t in (await c.list_tools()).tools}
         echo, read = tools.get("tools_decho"), tools.get("ailang-read")
-        check(
+        check_(
             "tools_list",
             echo is not None
             and read is not None
@@ -72,7 +89,7 @@ async def main():
 
         r = await c.call_tool("tools_decho", {"message": "hi"})
         s = r.structured_content or {}
-        check(
+        check_(
             "call_echo",
             not r.is_error and s.get("echo") == {"message": "hi"} and s.get("world", {}).get("effects") == [],
             f"result {r}",
@@ -82,7 +99,7 @@ async def main():
         s = r.structured_content or {}
         w = s.get("world", {})
         eff = (w.get("effects") or [{}])[0]
-        check(
+        check_(
             "call_read",
             s.get("ok") is True
             and s.get("content") == "hello from World\n"
@@ -92,12 +109,13 @@ async def main():
             f"result {r}",
         )
 
-        # A refused path is a committed refusal, not an error.
+        # A refused path is a committed refusal, not a protocol error; the
+        # modern era marks it as the tool's own failure.
         r = await c.call_tool("ailang-read", {"path": "../outside.txt"})
         s = r.structured_content or {}
-        check(
+        check_(
             "call_refused_path",
-            not r.is_error
+            r.is_error == (era == "modern")
             and s.get("ok") is False
             and "refused" in s.get("refused", "")
             and s.get("world", {}).get("effects") == []
@@ -106,15 +124,23 @@ async def main():
         )
 
         e = await mcp_error(c.call_tool("no-such-tool", {}))
-        check("unknown_tool", e is not None and e.code == -32602, f"raised {e!r}")
+        check_("unknown_tool", e is not None and e.code == -32602, f"raised {e!r}")
 
         for name, tool in [("host_failure_deadline", "fixture_ssleep"), ("host_failure_not_json", "fixture_snot-json")]:
             e = await mcp_error(c.call_tool(tool, {}))
-            check(name, e is not None and e.code == -32603 and e.message == "host callback failed", f"raised {e!r}")
+            check_(name, e is not None and e.code == -32603 and e.message == "host callback failed", f"raised {e!r}")
 
         # The session still works after a whole-POST failure envelope.
         r = await c.call_tool("tools_decho", {"after": "failure"})
-        check("after_failure", (r.structured_content or {}).get("echo") == {"after": "failure"}, f"result {r}")
+        check_("after_failure", (r.structured_content or {}).get("echo") == {"after": "failure"}, f"result {r}")
+
+        methods = [m for _, m in wire]
+        versions = {v for v, m in wire if m != "initialize"}
+        check_(
+            "one_era_throughout",
+            versions == {version} and ("initialize" in methods) == (era == "legacy"),
+            f"wire {wire}",
+        )
 
 
 try:

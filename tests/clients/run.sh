@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Clients nobody here wrote, against a live `worldd quickstart`: the Python and
-# TypeScript MCP SDKs, the official MCP conformance suite (through authproxy.py)
-# and the Python A2A SDK. Every check prints `ok NAME` or `FAIL NAME: reason`;
+# TypeScript MCP SDKs in both MCP eras, the official MCP conformance suite for
+# the legacy era and for 2026-07-28 (through authproxy.py), and the Python and
+# JavaScript A2A SDKs at A2A 1.0. Every check prints `ok NAME` or `FAIL NAME: reason`;
 # the last line is `N passed, M failed`, and the exit status is 1 if any failed.
 #
 # Installs are cached under $WORLD_CLIENTS_CACHE (default ~/.cache/world-clients).
@@ -10,7 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${WORLD_CLIENTS_CACHE:-$HOME/.cache/world-clients}
 py_pkgs="mcp==2.3.0 a2a-sdk==1.3.0 httpx"
-npm_pkgs="@modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/conformance@0.1.16"
+npm_pkgs="@modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/client@2.4.0 @a2a-js/sdk@1.3.0 @modelcontextprotocol/conformance@0.1.16"
+# The 2026-07-28 requirements exist only in the 0.2.0 alphas (a folder of their own).
+npm_modern_conformance="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 
 # --- (a, b) cached installs; DIR/.installed names what DIR holds ----------------
 installed() { [[ -f $1/.installed && $(cat "$1/.installed") == "$2" ]]; }
@@ -30,6 +33,7 @@ npm_folder() { # DIR PACKAGE...
 }
 # shellcheck disable=SC2086
 npm_folder "$cache/node" $npm_pkgs
+npm_folder "$cache/conformance-2026" $npm_modern_conformance
 npm_folder "$cache/node22" node@22 # the conformance CLI needs Node >= 22
 node22_bin=$cache/node22/node_modules/.bin
 "$node22_bin/node" --version | grep -q '^v22\.' || { echo "node@22 did not install a Node 22 binary" >&2; exit 1; }
@@ -75,6 +79,11 @@ mkdir -p "$tmp/qs/workspace/agent" && echo "hello from the agent's worktree" >"$
 "$worldd" session mint --db "$tmp/qs/world.db" --episode agent --grant Workspace.Read=worktree:100 \
   --grant Workspace.Write=worktree:100 --grant Workspace.Exec=worktree:100 --yes --out "$tmp/agent.session" \
   >"$tmp/mint.log" 2>&1 || fail_setup "minting the agent's session failed" "$tmp/mint.log"
+# The conformance suites get a session that sees only the pure tools, so the
+# first tool listed (conformance_secho, a fixture) takes the `{}` the 2026-07-28
+# header-validation scenario calls it with.
+"$worldd" session mint --db "$tmp/qs/world.db" --episode conformance --grant world.apply=world:10000 --yes \
+  --out "$tmp/conformance.session" >"$tmp/mint.log" 2>&1 || fail_setup "minting the conformance session failed" "$tmp/mint.log"
 
 # --- (e) the clients ---------------------------------------------------------------
 tally() { # LINE: print a check line and count it
@@ -95,41 +104,56 @@ run() { # NAME COMMAND...: prints ok/FAIL lines (other lines are shown as they a
   ((rc == 0)) || sed 's/^/    /' "$tmp/$name.err" | tail -30
 }
 
-conformance() {
-  local rc=0
-  (cd "$cache/node" && PATH=$node22_bin:$PATH npx --no-install conformance server \
-    --url "http://127.0.0.1:$proxy_port/mcp/" --expected-failures "$here/conformance-baseline.yml" \
-    -o "$tmp/conformance") >"$tmp/conformance.log" 2>&1 || rc=$?
-  # One line per scenario from the results: passed, or failed as the baseline expects.
-  "$py" - "$tmp/conformance" "$here/conformance-baseline.yml" <<'EOF'
-import json, pathlib, re, sys
-expected = set(re.findall(r"^\s*-\s*([\w-]+)", pathlib.Path(sys.argv[2]).read_text(), re.M))
-for f in sorted(pathlib.Path(sys.argv[1]).glob("server-*/checks.json")):
+conformance() { # NAME PACKAGE_DIR BASELINE [ARGS...]: one run of `conformance server`, a line per scenario
+  local name=$1 dir=$2 baseline=$3 rc=0 required_failed=0 && shift 3
+  (cd "$dir" && PATH=$node22_bin:$PATH npx --no-install conformance server \
+    --url "http://127.0.0.1:$proxy_port/mcp/" --expected-failures "$baseline" "$@" \
+    -o "$tmp/$name") >"$tmp/$name.log" 2>&1 || rc=$?
+  # One line per scenario from the results: passed, or failed as the baseline
+  # expects. A scenario the suite does not score fails the run here only if the
+  # baseline's comments say it "must pass in full".
+  "$py" - "$tmp/$name" "$baseline" <<'EOF' || required_failed=1
+import fnmatch, json, pathlib, re, sys
+results, text = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]).read_text()
+expected = set(re.findall(r"^\s*-\s*([\w-]+)", text, re.M))
+required = set(re.findall(r"([\w-]+) must pass in full", text))
+unscored = [p for line in re.findall(r"^# not scored: (.*)$", text, re.M) for p in line.split()]
+ok = True
+for f in sorted(results.glob("server-*/checks.json")):
     scenario = re.sub(r"^server-|-\d{4}-\d\d-\d\dT.*$", "", f.parent.name)
     bad = [c for c in json.loads(f.read_text()) if c["status"] in ("FAILURE", "WARNING")]
     kind = "expected failure" if scenario in expected else "FAILED"
+    if any(fnmatch.fnmatch(scenario, p) for p in unscored):
+        kind = "failed, not scored"
+    if scenario in required and bad:
+        kind, ok = "FAILED (required here)", False
     why = "; ".join(f'{c["status"]} {c["id"]}: ' + (c.get("errorMessage") or c.get("details", {}).get("message", ""))[:160]
                    for c in bad[:2])
-    print(f"  conformance {scenario}: " + (f"{kind} ({why})" if bad else "passed"))
+    print(f"  {results.name} {scenario}: " + (f"{kind} ({why})" if bad else "passed"))
+sys.exit(0 if ok else 1)
 EOF
-  if ((rc == 0)); then
-    echo "ok conformance: every scenario passed or failed as conformance-baseline.yml expects"
+  if ((rc == 0 && required_failed == 0)); then
+    echo "ok $name: every scenario passed or failed as $(basename "$baseline") expects"
   else
-    echo "FAIL conformance: exit $rc (unexpected failure, or a baselined scenario now passes)"
-    sed -n '/Stale baseline\|Unexpected failures/,$p' "$tmp/conformance.log" | sed 's/\x1b\[[0-9;]*m//g; s/^/    /'
+    echo "FAIL $name: exit $rc (unexpected failure, a baselined scenario now passes, or a required unscored one failed)"
+    sed -n '/Stale baseline\|Unexpected failures/,$p' "$tmp/$name.log" | sed 's/\x1b\[[0-9;]*m//g; s/^/    /'
   fi
 }
 
 # The conformance suite has no header option: it goes through the bearer-adding proxy.
 proxy_port=$(free_port)
-"$py" "$here/authproxy.py" "$proxy_port" "$port" &
+TOKEN=$(cat "$tmp/conformance.session") "$py" "$here/authproxy.py" "$proxy_port" "$port" &
 proxy_pid=$!
 for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null && break || sleep 0.1; done
 
 run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
 run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
-run conformance conformance
+run mcp_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts_v2.mjs" "http://127.0.0.1:$port/mcp/"
+run conformance conformance conformance "$cache/node" "$here/conformance-baseline.yml"
+run conformance_2026 conformance conformance_2026 "$cache/conformance-2026" "$here/conformance-2026-07-28.yml" \
+  --requirements 2026-07-28
 run a2a_python "$py" "$here/a2a_python.py" "http://127.0.0.1:$port"
+run a2a_js env SDK_DIR="$cache/node" "$node22_bin/node" "$here/a2a_js.mjs" "http://127.0.0.1:$port/"
 run coding_agent "$py" "$root/examples/agent/coding_agent.py" "http://127.0.0.1:$port/mcp/" "$tmp/agent.session" "$worldd"
 
 # --- (f) stop the daemon; the store it leaves must verify -------------------------

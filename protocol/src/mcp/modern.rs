@@ -30,6 +30,9 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// The headers are missing, malformed, or do not match the body.
 pub const CODE_HEADER_MISMATCH: i64 = -32020;
+/// A capability the server needs was not declared (never sent: World needs
+/// none of the client's).
+pub const CODE_MISSING_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served.
 pub const CODE_UNSUPPORTED_VERSION: i64 = -32022;
 
@@ -108,8 +111,24 @@ pub(super) struct OwnedServerInfo {
     version: String,
 }
 
+/// The HTTP status of a modern error reply, by its code: a malformed or
+/// mismatched request is 400, a method not served 404; anything else
+/// (-32603 and the host failures) travels in a 200.
+pub fn error_status(code: i64) -> u16 {
+    match code {
+        CODE_METHOD_NOT_FOUND => 404,
+        super::CODE_PARSE_ERROR
+        | CODE_INVALID_REQUEST
+        | CODE_INVALID_PARAMS
+        | CODE_HEADER_MISMATCH
+        | CODE_MISSING_CAPABILITY
+        | CODE_UNSUPPORTED_VERSION => 400,
+        _ => 200,
+    }
+}
+
 fn bad_request(id: &RpcId, code: i64, message: &str) -> HttpReply {
-    json_reply(400, rpc::error_bytes(id, code, message))
+    json_reply(error_status(code), rpc::error_bytes(id, code, message))
 }
 
 fn header_mismatch(id: &RpcId, message: &str) -> HttpReply {
@@ -176,7 +195,8 @@ fn check_version(id: &RpcId, header: Option<&str>, meta: &RequestMeta) -> Result
     }
     MODERN_PROTOCOL_VERSIONS.iter().find(|v| **v == requested).copied().ok_or_else(|| {
         let data = json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested});
-        json_reply(400, rpc::error_data_bytes(id, CODE_UNSUPPORTED_VERSION, "Unsupported protocol version", &data))
+        let body = rpc::error_data_bytes(id, CODE_UNSUPPORTED_VERSION, "Unsupported protocol version", &data);
+        json_reply(error_status(CODE_UNSUPPORTED_VERSION), body)
     })
 }
 
@@ -331,8 +351,7 @@ fn dispatch(
         "tools/call" => plan_call(id, params, surface),
         // Removed in this era (initialize, ping, logging/setLevel, …) or never served.
         other => {
-            let body = rpc::error_bytes(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other)));
-            return Err(json_reply(404, body));
+            return Err(bad_request(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))));
         }
     })
 }
@@ -372,15 +391,17 @@ fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8
     }
 }
 
-/// The one response as a JSON object; a failed host call is the seed's
-/// host-failure envelope, as in the legacy era.
+/// The one response as a JSON object (a protocol error with its status); a
+/// failed host call is the seed's host-failure envelope, as in the legacy era.
 pub(super) fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
     let PlanEra::Modern { server, .. } = &plan.era else {
         return host_failure(&plan.envelope_id(), super::HostFailure::Failed);
     };
     let mut outcomes = outcomes.into_iter();
     let body = match plan.steps.first() {
-        Some(Step::Answered(Answer { json, .. })) => json.clone(),
+        Some(Step::Answered(Answer { json, error_code, .. })) => {
+            return json_reply(error_code.map_or(200, error_status), json.clone());
+        }
         Some(Step::Call(c)) => match outcomes.next() {
             Some(Ok(output)) => call_response(&c.jsonrpc_id, &output, server),
             Some(Err(f)) => return host_failure(&c.jsonrpc_id, f),

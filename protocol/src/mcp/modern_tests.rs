@@ -350,11 +350,11 @@ fn a_host_failure_keeps_the_seed_envelope_in_the_modern_era() {
 #[test]
 fn unknown_tools_and_bad_arguments_are_32602_protocol_errors() {
     let h = modern_headers("tools/call", Some("nope"));
-    let e = assert_error(answer(&h, &request(json!(1), "tools/call", json!({"name": "nope"}))), 200, json!(1), -32602);
+    let e = assert_error(answer(&h, &request(json!(1), "tools/call", json!({"name": "nope"}))), 400, json!(1), -32602);
     assert_eq!(e["message"], "unknown tool \"nope\"");
     let h = modern_headers("tools/call", Some("tools_decho"));
     let body = request(json!(2), "tools/call", json!({"name": "tools_decho", "arguments": {"message": 5}}));
-    let e = assert_error(answer(&h, &body), 200, json!(2), -32602);
+    let e = assert_error(answer(&h, &body), 400, json!(2), -32602);
     assert!(e["message"].as_str().unwrap().starts_with("invalid params: "));
 }
 
