@@ -6,7 +6,9 @@
 //!
 //! Durable rows: `tools_decho` (pure) and `ailang-read` (one `Workspace.Read`
 //! of a 1 KiB file, one episode) at 1 and 8 concurrent clients under the
-//! default 8 host callbacks, and at 64 clients with `--host-callbacks 64`
+//! default 8 host callbacks, `tools_decho` in both MCP eras (the legacy era
+//! answers one SSE event; 2026-07-28 carries `_meta` and the `Mcp-*` headers
+//! and answers JSON), and at 64 clients with `--host-callbacks 64`
 //! (a second daemon on the same store). Each client has its own keep-alive
 //! connection (a `ureq` agent) and sends back to back. A call answered with
 //! an error envelope (or anything but a successful SSE result) is counted
@@ -42,8 +44,23 @@ fn sse_result(body: &[u8]) -> Option<Value> {
     v.get("result").cloned()
 }
 
-fn success(tool: &str, body: &[u8]) -> Option<Value> {
-    let result = sse_result(body)?;
+/// The era a durable row speaks.
+#[derive(Clone, Copy, PartialEq)]
+enum Era {
+    Legacy,
+    Modern,
+}
+
+const MODERN_VERSION: &str = "2026-07-28";
+
+fn success(tool: &str, era: Era, body: &[u8]) -> Option<Value> {
+    let result = match era {
+        Era::Legacy => sse_result(body)?,
+        Era::Modern => {
+            let result = serde_json::from_slice::<Value>(body).ok()?.get("result").cloned()?;
+            (result["resultType"] == "complete" && result["isError"] == false).then_some(result)?
+        }
+    };
     let out = result.get("structuredContent")?;
     let text_ok = result["content"][0]["type"] == "text";
     let good = text_ok && out.is_object() && (tool == "tools_decho" || out["ok"] == true);
@@ -115,36 +132,50 @@ fn main() {
         setup.db.display()
     );
 
-    let request = |addr: &str, tool: &str, n: u64| {
+    let request = |addr: &str, tool: &str, era: Era, n: u64| {
         let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
-        let body =
-            json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+        let mut params = json!({"name": tool, "arguments": args});
+        let mut headers = vec![
+            ("Authorization", format!("Bearer {token}")),
+            ("Content-Type", "application/json".into()),
+            ("Accept", "application/json, text/event-stream".into()),
+        ];
+        if era == Era::Modern {
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+            });
+            headers.push(("MCP-Protocol-Version", MODERN_VERSION.into()));
+            headers.push(("Mcp-Method", "tools/call".into()));
+            headers.push(("Mcp-Name", tool.into()));
+        }
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
         Request {
             key: String::new(),
             url: format!("http://{addr}/mcp/"),
-            headers: vec![
-                ("Authorization", format!("Bearer {token}")),
-                ("Content-Type", "application/json".into()),
-                ("Accept", "application/json, text/event-stream".into()),
-            ],
+            headers,
             body: serde_json::to_vec(&body).unwrap(),
         }
     };
-    let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
+    let durable_in = |d: &Daemon, label: &str, tool: &str, era: Era, clients: usize, secs: f64| {
         let before = log_len(&d.addr);
         let cpu = d.cpu_secs();
-        let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, n), |_, b| success(tool, b));
+        let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, era, n), |_, b| success(tool, era, b));
         let cpu = d.cpu_secs() - cpu;
         let committed = log_len(&d.addr) - before;
         Measured { row, committed: Some(committed), cpu: Some(cpu) }
+    };
+    let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
+        durable_in(d, label, tool, Era::Legacy, clients, secs)
     };
     let ceiling = |clients: usize, secs: f64| Measured {
         row: run_load(
             "echo ceiling (in-process axum, no store)",
             clients,
             secs,
-            |_, n| request(&echo_addr, "tools_decho", n),
-            |_, b| success("tools_decho", b),
+            |_, n| request(&echo_addr, "tools_decho", Era::Legacy, n),
+            |_, b| success("tools_decho", Era::Legacy, b),
         ),
         committed: None,
         cpu: None,
@@ -159,7 +190,7 @@ fn main() {
             clients,
             secs,
             |_, n| {
-                let mut r = request(addr, "tools_decho", n);
+                let mut r = request(addr, "tools_decho", Era::Legacy, n);
                 r.body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": n, "method": "ping"})).unwrap();
                 r
             },
@@ -171,12 +202,15 @@ fn main() {
     // Warm up connections, caches and the page cache.
     durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
     durable(&daemon, "warm-up", "ailang-read", 4, 0.5);
+    durable_in(&daemon, "warm-up", "tools_decho", Era::Modern, 4, 0.5);
     ceiling(4, 0.5);
     let mut rows = vec![];
     for clients in [1, 8] {
         rows.push(ceiling(clients, secs));
         rows.push(ping(&daemon, clients, secs));
         rows.push(durable(&daemon, "`tools_decho`, 8 host callbacks", "tools_decho", clients, secs));
+        let modern = "`tools_decho` 2026-07-28 (JSON), 8 host callbacks";
+        rows.push(durable_in(&daemon, modern, "tools_decho", Era::Modern, clients, secs));
         rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
         rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None });
     }
@@ -222,6 +256,13 @@ fn main() {
         100.0 * at(8, "`tools_decho`") / ceiling8,
         100.0 * at(8, "`ailang-read`") / ceiling8
     );
+    for clients in [1, 8] {
+        let (legacy, modern) = (at(clients, "`tools_decho`, 8"), at(clients, "`tools_decho` 2026"));
+        println!(
+            "at {clients} client(s): `tools_decho` in the 2026-07-28 era runs {modern:.0} calls/s, {:.2}x the legacy era's {legacy:.0}",
+            modern / legacy
+        );
+    }
     let floor8 = at(8, "store alone");
     println!(
         "at 8 clients the store alone commits {floor8:.0} calls/s ({:.0}% of the echo ceiling): no durable surface can pass that; `tools_decho` reaches {:.0}% of it",

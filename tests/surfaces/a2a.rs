@@ -478,3 +478,42 @@ fn a_success_has_the_seed_shape_and_names_the_entry_and_world_it_committed() {
         assert!(r.text().contains(r#"{"a":"\u003c\u0026\u003e"}"#), "Go escaping: {}", r.text());
     }
 }
+
+#[test]
+fn each_a2a_generation_answers_in_its_own_shapes_over_one_task_store() {
+    let (lab, token) = lab();
+    let message = |id: &str, part: Value| json!({"messageId": id, "role": "ROLE_USER", "parts": [part], "metadata": {"skill_id": "ailang-read"}});
+    // A2A 1.0: SendMessage answers the SendMessageResponse oneof, GetTask the bare Task.
+    let send10 = json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": message("v10-1", json!({"data": {"path": "hello.txt"}}))}});
+    let sent = a2a_json(&post(&lab, &token, &send10))["result"].clone();
+    let task = &sent["task"];
+    assert_eq!((&task["id"], &task["contextId"]), (&json!("v10-1"), &json!("v10-1")));
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
+    assert_eq!(task["artifacts"][0]["artifactId"], "output");
+    assert_eq!(task["artifacts"][0]["parts"][0]["data"]["content"], "hello from World\n");
+    assert!(task.get("kind").is_none() && task["artifacts"][0]["parts"][0].get("kind").is_none(), "no 0.3 members");
+    let get10 = json!({"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "v10-1"}});
+    let got = a2a_json(&post(&lab, &token, &get10))["result"].clone();
+    assert_eq!((&got["status"], &got["artifacts"]), (&task["status"], &task["artifacts"]));
+    assert_eq!(got["metadata"]["entry_index"], task["metadata"]["entry_index"]);
+
+    // A2A 0.3: message/send and tasks/get answer the Task with `kind` discriminators.
+    let mut m03 = message("v03-1", json!({"kind": "data", "data": {"path": "hello.txt"}}));
+    m03["role"] = json!("user");
+    m03["kind"] = json!("message");
+    let send03 = json!({"jsonrpc": "2.0", "id": 3, "method": "message/send", "params": {"message": m03}});
+    let task03 = a2a_json(&post(&lab, &token, &send03))["result"].clone();
+    assert_eq!((&task03["kind"], &task03["status"]["state"]), (&json!("task"), &json!("completed")));
+    assert_eq!(task03["artifacts"][0]["parts"][0]["kind"], "data");
+    assert_eq!(task03["artifacts"][0]["parts"][0]["data"]["content"], "hello from World\n");
+    let get03 = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"id": "v03-1"}});
+    assert_eq!(a2a_json(&post(&lab, &token, &get03))["result"], task03);
+
+    // One task store: a 1.0 task read through 0.3 speaks 0.3, and the seed's tasks/send is untouched.
+    let cross = json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/get", "params": {"id": "v10-1"}});
+    assert_eq!(a2a_json(&post(&lab, &token, &cross))["result"]["status"]["state"], "completed");
+    let seed = a2a_json(&post(&lab, &token, &send_body("seed-1", "ailang-read", &json!({"path": "hello.txt"}), None)));
+    assert_eq!(seed["result"]["status"], json!({"state": "completed"}));
+    assert_eq!(seed["result"]["artifacts"][0]["parts"][0]["type"], "data");
+}

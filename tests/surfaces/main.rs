@@ -5,6 +5,7 @@
 //! - `mcp`: `POST /mcp/` — the 401s, transport checks, methods, results,
 //!   batches, tool names and schemas, host failures, Origin/Host.
 //! - `a2a`: `POST /a2a/` — every row of the error table, and the success shape.
+//! - `mcp_modern`: `POST /mcp/` in the 2026-07-28 era, beside the legacy one.
 //! - `card`: the agent card, and that it and `tools/list` are one view.
 //! - `reliability`: 200 task ids from 16 clients, twice, across a SIGKILL.
 //! - `store`: registries `worldd publish` refuses, written through the store API.
@@ -15,6 +16,7 @@ mod card;
 mod commit;
 mod harness;
 mod mcp;
+mod mcp_modern;
 #[path = "../common/process.rs"]
 mod process;
 mod reliability;

@@ -369,10 +369,13 @@ struct CallResult<'a> {
     meta: ResultMeta<'a>,
 }
 
-/// Whether a transition's output is the tool's own failure: the coding
-/// tools say `"ok": false` for a refused path, a denied or failed effect.
+/// Whether a transition's output is the tool's own failure: a handler's
+/// `"ok": false` (a refused path, a failed command), or an effect of its
+/// `world` block that the broker denied or that failed.
 pub fn is_tool_error(output: &Value) -> bool {
+    let effects = output.pointer("/world/effects").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
     output.get("ok") == Some(&Value::Bool(false))
+        || effects.iter().any(|e| matches!(e.get("status").and_then(Value::as_str), Some("denied" | "failed")))
 }
 
 fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8> {

@@ -337,6 +337,24 @@ fn a_tools_own_failure_is_a_result_with_is_error_true_carrying_the_output() {
 }
 
 #[test]
+fn a_denied_or_failed_effect_is_the_tools_own_failure_and_ok_or_skipped_is_not() {
+    use super::modern::is_tool_error;
+    let effects = |statuses: &[&str]| {
+        let list: Vec<Value> =
+            statuses.iter().map(|s| json!({"id": "e1", "status": s, "record": "sha256:00"})).collect();
+        json!({"world": {"effects": list, "plan": "sha256:11"}})
+    };
+    assert!(is_tool_error(&effects(&["denied"])));
+    assert!(is_tool_error(&effects(&["ok", "failed", "skipped"])));
+    assert!(!is_tool_error(&effects(&["ok", "ok"])));
+    assert!(!is_tool_error(&effects(&[])));
+    assert!(!is_tool_error(&json!({"echo": {"ok": false}})), "only the top-level ok counts");
+    assert!(!is_tool_error(&json!({"world": "not an object", "ok": true})));
+    let (_, body) = modern_call(Ok(effects(&["denied"])));
+    assert_eq!(body["result"]["isError"], true);
+}
+
+#[test]
 fn a_host_failure_keeps_the_seed_envelope_in_the_modern_era() {
     for f in [HostFailure::Failed, HostFailure::TimedOut, HostFailure::Canceled, HostFailure::CapacityExceeded] {
         let (status, body) = modern_call(Err(f));
