@@ -541,7 +541,11 @@ pub fn agent_card(input: CardInput<'_>) -> Value {
                 "scheme": "bearer",
                 "bearerFormat": CARD_BEARER_FORMAT,
                 "description": CARD_BEARER_DESCRIPTION,
-                "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": CARD_BEARER_FORMAT},
+                "httpAuthSecurityScheme": {
+                    "scheme": "Bearer",
+                    "bearerFormat": CARD_BEARER_FORMAT,
+                    "description": CARD_BEARER_DESCRIPTION,
+                },
             },
         },
         "security": [{CARD_SECURITY_SCHEME: []}],

@@ -437,7 +437,8 @@ fn the_card_names_json_rpc_at_1_0_first_then_0_3_and_keeps_the_0_3_fields() {
     let bearer = json!({
         "type": "http", "scheme": "bearer", "bearerFormat": "64-hex session credential",
         "description": "A session credential minted with `worldd session mint`",
-        "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "64-hex session credential"},
+        "httpAuthSecurityScheme": {"scheme": "Bearer", "bearerFormat": "64-hex session credential",
+            "description": "A session credential minted with `worldd session mint`"},
     });
     let want = json!({
         "name": "ailang-worldd", "description": "World daemon", "version": "0.1.0",

@@ -3,9 +3,9 @@
 //! SSE event. Nothing of the modern era shows here.
 
 use super::{
-    CallOutcome, Capabilities, HostFailure, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
-    accept_ok, answer_error, answer_result, bad_request, call_output, classify, content_type_ok, host_failure,
-    invalid_params, params_object, plan_call, tools_list, trim_ascii_space,
+    CallOutcome, Capabilities, HostFailure, Item, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE, McpHeaders, McpPlan, PlanEra,
+    ServerInfo, Step, TextContent, accept_ok, answer_error, answer_result, bad_request, call_output, classify,
+    content_type_ok, host_failure, invalid_params, params_object, plan_call, tools_list, trim_ascii_space,
 };
 use crate::json::go_quote;
 use crate::rpc::{self, CODE_INTERNAL_ERROR, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND, CODE_PARSE_ERROR, RawObject};
@@ -24,8 +24,6 @@ pub const LATEST_PROTOCOL_VERSION: &str = "2025-11-25";
 /// The only version under which JSON arrays (batches) are accepted.
 pub const BATCH_PROTOCOL_VERSION: &str = "2025-03-26";
 
-pub const MSG_BAD_CONTENT_TYPE: &str = "Content-Type must be application/json";
-pub const MSG_BAD_ACCEPT: &str = "Accept must list both application/json and text/event-stream";
 pub const MSG_EMPTY_BATCH: &str = "empty batch";
 
 fn negotiate_version(v: Option<&str>) -> Result<&'static str, String> {

@@ -1,7 +1,7 @@
 //! `POST /mcp/`: MCP Streamable HTTP, both eras on one endpoint, as a plan
 //! that the server executes and then finishes.
 //!
-//! Each request picks its era ([`modern::select_era`]): a request that
+//! Each request picks its era ([`select_era`]): a request that
 //! carries the modern `_meta` protocol version (or asks `server/discover`) is
 //! served by [`modern`] (2026-07-28: stateless, JSON replies, headers that
 //! must match the body); everything else, `initialize` included, by
@@ -13,10 +13,10 @@ pub mod legacy;
 pub mod modern;
 
 pub use legacy::{
-    BATCH_PROTOCOL_VERSION, DEFAULT_PROTOCOL_VERSION, LATEST_PROTOCOL_VERSION, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE,
-    MSG_EMPTY_BATCH, SUPPORTED_PROTOCOL_VERSIONS,
+    BATCH_PROTOCOL_VERSION, DEFAULT_PROTOCOL_VERSION, LATEST_PROTOCOL_VERSION, MSG_EMPTY_BATCH,
+    SUPPORTED_PROTOCOL_VERSIONS,
 };
-pub use modern::{Era, MODERN_PROTOCOL_VERSIONS, select_era};
+pub use modern::MODERN_PROTOCOL_VERSIONS;
 
 use crate::json::{self, go_quote};
 use crate::rpc::{
@@ -31,6 +31,8 @@ use serde_json::{Map, Value};
 /// Largest request body read (4 MiB); the server caps its read here.
 pub const MCP_BODY_MAX: usize = 4 << 20;
 
+pub const MSG_BAD_CONTENT_TYPE: &str = "Content-Type must be application/json";
+pub const MSG_BAD_ACCEPT: &str = "Accept must list both application/json and text/event-stream";
 pub const MSG_BAD_JSONRPC: &str = "expected jsonrpc: \"2.0\"";
 pub const MSG_NOT_A_MESSAGE: &str = "not a JSON-RPC request, notification or response";
 /// Envelope message when the body exceeds [`MCP_BODY_MAX`].
@@ -48,10 +50,16 @@ pub struct McpHeaders<'a> {
     pub content_type: Option<&'a str>,
     pub accept: Option<&'a str>,
     pub protocol_version: Option<&'a str>,
+    /// Every `MCP-Protocol-Version` value, raw: the modern era requires
+    /// exactly one, equal to the `_meta` version (`protocol_version` is the
+    /// legacy handler's first value).
+    pub protocol_version_all: Option<&'a [u8]>,
     /// `Mcp-Method` as raw bytes (the modern era checks its characters).
     pub mcp_method: Option<&'a [u8]>,
     /// `Mcp-Name` as raw bytes, possibly `=?base64?…?=`.
     pub mcp_name: Option<&'a [u8]>,
+    /// Every `Mcp-Param-{Name}` header: `{Name}` as sent, the value raw.
+    pub mcp_params: &'a [(&'a str, &'a [u8])],
 }
 
 /// `serverInfo` of the `initialize` result (and of every modern result's
@@ -267,6 +275,47 @@ fn accept_ok(v: Option<&str>) -> bool {
     types.iter().any(|t| t == "application/json") && types.iter().any(|t| t == "text/event-stream")
 }
 
+/// Which era serves a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize`, SSE replies, the seed's rules.
+    Legacy,
+    /// 2026-07-28: per-request `_meta`, `server/discover`, JSON replies.
+    Modern,
+}
+
+/// Picks the era of one POST body.
+///
+/// The `_meta` protocol version decides, not the header and not `_meta`
+/// merely being there (some legacy clients send `"_meta":{}`). A body whose
+/// `_meta` names a legacy version stays legacy unless the header names
+/// another version (that mismatch is the modern era's -32020).
+/// `server/discover` exists only in the modern era, so it is modern even
+/// without `_meta` (and is then refused for the missing field). Batches,
+/// unparsable bodies and everything else are legacy, which has the seed's
+/// answer for each.
+pub fn select_era(protocol_version_header: Option<&str>, body: &[u8]) -> Era {
+    let Ok(obj) = rpc::parse_object(trim_ascii_space(body)) else { return Era::Legacy };
+    if rpc::str_member(&obj, "method").as_deref() == Some(modern::METHOD_DISCOVER) {
+        return Era::Modern;
+    }
+    let meta_version = obj
+        .get("params")
+        .and_then(|p| rpc::object_of(p).ok())
+        .and_then(|params| params.get("_meta").and_then(|m| rpc::object_of(m).ok()))
+        .and_then(|meta| meta.get(modern::META_PROTOCOL_VERSION).map(|v| serde_json::from_str::<Value>(v.get()).ok()));
+    match meta_version {
+        None => Era::Legacy,
+        Some(Some(Value::String(v)))
+            if SUPPORTED_PROTOCOL_VERSIONS.contains(&v.as_str())
+                && protocol_version_header.is_none_or(|h| h.is_empty() || h == v) =>
+        {
+            Era::Legacy
+        }
+        Some(_) => Era::Modern,
+    }
+}
+
 /// Checks the transport, parses the body and answers what needs no host call,
 /// in the era the request speaks.
 ///
@@ -290,9 +339,9 @@ pub fn plan(
 /// with the host-failure envelope, in both eras. Otherwise the legacy era
 /// answers one SSE event and the modern era one JSON object.
 pub fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
-    match plan.era {
+    match plan.era.clone() {
         PlanEra::Legacy { batch, .. } => legacy::finish(plan, batch, outcomes),
-        PlanEra::Modern { .. } => modern::finish(plan, outcomes),
+        PlanEra::Modern { server, .. } => modern::finish(plan, &server, outcomes),
     }
 }
 

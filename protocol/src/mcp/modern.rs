@@ -5,12 +5,14 @@
 //! server's identity in `_meta`, and lists carry caching hints.
 
 use super::{
-    Answer, CallOutcome, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent, accept_ok,
-    answer_result, call_output, classify, content_type_ok, host_failure, json_reply, params_object, plan_call,
-    tools_list, top_level_id, trim_ascii_space,
+    Answer, CallOutcome, Capabilities, Item, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE, McpHeaders, McpPlan, PlanEra,
+    ServerInfo, Step, TextContent, accept_ok, answer_result, call_output, classify, content_type_ok, host_failure,
+    json_reply, params_object, plan_call, tools_list, top_level_id, trim_ascii_space,
 };
 use crate::json::go_quote;
-use crate::rpc::{self, CODE_INTERNAL_ERROR, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND};
+use crate::rpc::{
+    self, CODE_INTERNAL_ERROR, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND, CODE_PARSE_ERROR,
+};
 use crate::surface::Surface;
 use crate::{CONTENT_TYPE_JSON, HttpReply, RpcId};
 use base64::Engine;
@@ -44,6 +46,9 @@ pub const DISCOVER_TTL_MS: u64 = 3_600_000;
 /// nothing, because every call is admitted afresh.
 pub const TOOLS_LIST_TTL_MS: u64 = 60_000;
 
+/// A request id of `null` (allowed by the legacy handler, not by this era).
+pub const MSG_NULL_ID: &str = "invalid request: id must be a string or a number";
+
 /// The method every modern server answers, and the only one that selects
 /// the modern era without the `_meta` version.
 pub const METHOD_DISCOVER: &str = "server/discover";
@@ -57,52 +62,16 @@ its effects and their records. A refused effect is a result with isError set, no
 
 const BASE64_SENTINEL_START: &str = "=?base64?";
 const BASE64_SENTINEL_END: &str = "?=";
-/// Standard alphabet; padding optional, since clients differ.
+/// Standard alphabet with canonical padding: a value missing its padding is
+/// malformed, not a literal.
 const BASE64: GeneralPurpose = GeneralPurpose::new(
     &base64::alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::RequireCanonical),
 );
-
-/// Which era serves a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Era {
-    /// 2025-11-25 and earlier: `initialize`, SSE replies, the seed's rules.
-    Legacy,
-    /// 2026-07-28: per-request `_meta`, `server/discover`, JSON replies.
-    Modern,
-}
-
-/// Picks the era of one POST body.
-///
-/// The `_meta` protocol version decides, not the header and not `_meta`
-/// merely being there (some legacy clients send `"_meta":{}`). A body whose
-/// `_meta` names a legacy version stays legacy unless the header names
-/// another version (that mismatch is the modern era's -32020).
-/// `server/discover` exists only in the modern era, so it is modern even
-/// without `_meta` (and is then refused for the missing field). Batches,
-/// unparsable bodies and everything else are legacy, which has the seed's
-/// answer for each.
-pub fn select_era(protocol_version_header: Option<&str>, body: &[u8]) -> Era {
-    let Ok(obj) = rpc::parse_object(trim_ascii_space(body)) else { return Era::Legacy };
-    if rpc::str_member(&obj, "method").as_deref() == Some(METHOD_DISCOVER) {
-        return Era::Modern;
-    }
-    let meta_version = obj
-        .get("params")
-        .and_then(|p| rpc::object_of(p).ok())
-        .and_then(|params| params.get("_meta").and_then(|m| rpc::object_of(m).ok()))
-        .and_then(|meta| meta.get(META_PROTOCOL_VERSION).map(|v| serde_json::from_str::<Value>(v.get()).ok()));
-    match meta_version {
-        None => Era::Legacy,
-        Some(Some(Value::String(v)))
-            if super::SUPPORTED_PROTOCOL_VERSIONS.contains(&v.as_str())
-                && protocol_version_header.is_none_or(|h| h.is_empty() || h == v) =>
-        {
-            Era::Legacy
-        }
-        Some(_) => Era::Modern,
-    }
-}
+/// Deepest `properties` chain searched for `x-mcp-header` annotations, and
+/// most annotations honoured per tool: a schema is publisher-supplied.
+pub const PARAM_HEADER_DEPTH_MAX: usize = 8;
+pub const PARAM_HEADERS_MAX: usize = 32;
 
 /// The server's identity, owned by the plan so `finish` can stamp results.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -117,7 +86,7 @@ pub(super) struct OwnedServerInfo {
 pub fn error_status(code: i64) -> u16 {
     match code {
         CODE_METHOD_NOT_FOUND => 404,
-        super::CODE_PARSE_ERROR
+        CODE_PARSE_ERROR
         | CODE_INVALID_REQUEST
         | CODE_INVALID_PARAMS
         | CODE_HEADER_MISMATCH
@@ -127,12 +96,12 @@ pub fn error_status(code: i64) -> u16 {
     }
 }
 
-fn bad_request(id: &RpcId, code: i64, message: &str) -> HttpReply {
+fn error_reply(id: &RpcId, code: i64, message: &str) -> HttpReply {
     json_reply(error_status(code), rpc::error_bytes(id, code, message))
 }
 
 fn header_mismatch(id: &RpcId, message: &str) -> HttpReply {
-    bad_request(id, CODE_HEADER_MISMATCH, &format!("Header mismatch: {message}"))
+    error_reply(id, CODE_HEADER_MISMATCH, &format!("Header mismatch: {message}"))
 }
 
 /// A header value as text: visible ASCII, space and tab only.
@@ -140,7 +109,7 @@ fn header_text(raw: &[u8]) -> Option<&str> {
     raw.iter().all(|b| matches!(b, b'\t' | b' '..=b'~')).then(|| std::str::from_utf8(raw).ok()).flatten()
 }
 
-/// An `Mcp-Name` (or `Mcp-Param-*`) value: surrounding whitespace dropped,
+/// An `Mcp-Name` or `Mcp-Param-*` value: surrounding whitespace dropped,
 /// then `=?base64?…?=` decoded to UTF-8 text.
 pub fn decode_header_value(raw: &[u8]) -> Option<String> {
     let text = header_text(raw)?.trim_matches([' ', '\t']);
@@ -150,12 +119,9 @@ pub fn decode_header_value(raw: &[u8]) -> Option<String> {
     }
 }
 
-/// The required `_meta` members of a modern request.
-struct RequestMeta {
-    protocol_version: String,
-}
-
-fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, String> {
+/// The `_meta` protocol version, required first: a client of another
+/// revision learns the versions served (-32022) before anything else.
+fn meta_version(params: &Map<String, Value>) -> Result<String, String> {
     let meta = match params.get("_meta") {
         Some(Value::Object(m)) => m,
         Some(_) => return Err("params._meta must be a JSON object".to_owned()),
@@ -165,25 +131,33 @@ fn request_meta(params: &Map<String, Value>) -> Result<RequestMeta, String> {
             ));
         }
     };
-    let protocol_version = match meta.get(META_PROTOCOL_VERSION) {
-        Some(Value::String(v)) => v.clone(),
-        Some(_) => return Err(format!("_meta {META_PROTOCOL_VERSION} must be a string")),
-        None => return Err(format!("_meta {META_PROTOCOL_VERSION} is required")),
-    };
-    match meta.get(META_CLIENT_CAPABILITIES) {
-        Some(Value::Object(_)) => {}
-        Some(_) => return Err(format!("_meta {META_CLIENT_CAPABILITIES} must be a JSON object")),
-        None => return Err(format!("_meta {META_CLIENT_CAPABILITIES} is required")),
+    match meta.get(META_PROTOCOL_VERSION) {
+        Some(Value::String(v)) => Ok(v.clone()),
+        Some(_) => Err(format!("_meta {META_PROTOCOL_VERSION} must be a string")),
+        None => Err(format!("_meta {META_PROTOCOL_VERSION} is required")),
     }
-    Ok(RequestMeta { protocol_version })
 }
 
-/// `MCP-Protocol-Version` must equal the `_meta` version, which must be served.
-fn check_version(id: &RpcId, header: Option<&str>, meta: &RequestMeta) -> Result<&'static str, HttpReply> {
-    let requested = meta.protocol_version.as_str();
+/// The client's capabilities must be declared (`{}` is none): World asks
+/// the client for nothing, so any object will do.
+fn check_capabilities(params: &Map<String, Value>) -> Result<(), String> {
+    match params.get("_meta").and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
+        Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(format!("_meta {META_CLIENT_CAPABILITIES} must be a JSON object")),
+        None => Err(format!("_meta {META_CLIENT_CAPABILITIES} is required")),
+    }
+}
+
+/// `MCP-Protocol-Version` (every value, raw) must equal the `_meta`
+/// version, which must be served.
+fn check_version(id: &RpcId, header: Option<&[u8]>, requested: &str) -> Result<&'static str, HttpReply> {
+    let header = match header.map(|raw| header_text(raw).map(|h| h.trim_matches([' ', '\t']))) {
+        None | Some(Some("")) => return Err(header_mismatch(id, "the MCP-Protocol-Version header is required")),
+        Some(None) => return Err(header_mismatch(id, "the MCP-Protocol-Version header has invalid characters")),
+        Some(Some(h)) => h,
+    };
     match header {
-        None | Some("") => return Err(header_mismatch(id, "the MCP-Protocol-Version header is required")),
-        Some(h) if h != requested => {
+        h if h != requested => {
             let m = format!(
                 "MCP-Protocol-Version header value {} does not match body value {}",
                 go_quote(h),
@@ -191,7 +165,7 @@ fn check_version(id: &RpcId, header: Option<&str>, meta: &RequestMeta) -> Result
             );
             return Err(header_mismatch(id, &m));
         }
-        Some(_) => {}
+        _ => {}
     }
     MODERN_PROTOCOL_VERSIONS.iter().find(|v| **v == requested).copied().ok_or_else(|| {
         let data = json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested});
@@ -242,9 +216,11 @@ fn check_mirrored_headers(
 }
 
 /// The modern era's checks, in order: transport (Content-Type, Accept), the
-/// JSON-RPC envelope (notifications get 202), the required `_meta` (400
-/// -32602), the version header (-32020) and version (-32022), the mirrored
-/// headers (-32020), then the method (404 -32601 if not served).
+/// JSON-RPC envelope (notifications get 202; an id must be a string or a
+/// number), the `_meta` version (400 -32602), the version header (-32020) and
+/// version (-32022), the client capabilities (-32602), the mirrored headers
+/// (-32020), then the method (404 -32601 if not served) and, for a tool call,
+/// its `Mcp-Param-*` headers (-32020).
 pub(super) fn plan(
     headers: &McpHeaders<'_>,
     body: &[u8],
@@ -252,29 +228,96 @@ pub(super) fn plan(
     server: &ServerInfo<'_>,
 ) -> Result<McpPlan, HttpReply> {
     if !content_type_ok(headers.content_type) {
-        return Err(bad_request(&top_level_id(body), CODE_INVALID_REQUEST, super::MSG_BAD_CONTENT_TYPE));
+        return Err(error_reply(&top_level_id(body), CODE_INVALID_REQUEST, MSG_BAD_CONTENT_TYPE));
     }
     if !accept_ok(headers.accept) {
-        return Err(bad_request(&top_level_id(body), CODE_INVALID_REQUEST, super::MSG_BAD_ACCEPT));
+        return Err(error_reply(&top_level_id(body), CODE_INVALID_REQUEST, MSG_BAD_ACCEPT));
     }
-    // `select_era` parsed this body as one object, so it is valid JSON.
+    // `select_era` chose this era only for a body that parses as one object.
     let raw: Box<serde_json::value::RawValue> = serde_json::from_slice(trim_ascii_space(body))
-        .map_err(|e| bad_request(&RpcId::Null, super::CODE_PARSE_ERROR, &format!("invalid JSON: {e}")))?;
+        .map_err(|e| error_reply(&RpcId::Null, CODE_PARSE_ERROR, &format!("invalid JSON: {e}")))?;
     let (id, method, obj) = match classify(&raw) {
+        Ok(Item::Request { id: RpcId::Null, .. }) => {
+            return Err(error_reply(&RpcId::Null, CODE_INVALID_REQUEST, MSG_NULL_ID));
+        }
         Ok(Item::Request { id, method, obj }) => (id, method, obj),
         Ok(Item::Skip) => return Err(HttpReply::new(202, CONTENT_TYPE_JSON, Vec::new())),
-        Err(e) => return Err(bad_request(&e.id, e.code, &e.message)),
+        Err(e) => return Err(error_reply(&e.id, e.code, &e.message)),
     };
-    let params = params_object(&obj)
-        .map_err(|e| bad_request(&id, CODE_INVALID_PARAMS, &format!("invalid params: {e}")))?
-        .unwrap_or_default();
-    let meta =
-        request_meta(&params).map_err(|e| bad_request(&id, CODE_INVALID_PARAMS, &format!("invalid params: {e}")))?;
-    let protocol_version = check_version(&id, headers.protocol_version, &meta)?;
+    let invalid = |e: String| error_reply(&id, CODE_INVALID_PARAMS, &format!("invalid params: {e}"));
+    let params = params_object(&obj).map_err(invalid)?.unwrap_or_default();
+    let requested = meta_version(&params).map_err(invalid)?;
+    let protocol_version = check_version(&id, headers.protocol_version_all, &requested)?;
+    check_capabilities(&params).map_err(invalid)?;
     check_mirrored_headers(&id, headers, &method, &params)?;
     let server_info = OwnedServerInfo { name: server.name.to_owned(), version: server.version.to_owned() };
     let step = dispatch(id, &method, &params, surface, &server_info)?;
+    if let Step::Call(call) = &step {
+        let schema = surface.lookup(&call.tool_name).map(|t| t.input_schema());
+        check_param_headers(&call.jsonrpc_id, headers.mcp_params, schema, &call.arguments)?;
+    }
     Ok(McpPlan { era: PlanEra::Modern { protocol_version, server: server_info }, steps: vec![step] })
+}
+
+/// Every argument a tool's input schema marks `x-mcp-header` must arrive,
+/// when the call gives it a value, as `Mcp-Param-{Name}` with that value.
+fn check_param_headers(
+    id: &RpcId,
+    params: &[(&str, &[u8])],
+    schema: Option<&Value>,
+    arguments: &Value,
+) -> Result<(), HttpReply> {
+    let mut annotated = Vec::new();
+    if let Some(schema) = schema {
+        param_headers(schema, &mut Vec::new(), &mut annotated);
+    }
+    for (name, path) in annotated {
+        let Some(expected) = header_form(path.iter().try_fold(arguments, |v, k| v.get(k))) else { continue };
+        let header = format!("Mcp-Param-{name}");
+        let Some((_, raw)) = params.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)) else {
+            return Err(header_mismatch(id, &format!("the {header} header is required")));
+        };
+        let Some(value) = decode_header_value(raw) else {
+            return Err(header_mismatch(id, &format!("the {header} header has invalid characters or bad base64")));
+        };
+        if value != expected {
+            let m =
+                format!("{header} header value {} does not match body value {}", go_quote(&value), go_quote(&expected));
+            return Err(header_mismatch(id, &m));
+        }
+    }
+    Ok(())
+}
+
+/// The `x-mcp-header` names of a schema's statically reachable properties
+/// (a chain of `properties` keys), with their paths, within the bounds.
+fn param_headers(schema: &Value, path: &mut Vec<String>, out: &mut Vec<(String, Vec<String>)>) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+    for (key, property) in properties {
+        if out.len() >= PARAM_HEADERS_MAX {
+            return;
+        }
+        path.push(key.clone());
+        if let Some(name) = property.get("x-mcp-header").and_then(Value::as_str) {
+            out.push((name.to_owned(), path.clone()));
+        }
+        if path.len() < PARAM_HEADER_DEPTH_MAX {
+            param_headers(property, path, out);
+        }
+        path.pop();
+    }
+}
+
+/// An argument as its header carries it: strings as they are, integers in
+/// decimal, booleans in lower case; absent, `null` and other types expect no
+/// header.
+fn header_form(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        _ => None,
+    }
 }
 
 /// A result's `_meta`: the server's identity.
@@ -351,7 +394,7 @@ fn dispatch(
         "tools/call" => plan_call(id, params, surface),
         // Removed in this era (initialize, ping, logging/setLevel, …) or never served.
         other => {
-            return Err(bad_request(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))));
+            return Err(error_reply(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))));
         }
     })
 }
@@ -396,21 +439,18 @@ fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8
 
 /// The one response as a JSON object (a protocol error with its status); a
 /// failed host call is the seed's host-failure envelope, as in the legacy era.
-pub(super) fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
-    let PlanEra::Modern { server, .. } = &plan.era else {
-        return host_failure(&plan.envelope_id(), super::HostFailure::Failed);
-    };
+pub(super) fn finish(plan: McpPlan, server: &OwnedServerInfo, outcomes: Vec<CallOutcome>) -> HttpReply {
+    let envelope_id = plan.envelope_id();
     let mut outcomes = outcomes.into_iter();
-    let body = match plan.steps.first() {
+    match plan.steps.first() {
         Some(Step::Answered(Answer { json, error_code, .. })) => {
-            return json_reply(error_code.map_or(200, error_status), json.clone());
+            json_reply(error_code.map_or(200, error_status), json.clone())
         }
         Some(Step::Call(c)) => match outcomes.next() {
-            Some(Ok(output)) => call_response(&c.jsonrpc_id, &output, server),
-            Some(Err(f)) => return host_failure(&c.jsonrpc_id, f),
-            None => return host_failure(&c.jsonrpc_id, super::HostFailure::Failed),
+            Some(Ok(output)) => json_reply(200, call_response(&c.jsonrpc_id, &output, server)),
+            Some(Err(f)) => host_failure(&envelope_id, f),
+            None => host_failure(&envelope_id, super::HostFailure::Failed),
         },
-        None => return host_failure(&RpcId::Null, super::HostFailure::Failed),
-    };
-    json_reply(200, body)
+        None => host_failure(&envelope_id, super::HostFailure::Failed),
+    }
 }

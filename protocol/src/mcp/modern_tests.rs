@@ -49,9 +49,16 @@ fn modern_headers(method: &'static str, name: Option<&'static str>) -> McpHeader
         content_type: Some("application/json"),
         accept: Some("application/json, text/event-stream"),
         protocol_version: Some(V),
+        protocol_version_all: Some(V.as_bytes()),
         mcp_method: Some(method.as_bytes()),
         mcp_name: name.map(str::as_bytes),
+        mcp_params: &[],
     }
+}
+
+/// The same headers with another `MCP-Protocol-Version` (or none).
+fn with_version(h: McpHeaders<'static>, version: Option<&'static str>) -> McpHeaders<'static> {
+    McpHeaders { protocol_version: version, protocol_version_all: version.map(str::as_bytes), ..h }
 }
 
 fn run(h: &McpHeaders<'_>, body: &str) -> Result<McpPlan, HttpReply> {
@@ -182,7 +189,7 @@ fn a_missing_meta_version_or_capabilities_is_400_32602_and_client_info_is_option
 #[test]
 fn an_unsupported_version_is_400_32022_naming_the_supported_and_the_requested() {
     let body = request(json!(9), "tools/list", json!({})).replace(V, "v999.0.0");
-    let h = McpHeaders { protocol_version: Some("v999.0.0"), ..modern_headers("tools/list", None) };
+    let h = with_version(modern_headers("tools/list", None), Some("v999.0.0"));
     let e = assert_error(answer(&h, &body), 400, json!(9), CODE_UNSUPPORTED_VERSION);
     assert_eq!(e["message"], "Unsupported protocol version");
     assert_eq!(e["data"], json!({"supported": [V], "requested": "v999.0.0"}));
@@ -196,7 +203,7 @@ fn the_version_header_must_be_present_and_equal_the_meta_version() {
     let legacy_meta = request(json!(1), "tools/list", json!({})).replace(V, "2025-11-25");
     assert_error(answer(&modern_headers("tools/list", None), &legacy_meta), 400, json!(1), CODE_HEADER_MISMATCH);
     for missing in [None, Some("")] {
-        let h = McpHeaders { protocol_version: missing, ..modern_headers("tools/list", None) };
+        let h = with_version(modern_headers("tools/list", None), missing);
         assert_error(answer(&h, &request(json!(1), "tools/list", json!({}))), 400, json!(1), CODE_HEADER_MISMATCH);
     }
 }
@@ -223,8 +230,16 @@ fn mcp_name_must_mirror_the_tool_name_and_is_decoded_from_base64() {
     assert_eq!(call(&modern_headers("tools/call", Some("  tools_decho "))).unwrap().call_count(), 1);
     // base64("tools_decho")
     assert_eq!(call(&modern_headers("tools/call", Some("=?base64?dG9vbHNfZGVjaG8=?="))).unwrap().call_count(), 1);
-    assert_eq!(call(&modern_headers("tools/call", Some("=?base64?dG9vbHNfZGVjaG8?="))).unwrap().call_count(), 1);
-    for bad in [None, Some("tools_decho2"), Some("TOOLS_DECHO"), Some("=?base64?!!!?="), Some("=?base64?/w==?=")] {
+    // Unpadded base64 is malformed, not a literal; a value without the sentinel is literal.
+    for bad in [
+        None,
+        Some("tools_decho2"),
+        Some("TOOLS_DECHO"),
+        Some("=?base64?!!!?="),
+        Some("=?base64?/w==?="),
+        Some("=?base64?dG9vbHNfZGVjaG8?="),
+        Some("dG9vbHNfZGVjaG8="),
+    ] {
         let r = call(&modern_headers("tools/call", bad)).unwrap_err();
         let body: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!((r.status, body["error"]["code"].as_i64()), (400, Some(CODE_HEADER_MISMATCH)), "{bad:?}");
@@ -397,7 +412,13 @@ proptest! {
         name in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..24)),
         version in proptest::option::of("[0-9a-z-]{0,12}"),
     ) {
-        let h = McpHeaders { protocol_version: version.as_deref(), mcp_method: method.as_deref(), mcp_name: name.as_deref(), ..modern_headers("", None) };
+        let h = McpHeaders {
+            protocol_version: version.as_deref(),
+            protocol_version_all: version.as_deref().map(str::as_bytes),
+            mcp_method: method.as_deref(),
+            mcp_name: name.as_deref(),
+            ..modern_headers("", None)
+        };
         let _ = select_era(h.protocol_version, &body);
         if let Ok(p) = plan(&h, &body, &surface(), &SERVER) {
             let n = p.call_count();
@@ -410,9 +431,81 @@ proptest! {
     fn a_meta_version_that_is_not_served_is_always_refused_in_the_modern_era(version in "[0-9a-zA-Z.-]{1,16}") {
         prop_assume!(version != V && !SUPPORTED_PROTOCOL_VERSIONS.contains(&version.as_str()));
         let body = request(json!(1), "tools/list", json!({})).replace(V, &version);
-        let h = McpHeaders { protocol_version: Some(Box::leak(version.clone().into_boxed_str())), ..modern_headers("tools/list", None) };
+        let h = with_version(modern_headers("tools/list", None), Some(Box::leak(version.clone().into_boxed_str())));
         let (status, reply) = answer(&h, &body);
         prop_assert_eq!(status, 400);
         prop_assert_eq!(reply["error"]["code"].as_i64(), Some(CODE_UNSUPPORTED_VERSION));
+    }
+}
+
+#[test]
+fn an_unsupported_version_is_named_before_missing_capabilities_are() {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2027-01-01"}}});
+    let h = with_version(modern_headers("tools/list", None), Some("2027-01-01"));
+    assert_error(answer(&h, &body.to_string()), 400, json!(1), CODE_UNSUPPORTED_VERSION);
+}
+
+#[test]
+fn a_null_id_is_an_invalid_request_in_this_era() {
+    let body = json!({"jsonrpc": "2.0", "id": null, "method": "server/discover", "params": {"_meta": meta()}});
+    let e = assert_error(answer(&modern_headers("server/discover", None), &body.to_string()), 400, Value::Null, -32600);
+    assert_eq!(e["message"], super::modern::MSG_NULL_ID);
+}
+
+#[test]
+fn the_version_header_is_trimmed_and_a_repeated_or_non_text_one_is_refused() {
+    let body = request(json!(1), "tools/list", json!({}));
+    let padded = McpHeaders { protocol_version_all: Some(b" 2026-07-28\t"), ..modern_headers("tools/list", None) };
+    assert_eq!(answer(&padded, &body).0, 200);
+    for bad in [&b"2026-07-28, 2026-07-28"[..], b"2026-07-28\xff"] {
+        let h = McpHeaders { protocol_version_all: Some(bad), ..modern_headers("tools/list", None) };
+        assert_error(answer(&h, &body), 400, json!(1), CODE_HEADER_MISMATCH);
+    }
+}
+
+fn region_surface() -> Surface {
+    let schema = json!({"type": "object", "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "limit": {"type": "integer", "x-mcp-header": "Limit"},
+        "nested": {"type": "object", "properties": {"flag": {"type": "boolean", "x-mcp-header": "Flag"}}},
+        "free": {"type": "string"},
+    }});
+    let tool = ToolView {
+        id: "geo".into(),
+        title: "Geo".into(),
+        description: "d".into(),
+        input_schema: schema,
+        output_schema: None,
+    };
+    build_surface(&[tool]).unwrap()
+}
+
+#[test]
+fn arguments_marked_x_mcp_header_must_arrive_as_matching_mcp_param_headers() {
+    let surface = region_surface();
+    let call = |args: Value, params: &[(&str, &[u8])]| {
+        let h = McpHeaders { mcp_params: params, ..modern_headers("tools/call", Some("geo")) };
+        let body = request(json!(8), "tools/call", json!({"name": "geo", "arguments": args}));
+        match plan(&h, body.as_bytes(), &surface, &SERVER) {
+            Ok(p) => (200, p.call_count() as i64),
+            Err(r) => (r.status, serde_json::from_slice::<Value>(&r.body).unwrap()["error"]["code"].as_i64().unwrap()),
+        }
+    };
+    let all = json!({"region": "us-west1", "limit": 42, "nested": {"flag": true}, "free": "x"});
+    let good: [(&str, &[u8]); 3] = [("region", b"us-west1"), ("LIMIT", b"42"), ("Flag", b"true")];
+    assert_eq!(call(all.clone(), &good), (200, 1), "names compare case-insensitively");
+    assert_eq!(call(json!({"free": "x"}), &[]), (200, 1), "no value, no header expected");
+    assert_eq!(call(json!({"nested": {}}), &[]), (200, 1), "a nested argument left out expects no header");
+    let hello: [(&str, &[u8]); 1] = [("Region", b"=?base64?SGVsbG8=?=")];
+    assert_eq!(call(json!({"region": "Hello"}), &hello), (200, 1), "base64 decoded before comparing");
+    for bad in [
+        &[("region", &b"us-east1"[..]), ("limit", b"42"), ("flag", b"true")][..],
+        &[("limit", b"42"), ("flag", b"true")],
+        &[("region", b"us-west1"), ("limit", b"41"), ("flag", b"true")],
+        &[("region", b"us-west1"), ("limit", b"42"), ("flag", b"True")],
+        &[("region", b"=?base64?SGVsbG8?="), ("limit", b"42"), ("flag", b"true")],
+    ] {
+        assert_eq!(call(all.clone(), bad), (400, CODE_HEADER_MISMATCH), "{bad:?}");
     }
 }

@@ -192,12 +192,19 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
     };
     let accept = joined_accept(headers);
     let (mcp_method, mcp_name) = (joined(headers, "mcp-method"), joined(headers, "mcp-name"));
+    let protocol_version_all = joined(headers, "mcp-protocol-version");
+    let mcp_params: Vec<(&str, &[u8])> = headers
+        .iter()
+        .filter_map(|(n, v)| n.as_str().strip_prefix("mcp-param-").map(|name| (name, v.as_bytes())))
+        .collect();
     let mcp_headers = McpHeaders {
         content_type: header_str(headers, header::CONTENT_TYPE),
         accept: accept.as_deref(),
         protocol_version: headers.get("mcp-protocol-version").and_then(|v| v.to_str().ok()),
+        protocol_version_all: protocol_version_all.as_deref(),
         mcp_method: mcp_method.as_deref(),
         mcp_name: mcp_name.as_deref(),
+        mcp_params: &mcp_params,
     };
     let info = ServerInfo { name: SERVER_NAME, version: DAEMON_VERSION };
     let plan = match mcp::plan(&mcp_headers, body, surface, &info) {
