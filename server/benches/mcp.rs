@@ -8,7 +8,8 @@
 //! of a 1 KiB file, one episode) at 1 and 8 concurrent clients under the
 //! default 8 host callbacks, `tools_decho` in both MCP eras (the legacy era
 //! answers one SSE event; 2026-07-28 carries `_meta` and the `Mcp-*` headers
-//! and answers JSON), and at 64 clients with `--host-callbacks 64`
+//! and answers JSON; the two eras alternate in slices, as do their
+//! `tools/list` rows, which show the eras' own costs without a store write), and at 64 clients with `--host-callbacks 64`
 //! (a second daemon on the same store). Each client has its own keep-alive
 //! connection (a `ureq` agent) and sends back to back. A call answered with
 //! an error envelope (or anything but a successful SSE result) is counted
@@ -115,6 +116,18 @@ struct Measured {
     cpu: Option<f64>,
 }
 
+/// Slices per era in the era comparison rows (legacy, modern, legacy, …).
+const ERA_SLICES: usize = 4;
+
+impl Measured {
+    fn merged(slices: Vec<Measured>) -> Measured {
+        let add = |a: Option<_>, b: Option<_>| a.zip(b).map(|(a, b)| a + b);
+        let committed = slices.iter().map(|m| m.committed).reduce(add).flatten();
+        let cpu = slices.iter().map(|m| m.cpu).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
+        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu }
+    }
+}
+
 fn main() {
     if !invoked_as_bench("mcp") {
         return;
@@ -199,6 +212,39 @@ fn main() {
         Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu) }
     };
 
+    // `tools/list` in each era: the whole wire path (session, view, surface,
+    // era checks, reply framing) with no call, so the eras' own costs show.
+    let list = |d: &Daemon, era: Era, clients: usize, secs: f64| {
+        let addr = d.addr.as_str();
+        let label = match era {
+            Era::Legacy => "`tools/list` legacy (SSE)",
+            Era::Modern => "`tools/list` 2026-07-28 (JSON)",
+        };
+        let row = run_load(
+            label,
+            clients,
+            secs,
+            |_, n| {
+                let mut r = request(addr, "tools_decho", era, n);
+                let mut body: Value = serde_json::from_slice(&r.body).unwrap();
+                body["method"] = json!("tools/list");
+                body["params"].as_object_mut().unwrap().retain(|k, _| k == "_meta");
+                r.headers.retain(|(h, _)| *h != "Mcp-Name");
+                r.headers.iter_mut().filter(|(h, _)| *h == "Mcp-Method").for_each(|(_, v)| *v = "tools/list".into());
+                r.body = serde_json::to_vec(&body).unwrap();
+                r
+            },
+            |_, b| {
+                let result = match era {
+                    Era::Legacy => sse_result(b)?,
+                    Era::Modern => serde_json::from_slice::<Value>(b).ok()?.get("result").cloned()?,
+                };
+                result["tools"].as_array().is_some_and(|t| !t.is_empty()).then_some(Value::Null)
+            },
+        );
+        Measured { row, committed: None, cpu: None }
+    };
+
     // Warm up connections, caches and the page cache.
     durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
     durable(&daemon, "warm-up", "ailang-read", 4, 0.5);
@@ -208,9 +254,22 @@ fn main() {
     for clients in [1, 8] {
         rows.push(ceiling(clients, secs));
         rows.push(ping(&daemon, clients, secs));
-        rows.push(durable(&daemon, "`tools_decho`, 8 host callbacks", "tools_decho", clients, secs));
-        let modern = "`tools_decho` 2026-07-28 (JSON), 8 host callbacks";
-        rows.push(durable_in(&daemon, modern, "tools_decho", Era::Modern, clients, secs));
+        // The eras alternate in slices, so drift on a shared machine falls on both alike.
+        let slice = secs / ERA_SLICES as f64;
+        let (mut lists, mut calls) = ([vec![], vec![]], [vec![], vec![]]);
+        for _ in 0..ERA_SLICES {
+            for (i, era) in [Era::Legacy, Era::Modern].into_iter().enumerate() {
+                lists[i].push(list(&daemon, era, clients, slice));
+                let label = match era {
+                    Era::Legacy => "`tools_decho`, 8 host callbacks",
+                    Era::Modern => "`tools_decho` 2026-07-28 (JSON), 8 host callbacks",
+                };
+                calls[i].push(durable_in(&daemon, label, "tools_decho", era, clients, slice));
+            }
+        }
+        for measured in lists.into_iter().chain(calls) {
+            rows.push(Measured::merged(measured));
+        }
         rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
         rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None });
     }
@@ -258,9 +317,11 @@ fn main() {
     );
     for clients in [1, 8] {
         let (legacy, modern) = (at(clients, "`tools_decho`, 8"), at(clients, "`tools_decho` 2026"));
+        let (list_legacy, list_modern) = (at(clients, "`tools/list` legacy"), at(clients, "`tools/list` 2026"));
         println!(
-            "at {clients} client(s): `tools_decho` in the 2026-07-28 era runs {modern:.0} calls/s, {:.2}x the legacy era's {legacy:.0}",
-            modern / legacy
+            "at {clients} client(s), 2026-07-28 over legacy: `tools_decho` {modern:.0}/{legacy:.0} calls/s = {:.2}x; `tools/list` {list_modern:.0}/{list_legacy:.0} = {:.2}x",
+            modern / legacy,
+            list_modern / list_legacy
         );
     }
     let floor8 = at(8, "store alone");

@@ -295,18 +295,23 @@ pub enum Era {
 /// unparsable bodies and everything else are legacy, which has the seed's
 /// answer for each.
 pub fn select_era(protocol_version_header: Option<&str>, body: &[u8]) -> Era {
-    let Ok(obj) = rpc::parse_object(trim_ascii_space(body)) else { return Era::Legacy };
-    if rpc::str_member(&obj, "method").as_deref() == Some(modern::METHOD_DISCOVER) {
+    // Borrowed peeks: the members that decide, without copying the body.
+    // A body these cannot read (not one object, a repeated member) is legacy.
+    let Ok(peek) = serde_json::from_slice::<PeekRequest<'_>>(trim_ascii_space(body)) else { return Era::Legacy };
+    if peek.method.and_then(|m| serde_json::from_str::<String>(m.get()).ok()).as_deref()
+        == Some(modern::METHOD_DISCOVER)
+    {
         return Era::Modern;
     }
-    let meta_version = obj
-        .get("params")
-        .and_then(|p| rpc::object_of(p).ok())
-        .and_then(|params| params.get("_meta").and_then(|m| rpc::object_of(m).ok()))
-        .and_then(|meta| meta.get(modern::META_PROTOCOL_VERSION).map(|v| serde_json::from_str::<Value>(v.get()).ok()));
+    let meta_version = peek
+        .params
+        .and_then(|p| serde_json::from_str::<PeekParams<'_>>(p.get()).ok())
+        .and_then(|p| p.meta)
+        .and_then(|m| serde_json::from_str::<PeekMeta<'_>>(m.get()).ok())
+        .and_then(|m| m.protocol_version.map(|v| serde_json::from_str::<String>(v.get()).ok()));
     match meta_version {
         None => Era::Legacy,
-        Some(Some(Value::String(v)))
+        Some(Some(v))
             if SUPPORTED_PROTOCOL_VERSIONS.contains(&v.as_str())
                 && protocol_version_header.is_none_or(|h| h.is_empty() || h == v) =>
         {
@@ -314,6 +319,26 @@ pub fn select_era(protocol_version_header: Option<&str>, body: &[u8]) -> Era {
         }
         Some(_) => Era::Modern,
     }
+}
+
+#[derive(serde::Deserialize)]
+struct PeekRequest<'a> {
+    #[serde(borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekParams<'a> {
+    #[serde(borrow, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+#[derive(serde::Deserialize)]
+struct PeekMeta<'a> {
+    #[serde(borrow, rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol_version: Option<&'a RawValue>,
 }
 
 /// Checks the transport, parses the body and answers what needs no host call,

@@ -225,6 +225,24 @@ impl Row {
     }
 }
 
+impl Row {
+    /// Slices of one load measured apart (see `ERA_SLICES` in the MCP bench),
+    /// as one row: calls, errors and seconds add up, latencies merge.
+    pub fn merged(slices: Vec<Row>) -> Row {
+        let mut slices = slices.into_iter();
+        let mut row = slices.next().expect("at least one slice");
+        for s in slices {
+            row.calls += s.calls;
+            row.errors += s.errors;
+            row.secs += s.secs;
+            row.latencies.extend(s.latencies);
+            row.kept.extend(s.kept);
+        }
+        row.latencies.sort();
+        row
+    }
+}
+
 pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
