@@ -40,6 +40,7 @@ fn main() {
             "id": key, "metadata": {"skill_id": tool},
             "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}});
         Request {
+            method: "POST",
             key,
             url: url.clone(),
             headers: vec![("Authorization", format!("Bearer {token}")), ("Content-Type", "application/json".into())],

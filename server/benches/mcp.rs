@@ -114,6 +114,8 @@ struct Measured {
     committed: Option<u64>,
     /// Daemon CPU seconds used during the row (rows against `worldd`).
     cpu: Option<f64>,
+    /// Bytes the daemon wrote to storage during the row (durable rows).
+    disk: Option<u64>,
 }
 
 /// Slices per era in the era comparison rows (legacy, modern, legacy, …).
@@ -123,8 +125,9 @@ impl Measured {
     fn merged(slices: Vec<Measured>) -> Measured {
         let add = |a: Option<_>, b: Option<_>| a.zip(b).map(|(a, b)| a + b);
         let committed = slices.iter().map(|m| m.committed).reduce(add).flatten();
+        let disk = slices.iter().map(|m| m.disk).reduce(add).flatten();
         let cpu = slices.iter().map(|m| m.cpu).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
-        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu }
+        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk }
     }
 }
 
@@ -165,6 +168,7 @@ fn main() {
         }
         let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
         Request {
+            method: "POST",
             key: String::new(),
             url: format!("http://{addr}/mcp/"),
             headers,
@@ -173,11 +177,11 @@ fn main() {
     };
     let durable_in = |d: &Daemon, label: &str, tool: &str, era: Era, clients: usize, secs: f64| {
         let before = log_len(&d.addr);
-        let cpu = d.cpu_secs();
+        let (cpu, disk) = (d.cpu_secs(), d.disk_bytes());
         let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, era, n), |_, b| success(tool, era, b));
-        let cpu = d.cpu_secs() - cpu;
+        let (cpu, disk) = (d.cpu_secs() - cpu, d.disk_bytes() - disk);
         let committed = log_len(&d.addr) - before;
-        Measured { row, committed: Some(committed), cpu: Some(cpu) }
+        Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk) }
     };
     let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
         durable_in(d, label, tool, Era::Legacy, clients, secs)
@@ -192,6 +196,7 @@ fn main() {
         ),
         committed: None,
         cpu: None,
+        disk: None,
     };
 
     // MCP `ping` through the daemon: session, view and surface, no call, no store write.
@@ -209,7 +214,26 @@ fn main() {
             },
             |_, b| sse_result(b).filter(|r| r == &json!({})),
         );
-        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu) }
+        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu), disk: None }
+    };
+
+    // `GET /v1/health`: the HTTP stack and routing alone, the floor under any MCP request.
+    let health = |d: &Daemon, clients: usize, secs: f64| {
+        let addr = d.addr.as_str();
+        let row = run_load(
+            "`GET /v1/health` (no session, no MCP)",
+            clients,
+            secs,
+            |_, _| Request {
+                method: "GET",
+                key: String::new(),
+                url: format!("http://{addr}/v1/health"),
+                headers: vec![],
+                body: vec![],
+            },
+            |_, b| serde_json::from_slice::<Value>(b).ok().filter(|v| v["status"] == "ok").map(|_| Value::Null),
+        );
+        Measured { row, committed: None, cpu: None, disk: None }
     };
 
     // `tools/list` in each era: the whole wire path (session, view, surface,
@@ -242,7 +266,7 @@ fn main() {
                 result["tools"].as_array().is_some_and(|t| !t.is_empty()).then_some(Value::Null)
             },
         );
-        Measured { row, committed: None, cpu: None }
+        Measured { row, committed: None, cpu: None, disk: None }
     };
 
     // Warm up connections, caches and the page cache.
@@ -253,6 +277,7 @@ fn main() {
     let mut rows = vec![];
     for clients in [1, 8] {
         rows.push(ceiling(clients, secs));
+        rows.push(health(&daemon, clients, secs));
         rows.push(ping(&daemon, clients, secs));
         // The eras alternate in slices, so drift on a shared machine falls on both alike.
         let slice = secs / ERA_SLICES as f64;
@@ -271,7 +296,7 @@ fn main() {
             rows.push(Measured::merged(measured));
         }
         rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
-        rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None });
+        rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None, disk: None });
     }
     drop(daemon);
     daemon = setup.start(&["--host-callbacks", "64"]);
@@ -283,14 +308,18 @@ fn main() {
     drop(daemon);
 
     println!();
-    println!("| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call | disk KiB/call |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in &rows {
         let r = &m.row;
         let committed = m.committed.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
         let cpu = m.cpu.map(|c| format!("{:.2}", 1e3 * c / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
+        let disk =
+            m.disk.map(|b| format!("{:.1}", b as f64 / 1024.0 / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
             r.label,
             r.clients,
             r.calls,
@@ -299,7 +328,8 @@ fn main() {
             r.rate(),
             r.p50(),
             r.p99(),
-            cpu
+            cpu,
+            disk
         );
         if let Some(c) = m.committed {
             assert_eq!(c, r.calls as u64, "{}: every counted call committed exactly one entry", r.label);
@@ -324,6 +354,22 @@ fn main() {
             list_modern / list_legacy
         );
     }
+    let p50 = |clients: usize, label: &str| {
+        rows.iter().find(|m| m.row.clients == clients && m.row.label.starts_with(label)).map(|m| m.row.p50()).unwrap()
+    };
+    let (call1, health1) = (p50(1, "`tools_decho`, 8"), p50(1, "`GET /v1/health`"));
+    println!(
+        "at 1 client a durable `tools_decho` p50 is {call1:.2} ms = {:.1}x (`GET /v1/health` p50 {health1:.2} ms + one raw append+fdatasync p50 {fsync_p50:.2} ms)",
+        call1 / (health1 + fsync_p50)
+    );
+    let disk8 = rows
+        .iter()
+        .find(|m| m.row.clients == 8 && m.row.label.starts_with("`tools_decho`, 8"))
+        .and_then(|m| m.disk.map(|b| b as f64 / 1024.0 / m.row.calls.max(1) as f64))
+        .unwrap_or(f64::NAN);
+    println!(
+        "at 8 clients a durable `tools_decho` writes {disk8:.1} KiB to disk per call (the daemon's /proc write_bytes)"
+    );
     let floor8 = at(8, "store alone");
     println!(
         "at 8 clients the store alone commits {floor8:.0} calls/s ({:.0}% of the echo ceiling): no durable surface can pass that; `tools_decho` reaches {:.0}% of it",

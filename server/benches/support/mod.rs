@@ -60,6 +60,16 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Bytes the daemon has caused to be written to storage so far
+    /// (`write_bytes` of `/proc/<pid>/io`): the store's file writes, not its
+    /// socket traffic.
+    pub fn disk_bytes(&self) -> u64 {
+        let io = std::fs::read_to_string(format!("/proc/{}/io", self.child.id())).unwrap_or_default();
+        io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -256,6 +266,8 @@ type ClientResult = (Vec<Duration>, Vec<(String, serde_json::Value)>);
 
 /// What one request is: the URL, headers and body, and a key it is known by.
 pub struct Request {
+    /// `GET` sends no body; anything else is a `POST` of `body`.
+    pub method: &'static str,
     pub key: String,
     pub url: String,
     pub headers: Vec<(&'static str, String)>,
@@ -286,11 +298,14 @@ where
                         let req = make(c, n);
                         n += 1;
                         let t0 = Instant::now();
-                        let mut b = agent.post(&req.url);
-                        for (k, v) in &req.headers {
-                            b = b.header(*k, v);
-                        }
-                        let body = b.send(&req.body[..]).ok().and_then(|mut r| r.body_mut().read_to_vec().ok());
+                        let sent = if req.method == "GET" {
+                            let b = req.headers.iter().fold(agent.get(&req.url), |b, (k, v)| b.header(*k, v));
+                            b.call()
+                        } else {
+                            let b = req.headers.iter().fold(agent.post(&req.url), |b, (k, v)| b.header(*k, v));
+                            b.send(&req.body[..])
+                        };
+                        let body = sent.ok().and_then(|mut r| r.body_mut().read_to_vec().ok());
                         let took = t0.elapsed();
                         match body.as_deref().and_then(|b| check(&req.key, b)) {
                             Some(v) => {
