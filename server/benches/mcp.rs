@@ -244,19 +244,24 @@ fn main() {
             Era::Legacy => "`tools/list` legacy (SSE)",
             Era::Modern => "`tools/list` 2026-07-28 (JSON)",
         };
+        // Built once: the client's own work per request is the same in both eras.
+        let mut template = request(addr, "tools_decho", era, 1);
+        let mut body: Value = serde_json::from_slice(&template.body).unwrap();
+        body["method"] = json!("tools/list");
+        body["params"].as_object_mut().unwrap().retain(|k, _| k == "_meta");
+        template.headers.retain(|(h, _)| *h != "Mcp-Name");
+        template.headers.iter_mut().filter(|(h, _)| *h == "Mcp-Method").for_each(|(_, v)| *v = "tools/list".into());
+        template.body = serde_json::to_vec(&body).unwrap();
         let row = run_load(
             label,
             clients,
             secs,
-            |_, n| {
-                let mut r = request(addr, "tools_decho", era, n);
-                let mut body: Value = serde_json::from_slice(&r.body).unwrap();
-                body["method"] = json!("tools/list");
-                body["params"].as_object_mut().unwrap().retain(|k, _| k == "_meta");
-                r.headers.retain(|(h, _)| *h != "Mcp-Name");
-                r.headers.iter_mut().filter(|(h, _)| *h == "Mcp-Method").for_each(|(_, v)| *v = "tools/list".into());
-                r.body = serde_json::to_vec(&body).unwrap();
-                r
+            |_, _| Request {
+                method: template.method,
+                key: String::new(),
+                url: template.url.clone(),
+                headers: template.headers.clone(),
+                body: template.body.clone(),
             },
             |_, b| {
                 let result = match era {
