@@ -1,12 +1,13 @@
-//! The local admin socket: lets `worldd session …` (and `publish`) act on a store
-//! whose writer lock a running daemon holds, without stopping it.
+//! The local admin socket: lets `worldd session …`, `publish` and `verify` act
+//! on a store whose writer lock a running daemon holds, without stopping it.
 //!
 //! `<db>.admin.sock`, mode 0600, so only the store's owner can connect. One JSON
-//! request line, one JSON response line, then the connection closes.
+//! request line, one JSON response line (a verify sends `progress` lines
+//! first), then the connection closes.
 
 use crate::daemon::Daemon;
 use crate::http;
-use crate::limits::{ADMIN_LINE_MAX, ADMIN_TIMEOUT};
+use crate::limits::{ADMIN_LINE_MAX, ADMIN_PROGRESS_QUEUE, ADMIN_TIMEOUT, ADMIN_VERIFY_DEADLINE};
 use crate::sessions::{self, MintRequest, Minted, SessionRow};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -27,18 +28,43 @@ pub fn socket_path(db: &Path) -> PathBuf {
 pub enum AdminRequest {
     Mint(MintRequest),
     List,
-    Revoke { credential_id: String },
+    Revoke {
+        credential_id: String,
+    },
     Publish(crate::publish::PublishRequest),
+    /// Verify the store from the daemon's snapshot, rendered as `verify`
+    /// prints it (`json`: the one-line report).
+    Verify {
+        json: bool,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "result", rename_all = "kebab-case")]
 pub enum AdminResponse {
     Minted(Minted),
-    Sessions { rows: Vec<SessionRow> },
-    Revoked { revoked: bool },
-    Published { summary: String },
-    Error { message: String },
+    Sessions {
+        rows: Vec<SessionRow>,
+    },
+    Revoked {
+        revoked: bool,
+    },
+    Published {
+        summary: String,
+    },
+    /// Objects hashed so far of a verify in progress.
+    Progress {
+        done: u64,
+        total: u64,
+    },
+    /// A finished verify: what to print, and whether the store is clean.
+    Verified {
+        output: String,
+        clean: bool,
+    },
+    Error {
+        message: String,
+    },
 }
 
 pub struct AdminSocket {
@@ -70,25 +96,69 @@ pub fn listen(daemon: Arc<Daemon>) -> std::io::Result<AdminSocket> {
             let Ok((stream, _)) = listener.accept().await else { continue };
             let daemon = daemon.clone();
             tokio::spawn(async move {
-                let _ = tokio::time::timeout(ADMIN_TIMEOUT, serve_one(daemon, stream)).await;
+                let _ = serve_one(daemon, stream).await;
             });
         }
     });
     Ok(AdminSocket { path, task })
 }
 
+/// One connection: the request line and an ordinary answer within
+/// `ADMIN_TIMEOUT`, a verify within `ADMIN_VERIFY_DEADLINE`.
 async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::io::Result<()> {
+    let timed_out = || std::io::Error::from(std::io::ErrorKind::TimedOut);
     let (r, mut w) = stream.into_split();
     let mut line = Vec::new();
-    tokio::io::BufReader::new(r).take(ADMIN_LINE_MAX as u64).read_until(b'\n', &mut line).await?;
-    let response = match serde_json::from_slice::<AdminRequest>(&line) {
-        Ok(req) => handle(&daemon, req).await,
-        Err(e) => AdminResponse::Error { message: format!("bad admin request: {e}") },
-    };
-    let mut out = serde_json::to_vec(&response).unwrap_or_default();
-    out.push(b'\n');
-    w.write_all(&out).await?;
+    let mut reader = tokio::io::BufReader::new(r).take(ADMIN_LINE_MAX as u64);
+    tokio::time::timeout(ADMIN_TIMEOUT, reader.read_until(b'\n', &mut line)).await.map_err(|_| timed_out())??;
+    match serde_json::from_slice::<AdminRequest>(&line) {
+        Ok(AdminRequest::Verify { json }) => {
+            let verified = verify(&daemon, json, &mut w);
+            tokio::time::timeout(ADMIN_VERIFY_DEADLINE, verified).await.map_err(|_| timed_out())??;
+        }
+        Ok(req) => {
+            let response = tokio::time::timeout(ADMIN_TIMEOUT, handle(&daemon, req)).await.map_err(|_| timed_out())?;
+            write_line(&mut w, &response).await?;
+        }
+        Err(e) => write_line(&mut w, &AdminResponse::Error { message: format!("bad admin request: {e}") }).await?,
+    }
     w.shutdown().await
+}
+
+async fn write_line(w: &mut tokio::net::unix::OwnedWriteHalf, response: &AdminResponse) -> std::io::Result<()> {
+    let mut out = serde_json::to_vec(response).unwrap_or_default();
+    out.push(b'\n');
+    w.write_all(&out).await
+}
+
+/// Verifies the daemon's snapshot on the blocking pool, passing progress on
+/// as it comes (dropped when the client reads slower), then the rendered
+/// report.
+async fn verify(daemon: &Arc<Daemon>, json: bool, w: &mut tokio::net::unix::OwnedWriteHalf) -> std::io::Result<()> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(ADMIN_PROGRESS_QUEUE);
+    let d = daemon.clone();
+    let work = tokio::task::spawn_blocking(move || -> Result<AdminResponse, String> {
+        use world_store::Reads;
+        let started = std::time::Instant::now();
+        let snapshot = d.store.snapshot().map_err(|e| e.to_string())?;
+        let progress = move |done: u64, total: u64| {
+            let _ = tx.try_send(AdminResponse::Progress { done, total });
+        };
+        let options = world_store::verify::Options { threads: 0, progress: Some(&progress) };
+        let report = world_store::verify::verify(&snapshot, &options);
+        let output = crate::cli::verify::render_report(&d.db_path, &report, json, started.elapsed());
+        Ok(AdminResponse::Verified { output, clean: report.is_clean() })
+    });
+    // The channel closes when the verify ends and drops its sender.
+    while let Some(progress) = rx.recv().await {
+        write_line(w, &progress).await?;
+    }
+    let response = match work.await {
+        Ok(Ok(verified)) => verified,
+        Ok(Err(message)) => AdminResponse::Error { message },
+        Err(e) => AdminResponse::Error { message: format!("verify failed: {e}") },
+    };
+    write_line(w, &response).await
 }
 
 async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
@@ -129,6 +199,8 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
                 Err(e) => err(e.to_string()),
             }
         }
+        // `serve_one` streams a verify itself.
+        AdminRequest::Verify { .. } => err("a verify is answered as a stream".into()),
         AdminRequest::Revoke { credential_id } => {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
@@ -150,6 +222,16 @@ pub fn parse_credential_id(text: &str) -> Result<Ref, world_store::RefError> {
 /// Sends one request to a running daemon. `Ok(None)` means no daemon answers
 /// on the socket, so the caller may open the store itself.
 pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
+    call_streaming(db, req, |_, _| {})
+}
+
+/// Like [`call`], passing each `progress` line to `on_progress` until the
+/// answer; a verify waits up to `ADMIN_VERIFY_DEADLINE` between lines.
+pub fn call_streaming(
+    db: &Path,
+    req: &AdminRequest,
+    mut on_progress: impl FnMut(u64, u64),
+) -> Result<Option<AdminResponse>, String> {
     // The daemon names its socket after the canonical store path; so must we.
     let path = socket_path(&std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf()));
     let stream = match std::os::unix::net::UnixStream::connect(&path) {
@@ -159,17 +241,25 @@ pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, Stri
         }
         Err(e) => return Err(format!("admin socket {}: {e}", path.display())),
     };
-    stream.set_read_timeout(Some(ADMIN_TIMEOUT)).map_err(|e| e.to_string())?;
+    let wait = if matches!(req, AdminRequest::Verify { .. }) { ADMIN_VERIFY_DEADLINE } else { ADMIN_TIMEOUT };
+    stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(ADMIN_TIMEOUT)).map_err(|e| e.to_string())?;
     let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;
     line.push(b'\n');
     (&stream).write_all(&line).map_err(|e| format!("admin socket {}: {e}", path.display()))?;
-    let mut reply = Vec::new();
-    BufReader::new(&stream)
-        .take(ADMIN_LINE_MAX as u64)
-        .read_until(b'\n', &mut reply)
-        .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
-    serde_json::from_slice(&reply).map(Some).map_err(|e| format!("admin socket {}: bad reply: {e}", path.display()))
+    let mut reader = BufReader::new(&stream);
+    loop {
+        let mut reply = Vec::new();
+        (&mut reader)
+            .take(ADMIN_LINE_MAX as u64)
+            .read_until(b'\n', &mut reply)
+            .map_err(|e| format!("admin socket {}: {e}", path.display()))?;
+        match serde_json::from_slice(&reply) {
+            Ok(AdminResponse::Progress { done, total }) => on_progress(done, total),
+            Ok(answer) => return Ok(Some(answer)),
+            Err(e) => return Err(format!("admin socket {}: bad reply: {e}", path.display())),
+        }
+    }
 }
 
 use std::io::Read as _;

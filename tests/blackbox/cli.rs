@@ -199,6 +199,32 @@ fn usage_errors_exit_1_and_help_exits_0() {
 }
 
 #[test]
+fn verify_beside_a_running_daemon_is_answered_by_it_from_a_snapshot_and_agrees_with_an_offline_verify() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    assert_eq!(d.commit(&genesis("g").with_id("rest:v-2").bytes(), Some(&token)).status, 200);
+    let live = worldd(&["verify", "--db", db_str(&store), "--json"]);
+    assert_eq!(live.status.code(), Some(0), "{} {}", stdout(&live), stderr(&live));
+    assert!(stderr(&live).contains("answered by the daemon running on this store"), "{}", stderr(&live));
+    let text = worldd(&["verify", "--db", db_str(&store)]);
+    assert_eq!(text.status.code(), Some(0));
+    let summary = stdout(&text);
+    assert!(
+        summary.starts_with(&format!("verified {} in ", db_str(&store))) && summary.ends_with("; 0 fault(s)\n"),
+        "{summary}"
+    );
+    assert!(d.signal_and_wait("TERM").success());
+    let offline = worldd(&["verify", "--db", db_str(&store), "--json"]);
+    assert_eq!(offline.status.code(), Some(0), "{}", stderr(&offline));
+    assert!(!stderr(&offline).contains("answered by the daemon"), "no daemon, the file itself");
+    let (live, offline): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_str(&stdout(&live)).unwrap(), serde_json::from_str(&stdout(&offline)).unwrap());
+    assert_eq!(live, offline, "the daemon's snapshot and the file say the same");
+    assert_eq!(live["counts"]["receipts"], 1);
+}
+
+#[test]
 fn verify_is_clean_on_a_store_written_over_rest() {
     let store = TempStore::new();
     let d = Daemon::start(&store.db);

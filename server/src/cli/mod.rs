@@ -7,7 +7,7 @@ mod export;
 mod publish;
 mod quickstart;
 mod session;
-mod verify;
+pub(crate) mod verify;
 mod why;
 
 pub use quickstart::connection_snippets;

@@ -1,6 +1,7 @@
 //! `worldd verify`: exit 0 clean, 1 faults found, 2 the store cannot be opened.
 
 use super::fail;
+use crate::admin::{AdminRequest, AdminResponse};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
@@ -11,6 +12,29 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
     if world_store::export::is_export(db) {
         return run_export(db, json);
     }
+    // A running daemon answers from its own snapshot (`--deep` reads the file
+    // itself: it checks the engine's pages, not the daemon's view).
+    if !deep {
+        let show_progress = !json && std::io::stderr().is_terminal();
+        match crate::admin::call_streaming(db, &AdminRequest::Verify { json }, |done, total| {
+            if show_progress {
+                draw_progress(done, total);
+            }
+        }) {
+            Ok(Some(AdminResponse::Verified { output, clean })) => {
+                if show_progress {
+                    eprintln!();
+                }
+                eprintln!("verify: answered by the daemon running on this store, from a snapshot of it");
+                print!("{output}");
+                return if clean { ExitCode::SUCCESS } else { ExitCode::from(1) };
+            }
+            Ok(Some(AdminResponse::Error { message })) => return fail(2, format!("verify: {message}")),
+            Ok(Some(other)) => return fail(2, format!("verify: unexpected daemon reply {other:?}")),
+            Err(e) => return fail(2, format!("verify: {e}")),
+            Ok(None) => {}
+        }
+    }
     let store = match ReadOnlyStore::open(db) {
         Ok(s) => s,
         Err(e) => return fail(2, format!("verify: {e}")),
@@ -20,16 +44,7 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
         Err(e) => return fail(2, format!("verify: {e}")),
     };
     let show_progress = !json && std::io::stderr().is_terminal();
-    let progress = |done: u64, total: u64| {
-        let width = 30u64;
-        let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
-        eprint!(
-            "\rhashing objects [{}{}] {done}/{total}",
-            "#".repeat(filled as usize),
-            " ".repeat((width - filled) as usize)
-        );
-        let _ = std::io::stderr().flush();
-    };
+    let progress = |done: u64, total: u64| draw_progress(done, total);
     let started = std::time::Instant::now();
     let mut report =
         verify(&snapshot, &Options { threads: 0, progress: if show_progress { Some(&progress) } else { None } });
@@ -49,13 +64,33 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
     if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
+fn draw_progress(done: u64, total: u64) {
+    let width = 30u64;
+    let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
+    eprint!(
+        "\rhashing objects [{}{}] {done}/{total}",
+        "#".repeat(filled as usize),
+        " ".repeat((width - filled) as usize)
+    );
+    let _ = std::io::stderr().flush();
+}
+
 fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) {
+    print!("{}", render_report(db, report, json, took));
+}
+
+/// What `verify` prints for a report: one JSON line, or a line per fault and
+/// the summary. A running daemon renders it the same way for its clients.
+pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if json {
-        println!("{}", serde_json::to_string(report).unwrap_or_default());
-        return;
+        let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+        return out;
     }
     for f in &report.faults {
-        println!(
+        let _ = writeln!(
+            out,
             "fault table={} key={} kind={}: {}",
             f.table,
             f.key,
@@ -64,7 +99,8 @@ fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duratio
         );
     }
     let c = &report.counts;
-    println!(
+    let _ = writeln!(
+        out,
         "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts; {} fault(s)",
         db.display(),
         took.as_secs_f64(),
@@ -80,6 +116,7 @@ fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duratio
         c.receipts,
         report.fault_count
     );
+    out
 }
 
 /// redb's own page-checksum walk, on a private copy so the live file is never written.
