@@ -1,5 +1,6 @@
-//! The local admin socket: lets `worldd session …`, `publish` and `verify` act
-//! on a store whose writer lock a running daemon holds, without stopping it.
+//! The local admin socket: lets `worldd session …`, `publish`, `verify` and
+//! `export` act on a store whose writer lock a running daemon holds, without
+//! stopping it.
 //!
 //! `<db>.admin.sock`, mode 0600, so only the store's owner can connect. One JSON
 //! request line, one JSON response line (a verify sends `progress` lines
@@ -7,7 +8,7 @@
 
 use crate::daemon::Daemon;
 use crate::http;
-use crate::limits::{ADMIN_LINE_MAX, ADMIN_PROGRESS_QUEUE, ADMIN_TIMEOUT, ADMIN_VERIFY_DEADLINE};
+use crate::limits::{ADMIN_LINE_MAX, ADMIN_LONG_DEADLINE, ADMIN_PROGRESS_QUEUE, ADMIN_TIMEOUT};
 use crate::sessions::{self, MintRequest, Minted, SessionRow};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -37,6 +38,11 @@ pub enum AdminRequest {
     Verify {
         json: bool,
     },
+    /// Write the export stream of the daemon's snapshot to `out` (absolute).
+    Export {
+        out: PathBuf,
+        with_sessions: bool,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -58,6 +64,9 @@ pub enum AdminResponse {
         total: u64,
     },
     /// A finished verify: what to print, and whether the store is clean.
+    Exported {
+        records: u64,
+    },
     Verified {
         output: String,
         clean: bool,
@@ -104,7 +113,7 @@ pub fn listen(daemon: Arc<Daemon>) -> std::io::Result<AdminSocket> {
 }
 
 /// One connection: the request line and an ordinary answer within
-/// `ADMIN_TIMEOUT`, a verify within `ADMIN_VERIFY_DEADLINE`.
+/// `ADMIN_TIMEOUT`, a verify within `ADMIN_LONG_DEADLINE`.
 async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::io::Result<()> {
     let timed_out = || std::io::Error::from(std::io::ErrorKind::TimedOut);
     let (r, mut w) = stream.into_split();
@@ -114,7 +123,11 @@ async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::
     match serde_json::from_slice::<AdminRequest>(&line) {
         Ok(AdminRequest::Verify { json }) => {
             let verified = verify(&daemon, json, &mut w);
-            tokio::time::timeout(ADMIN_VERIFY_DEADLINE, verified).await.map_err(|_| timed_out())??;
+            tokio::time::timeout(ADMIN_LONG_DEADLINE, verified).await.map_err(|_| timed_out())??;
+        }
+        Ok(AdminRequest::Export { out, with_sessions }) => {
+            let exported = tokio::time::timeout(ADMIN_LONG_DEADLINE, export(&daemon, out, with_sessions));
+            write_line(&mut w, &exported.await.map_err(|_| timed_out())?).await?;
         }
         Ok(req) => {
             let response = tokio::time::timeout(ADMIN_TIMEOUT, handle(&daemon, req)).await.map_err(|_| timed_out())?;
@@ -129,6 +142,24 @@ async fn write_line(w: &mut tokio::net::unix::OwnedWriteHalf, response: &AdminRe
     let mut out = serde_json::to_vec(response).unwrap_or_default();
     out.push(b'\n');
     w.write_all(&out).await
+}
+
+/// Writes the export of the daemon's snapshot on the blocking pool.
+async fn export(daemon: &Arc<Daemon>, out: PathBuf, with_sessions: bool) -> AdminResponse {
+    if !out.is_absolute() {
+        return AdminResponse::Error { message: format!("{}: an export path must be absolute", out.display()) };
+    }
+    let d = daemon.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        use world_store::Reads;
+        let snapshot = d.store.snapshot().map_err(|e| e.to_string())?;
+        crate::cli::export::export_to_file(&snapshot, &out, with_sessions)
+    });
+    match work.await {
+        Ok(Ok(records)) => AdminResponse::Exported { records },
+        Ok(Err(message)) => AdminResponse::Error { message },
+        Err(e) => AdminResponse::Error { message: format!("export failed: {e}") },
+    }
 }
 
 /// Verifies the daemon's snapshot on the blocking pool, passing progress on
@@ -199,8 +230,8 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
                 Err(e) => err(e.to_string()),
             }
         }
-        // `serve_one` streams a verify itself.
-        AdminRequest::Verify { .. } => err("a verify is answered as a stream".into()),
+        // `serve_one` answers these itself, under their own deadline.
+        AdminRequest::Verify { .. } | AdminRequest::Export { .. } => err("answered by serve_one".into()),
         AdminRequest::Revoke { credential_id } => {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
@@ -226,7 +257,7 @@ pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, Stri
 }
 
 /// Like [`call`], passing each `progress` line to `on_progress` until the
-/// answer; a verify waits up to `ADMIN_VERIFY_DEADLINE` between lines.
+/// answer; a verify waits up to `ADMIN_LONG_DEADLINE` between lines.
 pub fn call_streaming(
     db: &Path,
     req: &AdminRequest,
@@ -241,7 +272,8 @@ pub fn call_streaming(
         }
         Err(e) => return Err(format!("admin socket {}: {e}", path.display())),
     };
-    let wait = if matches!(req, AdminRequest::Verify { .. }) { ADMIN_VERIFY_DEADLINE } else { ADMIN_TIMEOUT };
+    let long = matches!(req, AdminRequest::Verify { .. } | AdminRequest::Export { .. });
+    let wait = if long { ADMIN_LONG_DEADLINE } else { ADMIN_TIMEOUT };
     stream.set_read_timeout(Some(wait)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(ADMIN_TIMEOUT)).map_err(|e| e.to_string())?;
     let mut line = serde_json::to_vec(req).map_err(|e| e.to_string())?;

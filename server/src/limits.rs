@@ -44,10 +44,10 @@ pub const SESSIONS_LISTED_MAX: usize = 500;
 pub const ADMIN_LINE_MAX: usize = 16 << 20;
 /// How long an admin client waits for the daemon.
 pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(30);
-/// Longest `worldd verify` a running daemon answers, and the longest a
-/// client waits between two of its lines (hashing reports progress often;
-/// the other checks of a large store may not).
-pub const ADMIN_VERIFY_DEADLINE: Duration = Duration::from_secs(3600);
+/// Longest `worldd verify` or `export` a running daemon answers, and the
+/// longest a client waits between two of its lines (hashing reports progress
+/// often; the other checks of a large store, and an export, may not).
+pub const ADMIN_LONG_DEADLINE: Duration = Duration::from_secs(3600);
 /// Progress lines of a daemon-side verify that may wait for the socket; more
 /// are dropped (the next one says the same, later).
 pub const ADMIN_PROGRESS_QUEUE: usize = 16;

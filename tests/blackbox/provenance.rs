@@ -122,12 +122,23 @@ fn why_exits_1_and_names_the_link_when_a_stored_payload_was_altered() {
 
 #[test]
 fn an_export_beside_a_live_daemon_imports_into_a_store_that_verifies_clean() {
-    let w = world();
+    let mut w = world();
     read_hello(&w, "export-1");
-    let (db, dir) = (w.store.db.to_str().unwrap(), w.store.dir.path());
+    let (db, dir) = (w.store.db.to_str().unwrap().to_owned(), w.store.dir.path().to_owned());
+    let (db, dir) = (db.as_str(), dir.as_path());
     let export = dir.join("world.export");
     let o = worldd(&["export", "--db", db, "--out", export.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("written by the daemon running on this store"), "{}", stderr(&o));
+    let live_records = stdout(&o).split_whitespace().nth(1).unwrap().to_owned();
+    // A relative --out is the caller's, not the daemon's working directory.
+    let o = std::process::Command::new(WORLDD)
+        .current_dir(dir)
+        .args(["export", "--db", db, "--out", "relative.export"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join("relative.export").is_file() && !dir.join("relative.export.partial").exists());
     let o = worldd(&["verify", "--db", export.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stdout(&o));
     let copy = dir.join("copy.db");
@@ -148,5 +159,12 @@ fn an_export_beside_a_live_daemon_imports_into_a_store_that_verifies_clean() {
     let o = worldd(&["import", "--db", again.to_str().unwrap(), "--in", truncated.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("byte offset"), "{}", stderr(&o));
+    // With the daemon stopped, the file itself: the same records.
+    assert!(w.daemon.signal_and_wait("TERM").success());
+    let offline = dir.join("offline.export");
+    let o = worldd(&["export", "--db", db, "--out", offline.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("written by the daemon"), "{}", stderr(&o));
+    assert_eq!(stdout(&o).split_whitespace().nth(1), Some(live_records.as_str()));
     assert!(!again.exists(), "nothing half-imported remains");
 }

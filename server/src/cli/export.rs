@@ -1,33 +1,27 @@
 //! `worldd export` and `worldd import`: the portable stream (backup, move, replica feed).
 
 use super::fail;
+use crate::admin::{AdminRequest, AdminResponse};
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use world_store::export;
-use world_store::{ReadOnlyStore, Reads};
+use world_store::{ReadOnlyStore, Reads, Snapshot};
 
 pub fn export_cmd(db: &Path, out: &Path, with_sessions: bool) -> ExitCode {
-    let store = match ReadOnlyStore::open(db) {
-        Ok(s) => s,
-        Err(e) => return fail(2, format!("export: {e}")),
+    let result = match through_daemon(db, out, with_sessions) {
+        Ok(Some(n)) => Ok(n),
+        Err(e) => Err(e),
+        // No daemon: the file itself.
+        Ok(None) => {
+            let opened = ReadOnlyStore::open(db).map_err(|e| e.to_string());
+            let snap = match opened.and_then(|store| store.snapshot().map_err(|e| e.to_string())) {
+                Ok(s) => s,
+                Err(e) => return fail(2, format!("export: {e}")),
+            };
+            export_to_file(&snap, out, with_sessions)
+        }
     };
-    let snap = match store.snapshot() {
-        Ok(s) => s,
-        Err(e) => return fail(2, format!("export: {e}")),
-    };
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = std::path::PathBuf::from(tmp);
-    let result = (|| -> Result<u64, String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        let n = export::export(&snap, &mut w, with_sessions, crate::clock::now()).map_err(|e| e.to_string())?;
-        let file = w.into_inner().map_err(|e| e.to_string())?;
-        file.sync_all().map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
-        Ok(n)
-    })();
     match result {
         Ok(n) => {
             println!(
@@ -38,11 +32,44 @@ pub fn export_cmd(db: &Path, out: &Path, with_sessions: bool) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            fail(1, format!("export: {e}"))
-        }
+        Err(e) => fail(1, format!("export: {e}")),
     }
+}
+
+/// A running daemon writes the export from a snapshot of its own; `Ok(None)`
+/// when none runs. The path goes absolute: the daemon has its own directory.
+fn through_daemon(db: &Path, out: &Path, with_sessions: bool) -> Result<Option<u64>, String> {
+    let out = std::path::absolute(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    match crate::admin::call(db, &AdminRequest::Export { out, with_sessions })? {
+        None => Ok(None),
+        Some(AdminResponse::Exported { records }) => {
+            eprintln!("export: written by the daemon running on this store, from a snapshot of it");
+            Ok(Some(records))
+        }
+        Some(AdminResponse::Error { message }) => Err(message),
+        Some(other) => Err(format!("unexpected daemon reply {other:?}")),
+    }
+}
+
+/// Writes the export of `snap` to `out` whole or not at all: a `.partial`
+/// file, synced, then renamed. Returns the records written.
+pub fn export_to_file(snap: &Snapshot, out: &Path, with_sessions: bool) -> Result<u64, String> {
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = std::path::PathBuf::from(tmp);
+    let result = (|| -> Result<u64, String> {
+        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        let n = export::export(snap, &mut w, with_sessions, crate::clock::now()).map_err(|e| e.to_string())?;
+        let file = w.into_inner().map_err(|e| e.to_string())?;
+        file.sync_all().map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
+        Ok(n)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 pub fn import_cmd(db: &Path, input: &Path) -> ExitCode {

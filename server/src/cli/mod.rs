@@ -3,7 +3,7 @@
 //! open failure (see README).
 
 mod client;
-mod export;
+pub(crate) mod export;
 mod publish;
 mod quickstart;
 mod session;
