@@ -139,6 +139,11 @@ fn an_export_beside_a_live_daemon_imports_into_a_store_that_verifies_clean() {
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(dir.join("relative.export").is_file() && !dir.join("relative.export.partial").exists());
+    // The daemon itself refuses a relative path (its directory is not the caller's).
+    let socket = w.store.socket();
+    let answer = admin_line(&socket, r#"{"op":"export","out":"elsewhere.export","with_sessions":false}"#);
+    assert!(answer.contains("an export path must be absolute"), "{answer}");
+    assert!(admin_line(&socket, r#"{"op":"export","out":7}"#).contains("bad admin request"));
     let o = worldd(&["verify", "--db", export.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stdout(&o));
     let copy = dir.join("copy.db");
@@ -167,4 +172,14 @@ fn an_export_beside_a_live_daemon_imports_into_a_store_that_verifies_clean() {
     assert!(!stderr(&o).contains("written by the daemon"), "{}", stderr(&o));
     assert_eq!(stdout(&o).split_whitespace().nth(1), Some(live_records.as_str()));
     assert!(!again.exists(), "nothing half-imported remains");
+}
+
+/// One raw request line on the admin socket, and the answer line.
+fn admin_line(socket: &std::path::Path, line: &str) -> String {
+    use std::io::{BufRead, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).unwrap();
+    stream.write_all(format!("{line}\n").as_bytes()).unwrap();
+    let mut answer = String::new();
+    std::io::BufReader::new(stream).read_line(&mut answer).unwrap();
+    answer
 }
