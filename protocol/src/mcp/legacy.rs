@@ -3,9 +3,9 @@
 //! SSE event. Nothing of the modern era shows here.
 
 use super::{
-    CallOutcome, Capabilities, HostFailure, Item, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE, McpHeaders, McpPlan, PlanEra,
-    ServerInfo, Step, TextContent, accept_ok, answer_error, answer_result, bad_request, call_output, classify,
-    content_type_ok, host_failure, invalid_params, params_object, plan_call, tools_list, trim_ascii_space,
+    CallOutcome, Capabilities, HostFailure, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
+    answer_error, answer_result, bad_request, call_output, classify, host_failure, invalid_params, params_object,
+    plan_call, tools_list, transport_refusal, trim_ascii_space,
 };
 use crate::json::go_quote;
 use crate::rpc::{self, CODE_INTERNAL_ERROR, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND, CODE_PARSE_ERROR, RawObject};
@@ -46,11 +46,8 @@ pub(super) fn plan(
     surface: &Surface,
     server: &ServerInfo<'_>,
 ) -> Result<McpPlan, HttpReply> {
-    if !content_type_ok(headers.content_type) {
-        return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, MSG_BAD_CONTENT_TYPE));
-    }
-    if !accept_ok(headers.accept) {
-        return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, MSG_BAD_ACCEPT));
+    if let Some(message) = transport_refusal(headers) {
+        return Err(bad_request(&RpcId::Null, CODE_INVALID_REQUEST, message));
     }
     let version =
         negotiate_version(headers.protocol_version).map_err(|m| bad_request(&RpcId::Null, CODE_INVALID_REQUEST, &m))?;
@@ -152,7 +149,7 @@ fn call_response(id: &RpcId, output: &Value) -> Vec<u8> {
 /// One SSE event whose data is the response object, or the array of
 /// responses for a batch; any failed call answers the whole POST with the
 /// host-failure envelope (results of earlier items are dropped).
-pub(super) fn finish(plan: McpPlan, batch: bool, outcomes: Vec<CallOutcome>) -> HttpReply {
+pub(super) fn finish(plan: &McpPlan, batch: bool, outcomes: Vec<CallOutcome>) -> HttpReply {
     let envelope_id = plan.envelope_id();
     let mut outcomes = outcomes.into_iter();
     let mut responses: Vec<Vec<u8>> = Vec::with_capacity(plan.steps.len());

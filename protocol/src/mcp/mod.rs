@@ -264,6 +264,15 @@ fn media_type(v: &str) -> String {
     v.split(';').next().unwrap_or("").trim().to_ascii_lowercase()
 }
 
+/// The first transport rule the request breaks (Content-Type, then Accept),
+/// as its message; both eras check these first.
+fn transport_refusal(headers: &McpHeaders<'_>) -> Option<&'static str> {
+    if !content_type_ok(headers.content_type) {
+        return Some(MSG_BAD_CONTENT_TYPE);
+    }
+    (!accept_ok(headers.accept)).then_some(MSG_BAD_ACCEPT)
+}
+
 fn content_type_ok(v: Option<&str>) -> bool {
     v.is_some_and(|v| media_type(v) == "application/json")
 }
@@ -364,9 +373,9 @@ pub fn plan(
 /// with the host-failure envelope, in both eras. Otherwise the legacy era
 /// answers one SSE event and the modern era one JSON object.
 pub fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
-    match plan.era.clone() {
-        PlanEra::Legacy { batch, .. } => legacy::finish(plan, batch, outcomes),
-        PlanEra::Modern { server, .. } => modern::finish(plan, &server, outcomes),
+    match &plan.era {
+        PlanEra::Legacy { batch, .. } => legacy::finish(&plan, *batch, outcomes),
+        PlanEra::Modern { server, .. } => modern::finish(&plan, server, outcomes),
     }
 }
 

@@ -5,9 +5,9 @@
 //! server's identity in `_meta`, and lists carry caching hints.
 
 use super::{
-    Answer, CallOutcome, Capabilities, Item, MSG_BAD_ACCEPT, MSG_BAD_CONTENT_TYPE, McpHeaders, McpPlan, PlanEra,
-    ServerInfo, Step, TextContent, accept_ok, answer_result, call_output, classify, content_type_ok, host_failure,
-    json_reply, params_object, plan_call, tools_list, top_level_id, trim_ascii_space,
+    Answer, CallOutcome, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
+    answer_result, call_output, classify, host_failure, json_reply, params_object, plan_call, tools_list, top_level_id,
+    transport_refusal, trim_ascii_space,
 };
 use crate::json::go_quote;
 use crate::rpc::{
@@ -156,16 +156,13 @@ fn check_version(id: &RpcId, header: Option<&[u8]>, requested: &str) -> Result<&
         Some(None) => return Err(header_mismatch(id, "the MCP-Protocol-Version header has invalid characters")),
         Some(Some(h)) => h,
     };
-    match header {
-        h if h != requested => {
-            let m = format!(
-                "MCP-Protocol-Version header value {} does not match body value {}",
-                go_quote(h),
-                go_quote(requested)
-            );
-            return Err(header_mismatch(id, &m));
-        }
-        _ => {}
+    if header != requested {
+        let m = format!(
+            "MCP-Protocol-Version header value {} does not match body value {}",
+            go_quote(header),
+            go_quote(requested)
+        );
+        return Err(header_mismatch(id, &m));
     }
     MODERN_PROTOCOL_VERSIONS.iter().find(|v| **v == requested).copied().ok_or_else(|| {
         let data = json!({"supported": MODERN_PROTOCOL_VERSIONS, "requested": requested});
@@ -227,11 +224,8 @@ pub(super) fn plan(
     surface: &Surface,
     server: &ServerInfo<'_>,
 ) -> Result<McpPlan, HttpReply> {
-    if !content_type_ok(headers.content_type) {
-        return Err(error_reply(&top_level_id(body), CODE_INVALID_REQUEST, MSG_BAD_CONTENT_TYPE));
-    }
-    if !accept_ok(headers.accept) {
-        return Err(error_reply(&top_level_id(body), CODE_INVALID_REQUEST, MSG_BAD_ACCEPT));
+    if let Some(message) = transport_refusal(headers) {
+        return Err(error_reply(&top_level_id(body), CODE_INVALID_REQUEST, message));
     }
     // `select_era` chose this era only for a body that parses as one object.
     let raw: Box<serde_json::value::RawValue> = serde_json::from_slice(trim_ascii_space(body))
@@ -327,14 +321,14 @@ struct ResultMeta<'a> {
     server_info: &'a OwnedServerInfo,
 }
 
+/// A complete result of a cacheable operation: the body's own members framed
+/// by `resultType`, the caching hints and the server's identity.
 #[derive(Serialize)]
-struct DiscoverResult<'a> {
+struct Cacheable<'a, T: Serialize> {
     #[serde(rename = "resultType")]
     result_type: &'static str,
-    #[serde(rename = "supportedVersions")]
-    supported_versions: &'static [&'static str],
-    capabilities: Capabilities,
-    instructions: &'static str,
+    #[serde(flatten)]
+    body: T,
     #[serde(rename = "ttlMs")]
     ttl_ms: u64,
     #[serde(rename = "cacheScope")]
@@ -344,18 +338,11 @@ struct DiscoverResult<'a> {
 }
 
 #[derive(Serialize)]
-struct ToolsListResult<'a> {
-    #[serde(rename = "resultType")]
-    result_type: &'static str,
-    #[serde(flatten)]
-    list: super::ToolsList<'a>,
-    #[serde(rename = "ttlMs")]
-    ttl_ms: u64,
-    /// `private`: a session's tools depend on its grants.
-    #[serde(rename = "cacheScope")]
-    cache_scope: &'static str,
-    #[serde(rename = "_meta")]
-    meta: ResultMeta<'a>,
+struct Discovery {
+    #[serde(rename = "supportedVersions")]
+    supported_versions: &'static [&'static str],
+    capabilities: Capabilities,
+    instructions: &'static str,
 }
 
 const COMPLETE: &str = "complete";
@@ -371,21 +358,24 @@ fn dispatch(
     Ok(match method {
         METHOD_DISCOVER => answer_result(
             id,
-            &DiscoverResult {
+            &Cacheable {
                 result_type: COMPLETE,
-                supported_versions: &MODERN_PROTOCOL_VERSIONS,
-                capabilities: Capabilities::TOOLS,
-                instructions: INSTRUCTIONS,
+                body: Discovery {
+                    supported_versions: &MODERN_PROTOCOL_VERSIONS,
+                    capabilities: Capabilities::TOOLS,
+                    instructions: INSTRUCTIONS,
+                },
                 ttl_ms: DISCOVER_TTL_MS,
                 cache_scope: "public",
                 meta,
             },
         ),
+        // `private`: a session's tools depend on its grants.
         "tools/list" => answer_result(
             id,
-            &ToolsListResult {
+            &Cacheable {
                 result_type: COMPLETE,
-                list: tools_list(surface),
+                body: tools_list(surface),
                 ttl_ms: TOOLS_LIST_TTL_MS,
                 cache_scope: "private",
                 meta,
@@ -439,7 +429,7 @@ fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8
 
 /// The one response as a JSON object (a protocol error with its status); a
 /// failed host call is the seed's host-failure envelope, as in the legacy era.
-pub(super) fn finish(plan: McpPlan, server: &OwnedServerInfo, outcomes: Vec<CallOutcome>) -> HttpReply {
+pub(super) fn finish(plan: &McpPlan, server: &OwnedServerInfo, outcomes: Vec<CallOutcome>) -> HttpReply {
     let envelope_id = plan.envelope_id();
     let mut outcomes = outcomes.into_iter();
     match plan.steps.first() {

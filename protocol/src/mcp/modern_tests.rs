@@ -306,9 +306,12 @@ fn tools_list_is_the_legacy_list_plus_result_type_and_private_caching_hints() {
 
 /// A legacy reply's result, read out of its SSE event.
 fn legacy_result(body: &str) -> Value {
-    let h = McpHeaders { protocol_version: Some("2025-11-25"), ..Default::default() };
-    let h =
-        McpHeaders { content_type: Some("application/json"), accept: Some("application/json, text/event-stream"), ..h };
+    let h = McpHeaders {
+        content_type: Some("application/json"),
+        accept: Some("application/json, text/event-stream"),
+        protocol_version: Some("2025-11-25"),
+        ..Default::default()
+    };
     let r = finish(plan(&h, body.as_bytes(), &surface(), &SERVER).unwrap(), vec![]);
     let text = r.body_text();
     let data = text.strip_prefix("event: message\ndata: ").unwrap().trim_end();

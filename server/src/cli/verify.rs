@@ -12,10 +12,10 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
     if world_store::export::is_export(db) {
         return run_export(db, json);
     }
+    let show_progress = !json && std::io::stderr().is_terminal();
     // A running daemon answers from its own snapshot (`--deep` reads the file
     // itself: it checks the engine's pages, not the daemon's view).
     if !deep {
-        let show_progress = !json && std::io::stderr().is_terminal();
         match crate::admin::call_streaming(db, &AdminRequest::Verify { json }, |done, total| {
             if show_progress {
                 draw_progress(done, total);
@@ -43,11 +43,9 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(2, format!("verify: {e}")),
     };
-    let show_progress = !json && std::io::stderr().is_terminal();
-    let progress = |done: u64, total: u64| draw_progress(done, total);
     let started = std::time::Instant::now();
     let mut report =
-        verify(&snapshot, &Options { threads: 0, progress: if show_progress { Some(&progress) } else { None } });
+        verify(&snapshot, &Options { threads: 0, progress: if show_progress { Some(&draw_progress) } else { None } });
     if show_progress {
         eprintln!();
     }
