@@ -19,6 +19,8 @@ pub enum OpenError {
         "store {path} has format {found}; this binary reads format {expected}; refusing to touch it (carry it over with `worldd export` from the binary that wrote it and `worldd import` with this one)"
     )]
     Format { path: PathBuf, found: u64, expected: u64 },
+    #[error("store {path} was not closed cleanly and needs recovery; open it once with a writer (worldd serve)")]
+    NeedsRecovery { path: PathBuf },
     #[error("store {path}: {source}")]
     Corrupt { path: PathBuf, source: Corruption },
 }
@@ -73,6 +75,10 @@ pub enum WriteError {
     Read(#[from] ReadError),
     #[error("storage engine: {0}")]
     Storage(String),
+    /// The disk is full: nothing of the request was written; writes resume
+    /// by themselves once space returns.
+    #[error("{0}")]
+    OutOfSpace(String),
     #[error("the store writer has stopped: {0}")]
     WriterStopped(String),
 }

@@ -36,7 +36,7 @@ pub enum Record {
     Object {
         hash: Ref,
         meta: ObjectMeta,
-        #[serde(with = "serde_bytes_vec")]
+        #[serde(with = "crate::model::serde_bytes_vec")]
         payload: Vec<u8>,
     },
     Entry(LogEntry),
@@ -81,30 +81,6 @@ pub enum Record {
     End {
         records: u64,
     },
-}
-
-/// Payloads as a CBOR byte string, not an array of numbers.
-mod serde_bytes_vec {
-    use serde::{Deserializer, Serializer};
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Vec<u8>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("bytes")
-            }
-            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-                Ok(v.to_vec())
-            }
-            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-                Ok(v)
-            }
-        }
-        d.deserialize_byte_buf(V)
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

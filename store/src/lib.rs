@@ -10,9 +10,11 @@
 //! completion callback (`Store::submit`) or run blocking (`Store::call`).
 
 pub mod canonical;
+mod engine;
 pub mod error;
 pub mod export;
 pub mod fuzz;
+pub mod media;
 pub mod model;
 pub mod ops;
 pub mod read;
@@ -20,16 +22,22 @@ pub mod refs;
 pub mod rows;
 pub mod tables;
 pub mod verify;
+pub mod wal;
 mod writer;
 
+pub use engine::Replayed;
 pub use error::{OpenError, ReadError, WriteError};
+pub use media::{FileMedia, Media, RESERVE_BYTES, WalIo};
 pub use model::*;
 pub use ops::*;
 pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Referrer, Snapshot, page_limit};
 pub use refs::{Ref, RefError};
-pub use writer::{BATCH_MAX, Done, WRITE_QUEUE_MAX, WriterStats};
+pub use writer::{
+    BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, Done, Health, OnFatal, WRITE_QUEUE_MAX, WriterStats,
+};
 
-use redb::{Builder, ConcurrencyMode, Database, Durability, ReadOnlyDatabase, ReadableDatabase, ReadableTable};
+use engine::{Engine, Shared};
+use redb::{Builder, ConcurrencyMode, ReadOnlyDatabase, ReadableDatabase};
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -48,42 +56,59 @@ pub trait Reads {
     fn snapshot(&self) -> Result<Snapshot, ReadError>;
 }
 
-/// The writing handle. Dropping it drains the queue and releases the lock.
+/// How to open a store for writing; the defaults are the files at the path.
+#[derive(Default)]
+pub struct StoreOptions {
+    /// Where the bytes live (tests put faults there).
+    pub media: Option<Arc<dyn Media>>,
+    /// Told when the store stops writing because its durability is in doubt.
+    pub on_fatal: Option<OnFatal>,
+    /// The database's page cache; redb's default when `None`.
+    pub cache_bytes: Option<usize>,
+}
+
+/// The writing handle. Dropping it drains the queue, checkpoints and
+/// releases the lock.
 pub struct Store {
     path: PathBuf,
-    db: Arc<Database>,
+    shared: Arc<Shared>,
     writer: writer::Writer,
+    replayed: Replayed,
     _lock: File,
 }
 
 impl Store {
     /// Opens (creating if absent) the store for writing, takes the writer lock,
-    /// and runs recovery. `now` stamps recovery outcomes (Unix seconds).
+    /// replays the write-ahead log and runs recovery. `now` stamps recovery
+    /// outcomes (Unix seconds).
     pub fn open(path: &Path, now: u64) -> Result<(Store, ops::RecoveryReport), OpenError> {
-        let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
-        let lock_file = lock_path(path);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_file)
-            .map_err(|e| engine(format!("open lock file {}: {e}", lock_file.display())))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => return Err(OpenError::Locked { lock: lock_file }),
-            Err(std::fs::TryLockError::Error(e)) => return Err(engine(format!("lock {}: {e}", lock_file.display()))),
-        }
-        let db = guard_panic(|| Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).create(path))
-            .map_err(engine)?
-            .map_err(|e| engine(e.to_string()))?;
-        let report = initialise(path, &db, now)?;
-        let db = Arc::new(db);
-        let writer = writer::Writer::start(db.clone());
-        Ok((Store { path: path.to_path_buf(), db, writer, _lock: lock }, report))
+        Store::open_with(path, now, StoreOptions::default())
+    }
+
+    pub fn open_with(path: &Path, now: u64, opts: StoreOptions) -> Result<(Store, ops::RecoveryReport), OpenError> {
+        let lock = take_lock(path)?;
+        let media = opts.media.unwrap_or_else(|| Arc::new(FileMedia { path: path.to_path_buf() }));
+        let shared = Arc::new(Shared::default());
+        let (mut engine, replayed) =
+            Engine::open(media.clone(), shared.clone(), opts.cache_bytes).map_err(|f| f.into_open_error(path))?;
+        let report = engine.recover(now).map_err(|f| f.into_open_error(path))?;
+        let short = !matches!(media.reserve(true), Ok(true));
+        let writer = writer::Writer::start(engine, opts.on_fatal, short);
+        Ok((Store { path: path.to_path_buf(), shared, writer, replayed, _lock: lock }, report))
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What the open found in the write-ahead log.
+    pub fn replayed(&self) -> &Replayed {
+        &self.replayed
+    }
+
+    /// Whether the store takes writes.
+    pub fn health(&self) -> Health {
+        self.shared.health()
     }
 
     /// Queues a write; `done` runs once its batch is durable (or failed).
@@ -105,13 +130,18 @@ impl Store {
 
     /// `(batches, requests)` committed so far: the group-commit ratio.
     pub fn writer_stats(&self) -> (u64, u64) {
-        let s = &self.writer.stats;
+        let s = &self.shared.stats;
         (s.batches.load(Ordering::Relaxed), s.requests.load(Ordering::Relaxed))
+    }
+
+    /// Checkpoints run so far.
+    pub fn checkpoints(&self) -> u64 {
+        self.shared.stats.checkpoints.load(Ordering::Relaxed)
     }
 
     /// `(applying, committing)` time of the writer so far: where a batch's time goes.
     pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration) {
-        let s = &self.writer.stats;
+        let s = &self.shared.stats;
         let d = |a: &std::sync::atomic::AtomicU64| std::time::Duration::from_nanos(a.load(Ordering::Relaxed));
         (d(&s.apply_ns), d(&s.commit_ns))
     }
@@ -119,13 +149,33 @@ impl Store {
 
 impl Reads for Store {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        Snapshot::begin(self.db.as_ref())
+        match self.shared.db() {
+            Some(db) => Snapshot::begin(db.as_ref()),
+            None => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
+        }
     }
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
         self.writer.stop();
+    }
+}
+
+/// Takes the exclusive, non-waiting writer lock beside a store.
+fn take_lock(path: &Path) -> Result<File, OpenError> {
+    let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
+    let lock_file = lock_path(path);
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_file)
+        .map_err(|e| engine(format!("open lock file {}: {e}", lock_file.display())))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(OpenError::Locked { lock: lock_file }),
+        Err(std::fs::TryLockError::Error(e)) => Err(engine(format!("lock {}: {e}", lock_file.display()))),
     }
 }
 
@@ -136,7 +186,9 @@ impl Drop for Store {
 /// faster than redb's 1 GiB default, and 32 MiB instead of up to 1 GiB of memory.
 pub const READ_ONLY_CACHE_BYTES: usize = 32 << 20;
 
-/// A read-only handle; coexists with a live writer in another process.
+/// A read-only handle on a store no daemon is running on. When the last
+/// writer stopped without a checkpoint (a crash), opening recovers first, as
+/// the next `serve` would: the write-ahead log holds acknowledged writes.
 pub struct ReadOnlyStore {
     db: ReadOnlyDatabase,
 }
@@ -146,18 +198,31 @@ impl ReadOnlyStore {
         if !path.exists() {
             return Err(OpenError::Missing { path: path.to_path_buf() });
         }
+        drop(take_lock(path)?);
+        let unplayed = std::fs::metadata(media::wal_path(path)).is_ok_and(|m| m.len() > wal::WAL_MAGIC.len() as u64);
+        if unplayed {
+            Store::open(path, unix_now())?;
+        }
+        match ReadOnlyStore::open_file(path) {
+            Err(OpenError::NeedsRecovery { .. }) => {
+                Store::open(path, unix_now())?;
+                ReadOnlyStore::open_file(path)
+            }
+            other => other,
+        }
+    }
+
+    fn open_file(path: &Path) -> Result<ReadOnlyStore, OpenError> {
         let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
         let db = guard_panic(|| {
             Builder::new()
                 .set_cache_size(READ_ONLY_CACHE_BYTES)
-                .set_concurrency_mode(ConcurrencyMode::SingleWriter)
+                .set_concurrency_mode(ConcurrencyMode::ExclusiveWriter)
                 .open_read_only(path)
         })
         .map_err(engine)?
         .map_err(|e| match e {
-            redb::DatabaseError::RepairAborted => {
-                engine("the store needs recovery; open it once with a writer (worldd serve)".into())
-            }
+            redb::DatabaseError::RepairAborted => OpenError::NeedsRecovery { path: path.to_path_buf() },
             other => engine(other.to_string()),
         })?;
         let store = ReadOnlyStore { db };
@@ -174,6 +239,10 @@ impl ReadOnlyStore {
     }
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
 impl Reads for ReadOnlyStore {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
         Snapshot::begin(&self.db)
@@ -185,28 +254,6 @@ fn check_format(path: &Path, found: Option<u64>) -> Result<(), OpenError> {
         Some(STORE_FORMAT) | None => Ok(()),
         Some(found) => Err(OpenError::Format { path: path.to_path_buf(), found, expected: STORE_FORMAT }),
     }
-}
-
-/// Creates every table, checks the format, runs recovery: one durable transaction.
-fn initialise(path: &Path, db: &Database, now: u64) -> Result<ops::RecoveryReport, OpenError> {
-    let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
-    let mut txn = db.begin_write().map_err(|e| engine(e.to_string()))?;
-    txn.set_durability(Durability::Immediate).map_err(|e| engine(e.to_string()))?;
-    let report = {
-        let mut meta = txn.open_table(META).map_err(|e| engine(e.to_string()))?;
-        let found = meta.get("format").map_err(|e| engine(e.to_string()))?.map(|v| v.value());
-        check_format(path, found)?;
-        if found.is_none() {
-            meta.insert("format", STORE_FORMAT).map_err(|e| engine(e.to_string()))?;
-        }
-        drop(meta);
-        let mut w = ops::W::open(&txn).map_err(|e| engine(e.to_string()))?;
-        let report = w.recover(now).map_err(|e| engine(e.to_string()))?;
-        w.finish().map_err(|e| engine(e.to_string()))?;
-        report
-    };
-    txn.commit().map_err(|e| engine(e.to_string()))?;
-    Ok(report)
 }
 
 /// The engine may panic on a damaged file; that is a reported failure, not a crash.

@@ -40,12 +40,13 @@ impl ObjectRow {
 
 /// An object offered for writing. `hash` is what the writer claims; the store
 /// rehashes `payload` and refuses a mismatch.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewObject {
     pub hash: Ref,
     pub interface_hash: Ref,
     pub semantic_id: String,
     pub provenance: String,
+    #[serde(with = "serde_bytes_vec")]
     pub payload: Vec<u8>,
 }
 
@@ -291,4 +292,28 @@ impl ReceiptState {
 pub struct JournalKey {
     pub invocation_id: String,
     pub ordinal: u32,
+}
+
+/// Payloads as a CBOR byte string, not an array of numbers.
+pub(crate) mod serde_bytes_vec {
+    use serde::{Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
 }

@@ -17,7 +17,7 @@ pub const OBJECT_PAYLOAD_MAX: usize = 64 << 20;
 pub const LABEL_MAX: usize = 512;
 
 /// A REST commit: compare-and-append on the selected head.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RestCommit {
     pub invocation_id: Option<String>,
     /// Digest of the request, compared when a `rest:` id is resent.
@@ -86,7 +86,7 @@ impl RestCommit {
 
 /// Everything a coordinator invocation commits. The writer assigns the entry
 /// index and previous hash from the head it finds (rebasing).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct InvocationCommit {
     pub task: TaskKey,
     pub objects: Vec<NewObject>,
@@ -102,7 +102,7 @@ pub struct InvocationCommit {
     pub state_root: Ref,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct IntentRequest {
     pub task: TaskKey,
     pub ordinal: u32,
@@ -116,7 +116,7 @@ pub struct IntentRequest {
     pub at: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct OutcomeRequest {
     pub task: TaskKey,
     pub ordinal: u32,
@@ -126,7 +126,7 @@ pub struct OutcomeRequest {
     pub at: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct RegistryPublish {
     pub name: String,
     pub expected: Option<Ref>,
@@ -137,7 +137,7 @@ pub struct RegistryPublish {
 }
 
 /// One request to the writer.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {
     PutObjects(Vec<NewObject>),
     RestIntent {

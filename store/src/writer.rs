@@ -1,22 +1,39 @@
-//! The single writer thread and group commit.
+//! The single writer thread: group commit through the write-ahead log.
 //!
-//! Callers queue requests; the thread drains what is queued (up to `BATCH_MAX`),
-//! applies each request's checks and writes inside one write transaction, commits
-//! once with `Durability::Immediate`, and only then answers every caller. No reply
-//! ever precedes the fsync of its batch.
+//! Callers queue requests; the thread drains what is queued (up to
+//! `BATCH_MAX`), applies each request's checks and writes inside one redb write
+//! transaction while encoding the requests it keeps into WAL frames, appends
+//! and fdatasyncs the frames, commits the transaction non-durably, and only
+//! then answers every caller. No reply ever precedes the sync of its frames.
+//! Checkpoints (durable redb commits) run when `CHECKPOINT_WAL_BYTES` of
+//! frames or `CHECKPOINT_INTERVAL` have accumulated, and empty the log.
+//!
+//! Faults: a full disk refuses the batch as `OutOfSpace`, gives back the space
+//! reserve, checkpoints, and leaves the store `Degraded` (reads go on) until a
+//! probe finds space again; an engine error after the frames are durable
+//! reopens the database and replays the log; anything else (a failed sync)
+//! makes the store `Failed`: nothing more is written, and the owner is told.
 
-use crate::error::{WriteError, storage};
-use crate::ops::{Op, Reply, W};
-use redb::{Database, Durability};
+use crate::engine::{self, Engine, Fault};
+use crate::error::WriteError;
+use crate::ops::{Op, Reply};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// Most requests waiting for the writer; one more is refused as `Overloaded`.
 pub const WRITE_QUEUE_MAX: usize = 16_384;
 /// Most requests applied in one transaction.
 pub const BATCH_MAX: usize = 4_096;
+/// A checkpoint runs once this many bytes of frames wait in the log...
+pub const CHECKPOINT_WAL_BYTES: u64 = 4 << 20;
+/// ...or once frames have waited this long.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// First and longest wait between two looks for free space on a full disk.
+pub const SPACE_PROBE_FIRST: Duration = Duration::from_millis(100);
+pub const SPACE_PROBE_MAX: Duration = Duration::from_secs(2);
 
 /// Called exactly once with the request's result, on the writer thread, after
 /// its batch is durable (or failed). Keep it short: send on a channel.
@@ -31,28 +48,45 @@ struct Request {
 pub struct WriterStats {
     pub batches: AtomicU64,
     pub requests: AtomicU64,
-    /// Nanoseconds spent applying requests (checks and inserts).
+    /// Nanoseconds spent applying requests (checks and inserts) and encoding frames.
     pub apply_ns: AtomicU64,
-    /// Nanoseconds spent committing (page flush and fsyncs).
+    /// Nanoseconds spent making batches durable (log append and sync, redb commit).
     pub commit_ns: AtomicU64,
+    /// Checkpoints run.
+    pub checkpoints: AtomicU64,
 }
+
+/// Whether the store takes writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Serving,
+    /// Reads go on; writes are refused until the cause passes by itself.
+    Degraded(String),
+    /// Nothing more is written by this process; reopen the store.
+    Failed(String),
+}
+
+/// Told once, on the writer thread, when the store becomes `Failed`.
+pub type OnFatal = Box<dyn Fn(&str) + Send + Sync>;
 
 pub(crate) struct Writer {
     queue: Mutex<Option<SyncSender<Request>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
-    pub(crate) stats: Arc<WriterStats>,
 }
 
 impl Writer {
-    pub(crate) fn start(db: Arc<Database>) -> Writer {
+    /// `short`: the space reserve could not be set aside; start degraded.
+    pub(crate) fn start(engine: Engine, on_fatal: Option<OnFatal>, short: bool) -> Writer {
+        let short = short.then(|| {
+            engine.set_health(Health::Degraded("the store is out of space: no room for its reserve".into()));
+            Short { next_probe: Instant::now(), backoff: SPACE_PROBE_FIRST }
+        });
         let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
-        let stats = Arc::new(WriterStats::default());
-        let thread_stats = stats.clone();
         let thread = std::thread::Builder::new()
             .name("world-store-writer".into())
-            .spawn(move || run(db, rx, thread_stats))
+            .spawn(move || Loop { engine, on_fatal, short }.run(rx))
             .expect("spawn the store writer thread");
-        Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)), stats }
+        Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
     }
 
     pub(crate) fn submit(&self, op: Op, done: Done) {
@@ -70,7 +104,8 @@ impl Writer {
         }
     }
 
-    /// Stops accepting requests, lets the thread finish what is queued, joins it.
+    /// Stops accepting requests, lets the thread finish what is queued and
+    /// checkpoint, joins it.
     pub(crate) fn stop(&self) {
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
@@ -79,72 +114,175 @@ impl Writer {
     }
 }
 
-fn run(db: Arc<Database>, rx: Receiver<Request>, stats: Arc<WriterStats>) {
-    let mut stopped: Option<String> = None;
-    while let Ok(first) = rx.recv() {
-        let mut batch = Vec::with_capacity(64);
-        batch.push(first);
-        while batch.len() < BATCH_MAX {
-            match rx.try_recv() {
-                Ok(r) => batch.push(r),
-                Err(_) => break,
-            }
-        }
-        if let Some(reason) = &stopped {
-            for r in batch {
-                (r.done)(Err(WriteError::WriterStopped(reason.clone())));
-            }
-            continue;
-        }
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        stats.requests.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        if let Err(e) = commit_batch(&db, batch, &stats) {
-            // An engine or fsync failure is fatal for this writer: nothing is
-            // retried on a store whose durability is in doubt.
-            stopped = Some(e.to_string());
-        }
-    }
+/// A full disk: when to look for space next.
+struct Short {
+    next_probe: Instant,
+    backoff: Duration,
 }
 
-fn commit_batch(db: &Database, batch: Vec<Request>, stats: &WriterStats) -> Result<(), WriteError> {
-    let (ops, dones): (Vec<Op>, Vec<Done>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
-    match apply_batch(db, ops, stats) {
-        Ok(results) => {
-            debug_assert_eq!(results.len(), dones.len());
-            for (done, r) in dones.into_iter().zip(results) {
-                done(r);
+struct Loop {
+    engine: Engine,
+    on_fatal: Option<OnFatal>,
+    short: Option<Short>,
+}
+
+impl Loop {
+    fn run(mut self, rx: Receiver<Request>) {
+        loop {
+            let first = match rx.recv_timeout(self.idle_wait()) {
+                Ok(r) => r,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.tick();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut batch = Vec::with_capacity(64);
+            batch.push(first);
+            while batch.len() < BATCH_MAX {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
             }
-            Ok(())
+            self.batch(batch);
+            self.tick();
         }
-        Err(e) => {
+        if self.failed().is_none() {
+            let _ = self.engine.checkpoint();
+        }
+    }
+
+    fn failed(&self) -> Option<String> {
+        match self.engine.health() {
+            Health::Failed(reason) => Some(reason),
+            _ => None,
+        }
+    }
+
+    /// How long the thread may sleep: until a checkpoint or a space probe is due.
+    fn idle_wait(&self) -> Duration {
+        let mut wait = Duration::from_secs(3600);
+        if self.engine.wal_pending() > 0 {
+            wait = wait.min(CHECKPOINT_INTERVAL.saturating_sub(self.engine.since_checkpoint()));
+        }
+        if let Some(s) = &self.short {
+            wait = wait.min(s.next_probe.saturating_duration_since(Instant::now()));
+        }
+        wait.max(Duration::from_millis(1))
+    }
+
+    fn batch(&mut self, batch: Vec<Request>) {
+        let (ops, dones): (Vec<Op>, Vec<Done>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
+        self.engine.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.engine.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
+        let refusal = if let Some(reason) = self.failed() {
+            Some(WriteError::WriterStopped(reason))
+        } else if self.short.is_some() && !self.probe_space() {
+            Some(WriteError::OutOfSpace(self.degraded_reason()))
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
             for done in dones {
                 done(Err(e.clone()));
             }
-            Err(e)
+            return;
         }
-    }
-}
-
-/// One transaction for the whole batch; dropping it on an error aborts it.
-fn apply_batch(db: &Database, ops: Vec<Op>, stats: &WriterStats) -> Result<Vec<Result<Reply, WriteError>>, WriteError> {
-    let started = std::time::Instant::now();
-    let mut txn = db.begin_write().map_err(storage)?;
-    txn.set_durability(Durability::Immediate).map_err(storage)?;
-    let mut results = Vec::with_capacity(ops.len());
-    {
-        let mut w = W::open(&txn)?;
-        for op in ops {
-            let r = w.apply(op);
-            if let Err(WriteError::Storage(e)) = &r {
-                return Err(WriteError::Storage(e.clone()));
+        match self.engine.commit(ops) {
+            Ok(results) => {
+                debug_assert_eq!(results.len(), dones.len());
+                for (done, r) in dones.into_iter().zip(results) {
+                    done(r);
+                }
             }
-            results.push(r);
+            Err(fault) => {
+                let e = self.fault(fault);
+                for done in dones {
+                    done(Err(e.clone()));
+                }
+            }
         }
-        w.finish()?;
     }
-    let applied = std::time::Instant::now();
-    txn.commit().map_err(storage)?;
-    stats.apply_ns.fetch_add((applied - started).as_nanos() as u64, Ordering::Relaxed);
-    stats.commit_ns.fetch_add(applied.elapsed().as_nanos() as u64, Ordering::Relaxed);
-    Ok(results)
+
+    fn degraded_reason(&self) -> String {
+        match self.engine.health() {
+            Health::Degraded(r) | Health::Failed(r) => r,
+            Health::Serving => "no space left on the store's device".into(),
+        }
+    }
+
+    /// Checkpoints when due; looks for space when due.
+    fn tick(&mut self) {
+        if self.failed().is_some() {
+            return;
+        }
+        if self.short.as_ref().is_some_and(|s| Instant::now() >= s.next_probe) {
+            self.probe_space();
+        }
+        let due = self.engine.wal_pending() >= CHECKPOINT_WAL_BYTES
+            || (self.engine.wal_pending() > 0 && self.engine.since_checkpoint() >= CHECKPOINT_INTERVAL);
+        if due && let Err(fault) = self.engine.checkpoint() {
+            self.fault(fault);
+        }
+    }
+
+    /// Turns a fault into the error callers see, and the store's new health.
+    fn fault(&mut self, fault: Fault) -> WriteError {
+        match fault {
+            Fault::OutOfSpace(detail) => {
+                let reason = format!("the store is out of space: {detail}");
+                self.engine.set_health(Health::Degraded(reason.clone()));
+                // Give back the reserve so that the checkpoint that empties the
+                // log (and any recovery) can complete on the full disk.
+                let _ = self.engine.media.reserve(false);
+                if self.engine.wal_pending() > 0 {
+                    let _ = self.engine.checkpoint();
+                }
+                self.short = Some(Short { next_probe: Instant::now() + SPACE_PROBE_FIRST, backoff: SPACE_PROBE_FIRST });
+                WriteError::OutOfSpace(reason)
+            }
+            Fault::Fatal(detail) => {
+                let reason = format!("the store's durability is in doubt: {detail}");
+                self.engine.set_health(Health::Failed(reason.clone()));
+                if let Some(f) = &self.on_fatal {
+                    f(&reason);
+                }
+                WriteError::WriterStopped(reason)
+            }
+        }
+    }
+
+    /// Sets the reserve aside again; when that works, space is back and writes
+    /// resume. Returns whether the store takes writes.
+    fn probe_space(&mut self) -> bool {
+        let Some(short) = &mut self.short else { return true };
+        if Instant::now() < short.next_probe {
+            return false;
+        }
+        match self.engine.media.reserve(true) {
+            Ok(true) => {
+                let caught_up = self.engine.wal_pending() == 0 || self.engine.checkpoint().is_ok();
+                if caught_up {
+                    self.short = None;
+                    self.engine.set_health(Health::Serving);
+                    return true;
+                }
+                let _ = self.engine.media.reserve(false);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                let fault = engine::classify(e);
+                if let Fault::Fatal(_) = fault {
+                    self.fault(fault);
+                    return false;
+                }
+            }
+        }
+        if let Some(short) = &mut self.short {
+            short.backoff = (short.backoff * 2).min(SPACE_PROBE_MAX);
+            short.next_probe = Instant::now() + short.backoff;
+        }
+        false
+    }
 }

@@ -221,7 +221,7 @@ fn recovery_marks_unfinished_work_fail_closed_and_is_idempotent() {
 }
 
 #[test]
-fn a_second_writer_is_refused_at_once_naming_the_lock_and_readers_coexist() {
+fn a_second_writer_and_a_reader_beside_a_live_writer_are_refused_at_once_naming_the_lock() {
     let (dir, store) = temp_store();
     store.call(Op::CommitWorld(genesis())).unwrap();
     let path = dir.path().join("world.db");
@@ -229,6 +229,12 @@ fn a_second_writer_is_refused_at_once_naming_the_lock_and_readers_coexist() {
         Err(OpenError::Locked { lock }) => assert!(lock.ends_with("world.db.writer.lock")),
         other => panic!("expected Locked, got {:?}", other.map(|_| ())),
     }
+    // The writer owns the file: a reader asks it (the daemon's admin socket).
+    match ReadOnlyStore::open(&path) {
+        Err(OpenError::Locked { lock }) => assert!(lock.ends_with("world.db.writer.lock")),
+        other => panic!("expected Locked, got {:?}", other.map(|_| ())),
+    }
+    drop(store);
     let reader = ReadOnlyStore::open(&path).unwrap();
     assert!(reader.snapshot().unwrap().selected_head().unwrap().is_some());
 }

@@ -1,0 +1,344 @@
+//! The database and its log, as the writer drives them: open and replay,
+//! commit a batch through the log, checkpoint, reopen after an engine error.
+
+use crate::error::{OpenError, WriteError};
+use crate::media::{Media, is_out_of_space};
+use crate::ops::{Op, RecoveryReport, Reply, W};
+use crate::tables::{META, STORE_FORMAT};
+use crate::wal::{AppendError, Frame, FrameBuilder, Wal, WalScan};
+use crate::writer::{Health, WriterStats};
+use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// `meta` key: the last log frame the database contains.
+pub(crate) const META_WAL_SEQ: &str = "wal_seq";
+/// Attempts to reopen the database after an engine error (a reader may still
+/// hold the old handle for a moment), `REOPEN_WAIT` apart.
+const REOPEN_ATTEMPTS: u32 = 50;
+const REOPEN_WAIT: Duration = Duration::from_millis(20);
+
+/// Shared between the writer and the store's readers.
+#[derive(Default)]
+pub(crate) struct Shared {
+    /// `None` while the database is being reopened.
+    pub db: RwLock<Option<Arc<Database>>>,
+    pub health: Mutex<Option<Health>>,
+    pub stats: WriterStats,
+}
+
+impl Shared {
+    pub(crate) fn db(&self) -> Option<Arc<Database>> {
+        self.db.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or(Health::Serving)
+    }
+}
+
+/// Why a batch or a checkpoint could not be made durable.
+#[derive(Debug)]
+pub(crate) enum Fault {
+    /// The disk is full: nothing of the batch is durable; later writes may succeed.
+    OutOfSpace(String),
+    /// Durability is in doubt (a failed sync, an engine that cannot be reopened).
+    Fatal(String),
+}
+
+pub(crate) fn classify(e: std::io::Error) -> Fault {
+    if is_out_of_space(&e) { Fault::OutOfSpace(e.to_string()) } else { Fault::Fatal(e.to_string()) }
+}
+
+fn redb_fault(e: impl Into<redb::Error>) -> Fault {
+    match e.into() {
+        redb::Error::Io(io) => classify(io),
+        other => Fault::Fatal(other.to_string()),
+    }
+}
+
+/// What opening found in the log.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Replayed {
+    pub scan: WalScan,
+    /// Frames applied to the database (the others it already contained).
+    pub frames_applied: u64,
+}
+
+pub(crate) struct Engine {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) media: Arc<dyn Media>,
+    wal: Wal,
+    next_seq: u64,
+    last_checkpoint: Instant,
+    cache_bytes: Option<usize>,
+}
+
+impl Engine {
+    /// Opens the database (refusing another format), reads the log and
+    /// replays the frames the database does not contain.
+    pub(crate) fn open(
+        media: Arc<dyn Media>,
+        shared: Arc<Shared>,
+        cache_bytes: Option<usize>,
+    ) -> Result<(Engine, Replayed), OpenFailure> {
+        let db = open_database(media.as_ref(), cache_bytes)?;
+        let meta = read_meta(&db)?;
+        if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
+            return Err(OpenFailure::Format(found));
+        }
+        let (wal, frames, scan) =
+            Wal::open(media.wal().map_err(|e| OpenFailure::Engine(format!("open the log: {e}")))?)
+                .map_err(|e| OpenFailure::Engine(e.to_string()))?;
+        if meta.format.is_none() && scan.frames > 0 {
+            return Err(OpenFailure::Engine(format!(
+                "its write-ahead log holds {} frame(s) but the database has none of its history; the log belongs to another store (move it away)",
+                scan.frames
+            )));
+        }
+        let frames_applied = replay(&db, meta.wal_seq, frames)?;
+        let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
+        *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
+        let engine = Engine { shared, media, wal, next_seq, last_checkpoint: Instant::now(), cache_bytes };
+        Ok((engine, Replayed { scan, frames_applied }))
+    }
+
+    /// The open-time transaction: creates what is missing, records the
+    /// format, runs intent and task recovery; durable, so it is a checkpoint.
+    pub(crate) fn recover(&mut self, now: u64) -> Result<RecoveryReport, OpenFailure> {
+        let db = self.shared.db().ok_or_else(|| OpenFailure::Engine("the database is not open".into()))?;
+        let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(e.to_string());
+        let mut txn = db.begin_write().map_err(|e| engine(&e))?;
+        txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
+        let report = {
+            let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
+            meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
+            meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
+            drop(meta);
+            let mut w = W::open(&txn).map_err(|e| engine(&e))?;
+            let report = w.recover(now).map_err(|e| engine(&e))?;
+            w.finish().map_err(|e| engine(&e))?;
+            report
+        };
+        txn.commit().map_err(|e| engine(&e))?;
+        self.wal.reset().map_err(|e| engine(&e))?;
+        self.last_checkpoint = Instant::now();
+        Ok(report)
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        self.shared.health()
+    }
+
+    pub(crate) fn set_health(&self, h: Health) {
+        *self.shared.health.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+    }
+
+    pub(crate) fn wal_pending(&self) -> u64 {
+        self.wal.pending_bytes
+    }
+
+    pub(crate) fn since_checkpoint(&self) -> Duration {
+        self.last_checkpoint.elapsed()
+    }
+
+    fn db(&mut self) -> Result<Arc<Database>, Fault> {
+        match self.shared.db() {
+            Some(db) => Ok(db),
+            None => {
+                self.reopen()?;
+                self.shared.db().ok_or_else(|| Fault::Fatal("the database did not reopen".into()))
+            }
+        }
+    }
+
+    /// Applies a batch, journals what it kept, and commits. The per-request
+    /// results are final only when this returns `Ok`.
+    pub(crate) fn commit(&mut self, ops: Vec<Op>) -> Result<Vec<Result<Reply, WriteError>>, Fault> {
+        let started = Instant::now();
+        let db = self.db()?;
+        let mut txn = db.begin_write().map_err(redb_fault)?;
+        txn.set_durability(Durability::None).map_err(redb_fault)?;
+        let mut frames = FrameBuilder::new(self.next_seq);
+        let mut results = Vec::with_capacity(ops.len());
+        {
+            let mut w = W::open(&txn).map_err(write_fault)?;
+            for op in ops {
+                // Every applied request is journaled, refused ones too: a
+                // refusal may write (a failed REST commit drops its receipt).
+                if !frames.push(&op) {
+                    results.push(Err(WriteError::InvalidCommit("the request is too large to journal".into())));
+                    continue;
+                }
+                let r = w.apply(op);
+                if let Err(WriteError::Storage(e)) = &r {
+                    return Err(Fault::Fatal(e.clone()));
+                }
+                results.push(r);
+            }
+            w.finish().map_err(write_fault)?;
+        }
+        let Some(last) = frames.last_seq() else {
+            txn.abort().map_err(redb_fault)?;
+            return Ok(results);
+        };
+        record_seq(&txn, last)?;
+        let frames = frames.seal();
+        let applied = Instant::now();
+        if let Err(e) = self.wal.append(&frames) {
+            let _ = txn.abort();
+            return Err(match e {
+                AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
+                AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
+                AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
+                AppendError::CutBack(e) => Fault::Fatal(format!("cutting back a failed log write: {e}")),
+            });
+        }
+        self.next_seq = last + 1;
+        if let Err(e) = txn.commit() {
+            // The frames are durable, so the batch happened: bring the
+            // database up to the log. A full disk also stops later batches.
+            let fault = redb_fault(e);
+            self.reopen()?;
+            if let Fault::OutOfSpace(_) = fault {
+                return Err(fault);
+            }
+        }
+        self.shared.stats.apply_ns.fetch_add((applied - started).as_nanos() as u64, Ordering::Relaxed);
+        self.shared.stats.commit_ns.fetch_add(applied.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(results)
+    }
+
+    /// A durable commit of everything so far; then the log is emptied.
+    pub(crate) fn checkpoint(&mut self) -> Result<(), Fault> {
+        let db = self.db()?;
+        let mut txn = db.begin_write().map_err(redb_fault)?;
+        txn.set_durability(Durability::Immediate).map_err(redb_fault)?;
+        record_seq(&txn, self.next_seq - 1)?;
+        if let Err(e) = txn.commit() {
+            let fault = redb_fault(e);
+            drop(db);
+            // The handle is spent after an I/O error; the log still has every frame.
+            self.reopen()?;
+            return Err(fault);
+        }
+        self.wal.reset().map_err(classify)?;
+        self.last_checkpoint = Instant::now();
+        self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Closes the database and opens it again from the files: redb's last
+    /// durable commit, then every frame of the log after it.
+    fn reopen(&mut self) -> Result<(), Fault> {
+        let old = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
+        drop(old);
+        let mut last = String::new();
+        for _ in 0..REOPEN_ATTEMPTS {
+            match Engine::open(self.media.clone(), self.shared.clone(), self.cache_bytes) {
+                Ok((engine, _)) => {
+                    self.wal = engine.wal;
+                    self.next_seq = engine.next_seq;
+                    return Ok(());
+                }
+                Err(OpenFailure::Format(f)) => return Err(Fault::Fatal(format!("the store's format became {f}"))),
+                Err(OpenFailure::Engine(e)) => last = e,
+            }
+            std::thread::sleep(REOPEN_WAIT);
+        }
+        Err(Fault::Fatal(format!("reopening the database after an I/O error failed: {last}")))
+    }
+}
+
+fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {
+    let mut meta = txn.open_table(META).map_err(redb_fault)?;
+    meta.insert(META_WAL_SEQ, seq).map_err(redb_fault)?;
+    Ok(())
+}
+
+fn write_fault(e: WriteError) -> Fault {
+    Fault::Fatal(e.to_string())
+}
+
+/// Why the engine did not open.
+#[derive(Debug)]
+pub(crate) enum OpenFailure {
+    Format(u64),
+    Engine(String),
+}
+
+impl OpenFailure {
+    pub(crate) fn into_open_error(self, path: &std::path::Path) -> OpenError {
+        match self {
+            OpenFailure::Format(found) => OpenError::Format { path: path.to_path_buf(), found, expected: STORE_FORMAT },
+            OpenFailure::Engine(detail) => OpenError::Engine { path: path.to_path_buf(), detail },
+        }
+    }
+}
+
+fn open_database(media: &dyn Media, cache_bytes: Option<usize>) -> Result<Database, OpenFailure> {
+    let backend = media.database().map_err(|e| OpenFailure::Engine(format!("open the database file: {e}")))?;
+    let mut builder = Builder::new();
+    builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
+    if let Some(bytes) = cache_bytes {
+        builder.set_cache_size(bytes);
+    }
+    crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))
+        .map_err(OpenFailure::Engine)?
+        .map_err(|e| OpenFailure::Engine(e.to_string()))
+}
+
+struct Meta {
+    format: Option<u64>,
+    wal_seq: u64,
+}
+
+fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {
+    let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(e.to_string());
+    let txn = db.begin_read().map_err(|e| engine(&e))?;
+    let meta = match txn.open_table(META) {
+        Ok(t) => t,
+        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Meta { format: None, wal_seq: 0 }),
+        Err(e) => return Err(engine(&e)),
+    };
+    let get = |k: &str| meta.get(k).map(|v| v.map(|v| v.value()));
+    Ok(Meta {
+        format: get("format").map_err(|e| engine(&e))?,
+        wal_seq: get(META_WAL_SEQ).map_err(|e| engine(&e))?.unwrap_or(0),
+    })
+}
+
+/// Applies, in order and one transaction each, the frames after `applied`.
+/// Requests are deterministic, so this reproduces exactly what was
+/// acknowledged; each transaction records its frame, so a crash while
+/// replaying replays again from there.
+fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFailure> {
+    let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("replaying the log: {e}"));
+    let mut count = 0;
+    for frame in frames.into_iter().filter(|f| f.seq > applied) {
+        if frame.seq != applied + count + 1 {
+            return Err(OpenFailure::Engine(format!(
+                "the log's frame {} does not follow frame {} of the database",
+                frame.seq,
+                applied + count
+            )));
+        }
+        let mut txn = db.begin_write().map_err(|e| engine(&e))?;
+        txn.set_durability(Durability::None).map_err(|e| engine(&e))?;
+        {
+            let mut w = W::open(&txn).map_err(|e| engine(&e))?;
+            for op in frame.ops {
+                if let Err(WriteError::Storage(e)) = w.apply(op) {
+                    return Err(engine(&e));
+                }
+            }
+            w.finish().map_err(|e| engine(&e))?;
+            let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
+            meta.insert(META_WAL_SEQ, frame.seq).map_err(|e| engine(&e))?;
+        }
+        txn.commit().map_err(|e| engine(&e))?;
+        count += 1;
+    }
+    Ok(count)
+}

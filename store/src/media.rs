@@ -1,0 +1,181 @@
+//! Where the store's bytes live: the redb file and the write-ahead log, behind
+//! two small interfaces so that tests can put faults (a failing write, sync or
+//! resize; a full disk; a power loss) exactly where they want them.
+
+use redb::backends::FileBackend;
+use redb::{BackendError, StorageBackend};
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The write-ahead log's file: positioned reads and writes, a data sync, a resize.
+#[allow(clippy::len_without_is_empty)] // a file length, as redb's StorageBackend has it
+pub trait WalIo: Debug + Send + Sync {
+    fn len(&self) -> io::Result<u64>;
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()>;
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
+    fn sync_data(&self) -> io::Result<()>;
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// Opens the store's two files. Opened again when the database must be
+/// reopened after an I/O error.
+pub trait Media: Send + Sync {
+    fn database(&self) -> io::Result<Box<dyn StorageBackend>>;
+    fn wal(&self) -> io::Result<Box<dyn WalIo>>;
+    /// Sets aside (`true`) or gives back (`false`) the reserve that lets a
+    /// checkpoint and recovery finish on a full disk. `Ok(false)` when the
+    /// space is not there.
+    fn reserve(&self, keep: bool) -> io::Result<bool>;
+}
+
+/// A boxed backend, as redb takes one.
+#[derive(Debug)]
+pub struct Backend(pub Box<dyn StorageBackend>);
+
+type BResult<T> = Result<T, BackendError>;
+
+impl StorageBackend for Backend {
+    fn len(&self) -> io::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> io::Result<()> {
+        self.0.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<bool> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<bool> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<()> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<()> {
+        self.0.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<()> {
+        self.0.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> BResult<bool> {
+        self.0.query_lock_range(start, end)
+    }
+}
+
+/// The path of the write-ahead log beside a store.
+pub fn wal_path(db: &Path) -> PathBuf {
+    beside(db, ".wal")
+}
+
+/// The path of the space reserve beside a store.
+pub fn reserve_path(db: &Path) -> PathBuf {
+    beside(db, ".reserve")
+}
+
+fn beside(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Space kept preallocated beside the store (`<db>.reserve`). On a full disk it
+/// is given back, so that the checkpoint that empties the write-ahead log and
+/// the recovery at the next open can always complete; it is set aside again
+/// once space returns, and writes resume then.
+pub const RESERVE_BYTES: u64 = 8 << 20;
+
+/// The store's files on a local filesystem.
+#[derive(Debug)]
+pub struct FileMedia {
+    pub path: PathBuf,
+}
+
+impl Media for FileMedia {
+    fn database(&self) -> io::Result<Box<dyn StorageBackend>> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)?;
+        let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Box::new(backend))
+    }
+
+    fn wal(&self) -> io::Result<Box<dyn WalIo>> {
+        let path = wal_path(&self.path);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        Ok(Box::new(WalFile { file, path }))
+    }
+
+    fn reserve(&self, keep: bool) -> io::Result<bool> {
+        let path = reserve_path(&self.path);
+        if !keep {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(true),
+            };
+        }
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() == RESERVE_BYTES) {
+            return Ok(true);
+        }
+        // Written, not only sized: a sparse file would hold no space at all.
+        let write = || -> io::Result<()> {
+            let file = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
+            let chunk = vec![0u8; 1 << 20];
+            let mut at = 0;
+            while at < RESERVE_BYTES {
+                file.write_all_at(&chunk, at)?;
+                at += chunk.len() as u64;
+            }
+            file.sync_data()
+        };
+        match write() {
+            Ok(()) => Ok(true),
+            Err(e) if is_out_of_space(&e) => {
+                let _ = std::fs::remove_file(&path);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct WalFile {
+    file: File,
+    path: PathBuf,
+}
+
+impl WalIo for WalFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(out, offset)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(data, offset)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data().map_err(|e| io::Error::new(e.kind(), format!("fdatasync {}: {e}", self.path.display())))
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+/// A full disk or an exhausted quota: writes may succeed again later.
+pub fn is_out_of_space(e: &io::Error) -> bool {
+    matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)
+}
