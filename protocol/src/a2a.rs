@@ -184,6 +184,8 @@ pub enum A2aError {
     HeadMoved,
     /// -32603: no coordinator, registry read or integrity failure.
     Unavailable,
+    /// -32603: the store's disk is full; nothing of the call was committed.
+    OutOfSpace,
     /// -32001: `tasks/get`/`GetTask` for a task with no committed result.
     TaskNotFound,
 }
@@ -225,6 +227,7 @@ impl A2aError {
             A2aError::NotCommitted => "invocation was not committed; send a new task id",
             A2aError::HeadMoved => "world head moved during invocation; not committed; send a new task id",
             A2aError::Unavailable => "transition invocation is not available in this daemon",
+            A2aError::OutOfSpace => MSG_OUT_OF_SPACE,
             A2aError::TaskNotFound => "task not found",
         };
         fixed.to_owned()
@@ -562,6 +565,9 @@ pub fn agent_card_reply(input: CardInput<'_>) -> HttpReply {
 }
 
 /// Message of the card's 503.
+/// A call refused because the store's disk is full.
+pub const MSG_OUT_OF_SPACE: &str =
+    "store is out of space; the invocation was not committed; send the same task id again once space is freed";
 pub const MSG_CARD_UNAVAILABLE: &str = "agent card unavailable: a registry read failed";
 /// Message of the card's 504.
 pub const MSG_CARD_DEADLINE: &str = "agent card unavailable: the registry read deadline was exceeded";

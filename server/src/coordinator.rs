@@ -93,6 +93,9 @@ pub enum CallError {
     HeadMoved,
     #[error("transition invocation is not available in this daemon: {0}")]
     Unavailable(String),
+    /// The store's disk is full; nothing of the call is durable.
+    #[error("{0}")]
+    OutOfSpace(String),
 }
 
 /// Coordinator state shared by every call.
@@ -409,6 +412,8 @@ impl Invocation<'_> {
                 tracing::error!(invocation = %self.key.invocation_id(), error = %e, "commit outcome unknown");
                 return Err(Failed(CallError::Unconfirmed));
             }
+            // Refused before anything of the batch was written.
+            Err(WriteError::OutOfSpace(why)) if !self.ran => return Err(Failed(CallError::OutOfSpace(why))),
             Err(e) => return Err(Failed(self.unrecorded(format!("store: {e}")))),
         };
         let mut replies = replies.into_iter();
@@ -427,7 +432,9 @@ impl Invocation<'_> {
     async fn record_end(&mut self, e: &CallError) {
         let state = match e {
             CallError::EffectsUnrecorded { .. } => TaskState::Uncertain,
-            CallError::Unconfirmed | CallError::Unavailable(_) | CallError::TaskIdInUse => return,
+            CallError::Unconfirmed | CallError::Unavailable(_) | CallError::TaskIdInUse | CallError::OutOfSpace(_) => {
+                return;
+            }
             _ => TaskState::NotCommitted,
         };
         let _ = self.write(vec![Op::EndTask { task: self.key.clone(), state }]).await;

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use world_store::{Reads, Ref, Store};
+use world_store::{Reads, Ref, Store, StoreOptions};
 
 /// Everything the handlers share.
 pub struct Daemon {
@@ -82,6 +82,14 @@ pub fn loopback_addr(bind: &str) -> Result<SocketAddr, String> {
     Ok(SocketAddr::new(ip, port))
 }
 
+/// The store cannot vouch for its durability any more (a failed sync): stop
+/// at once, non-zero, so that a supervisor restarts the daemon and recovery
+/// brings back every acknowledged call from the write-ahead log.
+fn store_failed(reason: &str) {
+    eprintln!("worldd: stopping: {reason}");
+    std::process::exit(EXIT_STORE_FAILED);
+}
+
 pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let addr = loopback_addr(&opts.bind).map_err(|e| fail("bind-policy", e))?;
     if let Some(root) = &opts.workspace_root
@@ -90,7 +98,17 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         return Err(fail("config", format!("--workspace-root {} is not a directory", root.display())));
     }
     let mut worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
-    let (store, recovery) = Store::open(&opts.db, crate::clock::now()).map_err(|e| fail("store-open", e))?;
+    let store_opts = StoreOptions { on_fatal: Some(Box::new(store_failed)), ..StoreOptions::default() };
+    let (store, recovery) =
+        Store::open_with(&opts.db, crate::clock::now(), store_opts).map_err(|e| fail("store-open", e))?;
+    let replayed = store.replayed();
+    if replayed.frames_applied > 0 || replayed.scan.torn_bytes > 0 {
+        tracing::warn!(
+            frames = replayed.frames_applied,
+            torn_bytes = replayed.scan.torn_bytes,
+            "recovery: replayed the write-ahead log after an unclean stop (a torn tail was never acknowledged)"
+        );
+    }
     for effect in &recovery.indeterminate_effects {
         tracing::warn!(effect, "recovery: effect intent had no outcome; recorded indeterminate (its debit stands)");
     }

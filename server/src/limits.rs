@@ -56,3 +56,7 @@ pub const ADMIN_PROGRESS_QUEUE: usize = 16;
 /// `--host-callbacks` flag may set.
 pub const HOST_CALLBACKS_DEFAULT: usize = 8;
 pub const HOST_CALLBACKS_MAX: usize = 1024;
+
+/// Exit status of a daemon that stopped because its store's durability is in
+/// doubt (a failed sync of the write-ahead log); restart it to recover.
+pub const EXIT_STORE_FAILED: i32 = 75;

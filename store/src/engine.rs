@@ -83,6 +83,11 @@ impl Engine {
         shared: Arc<Shared>,
         cache_bytes: Option<usize>,
     ) -> Result<(Engine, Replayed), OpenFailure> {
+        let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
+        let created = media.database_is_new().map_err(|e| io("look for the database", e))?;
+        if created {
+            create_database(media.as_ref())?;
+        }
         let db = open_database(media.as_ref(), cache_bytes)?;
         let meta = read_meta(&db)?;
         if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
@@ -91,7 +96,7 @@ impl Engine {
         let (wal, frames, scan) =
             Wal::open(media.wal().map_err(|e| OpenFailure::Engine(format!("open the log: {e}")))?)
                 .map_err(|e| OpenFailure::Engine(e.to_string()))?;
-        if meta.format.is_none() && scan.frames > 0 {
+        if created && scan.frames > 0 {
             return Err(OpenFailure::Engine(format!(
                 "its write-ahead log holds {} frame(s) but the database has none of its history; the log belongs to another store (move it away)",
                 scan.frames
@@ -275,6 +280,30 @@ impl OpenFailure {
             OpenFailure::Engine(detail) => OpenError::Engine { path: path.to_path_buf(), detail },
         }
     }
+}
+
+/// Builds a new database whole (every table, the format) beside the path,
+/// then puts it in place.
+fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
+    let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("create the database: {e}"));
+    let backend = media.new_database().map_err(|e| engine(&e))?;
+    let mut builder = Builder::new();
+    builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
+    let db = crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))
+        .map_err(|e| engine(&e))?
+        .map_err(|e| engine(&e))?;
+    let mut txn = db.begin_write().map_err(|e| engine(&e))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
+    {
+        let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
+        meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
+        meta.insert(META_WAL_SEQ, 0).map_err(|e| engine(&e))?;
+        drop(meta);
+        W::open(&txn).and_then(W::finish).map_err(|e| engine(&e))?;
+    }
+    txn.commit().map_err(|e| engine(&e))?;
+    drop(db);
+    media.install_new_database().map_err(|e| engine(&e))
 }
 
 fn open_database(media: &dyn Media, cache_bytes: Option<usize>) -> Result<Database, OpenFailure> {

@@ -24,7 +24,16 @@ pub trait WalIo: Debug + Send + Sync {
 /// Opens the store's two files. Opened again when the database must be
 /// reopened after an I/O error.
 pub trait Media: Send + Sync {
+    /// The database file.
     fn database(&self) -> io::Result<Box<dyn StorageBackend>>;
+    /// Whether there is no database yet (no file, or an empty one).
+    fn database_is_new(&self) -> io::Result<bool>;
+    /// An empty file beside the database, where a new one is built whole
+    /// before it takes the database's place: a store whose creation was cut
+    /// short is no store at all, never a file that cannot be opened.
+    fn new_database(&self) -> io::Result<Box<dyn StorageBackend>>;
+    /// Puts the file `new_database` built in the database's place, durably.
+    fn install_new_database(&self) -> io::Result<()>;
     fn wal(&self) -> io::Result<Box<dyn WalIo>>;
     /// Sets aside (`true`) or gives back (`false`) the reserve that lets a
     /// checkpoint and recovery finish on a full disk. `Ok(false)` when the
@@ -82,6 +91,11 @@ pub fn wal_path(db: &Path) -> PathBuf {
     beside(db, ".wal")
 }
 
+/// Where a new database is built before it is put in place.
+fn new_path(db: &Path) -> PathBuf {
+    beside(db, ".new")
+}
+
 /// The path of the space reserve beside a store.
 pub fn reserve_path(db: &Path) -> PathBuf {
     beside(db, ".reserve")
@@ -107,9 +121,29 @@ pub struct FileMedia {
 
 impl Media for FileMedia {
     fn database(&self) -> io::Result<Box<dyn StorageBackend>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&self.path)?;
+        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
         let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Box::new(backend))
+    }
+
+    fn database_is_new(&self) -> io::Result<bool> {
+        match std::fs::metadata(&self.path) {
+            Ok(m) => Ok(m.len() == 0),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn new_database(&self) -> io::Result<Box<dyn StorageBackend>> {
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(new_path(&self.path))?;
+        let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(Box::new(backend))
+    }
+
+    fn install_new_database(&self) -> io::Result<()> {
+        std::fs::rename(new_path(&self.path), &self.path)?;
+        let dir = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        File::open(dir)?.sync_all()
     }
 
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {

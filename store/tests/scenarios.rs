@@ -1,6 +1,8 @@
 //! Store scenarios, through the public API only.
 
-use world_store::verify::{Options, verify};
+mod common;
+
+use common::*;
 use world_store::*;
 
 fn temp_store() -> (tempfile::TempDir, Store) {
@@ -8,17 +10,6 @@ fn temp_store() -> (tempfile::TempDir, Store) {
     let (store, report) = Store::open(&dir.path().join("world.db"), 1).unwrap();
     assert!(report.is_empty());
     (dir, store)
-}
-
-/// A REST genesis commit built the way a client must build it.
-fn genesis() -> RestCommit {
-    let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":\"demo\"}".to_vec());
-    RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"interp"), 1, "test")
-}
-
-fn assert_verifies(store: &Store) {
-    let report = verify(&store.snapshot().unwrap(), &Options::default());
-    assert!(report.is_clean(), "{:#?}", report.faults);
 }
 
 #[test]
@@ -82,57 +73,6 @@ fn a_rest_id_is_idempotent_for_the_same_commit_and_refused_for_another() {
 }
 
 /// An intent of one unit of `effect` on the worktree, under a grant of `grant_budget`.
-fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, request: &[u8]) -> IntentRequest {
-    IntentRequest {
-        task: key.clone(),
-        ordinal,
-        effect_id: "e1".into(),
-        effect: effect.into(),
-        scope: "worktree".into(),
-        cost: 1,
-        grant_budget,
-        request: NewObject::derived("world/effect-request/v1", "host/broker", request.to_vec()),
-        at: 1,
-    }
-}
-
-fn task(id: &str) -> TaskKey {
-    TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: id.into() }
-}
-
-fn publish_echo(store: &Store) -> Ref {
-    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
-    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
-    let f = source.hash;
-    let p = RegistryPublish {
-        name: "world/transition-registry/v1".into(),
-        expected: None,
-        head: registry.hash,
-        objects: vec![source, registry],
-        entries: vec![("tools.echo".into(), f)],
-    };
-    assert_eq!(store.call(Op::PublishRegistry(p.clone())).unwrap(), Reply::Published(PublishOutcome::Moved));
-    assert_eq!(store.call(Op::PublishRegistry(p)).unwrap(), Reply::Published(PublishOutcome::Unchanged));
-    f
-}
-
-fn invocation(key: &TaskKey, f: Ref, output: &[u8]) -> InvocationCommit {
-    let out = NewObject::derived("world/invocation-output/v1", "coordinator:a2a", output.to_vec());
-    let record = NewObject::derived("world/invocation-record/v1", "coordinator:a2a", [b"rec:", output].concat());
-    InvocationCommit {
-        task: key.clone(),
-        registry: "world/transition-registry/v1".into(),
-        transition_id: "tools.echo".into(),
-        transition_fn: f,
-        interpreter: f,
-        semantics_epoch: 1,
-        written_by: "coordinator:a2a".into(),
-        transition_ref: record.hash,
-        state_root: out.hash,
-        objects: vec![out, record],
-    }
-}
-
 #[test]
 fn an_invocation_rebases_onto_the_current_head_and_commits_once() {
     let (_dir, store) = temp_store();

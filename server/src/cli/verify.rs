@@ -37,6 +37,15 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
     }
     let store = match ReadOnlyStore::open(db) {
         Ok(s) => s,
+        Err(world_store::OpenError::Locked { lock }) if deep => {
+            return fail(
+                2,
+                format!(
+                    "verify --deep: a daemon holds this store (lock file {}); --deep reads the engine's pages from the file and needs it stopped; without --deep the running daemon answers",
+                    lock.display()
+                ),
+            );
+        }
         Err(e) => return fail(2, format!("verify: {e}")),
     };
     let snapshot = match store.snapshot() {

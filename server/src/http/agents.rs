@@ -371,6 +371,10 @@ fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
             eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
             A2aError::Unavailable
         }
+        CallError::OutOfSpace(why) => {
+            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
+            A2aError::OutOfSpace
+        }
     }
 }
 

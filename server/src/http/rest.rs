@@ -94,6 +94,9 @@ fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
 #[derive(Serialize)]
 struct Health<'a> {
     status: &'a str,
+    /// Why writes are refused, when they are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     daemon_version: &'a str,
     db_path: String,
     interpreter_ref: String,
@@ -101,15 +104,27 @@ struct Health<'a> {
     confinement: &'static str,
 }
 
+/// 200 `ok` while the store takes writes; 503 `degraded` (reads still served,
+/// writes resume by themselves) or `failed` (the daemon is stopping), with the reason.
 async fn health(AxState(state): AxState<State>) -> Response {
-    json(&Health {
-        status: "ok",
+    let (status, reason) = match state.store.health() {
+        world_store::Health::Serving => ("ok", None),
+        world_store::Health::Degraded(r) => ("degraded", Some(r)),
+        world_store::Health::Failed(r) => ("failed", Some(r)),
+    };
+    let mut response = json(&Health {
+        status,
+        reason,
         daemon_version: DAEMON_VERSION,
         db_path: state.db_path.display().to_string(),
         interpreter_ref: state.interpreter_ref.map(|r| r.to_string()).unwrap_or_default(),
         interpreter_version: &state.interpreter_version,
         confinement: state.runtimes.exec.confinement().mode_name(),
-    })
+    });
+    if status != "ok" {
+        *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    }
+    response
 }
 
 async fn head(AxState(state): AxState<State>) -> Result<Response, Rest> {
@@ -524,6 +539,10 @@ fn commit_error(e: WriteError) -> Rest {
         | WriteError::ObjectTooLarge { .. } => bad(e.to_string()),
         WriteError::Overloaded(_) => {
             Rest(RestError::new(RestClass::Timeout, "the store is overloaded; nothing was committed, resend later"))
+        }
+        WriteError::OutOfSpace(why) => {
+            eprintln!("worldd: /v1/commit refused: {why}");
+            Rest(RestError::new(RestClass::Timeout, "store is out of space; nothing was committed; resend once space is freed"))
         }
         other => internal("/v1/commit", &other),
     }

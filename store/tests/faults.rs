@@ -1,0 +1,397 @@
+//! Fault injection with a countdown. The store's two files live on a simulated
+//! disk that counts every write, sync and resize; a scripted workload runs with
+//! the Nth of them failing (a full disk or an I/O error, optionally torn: only
+//! a prefix of the write lands), for every N up to the workload's I/O count.
+//! Then the store is reopened from what the disk holds (or, for a power loss,
+//! from only what was synced) and checked:
+//!
+//! - it opens and `verify` is clean;
+//! - every request acknowledged before the fault is there, exactly as
+//!   acknowledged (worlds, registry, intents and their debits, outcomes,
+//!   committed tasks);
+//! - no intent is left without an outcome (recovery records `indeterminate`).
+
+mod common;
+
+use common::*;
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use world_store::verify::{Options, verify};
+use world_store::*;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    NoSpace,
+    Io,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Fault {
+    at: u64,
+    kind: Kind,
+    /// A failing write lands half of its bytes first.
+    torn: bool,
+}
+
+#[derive(Clone, Default)]
+struct Image {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+#[derive(Default)]
+struct DiskState {
+    db: Image,
+    /// A database being built, before it takes `db`'s place.
+    fresh: Image,
+    wal: Image,
+    /// Writes, syncs and resizes so far.
+    ops: u64,
+    fault: Option<Fault>,
+}
+
+/// Both files, in memory, with what a power loss would keep.
+#[derive(Clone, Default)]
+struct Disk(Arc<Mutex<DiskState>>);
+
+#[derive(Clone, Copy, Debug)]
+enum Which {
+    Db,
+    Fresh,
+    Wal,
+}
+
+impl Disk {
+    fn from_images(db: Vec<u8>, wal: Vec<u8>) -> Disk {
+        let d = Disk::default();
+        {
+            let mut s = d.0.lock().unwrap();
+            s.db = Image { live: db.clone(), durable: db };
+            s.wal = Image { live: wal.clone(), durable: wal };
+        }
+        d
+    }
+
+    fn images(&self, power_loss: bool) -> (Vec<u8>, Vec<u8>) {
+        let s = self.0.lock().unwrap();
+        let pick = |i: &Image| if power_loss { i.durable.clone() } else { i.live.clone() };
+        (pick(&s.db), pick(&s.wal))
+    }
+
+    fn ops(&self) -> u64 {
+        self.0.lock().unwrap().ops
+    }
+
+    /// Counts one mutating operation; the error when it is the faulty one.
+    fn tick(s: &mut DiskState) -> Option<Fault> {
+        s.ops += 1;
+        s.fault.filter(|f| f.at == s.ops)
+    }
+
+    fn error(kind: Kind) -> io::Error {
+        match kind {
+            Kind::NoSpace => io::Error::from(io::ErrorKind::StorageFull),
+            Kind::Io => io::Error::other("injected I/O error"),
+        }
+    }
+
+    fn len(&self, w: Which) -> u64 {
+        let s = self.0.lock().unwrap();
+        image(&s, w).live.len() as u64
+    }
+
+    fn read(&self, w: Which, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let s = self.0.lock().unwrap();
+        let live = &image(&s, w).live;
+        let end = offset as usize + out.len();
+        if end > live.len() {
+            return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+        }
+        out.copy_from_slice(&live[offset as usize..end]);
+        Ok(())
+    }
+
+    fn write(&self, w: Which, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut s = self.0.lock().unwrap();
+        let fault = Disk::tick(&mut s);
+        let data = match fault {
+            Some(f) if f.torn => &data[..data.len() / 2],
+            Some(f) => return Err(Disk::error(f.kind)),
+            None => data,
+        };
+        let live = &mut image_mut(&mut s, w).live;
+        let end = offset as usize + data.len();
+        if live.len() < end {
+            live.resize(end, 0);
+        }
+        live[offset as usize..end].copy_from_slice(data);
+        match fault {
+            Some(f) => Err(Disk::error(f.kind)),
+            None => Ok(()),
+        }
+    }
+
+    fn set_len(&self, w: Which, len: u64) -> io::Result<()> {
+        let mut s = self.0.lock().unwrap();
+        if let Some(f) = Disk::tick(&mut s) {
+            return Err(Disk::error(f.kind));
+        }
+        image_mut(&mut s, w).live.resize(len as usize, 0);
+        Ok(())
+    }
+
+    fn sync(&self, w: Which) -> io::Result<()> {
+        let mut s = self.0.lock().unwrap();
+        if let Some(f) = Disk::tick(&mut s) {
+            return Err(Disk::error(f.kind));
+        }
+        let i = image_mut(&mut s, w);
+        i.durable = i.live.clone();
+        Ok(())
+    }
+}
+
+fn image(s: &DiskState, w: Which) -> &Image {
+    match w {
+        Which::Db => &s.db,
+        Which::Fresh => &s.fresh,
+        Which::Wal => &s.wal,
+    }
+}
+
+fn image_mut(s: &mut DiskState, w: Which) -> &mut Image {
+    match w {
+        Which::Db => &mut s.db,
+        Which::Fresh => &mut s.fresh,
+        Which::Wal => &mut s.wal,
+    }
+}
+
+#[derive(Debug)]
+struct SimFile {
+    disk: Disk,
+    which: Which,
+}
+
+impl std::fmt::Debug for Disk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Disk")
+    }
+}
+
+impl redb::StorageBackend for SimFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.disk.len(self.which))
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.disk.read(self.which, offset, out)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.disk.set_len(self.which, len)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.disk.sync(self.which)
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.disk.write(self.which, offset, data)
+    }
+}
+
+impl WalIo for SimFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.disk.len(self.which))
+    }
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.disk.read(self.which, offset, out)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        self.disk.write(self.which, offset, data)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.disk.sync(self.which)
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.disk.set_len(self.which, len)
+    }
+}
+
+struct SimMedia(Disk);
+
+impl Media for SimMedia {
+    fn database(&self) -> io::Result<Box<dyn redb::StorageBackend>> {
+        Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Db }))
+    }
+    fn database_is_new(&self) -> io::Result<bool> {
+        Ok(self.0.len(Which::Db) == 0)
+    }
+    fn new_database(&self) -> io::Result<Box<dyn redb::StorageBackend>> {
+        self.0.0.lock().unwrap().fresh = Image::default();
+        Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Fresh }))
+    }
+    /// A rename: atomic, and durable once the directory is synced (one operation).
+    fn install_new_database(&self) -> io::Result<()> {
+        let mut s = self.0.0.lock().unwrap();
+        if let Some(f) = Disk::tick(&mut s) {
+            return Err(Disk::error(f.kind));
+        }
+        s.db = std::mem::take(&mut s.fresh);
+        s.db.live = s.db.durable.clone();
+        Ok(())
+    }
+    fn wal(&self) -> io::Result<Box<dyn WalIo>> {
+        Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Wal }))
+    }
+    fn reserve(&self, _keep: bool) -> io::Result<bool> {
+        Ok(true)
+    }
+}
+
+fn open(path: &Path, disk: &Disk) -> Result<(Store, RecoveryReport), OpenError> {
+    let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
+    Store::open_with(path, 10, opts)
+}
+
+/// What the workload was told, to be found again after the reopen.
+#[derive(Default)]
+struct Acked {
+    worlds: Vec<Ref>,
+    registry: Option<Ref>,
+    intents: Vec<(TaskKey, u32, Debit)>,
+    outcomes: Vec<(TaskKey, u32)>,
+    committed: Vec<(TaskKey, Committed)>,
+}
+
+/// A small day of a store: a genesis, a publish, REST commits, and tasks that
+/// debit, record outcomes and commit. Stops at the first refusal.
+fn workload(store: &Store) -> Acked {
+    let mut acked = Acked::default();
+    let Ok(Reply::Selected(w)) = store.call(Op::CommitWorld(genesis())) else { return acked };
+    acked.worlds.push(w);
+    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
+    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
+    let f = source.hash;
+    let publish = RegistryPublish {
+        name: "world/transition-registry/v1".into(),
+        expected: None,
+        head: registry.hash,
+        objects: vec![source, registry],
+        entries: vec![("tools.echo".into(), f)],
+    };
+    let Ok(Reply::Published(_)) = store.call(Op::PublishRegistry(publish.clone())) else { return acked };
+    acked.registry = Some(publish.head);
+    for i in 0..3 {
+        let key = task(&format!("t{i}"));
+        let begin = Op::Sequence(vec![
+            Op::CreateTask { task: key.clone(), request_digest: Ref::of(key.task_id.as_bytes()), at: 1 },
+            Op::RecordIntent(intent(&key, 0, "Workspace.Write", 10, format!("req {i}").as_bytes())),
+        ]);
+        let Ok(Reply::Sequence(r)) = store.call(begin) else { return acked };
+        let Some(Ok(Reply::Debited(d))) = r.get(1) else { return acked };
+        acked.intents.push((key.clone(), 0, *d));
+        let record = NewObject::derived("world/effect-record/v1", "host/broker", format!("rec {i}").into_bytes());
+        let outcome = OutcomeRequest {
+            task: key.clone(),
+            ordinal: 0,
+            status: OutcomeStatus::Ok,
+            record,
+            result: None,
+            at: 2,
+        };
+        let Ok(_) = store.call(Op::RecordOutcome(outcome)) else { return acked };
+        acked.outcomes.push((key.clone(), 0));
+        let Ok(Reply::Committed(c)) = store.call(Op::CommitInvocation(invocation(&key, f, format!("{{\"n\":{i}}}").as_bytes())))
+        else {
+            return acked;
+        };
+        acked.committed.push((key, c));
+    }
+    acked
+}
+
+fn check(snap: &Snapshot, acked: &Acked, what: &str) {
+    let report = verify(snap, &Options::default());
+    assert!(report.is_clean(), "{what}: {:#?}", report.faults);
+    for w in &acked.worlds {
+        assert!(snap.world(w).unwrap().is_some(), "{what}: acknowledged world {w} is gone");
+    }
+    if let Some(head) = acked.registry {
+        assert_eq!(snap.head("world/transition-registry/v1").unwrap(), Some(head), "{what}: registry head");
+    }
+    for (key, ordinal, debit) in &acked.intents {
+        let journal = snap.journal_of(&key.invocation_id()).unwrap();
+        let item = journal.iter().find(|i| i.ordinal == *ordinal);
+        let item = item.unwrap_or_else(|| panic!("{what}: acknowledged intent {key:?} is gone"));
+        assert_eq!(item.intent.budget_after, debit.budget_after, "{what}: debit of {key:?}");
+        assert!(item.outcome.is_some(), "{what}: intent of {key:?} without an outcome");
+    }
+    for (key, ordinal) in &acked.outcomes {
+        let journal = snap.journal_of(&key.invocation_id()).unwrap();
+        let o = journal.iter().find(|i| i.ordinal == *ordinal).and_then(|i| i.outcome.clone());
+        assert_eq!(o.map(|o| o.status), Some(OutcomeStatus::Ok), "{what}: outcome of {key:?}");
+    }
+    for (key, receipt) in &acked.committed {
+        let t = snap.task(key).unwrap().unwrap_or_else(|| panic!("{what}: committed task {key:?} is gone"));
+        assert_eq!(t.state, TaskState::Committed, "{what}: task {key:?}");
+        assert_eq!(t.committed.as_ref(), Some(receipt), "{what}: commit of {key:?}");
+    }
+}
+
+/// One run: fault at `fault` (none: count the I/O), then reopen and check.
+fn run(fault: Option<Fault>, power_loss: bool) -> u64 {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    disk.0.lock().unwrap().fault = fault;
+    let what = format!("{fault:?} power_loss={power_loss}");
+    let acked = match open(&dir.path().join("a.db"), &disk) {
+        Ok((store, _)) => {
+            let acked = workload(&store);
+            if power_loss {
+                // The power goes now: what was not synced is lost.
+                let images = disk.images(true);
+                drop(store);
+                reopen_and_check(dir.path(), images, &acked, &what);
+                return disk.ops();
+            }
+            drop(store);
+            acked
+        }
+        Err(_) => Acked::default(),
+    };
+    reopen_and_check(dir.path(), disk.images(false), &acked, &what);
+    disk.ops()
+}
+
+fn reopen_and_check(dir: &Path, (db, wal): (Vec<u8>, Vec<u8>), acked: &Acked, what: &str) {
+    let disk = Disk::from_images(db, wal);
+    let path = dir.join("b.db");
+    let (store, _) = open(&path, &disk).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    check(&store.snapshot().unwrap(), acked, what);
+    // Recovery is idempotent: a second open finds nothing more to do.
+    drop(store);
+    let (store, report) = open(&path, &disk).unwrap_or_else(|e| panic!("{what}: second reopen failed: {e}"));
+    assert!(report.is_empty(), "{what}: second recovery found {report:?}");
+    check(&store.snapshot().unwrap(), acked, what);
+}
+
+#[test]
+fn a_fault_at_every_write_sync_and_resize_loses_nothing_acknowledged() {
+    let total = run(None, false);
+    assert!(total > 20, "the workload did only {total} writes, syncs and resizes");
+    eprintln!("faulting each of {total} writes, syncs and resizes in turn");
+    for at in 1..=total {
+        for (kind, torn) in [(Kind::NoSpace, false), (Kind::Io, false), (Kind::Io, true)] {
+            run(Some(Fault { at, kind, torn }), false);
+        }
+    }
+}
+
+#[test]
+fn a_power_loss_after_a_fault_at_any_point_loses_nothing_acknowledged() {
+    let total = run(None, true);
+    for at in 1..=total {
+        for (kind, torn) in [(Kind::NoSpace, true), (Kind::Io, false)] {
+            run(Some(Fault { at, kind, torn }), true);
+        }
+    }
+}
