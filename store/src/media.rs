@@ -163,25 +163,42 @@ impl Media for FileMedia {
         if std::fs::metadata(&path).is_ok_and(|m| m.len() == RESERVE_BYTES) {
             return Ok(true);
         }
-        // Written, not only sized: a sparse file would hold no space at all.
-        let write = || -> io::Result<()> {
-            let file = OpenOptions::new().write(true).create(true).truncate(true).open(&path)?;
-            let chunk = vec![0u8; 1 << 20];
-            let mut at = 0;
-            while at < RESERVE_BYTES {
-                file.write_all_at(&chunk, at)?;
-                at += chunk.len() as u64;
-            }
-            file.sync_data()
-        };
-        match write() {
-            Ok(()) => Ok(true),
-            Err(e) if is_out_of_space(&e) => {
-                let _ = std::fs::remove_file(&path);
-                Ok(false)
-            }
-            Err(e) => Err(e),
+        // Space has returned only if the reserve fits twice: once as headroom
+        // (written, then given back), once kept. Otherwise the store would
+        // resume, fill the same few bytes and stop again, over and over.
+        let probe = beside(&self.path, ".reserve.probe");
+        let fits = fill(&probe, RESERVE_BYTES).and_then(|fits| {
+            std::fs::remove_file(&probe)?;
+            Ok(fits)
+        })?;
+        if !fits {
+            return Ok(false);
         }
+        fill(&path, RESERVE_BYTES)
+    }
+}
+
+/// Writes `len` zero bytes to `path` and syncs them; `Ok(false)` (and no file)
+/// when they do not fit. Written, not only sized: a sparse file holds no space.
+fn fill(path: &Path, len: u64) -> io::Result<bool> {
+    let write = || -> io::Result<()> {
+        let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+        let chunk = vec![0u8; 1 << 20];
+        let mut at = 0;
+        while at < len {
+            let n = chunk.len().min((len - at) as usize);
+            file.write_all_at(&chunk[..n], at)?;
+            at += n as u64;
+        }
+        file.sync_data()
+    };
+    match write() {
+        Ok(()) => Ok(true),
+        Err(e) if is_out_of_space(&e) => {
+            let _ = std::fs::remove_file(path);
+            Ok(false)
+        }
+        Err(e) => Err(e),
     }
 }
 

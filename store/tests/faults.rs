@@ -290,17 +290,12 @@ fn workload(store: &Store) -> Acked {
         let Some(Ok(Reply::Debited(d))) = r.get(1) else { return acked };
         acked.intents.push((key.clone(), 0, *d));
         let record = NewObject::derived("world/effect-record/v1", "host/broker", format!("rec {i}").into_bytes());
-        let outcome = OutcomeRequest {
-            task: key.clone(),
-            ordinal: 0,
-            status: OutcomeStatus::Ok,
-            record,
-            result: None,
-            at: 2,
-        };
+        let outcome =
+            OutcomeRequest { task: key.clone(), ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 2 };
         let Ok(_) = store.call(Op::RecordOutcome(outcome)) else { return acked };
         acked.outcomes.push((key.clone(), 0));
-        let Ok(Reply::Committed(c)) = store.call(Op::CommitInvocation(invocation(&key, f, format!("{{\"n\":{i}}}").as_bytes())))
+        let Ok(Reply::Committed(c)) =
+            store.call(Op::CommitInvocation(invocation(&key, f, format!("{{\"n\":{i}}}").as_bytes())))
         else {
             return acked;
         };

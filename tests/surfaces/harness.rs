@@ -44,6 +44,8 @@ pub struct LabOptions<'a> {
     pub no_builtin: bool,
     /// `--host-callbacks N`.
     pub host_callbacks: Option<usize>,
+    /// Where the store goes (its own file system, say); the lab directory otherwise.
+    pub store_dir: Option<&'a Path>,
 }
 
 /// Confined runs in flight: each has a run directory beside the store
@@ -72,7 +74,8 @@ impl Lab {
     pub fn new(opts: LabOptions<'_>) -> Lab {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = std::fs::canonicalize(dir.path()).unwrap();
-        let (db, ws, bin) = (root.join("world.db"), root.join("ws"), root.join("bin"));
+        let (ws, bin) = (root.join("ws"), root.join("bin"));
+        let db = opts.store_dir.unwrap_or(&root).join("world.db");
         for d in [&ws, &bin] {
             std::fs::create_dir_all(d).unwrap();
         }

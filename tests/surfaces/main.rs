@@ -8,12 +8,14 @@
 //! - `mcp_modern`: `POST /mcp/` in the 2026-07-28 era, beside the legacy one.
 //! - `card`: the agent card, and that it and `tools/list` are one view.
 //! - `reliability`: 200 task ids from 16 clients, twice, across a SIGKILL.
+//! - `full_disk`: the store on a small tmpfs, filled: typed refusals, reads go on, writes resume.
 //! - `store`: registries `worldd publish` refuses, written through the store API.
 
 mod a2a;
 mod card;
 #[path = "../common/commit.rs"]
 mod commit;
+mod full_disk;
 mod harness;
 mod mcp;
 mod mcp_modern;
