@@ -65,6 +65,8 @@ pub struct StoreOptions {
     pub on_fatal: Option<OnFatal>,
     /// The database's page cache; redb's default when `None`.
     pub cache_bytes: Option<usize>,
+    /// Log bytes that trigger a checkpoint; `CHECKPOINT_WAL_BYTES` when `None`.
+    pub checkpoint_wal_bytes: Option<u64>,
 }
 
 /// The writing handle. Dropping it drains the queue, checkpoints and
@@ -93,7 +95,8 @@ impl Store {
             Engine::open(media.clone(), shared.clone(), opts.cache_bytes).map_err(|f| f.into_open_error(path))?;
         let report = engine.recover(now).map_err(|f| f.into_open_error(path))?;
         let short = !matches!(media.reserve(true), Ok(true));
-        let writer = writer::Writer::start(engine, opts.on_fatal, short);
+        let checkpoint_bytes = opts.checkpoint_wal_bytes.unwrap_or(CHECKPOINT_WAL_BYTES);
+        let writer = writer::Writer::start(engine, opts.on_fatal, short, checkpoint_bytes);
         Ok((Store { path: path.to_path_buf(), shared, writer, replayed, _lock: lock }, report))
     }
 

@@ -76,7 +76,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     /// `short`: the space reserve could not be set aside; start degraded.
-    pub(crate) fn start(engine: Engine, on_fatal: Option<OnFatal>, short: bool) -> Writer {
+    pub(crate) fn start(engine: Engine, on_fatal: Option<OnFatal>, short: bool, checkpoint_bytes: u64) -> Writer {
         let short = short.then(|| {
             engine.set_health(Health::Degraded("the store is out of space: no room for its reserve".into()));
             Short { next_probe: Instant::now(), backoff: SPACE_PROBE_FIRST }
@@ -84,7 +84,7 @@ impl Writer {
         let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
         let thread = std::thread::Builder::new()
             .name("world-store-writer".into())
-            .spawn(move || Loop { engine, on_fatal, short }.run(rx))
+            .spawn(move || Loop { engine, on_fatal, short, checkpoint_bytes }.run(rx))
             .expect("spawn the store writer thread");
         Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
     }
@@ -124,6 +124,7 @@ struct Loop {
     engine: Engine,
     on_fatal: Option<OnFatal>,
     short: Option<Short>,
+    checkpoint_bytes: u64,
 }
 
 impl Loop {
@@ -220,7 +221,7 @@ impl Loop {
         if self.short.as_ref().is_some_and(|s| Instant::now() >= s.next_probe) {
             self.probe_space();
         }
-        let due = self.engine.wal_pending() >= CHECKPOINT_WAL_BYTES
+        let due = self.engine.wal_pending() >= self.checkpoint_bytes
             || (self.engine.wal_pending() > 0 && self.engine.since_checkpoint() >= CHECKPOINT_INTERVAL);
         if due && let Err(fault) = self.engine.checkpoint() {
             self.fault(fault);

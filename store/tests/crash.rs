@@ -2,8 +2,12 @@
 //! commits from several threads: REST commits, and tasks that journal budgeted
 //! intents and outcomes and then commit an invocation or end. After every write the
 //! store acknowledged (returned `Ok`), the child appends a line to an ack file and
-//! fsyncs it. The parent kills the child with SIGKILL after a random 50-400 ms,
-//! reopens the store (running recovery), and checks:
+//! fsyncs it. The parent kills the child with SIGKILL after a random 30-180 ms
+//! (each round draws how often the child checkpoints, from constantly to rarely,
+//! so kills land before, during and after checkpoints); in a third of the rounds
+//! it then starts a child that only opens the store (replaying the write-ahead
+//! log and recovering) and kills that one too, 0-20 ms in. Then it reopens the
+//! store and checks, for `ROUNDS` rounds:
 //!
 //! - `verify` is clean. It covers "nothing unacknowledged is half-present": every
 //!   entry has its world and objects, tasks point at real entries, receipts at real
@@ -32,8 +36,15 @@ const CHILD_SEED_ENV: &str = "WORLD_STORE_CRASH_CHILD_SEED";
 const ROUND_ENV: &str = "WORLD_STORE_CRASH_ROUND";
 const SEED_ENV: &str = "WORLD_STORE_CRASH_SEED";
 
-const ROUNDS: u64 = 15;
-const TIME_BOUND: Duration = Duration::from_secs(40);
+const CHECKPOINT_ENV: &str = "WORLD_STORE_CRASH_CHECKPOINT_BYTES";
+const RECOVER_ONLY_ENV: &str = "WORLD_STORE_CRASH_RECOVER_ONLY";
+
+const ROUNDS: u64 = 100;
+/// Only turns a hang into a failure; all `ROUNDS` must run.
+const TIME_BOUND: Duration = Duration::from_secs(300);
+/// Log bytes between checkpoints, drawn per round: checkpoints all the time,
+/// now and then, or (the default) rarely within a round.
+const CHECKPOINT_CHOICES: [u64; 3] = [16 << 10, 256 << 10, CHECKPOINT_WAL_BYTES];
 /// The child gives up by itself after this long, in case its parent died.
 const CHILD_LIFETIME_MAX: Duration = Duration::from_secs(20);
 
@@ -227,9 +238,10 @@ fn task_loop(store: &Store, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Ins
     }
 }
 
-fn child(db: &Path, ack: &Path, seed: u64, round: u64) {
+fn child(db: &Path, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
     let deadline = Instant::now() + CHILD_LIFETIME_MAX;
-    let (store, _) = Store::open(db, now()).unwrap_or_else(|e| fail(&format!("open: {e}")));
+    let opts = StoreOptions { checkpoint_wal_bytes: Some(checkpoint_bytes), ..StoreOptions::default() };
+    let (store, _) = Store::open_with(db, now(), opts).unwrap_or_else(|e| fail(&format!("open: {e}")));
     let file =
         OpenOptions::new().create(true).append(true).open(ack).unwrap_or_else(|e| fail(&format!("ack file: {e}")));
     let acks = Acks(Mutex::new(file));
@@ -279,8 +291,15 @@ fn child(db: &Path, ack: &Path, seed: u64, round: u64) {
 #[ignore = "the child half of the crash test; the parent runs it with the environment set"]
 fn child_loop() {
     let (Some(db), Some(ack)) = (std::env::var_os(DB_ENV), std::env::var_os(ACK_ENV)) else { return };
+    if std::env::var_os(RECOVER_ONLY_ENV).is_some() {
+        // Only the open (replay and recovery), to be killed while it runs.
+        let _store = Store::open(Path::new(&db), now()).unwrap_or_else(|e| fail(&format!("open: {e}")));
+        std::thread::sleep(CHILD_LIFETIME_MAX);
+        return;
+    }
     let num = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(1u64);
-    child(Path::new(&db), Path::new(&ack), num(CHILD_SEED_ENV), num(ROUND_ENV));
+    let checkpoint_bytes = num(CHECKPOINT_ENV);
+    child(Path::new(&db), Path::new(&ack), num(CHILD_SEED_ENV), num(ROUND_ENV), checkpoint_bytes);
 }
 
 // ----------------------------------------------------------------- parent ----
@@ -399,11 +418,12 @@ fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64
         .env(ACK_ENV, &ack)
         .env(CHILD_SEED_ENV, rng.next().to_string())
         .env(ROUND_ENV, round.to_string())
+        .env(CHECKPOINT_ENV, CHECKPOINT_CHOICES[rng.below(3) as usize].to_string())
         .stdout(Stdio::null())
         .stderr(File::create(&stderr_path).unwrap())
         .spawn()
         .expect("re-execute the test binary as the child");
-    let delay = 50 + rng.below(351);
+    let delay = 30 + rng.below(151);
     std::thread::sleep(Duration::from_millis(delay));
     child.kill().expect("SIGKILL the child");
     let status = child.wait().unwrap();
@@ -414,6 +434,9 @@ fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64
         "round {round}: the child ended by itself ({status}) before the kill:\n{stderr}"
     );
 
+    if rng.below(3) == 0 {
+        kill_during_recovery(&db, rng.below(20));
+    }
     let (store, _report) = Store::open(&db, now()).expect("reopen after the crash");
     let snap = store.snapshot().unwrap();
     let report = verify(&snap, &Options::default());
@@ -429,6 +452,23 @@ fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64
     let (_store, again) = Store::open(&db, now()).expect("second reopen");
     assert!(again.is_empty(), "round {round}: recovery was not idempotent: {again:?}");
     (delay, acked.rest.len() + acked.commits.len())
+}
+
+/// Opens the store in a child, which replays the log and recovers, and kills
+/// it `after_ms` into that: recovery itself must survive a crash.
+fn kill_during_recovery(db: &Path, after_ms: u64) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["child_loop", "--exact", "--nocapture", "--test-threads=1", "--ignored"])
+        .env(DB_ENV, db)
+        .env(ACK_ENV, "/dev/null")
+        .env(RECOVER_ONLY_ENV, "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("re-execute the test binary as the recovering child");
+    std::thread::sleep(Duration::from_millis(after_ms));
+    child.kill().expect("SIGKILL the recovering child");
+    let _ = child.wait();
 }
 
 #[test]
@@ -458,6 +498,6 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_the_store_ve
         rounds += 1;
     }
     eprintln!("{rounds} rounds, {committed} acknowledged commits, {} log entries, {:?}", seen.len(), started.elapsed());
-    assert!(rounds >= 3, "only {rounds} rounds fit in {TIME_BOUND:?}");
+    assert!(rounds >= ROUNDS, "only {rounds} of {ROUNDS} rounds fit in {TIME_BOUND:?}");
     assert!(committed > 0, "no commit was ever acknowledged; the child never got going");
 }
