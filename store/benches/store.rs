@@ -161,7 +161,7 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
         );
     }
     let (batches0, requests0) = store.writer_stats();
-    let (apply0, commit0) = store.writer_time();
+    let (apply0, wal0, commit0) = store.writer_time();
     let io0 = written_bytes();
     let barrier = Arc::new(Barrier::new(committers + 1));
     let per_thread = total / committers;
@@ -192,11 +192,12 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
     let lat: Vec<Duration> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
     let wall = start.elapsed();
     let (batches1, requests1) = store.writer_stats();
-    let (apply1, commit1) = store.writer_time();
+    let (apply1, wal1, commit1) = store.writer_time();
     let batches = (batches1 - batches0).max(1) as f64;
     eprintln!(
-        "  {committers} committer(s): the writer spent {:.0} us/batch applying and {:.0} us/batch committing; {:.1} KiB written per commit",
+        "  {committers} committer(s): the writer spent {:.0} us/batch applying, {:.0} writing and syncing the log, {:.0} in redb's commit; {:.1} KiB written per commit",
         (apply1 - apply0).as_secs_f64() * 1e6 / batches,
+        (wal1 - wal0).as_secs_f64() * 1e6 / batches,
         (commit1 - commit0).as_secs_f64() * 1e6 / batches,
         (written_bytes() - io0) as f64 / 1024.0 / lat.len() as f64
     );

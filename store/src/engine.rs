@@ -201,6 +201,7 @@ impl Engine {
             });
         }
         self.next_seq = last + 1;
+        let synced = Instant::now();
         if let Err(e) = txn.commit() {
             // The frames are durable, so the batch happened: bring the
             // database up to the log. A full disk also stops later batches.
@@ -211,7 +212,8 @@ impl Engine {
             }
         }
         self.shared.stats.apply_ns.fetch_add((applied - started).as_nanos() as u64, Ordering::Relaxed);
-        self.shared.stats.commit_ns.fetch_add(applied.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.shared.stats.wal_ns.fetch_add((synced - applied).as_nanos() as u64, Ordering::Relaxed);
+        self.shared.stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(results)
     }
 

@@ -142,11 +142,13 @@ impl Store {
         self.shared.stats.checkpoints.load(Ordering::Relaxed)
     }
 
-    /// `(applying, committing)` time of the writer so far: where a batch's time goes.
-    pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration) {
+    /// `(applying, logging, committing)` time of the writer so far: where a
+    /// batch's time goes (checks and inserts and encoding; the log's write and
+    /// sync; redb's commit).
+    pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration, std::time::Duration) {
         let s = &self.shared.stats;
         let d = |a: &std::sync::atomic::AtomicU64| std::time::Duration::from_nanos(a.load(Ordering::Relaxed));
-        (d(&s.apply_ns), d(&s.commit_ns))
+        (d(&s.apply_ns), d(&s.wal_ns), d(&s.commit_ns))
     }
 }
 

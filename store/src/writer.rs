@@ -50,7 +50,9 @@ pub struct WriterStats {
     pub requests: AtomicU64,
     /// Nanoseconds spent applying requests (checks and inserts) and encoding frames.
     pub apply_ns: AtomicU64,
-    /// Nanoseconds spent making batches durable (log append and sync, redb commit).
+    /// Nanoseconds spent writing and syncing the log.
+    pub wal_ns: AtomicU64,
+    /// Nanoseconds spent in redb's (non-durable) commit.
     pub commit_ns: AtomicU64,
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
