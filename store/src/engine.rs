@@ -18,6 +18,8 @@ pub(crate) const META_WAL_SEQ: &str = "wal_seq";
 /// hold the old handle for a moment), `REOPEN_WAIT` apart.
 const REOPEN_ATTEMPTS: u32 = 50;
 const REOPEN_WAIT: Duration = Duration::from_millis(20);
+/// How long a reader waits for a reopen before it is refused.
+const READER_REOPEN_WAIT: Duration = Duration::from_secs(2);
 
 /// Shared between the writer and the store's readers.
 #[derive(Default)]
@@ -31,6 +33,20 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn db(&self) -> Option<Arc<Database>> {
         self.db.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The database, waiting out a reopen (bounded by `READER_REOPEN_WAIT`).
+    pub(crate) fn db_for_reader(&self) -> Option<Arc<Database>> {
+        let deadline = Instant::now() + READER_REOPEN_WAIT;
+        loop {
+            if let Some(db) = self.db() {
+                return Some(db);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(REOPEN_WAIT / 4);
+        }
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -73,6 +89,9 @@ pub(crate) struct Engine {
     next_seq: u64,
     last_checkpoint: Instant,
     cache_bytes: Option<usize>,
+    wal_prealloc: u64,
+    /// A fault met after a batch was already durable: it stops later batches.
+    pub(crate) deferred: Option<Fault>,
 }
 
 impl Engine {
@@ -82,6 +101,7 @@ impl Engine {
         media: Arc<dyn Media>,
         shared: Arc<Shared>,
         cache_bytes: Option<usize>,
+        wal_prealloc: u64,
     ) -> Result<(Engine, Replayed), OpenFailure> {
         let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
         let created = media.database_is_new().map_err(|e| io("look for the database", e))?;
@@ -93,9 +113,9 @@ impl Engine {
         if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
             return Err(OpenFailure::Format(found));
         }
+        let log = media.wal().map_err(|e| io("open the log", e))?;
         let (wal, frames, scan) =
-            Wal::open(media.wal().map_err(|e| OpenFailure::Engine(format!("open the log: {e}")))?)
-                .map_err(|e| OpenFailure::Engine(e.to_string()))?;
+            Wal::open(log, meta.wal_seq + 1, wal_prealloc).map_err(|e| OpenFailure::Engine(e.to_string()))?;
         if created && scan.frames > 0 {
             return Err(OpenFailure::Engine(format!(
                 "its write-ahead log holds {} frame(s) but the database has none of its history; the log belongs to another store (move it away)",
@@ -105,7 +125,16 @@ impl Engine {
         let frames_applied = replay(&db, meta.wal_seq, frames)?;
         let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
         *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
-        let engine = Engine { shared, media, wal, next_seq, last_checkpoint: Instant::now(), cache_bytes };
+        let engine = Engine {
+            shared,
+            media,
+            wal,
+            next_seq,
+            last_checkpoint: Instant::now(),
+            cache_bytes,
+            wal_prealloc,
+            deferred: None,
+        };
         Ok((engine, Replayed { scan, frames_applied }))
     }
 
@@ -127,7 +156,7 @@ impl Engine {
             report
         };
         txn.commit().map_err(|e| engine(&e))?;
-        self.wal.reset().map_err(|e| engine(&e))?;
+        self.wal.reset(self.next_seq).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
         Ok(report)
     }
@@ -189,26 +218,27 @@ impl Engine {
             return Ok(results);
         };
         record_seq(&txn, last)?;
-        let frames = frames.seal();
+        let (frames, link) = frames.seal(self.wal.link);
         let applied = Instant::now();
-        if let Err(e) = self.wal.append(&frames) {
+        if let Err(e) = self.wal.append(&frames, link) {
             let _ = txn.abort();
             return Err(match e {
                 AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
                 AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
                 AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
-                AppendError::CutBack(e) => Fault::Fatal(format!("cutting back a failed log write: {e}")),
             });
         }
         self.next_seq = last + 1;
         let synced = Instant::now();
         if let Err(e) = txn.commit() {
             // The frames are durable, so the batch happened: bring the
-            // database up to the log. A full disk also stops later batches.
+            // database up to the log and answer it. A full disk stops the
+            // batches after it.
             let fault = redb_fault(e);
+            drop(db);
             self.reopen()?;
             if let Fault::OutOfSpace(_) = fault {
-                return Err(fault);
+                self.deferred = Some(fault);
             }
         }
         self.shared.stats.apply_ns.fetch_add((applied - started).as_nanos() as u64, Ordering::Relaxed);
@@ -230,7 +260,7 @@ impl Engine {
             self.reopen()?;
             return Err(fault);
         }
-        self.wal.reset().map_err(classify)?;
+        self.wal.reset(self.next_seq).map_err(classify)?;
         self.last_checkpoint = Instant::now();
         self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -243,7 +273,7 @@ impl Engine {
         drop(old);
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
-            match Engine::open(self.media.clone(), self.shared.clone(), self.cache_bytes) {
+            match Engine::open(self.media.clone(), self.shared.clone(), self.cache_bytes, self.wal_prealloc) {
                 Ok((engine, _)) => {
                     self.wal = engine.wal;
                     self.next_seq = engine.next_seq;

@@ -91,11 +91,12 @@ impl Store {
         let lock = take_lock(path)?;
         let media = opts.media.unwrap_or_else(|| Arc::new(FileMedia { path: path.to_path_buf() }));
         let shared = Arc::new(Shared::default());
+        let checkpoint_bytes = opts.checkpoint_wal_bytes.unwrap_or(CHECKPOINT_WAL_BYTES);
         let (mut engine, replayed) =
-            Engine::open(media.clone(), shared.clone(), opts.cache_bytes).map_err(|f| f.into_open_error(path))?;
+            Engine::open(media.clone(), shared.clone(), opts.cache_bytes, 2 * checkpoint_bytes)
+                .map_err(|f| f.into_open_error(path))?;
         let report = engine.recover(now).map_err(|f| f.into_open_error(path))?;
         let short = !matches!(media.reserve(true), Ok(true));
-        let checkpoint_bytes = opts.checkpoint_wal_bytes.unwrap_or(CHECKPOINT_WAL_BYTES);
         let writer = writer::Writer::start(engine, opts.on_fatal, short, checkpoint_bytes);
         Ok((Store { path: path.to_path_buf(), shared, writer, replayed, _lock: lock }, report))
     }
@@ -154,7 +155,7 @@ impl Store {
 
 impl Reads for Store {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        match self.shared.db() {
+        match self.shared.db_for_reader() {
             Some(db) => Snapshot::begin(db.as_ref()),
             None => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
         }
@@ -204,7 +205,12 @@ impl ReadOnlyStore {
             return Err(OpenError::Missing { path: path.to_path_buf() });
         }
         drop(take_lock(path)?);
-        let unplayed = std::fs::metadata(media::wal_path(path)).is_ok_and(|m| m.len() > wal::WAL_MAGIC.len() as u64);
+        let media = FileMedia { path: path.to_path_buf() };
+        let unplayed = media::wal_path(path).exists()
+            && media.wal().and_then(|log| wal::has_frames(log.as_ref())).map_err(|e| OpenError::Engine {
+                path: path.to_path_buf(),
+                detail: format!("read the write-ahead log: {e}"),
+            })?;
         if unplayed {
             Store::open(path, unix_now())?;
         }

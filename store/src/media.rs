@@ -167,13 +167,10 @@ impl Media for FileMedia {
         // (written, then given back), once kept. Otherwise the store would
         // resume, fill the same few bytes and stop again, over and over.
         let probe = beside(&self.path, ".reserve.probe");
-        let fits = fill(&probe, RESERVE_BYTES).and_then(|fits| {
-            std::fs::remove_file(&probe)?;
-            Ok(fits)
-        })?;
-        if !fits {
+        if !fill(&probe, RESERVE_BYTES)? {
             return Ok(false);
         }
+        std::fs::remove_file(&probe)?;
         fill(&path, RESERVE_BYTES)
     }
 }

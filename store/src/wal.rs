@@ -1,24 +1,37 @@
 //! The write-ahead log: the store's durability point.
 //!
-//! `<db>.wal` is `WAL_MAGIC` followed by frames of
-//! `[u32 LE body length][blake3(body), 32 bytes][body]` (the export stream's
-//! framing), where a body is the frame's sequence number (u64 LE) and then the
-//! batch's requests, each one CBOR value. A batch is acknowledged only after
+//! `<db>.wal` starts with `WAL_MAGIC` and the sequence number of its first
+//! frame (u64 LE), then frames of `[u32 LE body length][seq u64 LE][blake3(body),
+//! 32 bytes][body]` (the export stream's framing, with the sequence number in
+//! front), where a body is the frame's sequence number again, the first eight
+//! bytes of the previous frame's checksum (zero for the first frame: the
+//! frames are chained, so a stale frame can never pass for the next one), and
+//! then the batch's requests, each one CBOR value. A batch is acknowledged only after
 //! its frames are written and the file fdatasynced; the redb commit that
 //! follows is not durable on its own. Each redb transaction records the last
 //! frame it contains (`meta["wal_seq"]`), so at open the frames after it are
-//! replayed, whatever redb's last durable commit was. A checkpoint (a durable
-//! redb commit) makes every frame obsolete, and the file is cut back to its
-//! magic.
+//! replayed, whatever redb's last durable commit was.
+//!
+//! The file is preallocated (written with zeros) and overwritten in place: an
+//! `fdatasync` of a write that does not change the file's size writes the data
+//! alone, not the inode as well (about half the cost of an append here). So
+//! the log's end is where the frames stop following each other: a frame whose
+//! sequence number is not the next one is a stale frame from before the last
+//! checkpoint, or zeros. A checkpoint (a durable redb commit) makes every frame
+//! obsolete; the header then names the next sequence number as the first.
 
-use crate::media::WalIo;
+use crate::media::{WalIo, is_out_of_space};
 use crate::ops::Op;
 use std::io;
 
 /// First bytes of a write-ahead log.
-pub const WAL_MAGIC: &[u8; 8] = b"WRLDWAL1";
-/// Frame header: length and checksum.
-const FRAME_HEAD: usize = 36;
+pub const WAL_MAGIC: &[u8; 8] = b"WRLDWAL2";
+/// Magic, then the first frame's sequence number.
+pub const WAL_HEADER: usize = 16;
+/// Frame head: length, sequence number, checksum.
+const FRAME_HEAD: usize = 44;
+/// Body prefix: sequence number, link to the previous frame.
+const BODY_PREFIX: usize = 16;
 /// Largest frame body; a batch is cut into frames of about `WAL_FRAME_TARGET`.
 pub const WAL_FRAME_MAX: usize = 1 << 30;
 /// A batch's frame is closed once its body passes this size.
@@ -33,24 +46,13 @@ pub enum WalError {
     Damaged { offset: u64, detail: String },
 }
 
-/// Why an append failed.
-#[derive(Debug)]
-pub(crate) enum AppendError {
-    /// A write failed and the file was cut back: nothing of the batch is in the log.
-    Write(io::Error),
-    /// The sync failed: the frames may or may not be durable.
-    Sync(io::Error),
-    /// A write failed and cutting the file back failed too.
-    CutBack(io::Error),
-}
-
 /// What reading the log at open found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalScan {
     /// Frames read whole, in order.
     pub frames: u64,
-    /// Bytes after the last whole frame: a torn write that was never
-    /// acknowledged. They are cut off.
+    /// Bytes of a torn last frame (written in part, never acknowledged),
+    /// which is discarded.
     pub torn_bytes: u64,
     /// Sequence number of the last whole frame (0 when none).
     pub last_seq: u64,
@@ -62,101 +64,148 @@ pub(crate) struct Frame {
     pub ops: Vec<Op>,
 }
 
+/// Why an append failed.
+#[derive(Debug)]
+pub(crate) enum AppendError {
+    /// A write failed: nothing of the batch is in the log (a frame written
+    /// in part is torn, and the next frame overwrites it).
+    Write(io::Error),
+    /// The sync failed: the frames may or may not be durable.
+    Sync(io::Error),
+}
+
 /// The open log: where the next frame goes.
 pub(crate) struct Wal {
     io: Box<dyn WalIo>,
     end: u64,
+    /// The link the next frame carries: the last frame's checksum, in part.
+    pub(crate) link: u64,
     /// Bytes of frames since the last checkpoint.
     pub(crate) pending_bytes: u64,
 }
 
 impl Wal {
-    /// Opens the log (writing its magic when it is new), reads every whole
-    /// frame, and cuts a torn tail. A frame that fails its checksum while a
-    /// whole frame follows it is damage, not a torn tail, and is refused.
-    pub(crate) fn open(io: Box<dyn WalIo>) -> Result<(Wal, Vec<Frame>, WalScan), WalError> {
+    /// Opens the log (writing its header when it is new, with `first_seq` as
+    /// its first frame), reads every whole frame in sequence, and makes sure
+    /// `prealloc` bytes are allocated. A torn frame that whole frames of the
+    /// sequence follow is damage, not a torn tail, and is refused.
+    pub(crate) fn open(
+        io: Box<dyn WalIo>,
+        first_seq: u64,
+        prealloc: u64,
+    ) -> Result<(Wal, Vec<Frame>, WalScan), WalError> {
         let len = io.len()?;
-        if len < WAL_MAGIC.len() as u64 {
-            // New, or torn before its magic was whole: nothing was ever acknowledged.
-            io.set_len(0)?;
-            io.write_at(0, WAL_MAGIC)?;
-            io.sync_data()?;
-            let torn_bytes = len;
-            let wal = Wal { io, end: WAL_MAGIC.len() as u64, pending_bytes: 0 };
-            return Ok((wal, vec![], WalScan { torn_bytes, ..WalScan::default() }));
+        if len < WAL_HEADER as u64 {
+            // New, or torn before its header was whole: nothing was ever acknowledged.
+            io.write_at(0, &header(first_seq))?;
         }
-        let mut magic = [0u8; 8];
-        io.read_at(0, &mut magic)?;
-        if &magic != WAL_MAGIC {
+        let mut head = [0u8; WAL_HEADER];
+        io.read_at(0, &mut head)?;
+        if &head[..8] != WAL_MAGIC {
             return Err(WalError::Damaged { offset: 0, detail: "not a World write-ahead log (bad magic)".into() });
         }
+        let mut expected = u64::from_le_bytes(head[8..].try_into().expect("eight bytes"));
+        let len = io.len()?;
         let mut frames = vec![];
-        let mut at = WAL_MAGIC.len() as u64;
+        let mut at = WAL_HEADER as u64;
+        let mut link = 0;
         let mut scan = WalScan::default();
         loop {
-            match read_frame(io.as_ref(), at, len) {
-                Ok(Some((frame, next))) => {
-                    if scan.last_seq != 0 && frame.seq != scan.last_seq + 1 {
-                        return Err(WalError::Damaged {
-                            offset: at,
-                            detail: format!("frame {} follows frame {}", frame.seq, scan.last_seq),
-                        });
-                    }
+            match read_frame(io.as_ref(), at, len, expected, link) {
+                Read::Whole(frame, next, sum) => {
                     scan.frames += 1;
                     scan.last_seq = frame.seq;
+                    expected += 1;
+                    link = sum;
                     frames.push(frame);
                     at = next;
                 }
-                Ok(None) => break,
-                Err(Bad { next: Some(next), detail })
-                    if read_frame(io.as_ref(), next, len).is_ok_and(|f| f.is_some()) =>
-                {
-                    return Err(WalError::Damaged {
-                        offset: at,
-                        detail: format!("{detail}, and whole frames follow it"),
-                    });
+                Read::End => break,
+                Read::Undecodable(detail) => return Err(WalError::Damaged { offset: at, detail }),
+                Read::Torn { next, detail } => {
+                    // Whatever link the frame after a torn one carries, a whole
+                    // frame of the next number there means acknowledged frames.
+                    if let Some(next) = next
+                        && let Read::Whole(..) = read_frame(io.as_ref(), next, len, expected + 1, ANY_LINK)
+                    {
+                        return Err(WalError::Damaged {
+                            offset: at,
+                            detail: format!("{detail}, and frame {} follows it whole", expected + 1),
+                        });
+                    }
+                    scan.torn_bytes = next.unwrap_or(len).min(len) - at;
+                    break;
                 }
-                Err(Bad { .. }) => break,
             }
         }
-        scan.torn_bytes = len - at;
-        if scan.torn_bytes > 0 {
-            io.set_len(at)?;
-            io.sync_data()?;
-        }
-        let wal = Wal { io, end: at, pending_bytes: at - WAL_MAGIC.len() as u64 };
+        preallocate(io.as_ref(), prealloc)?;
+        io.sync_data()?;
+        let wal = Wal { io, end: at, link, pending_bytes: at - WAL_HEADER as u64 };
         Ok((wal, frames, scan))
     }
 
-    /// Writes `frames` after the last one and syncs once. A failed write is
-    /// cut back, so nothing of the batch remains to replay; a failed sync
-    /// leaves it unknown whether the frames are durable.
-    pub(crate) fn append(&mut self, frames: &[Vec<u8>]) -> Result<(), AppendError> {
+    /// Writes `frames` (sealed onto `self.link`) after the last one and syncs once.
+    pub(crate) fn append(&mut self, frames: &[Vec<u8>], link: u64) -> Result<(), AppendError> {
         let start = self.end;
         let mut at = start;
         for f in frames {
-            if let Err(e) = self.io.write_at(at, f) {
-                return match self.io.set_len(start) {
-                    Ok(()) => Err(AppendError::Write(e)),
-                    Err(cut) => Err(AppendError::CutBack(cut)),
-                };
-            }
+            self.io.write_at(at, f).map_err(AppendError::Write)?;
             at += f.len() as u64;
         }
         self.io.sync_data().map_err(AppendError::Sync)?;
         self.end = at;
+        self.link = link;
         self.pending_bytes += at - start;
         Ok(())
     }
 
-    /// After a checkpoint: every frame is in the durable database.
-    pub(crate) fn reset(&mut self) -> io::Result<()> {
-        self.io.set_len(WAL_MAGIC.len() as u64)?;
+    /// After a checkpoint: every frame up to `next_seq` is in the durable
+    /// database, and the log starts again at its header.
+    pub(crate) fn reset(&mut self, next_seq: u64) -> io::Result<()> {
+        self.io.write_at(0, &header(next_seq))?;
         self.io.sync_data()?;
-        self.end = WAL_MAGIC.len() as u64;
+        self.end = WAL_HEADER as u64;
+        self.link = 0;
         self.pending_bytes = 0;
         Ok(())
     }
+}
+
+/// Whether the log holds a frame (that the database may lack): what a
+/// reader asks before it opens a store no writer runs on.
+pub(crate) fn has_frames(io: &dyn WalIo) -> io::Result<bool> {
+    let len = io.len()?;
+    if len < WAL_HEADER as u64 {
+        return Ok(false);
+    }
+    let mut head = [0u8; WAL_HEADER];
+    io.read_at(0, &mut head)?;
+    let first = u64::from_le_bytes(head[8..].try_into().expect("eight bytes"));
+    Ok(!matches!(read_frame(io, WAL_HEADER as u64, len, first, 0), Read::End))
+}
+
+fn header(first_seq: u64) -> [u8; WAL_HEADER] {
+    let mut h = [0u8; WAL_HEADER];
+    h[..8].copy_from_slice(WAL_MAGIC);
+    h[8..].copy_from_slice(&first_seq.to_le_bytes());
+    h
+}
+
+/// Writes zeros up to `len` (never over what is there). Not `fallocate`: its
+/// unwritten extents would make the first sync of each block write metadata.
+/// A full disk only leaves the log to grow as it is written.
+fn preallocate(io: &dyn WalIo, len: u64) -> io::Result<()> {
+    let mut at = io.len()?;
+    let chunk = vec![0u8; 1 << 20];
+    while at < len {
+        let n = chunk.len().min((len - at) as usize);
+        match io.write_at(at, &chunk[..n]) {
+            Ok(()) => at += n as u64,
+            Err(e) if is_out_of_space(&e) => return Ok(()),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Builds a batch's frames: requests are added one by one; a frame closes when
@@ -178,6 +227,7 @@ impl FrameBuilder {
             let mut f = Vec::with_capacity(4096);
             f.extend_from_slice(&[0u8; FRAME_HEAD]);
             f.extend_from_slice(&self.next_seq.to_le_bytes());
+            f.extend_from_slice(&[0u8; 8]);
             self.next_seq += 1;
             self.frames.push(f);
         }
@@ -195,52 +245,81 @@ impl FrameBuilder {
         (!self.frames.is_empty()).then(|| self.next_seq - 1)
     }
 
-    /// Seals every frame: length and checksum into its head.
-    pub(crate) fn seal(mut self) -> Vec<Vec<u8>> {
+    /// Seals every frame, the first linked to `link`: link, length, sequence
+    /// number and checksum. Returns the frames and the link for the next batch.
+    pub(crate) fn seal(mut self, mut link: u64) -> (Vec<Vec<u8>>, u64) {
         for f in &mut self.frames {
+            f[FRAME_HEAD + 8..FRAME_HEAD + BODY_PREFIX].copy_from_slice(&link.to_le_bytes());
             let body_len = (f.len() - FRAME_HEAD) as u32;
+            let seq: [u8; 8] = f[FRAME_HEAD..FRAME_HEAD + 8].try_into().expect("eight bytes");
             let sum = *blake3::hash(&f[FRAME_HEAD..]).as_bytes();
             f[..4].copy_from_slice(&body_len.to_le_bytes());
-            f[4..FRAME_HEAD].copy_from_slice(&sum);
+            f[4..12].copy_from_slice(&seq);
+            f[12..FRAME_HEAD].copy_from_slice(&sum);
+            link = link_of(&sum);
         }
-        self.frames
+        (self.frames, link)
     }
 }
 
-struct Bad {
-    /// Where the next frame would start, when the length field is believable.
-    next: Option<u64>,
-    detail: String,
+/// The link a frame's successor carries.
+fn link_of(sum: &[u8; 32]) -> u64 {
+    u64::from_le_bytes(sum[..8].try_into().expect("eight bytes"))
 }
 
-/// Reads the frame at `at`: `Ok(None)` at the end of the file.
-fn read_frame(io: &dyn WalIo, at: u64, len: u64) -> Result<Option<(Frame, u64)>, Bad> {
-    if at == len {
-        return Ok(None);
-    }
-    let io_err = |e: io::Error| Bad { next: None, detail: format!("read failed: {e}") };
-    if len - at < FRAME_HEAD as u64 {
-        return Err(Bad { next: None, detail: "a frame head is cut short".into() });
+/// Accept a frame whatever its link (only to tell damage from a torn tail).
+const ANY_LINK: u64 = u64::MAX;
+
+enum Read {
+    /// The frame, where the next one starts, and its link.
+    Whole(Frame, u64, u64),
+    /// A whole frame of the sequence whose requests do not decode.
+    Undecodable(String),
+    /// No frame of the sequence here: zeros, a stale frame, the file's end.
+    End,
+    /// The expected frame, written in part. `next`: where the one after it
+    /// would start, when its length is believable.
+    Torn { next: Option<u64>, detail: String },
+}
+
+/// Reads the frame at `at` if it is frame `expected`, linked to `link`.
+fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Read {
+    if len.saturating_sub(at) < FRAME_HEAD as u64 {
+        return Read::End;
     }
     let mut head = [0u8; FRAME_HEAD];
-    io.read_at(at, &mut head).map_err(io_err)?;
-    let body_len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as u64;
+    if io.read_at(at, &mut head).is_err() {
+        return Read::End;
+    }
+    let seq = u64::from_le_bytes(head[4..12].try_into().expect("eight bytes"));
+    if seq != expected {
+        return Read::End;
+    }
+    let body_len = u32::from_le_bytes(head[..4].try_into().expect("four bytes")) as u64;
     let next = at + FRAME_HEAD as u64 + body_len;
-    if body_len < 8 || body_len > WAL_FRAME_MAX as u64 || next > len {
-        return Err(Bad { next: None, detail: format!("frame length {body_len} does not fit the file") });
+    if body_len < BODY_PREFIX as u64 || body_len > WAL_FRAME_MAX as u64 || next > len {
+        return Read::Torn { next: None, detail: format!("frame {seq}'s length {body_len} does not fit the file") };
     }
     let mut body = vec![0u8; body_len as usize];
-    io.read_at(at + FRAME_HEAD as u64, &mut body).map_err(io_err)?;
-    if blake3::hash(&body).as_bytes() != &head[4..] {
-        return Err(Bad { next: Some(next), detail: "frame checksum mismatch".into() });
+    if let Err(e) = io.read_at(at + FRAME_HEAD as u64, &mut body) {
+        return Read::Torn { next: None, detail: format!("frame {seq} cannot be read: {e}") };
     }
-    let seq = u64::from_le_bytes(body[..8].try_into().expect("eight bytes"));
-    let mut rest = &body[8..];
+    let sum = blake3::hash(&body);
+    if sum.as_bytes() != &head[12..] || body[..8] != head[4..12] {
+        return Read::Torn { next: Some(next), detail: format!("frame {seq} fails its checksum") };
+    }
+    let carried = u64::from_le_bytes(body[8..BODY_PREFIX].try_into().expect("eight bytes"));
+    if link != ANY_LINK && carried != link {
+        // Whole, numbered as the next, but written after another frame: stale.
+        return Read::End;
+    }
+    let mut rest = &body[BODY_PREFIX..];
     let mut ops = vec![];
     while !rest.is_empty() {
-        let op: Op = ciborium::from_reader(&mut rest)
-            .map_err(|e| Bad { next: Some(next), detail: format!("frame {seq} does not decode: {e}") })?;
-        ops.push(op);
+        match ciborium::from_reader::<Op, _>(&mut rest) {
+            Ok(op) => ops.push(op),
+            Err(e) => return Read::Undecodable(format!("frame {seq} passes its checksum but does not decode: {e}")),
+        }
     }
-    Ok(Some((Frame { seq, ops }, next)))
+    Read::Whole(Frame { seq, ops }, next, link_of(sum.as_bytes()))
 }

@@ -198,6 +198,9 @@ impl Loop {
                 for (done, r) in dones.into_iter().zip(results) {
                     done(r);
                 }
+                if let Some(fault) = self.engine.deferred.take() {
+                    self.fault(fault);
+                }
             }
             Err(fault) => {
                 let e = self.fault(fault);

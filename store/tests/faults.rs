@@ -10,6 +10,10 @@
 //!   acknowledged (worlds, registry, intents and their debits, outcomes,
 //!   committed tasks);
 //! - no intent is left without an outcome (recovery records `indeterminate`).
+//!
+//! And the two ways the writer meets a fault while it runs: a full disk
+//! (typed refusals, reads go on, writes resume by themselves) and a failed
+//! sync (the store stops writing and tells its owner, once).
 
 mod common;
 
@@ -49,6 +53,10 @@ struct DiskState {
     /// Writes, syncs and resizes so far.
     ops: u64,
     fault: Option<Fault>,
+    /// Every write of the log fails for lack of space, and no reserve fits.
+    full: bool,
+    /// Every sync of the log fails.
+    failing_syncs: bool,
 }
 
 /// Both files, in memory, with what a power loss would keep.
@@ -114,6 +122,9 @@ impl Disk {
 
     fn write(&self, w: Which, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
+        if s.full && matches!(w, Which::Wal) {
+            return Err(Disk::error(Kind::NoSpace));
+        }
         let fault = Disk::tick(&mut s);
         let data = match fault {
             Some(f) if f.torn => &data[..data.len() / 2],
@@ -143,6 +154,9 @@ impl Disk {
 
     fn sync(&self, w: Which) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
+        if s.failing_syncs && matches!(w, Which::Wal) {
+            return Err(Disk::error(Kind::Io));
+        }
         if let Some(f) = Disk::tick(&mut s) {
             return Err(Disk::error(f.kind));
         }
@@ -242,13 +256,21 @@ impl Media for SimMedia {
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {
         Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Wal }))
     }
-    fn reserve(&self, _keep: bool) -> io::Result<bool> {
-        Ok(true)
+    fn reserve(&self, keep: bool) -> io::Result<bool> {
+        Ok(!keep || !self.0.0.lock().unwrap().full)
     }
 }
 
+/// Log bytes between checkpoints in these runs (the workload writes several times this).
+const CHECKPOINT_BYTES: u64 = 4 << 10;
+
 fn open(path: &Path, disk: &Disk) -> Result<(Store, RecoveryReport), OpenError> {
-    let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
+    // A small log: checkpoints (and log resets) happen within the workload.
+    let opts = StoreOptions {
+        media: Some(Arc::new(SimMedia(disk.clone()))),
+        checkpoint_wal_bytes: Some(CHECKPOINT_BYTES),
+        ..StoreOptions::default()
+    };
     Store::open_with(path, 10, opts)
 }
 
@@ -389,4 +411,74 @@ fn a_power_loss_after_a_fault_at_any_point_loses_nothing_acknowledged() {
             run(Some(Fault { at, kind, torn }), true);
         }
     }
+}
+
+fn echo_publish(label: &str) -> Op {
+    let registry = NewObject::derived("world/transition-registry/v1", "test", label.as_bytes().to_vec());
+    Op::PublishRegistry(RegistryPublish {
+        name: format!("registry/{label}"),
+        expected: None,
+        head: registry.hash,
+        objects: vec![registry],
+        entries: vec![],
+    })
+}
+
+#[test]
+fn a_full_disk_refuses_writes_typed_keeps_reads_and_resumes_once_space_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
+    let world = match store.call(Op::CommitWorld(genesis())) {
+        Ok(Reply::Selected(w)) => w,
+        other => panic!("genesis: {other:?}"),
+    };
+    disk.0.lock().unwrap().full = true;
+    match store.call(echo_publish("refused")) {
+        Err(WriteError::OutOfSpace(why)) => assert!(why.contains("out of space"), "{why}"),
+        other => panic!("expected OutOfSpace, got {other:?}"),
+    }
+    assert!(matches!(store.health(), Health::Degraded(r) if r.contains("out of space")));
+    // Refused at once while degraded, without touching the disk; reads go on.
+    assert!(matches!(store.call(echo_publish("still")), Err(WriteError::OutOfSpace(_))));
+    assert_eq!(store.snapshot().unwrap().selected_head().unwrap(), Some(world));
+    disk.0.lock().unwrap().full = false;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        match store.call(echo_publish("after")) {
+            Ok(Reply::Published(_)) => break,
+            Err(WriteError::OutOfSpace(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            other => panic!("writes did not resume: {other:?}"),
+        }
+    }
+    assert_eq!(store.health(), Health::Serving);
+    let snap = store.snapshot().unwrap();
+    assert!(snap.head("registry/refused").unwrap().is_none(), "a refused write left a trace");
+    assert!(snap.head("registry/after").unwrap().is_some());
+}
+
+#[test]
+fn a_failed_sync_of_the_log_fails_the_store_and_tells_its_owner_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let told = Arc::new(Mutex::new(vec![]));
+    let seen = told.clone();
+    let opts = StoreOptions {
+        media: Some(Arc::new(SimMedia(disk.clone()))),
+        on_fatal: Some(Box::new(move |why: &str| seen.lock().unwrap().push(why.to_string()))),
+        ..StoreOptions::default()
+    };
+    let (store, _) = Store::open_with(&dir.path().join("a.db"), 10, opts).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    disk.0.lock().unwrap().failing_syncs = true;
+    assert!(matches!(store.call(echo_publish("doubt")), Err(WriteError::WriterStopped(_))));
+    disk.0.lock().unwrap().failing_syncs = false;
+    // Nothing more is written by this handle, even once the disk behaves.
+    assert!(matches!(store.call(echo_publish("later")), Err(WriteError::WriterStopped(_))));
+    assert!(matches!(store.health(), Health::Failed(r) if r.contains("injected I/O error")));
+    let told = told.lock().unwrap().clone();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains("durability is in doubt"), "{told:?}");
 }

@@ -82,13 +82,25 @@ fn a_full_disk_refuses_calls_typed_keeps_serving_reads_and_writes_resume_by_them
 
     let filler = fs.path.join("filler");
     fill(&filler, available(&fs.path).saturating_sub(ROOM));
-    let blob = "x".repeat(200 << 10);
+    // Each call carries its own 200 KiB (objects are stored once per content).
+    let blob = |i: usize| format!("{i}:{}", "x".repeat(200 << 10));
     let refused = (0..64)
-        .map(|i| (i, lab.send(&token, &format!("fill-{i}"), "tools.echo", &json!({"blob": blob}))))
+        .map(|i| (i, lab.send(&token, &format!("fill-{i}"), "tools.echo", &json!({"blob": blob(i)}))))
         .find(|(_, v)| v.get("error").is_some());
-    let (refused_at, v) = refused.expect("the disk filled up within 64 calls");
+    let Some((refused_at, v)) = refused else {
+        panic!(
+            "the disk did not fill up within 64 calls; df: {} free\n{}",
+            available(&fs.path),
+            lab.daemon.stderr_text()
+        )
+    };
     eprintln!("the disk filled at call {refused_at}");
-    assert_eq!(rpc_error(&v), (-32603, world_protocol::a2a::MSG_OUT_OF_SPACE.to_string()), "{v}");
+    assert_eq!(
+        rpc_error(&v),
+        (-32603, world_protocol::a2a::MSG_OUT_OF_SPACE.to_string()),
+        "{v}\n{}",
+        lab.daemon.stderr_text()
+    );
 
     // Degraded, not dead: health says why; reads, replays and listings are served.
     let (status, h) = health(&lab);
@@ -102,7 +114,7 @@ fn a_full_disk_refuses_calls_typed_keeps_serving_reads_and_writes_resume_by_them
     assert!(sse(&list)["result"]["tools"].is_array(), "{}", list.text());
     assert_eq!(lab.get_auth("/.well-known/agent.json", &token).status, 200);
     // Still full: the same typed refusal, nothing half-written.
-    let again = lab.send(&token, "while-full", "tools.echo", &json!({"blob": blob}));
+    let again = lab.send(&token, "while-full", "tools.echo", &json!({"blob": blob(1000)}));
     assert_eq!(rpc_error(&again).1, world_protocol::a2a::MSG_OUT_OF_SPACE);
 
     std::fs::remove_file(&filler).unwrap();
@@ -113,14 +125,14 @@ fn a_full_disk_refuses_calls_typed_keeps_serving_reads_and_writes_resume_by_them
     }
     assert_eq!(health(&lab).1["status"], "ok");
     // The refused task id was never committed: sent again, it runs now.
-    let retried = lab.send(&token, &format!("fill-{refused_at}"), "tools.echo", &json!({"blob": blob}));
+    let retried = lab.send(&token, &format!("fill-{refused_at}"), "tools.echo", &json!({"blob": blob(refused_at)}));
     assert!(retried.get("result").is_some(), "{retried}");
     let after = lab.send(&token, "after", "tools.echo", &json!({"note": "after"}));
     assert!(after.get("result").is_some(), "{after}");
     // Every acknowledged call is still answered exactly as before.
     for i in 0..refused_at {
         let id = format!("fill-{i}");
-        let v = lab.send(&token, &id, "tools.echo", &json!({"blob": blob}));
+        let v = lab.send(&token, &id, "tools.echo", &json!({"blob": blob(i)}));
         assert!(v.get("result").is_some(), "{id}: {v}");
     }
     lab.verify_clean();
