@@ -5,7 +5,7 @@ use crate::error::{OpenError, WriteError};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::tables::{META, STORE_FORMAT};
-use crate::wal::{AppendError, Frame, FrameBuilder, Wal, WalScan};
+use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use crate::writer::{Health, WriterStats};
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
 use std::sync::atomic::Ordering;
@@ -85,7 +85,7 @@ pub struct Replayed {
 pub(crate) struct Engine {
     pub(crate) shared: Arc<Shared>,
     pub(crate) media: Arc<dyn Media>,
-    wal: Wal,
+    log: LogThread,
     next_seq: u64,
     last_checkpoint: Instant,
     cache_bytes: Option<usize>,
@@ -103,39 +103,18 @@ impl Engine {
         cache_bytes: Option<usize>,
         wal_prealloc: u64,
     ) -> Result<(Engine, Replayed), OpenFailure> {
-        let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
-        let created = media.database_is_new().map_err(|e| io("look for the database", e))?;
-        if created {
-            create_database(media.as_ref())?;
-        }
-        let db = open_database(media.as_ref(), cache_bytes)?;
-        let meta = read_meta(&db)?;
-        if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
-            return Err(OpenFailure::Format(found));
-        }
-        let log = media.wal().map_err(|e| io("open the log", e))?;
-        let (wal, frames, scan) =
-            Wal::open(log, meta.wal_seq + 1, wal_prealloc).map_err(|e| OpenFailure::Engine(e.to_string()))?;
-        if created && scan.frames > 0 {
-            return Err(OpenFailure::Engine(format!(
-                "its write-ahead log holds {} frame(s) but the database has none of its history; the log belongs to another store (move it away)",
-                scan.frames
-            )));
-        }
-        let frames_applied = replay(&db, meta.wal_seq, frames)?;
-        let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
-        *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
+        let (wal, next_seq, replayed) = open_parts(media.as_ref(), &shared, cache_bytes, wal_prealloc)?;
         let engine = Engine {
             shared,
             media,
-            wal,
+            log: LogThread::start(wal),
             next_seq,
             last_checkpoint: Instant::now(),
             cache_bytes,
             wal_prealloc,
             deferred: None,
         };
-        Ok((engine, Replayed { scan, frames_applied }))
+        Ok((engine, replayed))
     }
 
     /// The open-time transaction: creates what is missing, records the
@@ -156,7 +135,8 @@ impl Engine {
             report
         };
         txn.commit().map_err(|e| engine(&e))?;
-        self.wal.reset(self.next_seq).map_err(|e| engine(&e))?;
+        let next = self.next_seq;
+        self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
         Ok(report)
     }
@@ -170,7 +150,7 @@ impl Engine {
     }
 
     pub(crate) fn wal_pending(&self) -> u64 {
-        self.wal.pending_bytes
+        self.log.with(|wal| wal.pending_bytes)
     }
 
     pub(crate) fn since_checkpoint(&self) -> Duration {
@@ -187,49 +167,43 @@ impl Engine {
         }
     }
 
-    /// Applies a batch, journals what it kept, and commits. The per-request
-    /// results are final only when this returns `Ok`.
+    /// Journals a batch and applies it, the two at once (the log's write and
+    /// sync on the log thread, the requests on this one: a frame holds the
+    /// requests, not their effects), then commits. The per-request results
+    /// are final only when this returns `Ok`.
     pub(crate) fn commit(&mut self, ops: Vec<Op>) -> Result<Vec<Result<Reply, WriteError>>, Fault> {
         let started = Instant::now();
         let db = self.db()?;
-        let mut txn = db.begin_write().map_err(redb_fault)?;
-        txn.set_durability(Durability::None).map_err(redb_fault)?;
         let mut frames = FrameBuilder::new(self.next_seq);
-        let mut results = Vec::with_capacity(ops.len());
-        {
-            let mut w = W::open(&txn).map_err(write_fault)?;
-            for op in ops {
-                // Every applied request is journaled, refused ones too: a
-                // refusal may write (a failed REST commit drops its receipt).
-                if !frames.push(&op) {
-                    results.push(Err(WriteError::InvalidCommit("the request is too large to journal".into())));
-                    continue;
-                }
-                let r = w.apply(op);
-                if let Err(WriteError::Storage(e)) = &r {
-                    return Err(Fault::Fatal(e.clone()));
-                }
-                results.push(r);
-            }
-            w.finish().map_err(write_fault)?;
-        }
+        let journaled: Vec<bool> = ops.iter().map(|op| frames.push(op)).collect();
         let Some(last) = frames.last_seq() else {
-            txn.abort().map_err(redb_fault)?;
-            return Ok(results);
+            let too_large = || Err(WriteError::InvalidCommit("the request is too large to journal".into()));
+            return Ok(ops.iter().map(|_| too_large()).collect());
         };
-        record_seq(&txn, last)?;
-        let (frames, link) = frames.seal(self.wal.link);
-        let applied = Instant::now();
-        if let Err(e) = self.wal.append(&frames, link) {
-            let _ = txn.abort();
-            return Err(match e {
-                AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
-                AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
-                AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
-            });
-        }
-        self.next_seq = last + 1;
+        let link = self.log.with(|wal| wal.link);
+        let (frames, link) = frames.seal(link);
+        self.log.begin(frames, link);
+        let applied = apply(&db, ops, &journaled, last);
+        let apply_done = Instant::now();
+        let logged = self.log.finish();
         let synced = Instant::now();
+        let (txn, results) = match (logged, applied) {
+            (Err(e), applied) => {
+                if let Ok((txn, _)) = applied {
+                    let _ = txn.abort();
+                }
+                return Err(match e {
+                    AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
+                    AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
+                    AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
+                });
+            }
+            // The batch is in the log, so it happened, but the engine failed
+            // applying it: only a restart's replay can tell its results.
+            (Ok(()), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault:?}"))),
+            (Ok(()), Ok(applied)) => applied,
+        };
+        self.next_seq = last + 1;
         if let Err(e) = txn.commit() {
             // The frames are durable, so the batch happened: bring the
             // database up to the log and answer it. A full disk stops the
@@ -241,9 +215,10 @@ impl Engine {
                 self.deferred = Some(fault);
             }
         }
-        self.shared.stats.apply_ns.fetch_add((applied - started).as_nanos() as u64, Ordering::Relaxed);
-        self.shared.stats.wal_ns.fetch_add((synced - applied).as_nanos() as u64, Ordering::Relaxed);
-        self.shared.stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let stats = &self.shared.stats;
+        stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
+        stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
+        stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(results)
     }
 
@@ -260,7 +235,8 @@ impl Engine {
             self.reopen()?;
             return Err(fault);
         }
-        self.wal.reset(self.next_seq).map_err(classify)?;
+        let next = self.next_seq;
+        self.log.with(|wal| wal.reset(next)).map_err(classify)?;
         self.last_checkpoint = Instant::now();
         self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -273,10 +249,10 @@ impl Engine {
         drop(old);
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
-            match Engine::open(self.media.clone(), self.shared.clone(), self.cache_bytes, self.wal_prealloc) {
-                Ok((engine, _)) => {
-                    self.wal = engine.wal;
-                    self.next_seq = engine.next_seq;
+            match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {
+                Ok((wal, next_seq, _)) => {
+                    self.log.with(|old| *old = wal);
+                    self.next_seq = next_seq;
                     return Ok(());
                 }
                 Err(OpenFailure::Format(f)) => return Err(Fault::Fatal(format!("the store's format became {f}"))),
@@ -286,6 +262,68 @@ impl Engine {
         }
         Err(Fault::Fatal(format!("reopening the database after an I/O error failed: {last}")))
     }
+}
+
+/// Opens the database (creating it whole when there is none), refuses
+/// another format, reads the log and replays what the database lacks.
+fn open_parts(
+    media: &dyn Media,
+    shared: &Shared,
+    cache_bytes: Option<usize>,
+    wal_prealloc: u64,
+) -> Result<(Wal, u64, Replayed), OpenFailure> {
+    let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
+    let created = media.database_is_new().map_err(|e| io("look for the database", e))?;
+    if created {
+        create_database(media)?;
+    }
+    let db = open_database(media, cache_bytes)?;
+    let meta = read_meta(&db)?;
+    if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
+        return Err(OpenFailure::Format(found));
+    }
+    let log = media.wal().map_err(|e| io("open the log", e))?;
+    let (wal, frames, scan) =
+        Wal::open(log, meta.wal_seq + 1, wal_prealloc).map_err(|e| OpenFailure::Engine(e.to_string()))?;
+    if created && scan.frames > 0 {
+        return Err(OpenFailure::Engine(format!(
+            "its write-ahead log holds {} frame(s) but the database has none of its history; the log belongs to another store (move it away)",
+            scan.frames
+        )));
+    }
+    let frames_applied = replay(&db, meta.wal_seq, frames)?;
+    let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
+    *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
+    Ok((wal, next_seq, Replayed { scan, frames_applied }))
+}
+
+type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>);
+
+/// Applies the journaled requests of a batch in one transaction that also
+/// records its last frame; the others get their refusal.
+fn apply(db: &Database, ops: Vec<Op>, journaled: &[bool], last: u64) -> Result<Applied, Fault> {
+    let mut txn = db.begin_write().map_err(redb_fault)?;
+    txn.set_durability(Durability::None).map_err(redb_fault)?;
+    let mut results = Vec::with_capacity(ops.len());
+    {
+        let mut w = W::open(&txn).map_err(write_fault)?;
+        for (op, journaled) in ops.into_iter().zip(journaled) {
+            if !journaled {
+                results.push(Err(WriteError::InvalidCommit("the request is too large to journal".into())));
+                continue;
+            }
+            // Every applied request is journaled, refused ones too: a
+            // refusal may write (a failed REST commit drops its receipt).
+            let r = w.apply(op);
+            if let Err(WriteError::Storage(e)) = &r {
+                return Err(Fault::Fatal(e.clone()));
+            }
+            results.push(r);
+        }
+        w.finish().map_err(write_fault)?;
+    }
+    record_seq(&txn, last)?;
+    Ok((txn, results))
 }
 
 fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {

@@ -23,6 +23,9 @@
 use crate::media::{WalIo, is_out_of_space};
 use crate::ops::Op;
 use std::io;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 /// First bytes of a write-ahead log.
 pub const WAL_MAGIC: &[u8; 8] = b"WRLDWAL2";
@@ -322,4 +325,59 @@ fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Re
         }
     }
     Read::Whole(Frame { seq, ops }, next, link_of(sum.as_bytes()))
+}
+
+/// The log on a thread of its own, so that a batch's write and sync run
+/// while the writer applies the same batch to the database.
+pub(crate) struct LogThread {
+    wal: Arc<Mutex<Wal>>,
+    jobs: Option<SyncSender<(Vec<Vec<u8>>, u64)>>,
+    results: Receiver<Result<(), AppendError>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LogThread {
+    pub(crate) fn start(wal: Wal) -> LogThread {
+        let wal = Arc::new(Mutex::new(wal));
+        let (jobs, inbox) = sync_channel::<(Vec<Vec<u8>>, u64)>(1);
+        let (outbox, results) = sync_channel(1);
+        let log = wal.clone();
+        let thread = std::thread::Builder::new()
+            .name("world-store-log".into())
+            .spawn(move || {
+                for (frames, link) in inbox {
+                    let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
+                    if outbox.send(r).is_err() {
+                        break;
+                    }
+                }
+            })
+            .expect("spawn the store log thread");
+        LogThread { wal, jobs: Some(jobs), results, thread: Some(thread) }
+    }
+
+    /// Starts writing and syncing `frames`; `finish` says how it went.
+    pub(crate) fn begin(&self, frames: Vec<Vec<u8>>, link: u64) {
+        if let Some(jobs) = &self.jobs {
+            let _ = jobs.send((frames, link));
+        }
+    }
+
+    pub(crate) fn finish(&self) -> Result<(), AppendError> {
+        self.results.recv().unwrap_or_else(|_| Err(AppendError::Sync(io::Error::other("the log thread exited"))))
+    }
+
+    /// The log itself, between batches.
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Wal) -> R) -> R {
+        f(&mut self.wal.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Drop for LogThread {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
