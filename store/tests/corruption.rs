@@ -3,6 +3,9 @@
 //! public `world_store::tables` definitions and `world_store::rows` codecs) or by
 //! flipping bytes in the file; `verify` must name each fault by table, key and kind.
 
+mod common;
+
+use common::echo_registry;
 use redb::{Builder, ConcurrencyMode, ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::path::{Path, PathBuf};
 use world_store::tables::*;
@@ -51,16 +54,8 @@ fn fixture() -> Fixture {
     let payload = NewObject::derived("world/note/v1", "test", PAYLOAD_MARKER.to_vec());
     store.call(Op::PutObjects(vec![payload.clone()])).unwrap();
 
-    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
-    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
-    let f = source.hash;
-    let publish = RegistryPublish {
-        name: "world/transition-registry/v1".into(),
-        expected: None,
-        head: registry.hash,
-        objects: vec![source, registry],
-        entries: vec![("tools.echo".into(), f)],
-    };
+    let publish = echo_registry();
+    let f = publish.entries[0].1;
     store.call(Op::PublishRegistry(publish)).unwrap();
 
     let task = TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: "t1".into() };
@@ -86,20 +81,7 @@ fn fixture() -> Fixture {
         at: 2,
     };
     store.call(Op::RecordOutcome(outcome)).unwrap();
-    let output = NewObject::derived("world/invocation-output/v1", "coordinator:a2a", b"out".to_vec());
-    let record = NewObject::derived("world/invocation-record/v1", "coordinator:a2a", b"rec".to_vec());
-    let commit = InvocationCommit {
-        task: task.clone(),
-        registry: "world/transition-registry/v1".into(),
-        transition_id: "tools.echo".into(),
-        transition_fn: f,
-        interpreter: f,
-        semantics_epoch: 1,
-        written_by: "coordinator:a2a".into(),
-        transition_ref: record.hash,
-        state_root: output.hash,
-        objects: vec![output, record],
-    };
+    let commit = common::invocation(&task, f, b"out");
     let Reply::Committed(committed) = store.call(Op::CommitInvocation(commit)).unwrap() else {
         panic!("not committed")
     };

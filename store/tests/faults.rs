@@ -290,16 +290,8 @@ fn workload(store: &Store) -> Acked {
     let mut acked = Acked::default();
     let Ok(Reply::Selected(w)) = store.call(Op::CommitWorld(genesis())) else { return acked };
     acked.worlds.push(w);
-    let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
-    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
-    let f = source.hash;
-    let publish = RegistryPublish {
-        name: "world/transition-registry/v1".into(),
-        expected: None,
-        head: registry.hash,
-        objects: vec![source, registry],
-        entries: vec![("tools.echo".into(), f)],
-    };
+    let publish = echo_registry();
+    let f = publish.entries[0].1;
     let Ok(Reply::Published(_)) = store.call(Op::PublishRegistry(publish.clone())) else { return acked };
     acked.registry = Some(publish.head);
     for i in 0..3 {

@@ -34,17 +34,24 @@ pub fn task(id: &str) -> TaskKey {
     TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: id.into() }
 }
 
-pub fn publish_echo(store: &Store) -> Ref {
+/// The first publish of a registry holding `tools.echo`; its transitionFn is
+/// `entries[0].1`.
+pub fn echo_registry() -> RegistryPublish {
     let source = NewObject::derived("world/transition-source/v1", "test", b"echo".to_vec());
     let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":1}".to_vec());
     let f = source.hash;
-    let p = RegistryPublish {
+    RegistryPublish {
         name: "world/transition-registry/v1".into(),
         expected: None,
         head: registry.hash,
         objects: vec![source, registry],
         entries: vec![("tools.echo".into(), f)],
-    };
+    }
+}
+
+pub fn publish_echo(store: &Store) -> Ref {
+    let p = echo_registry();
+    let f = p.entries[0].1;
     assert_eq!(store.call(Op::PublishRegistry(p.clone())).unwrap(), Reply::Published(PublishOutcome::Moved));
     assert_eq!(store.call(Op::PublishRegistry(p)).unwrap(), Reply::Published(PublishOutcome::Unchanged));
     f
