@@ -307,8 +307,9 @@ fn read_exact_at(input: &mut impl Read, buf: &mut [u8], offset: u64) -> Result<(
 
 /// Rebuilds a store at `target` (which must not exist) from an export stream.
 pub fn import(target: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
-    if target.exists() {
-        return Err(ImportError::Exists(target.to_path_buf()));
+    // A write-ahead log left beside the path belongs to another store.
+    if let Some(taken) = [target.to_path_buf(), crate::media::wal_path(target)].into_iter().find(|p| p.exists()) {
+        return Err(ImportError::Exists(taken));
     }
     let mut tmp = target.as_os_str().to_owned();
     tmp.push(format!(".importing-{}", std::process::id()));

@@ -137,3 +137,16 @@ fn an_import_never_overwrites_an_existing_store() {
     let existing = dir.path().join("src.db");
     assert!(matches!(export::import(&existing, &mut bytes.as_slice()), Err(ImportError::Exists(_))));
 }
+
+#[test]
+fn an_import_refuses_a_path_beside_which_another_stores_log_lies() {
+    let (dir, store) = populated();
+    let bytes = exported(&store, false);
+    let target = dir.path().join("fresh.db");
+    std::fs::write(world_store::media::wal_path(&target), b"another store's log").unwrap();
+    match export::import(&target, &mut bytes.as_slice()) {
+        Err(ImportError::Exists(p)) => assert!(p.ends_with("fresh.db.wal"), "{}", p.display()),
+        other => panic!("expected Exists naming the log, got {other:?}"),
+    }
+    assert!(!target.exists());
+}

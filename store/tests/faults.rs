@@ -474,3 +474,29 @@ fn a_failed_sync_of_the_log_fails_the_store_and_tells_its_owner_once() {
     assert_eq!(told.len(), 1, "{told:?}");
     assert!(told[0].contains("durability is in doubt"), "{told:?}");
 }
+
+#[test]
+fn a_damaged_frame_that_whole_frames_follow_is_refused_not_cut_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    store.call(echo_publish("one")).unwrap();
+    store.call(echo_publish("two")).unwrap();
+    // The power goes: the three batches are in the log only.
+    let (db, mut wal) = disk.images(true);
+    drop(store);
+    let intact = Disk::from_images(db.clone(), wal.clone());
+    let (reopened, _) = open(&dir.path().join("b.db"), &intact).unwrap();
+    assert!(reopened.snapshot().unwrap().head("registry/two").unwrap().is_some());
+    drop(reopened);
+    // A bit flips inside the first frame's requests; acknowledged frames follow it.
+    wal[16 + 44 + 20] ^= 0x40;
+    let damaged = Disk::from_images(db, wal);
+    match open(&dir.path().join("c.db"), &damaged) {
+        Err(OpenError::Engine { detail, .. }) => {
+            assert!(detail.contains("damaged") && detail.contains("follows it whole"), "{detail}")
+        }
+        other => panic!("expected the damage to be refused, got {:?}", other.map(|_| ())),
+    }
+}
