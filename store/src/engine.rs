@@ -63,6 +63,14 @@ pub(crate) enum Fault {
     Fatal(String),
 }
 
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::OutOfSpace(detail) | Fault::Fatal(detail) => f.write_str(detail),
+        }
+    }
+}
+
 pub(crate) fn classify(e: std::io::Error) -> Fault {
     if is_out_of_space(&e) { Fault::OutOfSpace(e.to_string()) } else { Fault::Fatal(e.to_string()) }
 }
@@ -175,15 +183,15 @@ impl Engine {
         let started = Instant::now();
         let db = self.db()?;
         let mut frames = FrameBuilder::new(self.next_seq);
-        let journaled: Vec<bool> = ops.iter().map(|op| frames.push(op)).collect();
+        // A request that cannot be journaled is not applied either.
+        let ops: Vec<Option<Op>> = ops.into_iter().map(|op| frames.push(&op).then_some(op)).collect();
         let Some(last) = frames.last_seq() else {
-            let too_large = || Err(WriteError::InvalidCommit("the request is too large to journal".into()));
-            return Ok(ops.iter().map(|_| too_large()).collect());
+            return Ok(ops.iter().map(|_| Err(too_large())).collect());
         };
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
         self.log.begin(frames, link);
-        let applied = apply(&db, ops, &journaled, last);
+        let applied = apply(&db, ops, last);
         let apply_done = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
@@ -200,7 +208,7 @@ impl Engine {
             }
             // The batch is in the log, so it happened, but the engine failed
             // applying it: only a restart's replay can tell its results.
-            (Ok(()), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault:?}"))),
+            (Ok(()), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
             (Ok(()), Ok(applied)) => applied,
         };
         self.next_seq = last + 1;
@@ -299,19 +307,24 @@ fn open_parts(
 
 type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>);
 
-/// Applies the journaled requests of a batch in one transaction that also
-/// records its last frame; the others get their refusal.
-fn apply(db: &Database, ops: Vec<Op>, journaled: &[bool], last: u64) -> Result<Applied, Fault> {
+fn too_large() -> WriteError {
+    WriteError::InvalidCommit("the request is too large to journal".into())
+}
+
+/// Applies a batch's journaled requests (`None`: one that could not be, and
+/// is refused) in one non-durable transaction that also records the batch's
+/// last frame: a live batch, or a frame replayed at open.
+fn apply(db: &Database, ops: Vec<Option<Op>>, last: u64) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
     let mut results = Vec::with_capacity(ops.len());
     {
         let mut w = W::open(&txn).map_err(write_fault)?;
-        for (op, journaled) in ops.into_iter().zip(journaled) {
-            if !journaled {
-                results.push(Err(WriteError::InvalidCommit("the request is too large to journal".into())));
+        for op in ops {
+            let Some(op) = op else {
+                results.push(Err(too_large()));
                 continue;
-            }
+            };
             // Every applied request is journaled, refused ones too: a
             // refusal may write (a failed REST commit drops its receipt).
             let r = w.apply(op);
@@ -357,11 +370,7 @@ impl OpenFailure {
 fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("create the database: {e}"));
     let backend = media.new_database().map_err(|e| engine(&e))?;
-    let mut builder = Builder::new();
-    builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
-    let db = crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))
-        .map_err(|e| engine(&e))?
-        .map_err(|e| engine(&e))?;
+    let db = on_backend(backend, None).map_err(|e| engine(&e))?;
     let mut txn = db.begin_write().map_err(|e| engine(&e))?;
     txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
     {
@@ -378,14 +387,18 @@ fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
 
 fn open_database(media: &dyn Media, cache_bytes: Option<usize>) -> Result<Database, OpenFailure> {
     let backend = media.database().map_err(|e| OpenFailure::Engine(format!("open the database file: {e}")))?;
+    on_backend(backend, cache_bytes).map_err(OpenFailure::Engine)
+}
+
+/// The engine on `backend`, owning it alone (`ExclusiveWriter`: non-durable
+/// commits); an engine panic on a damaged file is an error.
+fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: Option<usize>) -> Result<Database, String> {
     let mut builder = Builder::new();
     builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
     if let Some(bytes) = cache_bytes {
         builder.set_cache_size(bytes);
     }
-    crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))
-        .map_err(OpenFailure::Engine)?
-        .map_err(|e| OpenFailure::Engine(e.to_string()))
+    crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))?.map_err(|e| e.to_string())
 }
 
 struct Meta {
@@ -423,19 +436,7 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFa
                 applied + count
             )));
         }
-        let mut txn = db.begin_write().map_err(|e| engine(&e))?;
-        txn.set_durability(Durability::None).map_err(|e| engine(&e))?;
-        {
-            let mut w = W::open(&txn).map_err(|e| engine(&e))?;
-            for op in frame.ops {
-                if let Err(WriteError::Storage(e)) = w.apply(op) {
-                    return Err(engine(&e));
-                }
-            }
-            w.finish().map_err(|e| engine(&e))?;
-            let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
-            meta.insert(META_WAL_SEQ, frame.seq).map_err(|e| engine(&e))?;
-        }
+        let (txn, _) = apply(db, frame.ops.into_iter().map(Some).collect(), frame.seq).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }
