@@ -114,8 +114,9 @@ struct Measured {
     committed: Option<u64>,
     /// Daemon CPU seconds used during the row (rows against `worldd`).
     cpu: Option<f64>,
-    /// Bytes the daemon wrote to storage during the row (durable rows).
-    disk: Option<u64>,
+    /// Bytes written to storage during the row (durable rows): by the
+    /// daemon, and by the store's device.
+    disk: Option<Written>,
 }
 
 /// Slices per era in the era comparison rows (legacy, modern, legacy, …).
@@ -125,7 +126,7 @@ impl Measured {
     fn merged(slices: Vec<Measured>) -> Measured {
         let add = |a: Option<_>, b: Option<_>| a.zip(b).map(|(a, b)| a + b);
         let committed = slices.iter().map(|m| m.committed).reduce(add).flatten();
-        let disk = slices.iter().map(|m| m.disk).reduce(add).flatten();
+        let disk = slices.iter().map(|m| m.disk).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
         let cpu = slices.iter().map(|m| m.cpu).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
         Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk }
     }
@@ -177,9 +178,9 @@ fn main() {
     };
     let durable_in = |d: &Daemon, label: &str, tool: &str, era: Era, clients: usize, secs: f64| {
         let before = log_len(&d.addr);
-        let (cpu, disk) = (d.cpu_secs(), d.disk_bytes());
+        let (cpu, disk) = (d.cpu_secs(), d.written(&setup.db));
         let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, era, n), |_, b| success(tool, era, b));
-        let (cpu, disk) = (d.cpu_secs() - cpu, d.disk_bytes() - disk);
+        let (cpu, disk) = (d.cpu_secs() - cpu, d.written(&setup.db).since(disk));
         let committed = log_len(&d.addr) - before;
         Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk) }
     };
@@ -314,15 +315,14 @@ fn main() {
 
     println!();
     println!(
-        "| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call | disk KiB/call |"
+        "| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call | disk KiB/call (daemon / device) |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in &rows {
         let r = &m.row;
         let committed = m.committed.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
         let cpu = m.cpu.map(|c| format!("{:.2}", 1e3 * c / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
-        let disk =
-            m.disk.map(|b| format!("{:.1}", b as f64 / 1024.0 / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
+        let disk = m.disk.map(|w| w.per(r.calls)).unwrap_or_else(|| "—".into());
         println!(
             "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
             r.label,
@@ -370,10 +370,10 @@ fn main() {
     let disk8 = rows
         .iter()
         .find(|m| m.row.clients == 8 && m.row.label.starts_with("`tools_decho`, 8"))
-        .and_then(|m| m.disk.map(|b| b as f64 / 1024.0 / m.row.calls.max(1) as f64))
-        .unwrap_or(f64::NAN);
+        .and_then(|m| m.disk.map(|w| w.per(m.row.calls)))
+        .unwrap_or_default();
     println!(
-        "at 8 clients a durable `tools_decho` writes {disk8:.1} KiB to disk per call (the daemon's /proc write_bytes)"
+        "at 8 clients a durable `tools_decho` writes {disk8} KiB per call (the daemon's /proc write_bytes / the store device's sectors written)"
     );
     let floor8 = at(8, "store alone");
     println!(

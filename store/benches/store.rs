@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 use world_store::verify::{Options, verify};
 use world_store::*;
 
+#[path = "common/disk.rs"]
+mod disk;
+use disk::Written;
+
 const FSYNC_N: usize = 500;
 const PHASE_TIME_MAX: Duration = Duration::from_secs(6);
 const VERIFY_BYTES: usize = 256 << 20;
@@ -76,12 +80,6 @@ fn raw_fsync(dir: &Path) -> Row {
         p99_ms,
         per_batch: None,
     }
-}
-
-/// Bytes this process has caused to be written to storage (`/proc/self/io`).
-fn written_bytes() -> u64 {
-    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
-    io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
 }
 
 fn rest_commit(head: Option<&World>, content: &str) -> RestCommit {
@@ -152,7 +150,7 @@ fn invocation(task: TaskKey, f: Ref) -> InvocationCommit {
     }
 }
 
-fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usize) -> Row {
+fn invocation_commits(store: &Arc<Store>, dir: &Path, f: Ref, committers: usize, total: usize) -> Row {
     let prefix = format!("c{committers}");
     for chunk in (0..total).collect::<Vec<_>>().chunks(BATCH_MAX) {
         pipelined(
@@ -162,7 +160,7 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
     }
     let (batches0, requests0) = store.writer_stats();
     let (apply0, wal0, commit0) = store.writer_time();
-    let io0 = written_bytes();
+    let io0 = Written::now("self", dir);
     let barrier = Arc::new(Barrier::new(committers + 1));
     let per_thread = total / committers;
     let threads: Vec<_> = (0..committers)
@@ -195,11 +193,11 @@ fn invocation_commits(store: &Arc<Store>, f: Ref, committers: usize, total: usiz
     let (apply1, wal1, commit1) = store.writer_time();
     let batches = (batches1 - batches0).max(1) as f64;
     eprintln!(
-        "  {committers} committer(s): the writer spent {:.0} us/batch applying, {:.0} writing and syncing the log, {:.0} in redb's commit; {:.1} KiB written per commit",
+        "  {committers} committer(s): the writer spent {:.0} us/batch applying, {:.0} writing and syncing the log, {:.0} in redb's commit; {} KiB written per commit (this process / the device)",
         (apply1 - apply0).as_secs_f64() * 1e6 / batches,
         (wal1 - wal0).as_secs_f64() * 1e6 / batches,
         (commit1 - commit0).as_secs_f64() * 1e6 / batches,
-        (written_bytes() - io0) as f64 / 1024.0 / lat.len() as f64
+        Written::now("self", dir).since(io0).per(lat.len())
     );
     let n = lat.len();
     let (p50_ms, p99_ms) = percentiles(lat);
@@ -344,7 +342,7 @@ fn commit_phases(dir: &Path) {
     let store = Arc::new(store);
     let mut rows = vec![fsync, rest_commits(&store, 1000)];
     for (committers, total) in [(1, 1000), (8, 4000), (64, 16_000)] {
-        rows.push(invocation_commits(&store, f, committers, total));
+        rows.push(invocation_commits(&store, dir, f, committers, total));
     }
     print_rows(&rows, fsync_rate);
     let single = rows[2].per_sec;

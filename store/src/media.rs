@@ -122,6 +122,7 @@ pub struct FileMedia {
 impl Media for FileMedia {
     fn database(&self) -> io::Result<Box<dyn StorageBackend>> {
         let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        page_at_a_time(&file);
         let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Box::new(backend))
     }
@@ -136,6 +137,7 @@ impl Media for FileMedia {
 
     fn new_database(&self) -> io::Result<Box<dyn StorageBackend>> {
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(new_path(&self.path))?;
+        page_at_a_time(&file);
         let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Box::new(backend))
     }
@@ -149,6 +151,7 @@ impl Media for FileMedia {
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {
         let path = wal_path(&self.path);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        page_at_a_time(&file);
         Ok(Box::new(WalFile { file, path }))
     }
 
@@ -173,6 +176,21 @@ impl Media for FileMedia {
         std::fs::remove_file(&probe)?;
         fill(&path, RESERVE_BYTES)
     }
+}
+
+/// Asks the kernel to read the file only a page at a time, and drops what it
+/// has cached of it. Readahead fills the page cache with large folios (up to
+/// 2 MiB), and the kernel counts a whole folio as written each time one 4 KiB
+/// page of it is dirtied: measured here, an 800-byte log append then showed
+/// as 134 KiB in `/proc/<pid>/io` (what iotop and every I/O accounting read)
+/// while the disk received 5 KiB. The store gains nothing from readahead:
+/// redb reads one B-tree page at a time and keeps its own cache, and the log
+/// is read once, at open. Advice only, so a filesystem that ignores it (or
+/// refuses it) changes nothing but the accounting.
+fn page_at_a_time(file: &File) {
+    use nix::fcntl::{PosixFadviseAdvice, posix_fadvise};
+    let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED);
+    let _ = posix_fadvise(file, 0, 0, PosixFadviseAdvice::POSIX_FADV_RANDOM);
 }
 
 /// Writes `len` zero bytes to `path` and syncs them; `Ok(false)` (and no file)

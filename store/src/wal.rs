@@ -196,10 +196,13 @@ fn header(first_seq: u64) -> [u8; WAL_HEADER] {
 
 /// Writes zeros up to `len` (never over what is there). Not `fallocate`: its
 /// unwritten extents would make the first sync of each block write metadata.
-/// A full disk only leaves the log to grow as it is written.
+/// A page per write: a larger write fills the page cache with large folios,
+/// and each later in-place append would then be counted as a whole folio
+/// written (see `media::page_at_a_time`). A full disk only leaves the log to
+/// grow as it is written.
 fn preallocate(io: &dyn WalIo, len: u64) -> io::Result<()> {
     let mut at = io.len()?;
-    let chunk = vec![0u8; 1 << 20];
+    let chunk = [0u8; PREALLOC_WRITE];
     while at < len {
         let n = chunk.len().min((len - at) as usize);
         match io.write_at(at, &chunk[..n]) {
@@ -210,6 +213,9 @@ fn preallocate(io: &dyn WalIo, len: u64) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Bytes per preallocating write: one page.
+const PREALLOC_WRITE: usize = 4096;
 
 /// Builds a batch's frames: requests are added one by one; a frame closes when
 /// it passes `WAL_FRAME_TARGET`.

@@ -12,6 +12,9 @@
 
 #[path = "../../../tests/common/commit.rs"]
 mod commit;
+#[path = "../../../store/benches/common/disk.rs"]
+mod disk;
+pub use disk::Written;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
@@ -61,12 +64,10 @@ impl Daemon {
 }
 
 impl Daemon {
-    /// Bytes the daemon has caused to be written to storage so far
-    /// (`write_bytes` of `/proc/<pid>/io`): the store's file writes, not its
-    /// socket traffic.
-    pub fn disk_bytes(&self) -> u64 {
-        let io = std::fs::read_to_string(format!("/proc/{}/io", self.child.id())).unwrap_or_default();
-        io.lines().find_map(|l| l.strip_prefix("write_bytes: ")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    /// Bytes written to storage so far: by the daemon (its file writes, not
+    /// its socket traffic) and by the device holding `store`.
+    pub fn written(&self, store: &Path) -> Written {
+        Written::now(&self.child.id().to_string(), store)
     }
 }
 
