@@ -401,10 +401,23 @@ impl Invocation<'_> {
 
     /// Runs `ops` (the task row first if it is not yet durable) as one durable batch.
     async fn write(&mut self, ops: Vec<Op>) -> Result<Vec<Result<Reply, WriteError>>, Stop> {
+        let queued = self.queue(ops);
+        self.settle(queued).await
+    }
+
+    /// Queues `ops` (the task row first if it is not yet durable) as one batch
+    /// for the writer, behind every write queued before it: the writer applies
+    /// and journals requests in the order they were queued.
+    fn queue(&self, ops: Vec<Op>) -> Queued {
         let mut all: Vec<Op> = self.create_op().into_iter().collect();
         let creating = !all.is_empty();
         all.extend(ops);
-        let replies = match http::write(self.daemon, Op::Sequence(all)).await {
+        Queued { creating, reply: http::queue_write(self.daemon, Op::Sequence(all)) }
+    }
+
+    /// Waits for a queued batch to be durable (or refused) and reads its replies.
+    async fn settle(&mut self, queued: Queued) -> Result<Vec<Result<Reply, WriteError>>, Stop> {
+        let replies = match queued.reply.reply().await {
             Ok(Reply::Sequence(r)) => r,
             Ok(other) => return Err(Failed(CallError::Unavailable(format!("unexpected writer reply {other:?}")))),
             // The writer stopped with our batch in hand: nobody can say whether it landed.
@@ -417,7 +430,7 @@ impl Invocation<'_> {
             Err(e) => return Err(Failed(self.unrecorded(format!("store: {e}")))),
         };
         let mut replies = replies.into_iter();
-        if creating {
+        if queued.creating {
             match replies.next() {
                 Some(Ok(_)) => self.created = true,
                 Some(Err(WriteError::TaskExists(task))) => return Err(Resumed(task)),
@@ -447,7 +460,7 @@ impl Invocation<'_> {
             let result = self.phase(&args).await?;
             let result = reserve_world(result)?;
             let output = with_world(result, vec![], None);
-            return self.commit(vec![], input, output, None, vec![], vec![]).await;
+            return self.commit(vec![], input, output, None).await;
         }
         let plan = self.plan(&args).await?;
         let plan_obj = self.object(EFFECT_PLAN, plan.bytes.clone());
@@ -476,9 +489,12 @@ impl Invocation<'_> {
             let output = self.compose(&args, &plan, &brokered, plan_obj.hash).await?;
             let objects: Vec<NewObject> = brokered.iter().flat_map(|b| b.objects.clone()).collect();
             let records = brokered.iter().map(|b| b.record).collect();
-            let outcome = self.commit(outcomes, input, output, Some(plan_obj), records, objects).await;
-            drop(guard);
-            outcome
+            // The episode's next effect may run once this commit is queued:
+            // its intent is journaled behind the commit, so it runs only after
+            // the commit is durable, and the log keeps the episode's effects
+            // in the order they ran.
+            let ran = Ran { plan: plan_obj, records, objects, episode: guard };
+            self.commit(outcomes, input, output, Some(ran)).await
         };
         if !ran {
             return post.await;
@@ -680,10 +696,12 @@ impl Invocation<'_> {
         outcomes: Vec<Op>,
         input: NewObject,
         output: Value,
-        plan: Option<NewObject>,
-        records: Vec<Ref>,
-        mut objects: Vec<NewObject>,
+        ran: Option<Ran<'_>>,
     ) -> Result<Outcome, Stop> {
+        let (plan, records, mut objects, episode) = match ran {
+            Some(r) => (Some(r.plan), r.records, r.objects, Some(r.episode)),
+            None => (None, vec![], vec![], None),
+        };
         let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
         let c = self.call;
         let mut rec = FixedObject::new()
@@ -725,7 +743,9 @@ impl Invocation<'_> {
         let pending = outcome_records(&outcomes);
         let mut ops = outcomes;
         ops.push(Op::CommitInvocation(commit));
-        let mut replies = self.write(ops).await?.into_iter();
+        let queued = self.queue(ops);
+        drop(episode);
+        let mut replies = self.settle(queued).await?.into_iter();
         for rec in pending {
             match replies.next() {
                 Some(Ok(_)) => self.journaled.push(rec),
@@ -741,6 +761,24 @@ impl Invocation<'_> {
             other => Err(Failed(self.unrecorded(format!("unexpected writer reply {other:?}")))),
         }
     }
+}
+
+/// What an effectful invocation brings to its commit.
+struct Ran<'g> {
+    plan: NewObject,
+    /// The effect records, in the order the effects ran.
+    records: Vec<Ref>,
+    /// Objects only the commit carries (denials).
+    objects: Vec<NewObject>,
+    /// The episode's effect lock, let go once the commit is queued.
+    episode: tokio::sync::MutexGuard<'g, ()>,
+}
+
+/// A batch handed to the writer, not yet durable.
+struct Queued {
+    /// The batch begins with the task row.
+    creating: bool,
+    reply: http::QueuedWrite,
 }
 
 /// The effect records the `RecordOutcome` ops among `ops` would make durable.

@@ -77,3 +77,51 @@ fn eight_episodes_calling_at_once_all_commit_onto_one_chain() {
     let report = lab.verify_clean();
     assert_eq!(report["counts"]["logEntries"], (log_before + total) as u64);
 }
+
+/// An episode's effects run one at a time, and its entries sit in the log in
+/// the order its effects ran: replaying the episode's calls in log order, every
+/// read returns what the last write before it wrote. (A call lets the next
+/// effect run once its commit is queued, ahead of the next intent.)
+#[test]
+fn an_episodes_effects_sit_in_the_log_in_the_order_they_ran() {
+    const CALLS: usize = 24;
+    let lab = Lab::new(LabOptions { episodes: &["ep"], ..Default::default() });
+    let token = lab.mint("ep", &["Workspace.Write=worktree:1000", "Workspace.Read=worktree:1000"]);
+    let seed = lab.client(&token).send("seed", "ailang-write", &json!({"path": "shared.txt", "content": "seed"}));
+    assert!(seed.is_ok(), "{}", seed.0);
+
+    let mut replies: Vec<(usize, A2a)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CALLS)
+            .map(|k| {
+                let client = lab.client(&token);
+                s.spawn(move || {
+                    let reply = match k % 2 {
+                        0 => client.send(
+                            &format!("write-{k}"),
+                            "ailang-write",
+                            &json!({"path": "shared.txt", "content": format!("written by call {k}")}),
+                        ),
+                        _ => client.send(&format!("read-{k}"), "ailang-read", &json!({"path": "shared.txt"})),
+                    };
+                    (k, reply)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+
+    replies.sort_by_key(|(_, r)| r.entry_index());
+    let mut content = "seed".to_string();
+    for (k, r) in &replies {
+        assert!(r.is_ok(), "call {k} did not commit: {}", r.0);
+        match k % 2 {
+            0 => content = format!("written by call {k}"),
+            _ => assert_eq!(
+                r.output()["content"],
+                json!(content),
+                "read {k} (entry {}) saw another write than the last one before it in the log",
+                r.entry_index()
+            ),
+        }
+    }
+}

@@ -159,6 +159,22 @@ where
 
 /// Queues a write and waits for its durable answer without holding a thread.
 pub async fn write(state: &State, op: Op) -> Result<Reply, WriteError> {
+    queue_write(state, op).reply().await
+}
+
+/// A write queued for the writer.
+pub struct QueuedWrite(tokio::sync::oneshot::Receiver<Result<Reply, WriteError>>);
+
+impl QueuedWrite {
+    /// The write's reply, once its batch is durable (or refused).
+    pub async fn reply(self) -> Result<Reply, WriteError> {
+        self.0.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
+    }
+}
+
+/// Queues a write now (behind every write queued before it) and returns its
+/// reply to await.
+pub fn queue_write(state: &State, op: Op) -> QueuedWrite {
     let (tx, rx) = tokio::sync::oneshot::channel();
     state.store.submit(
         op,
@@ -166,7 +182,7 @@ pub async fn write(state: &State, op: Op) -> Result<Reply, WriteError> {
             let _ = tx.send(r);
         }),
     );
-    rx.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
+    QueuedWrite(rx)
 }
 
 /// Query parameters in order, percent-decoded; repeated names are kept.
