@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub exec_allow: Vec<String>,
     /// Concurrent MCP host callbacks (the seed's limit is 8).
     pub host_callbacks: usize,
+    /// The store's page cache.
+    pub cache_bytes: usize,
     /// How runs for agents are confined.
     pub confine: crate::cli::ConfineArgs,
     /// Print ready-to-paste agent connections on stdout once listening
@@ -98,7 +100,11 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         return Err(fail("config", format!("--workspace-root {} is not a directory", root.display())));
     }
     let mut worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
-    let store_opts = StoreOptions { on_fatal: Some(Box::new(store_failed)), ..StoreOptions::default() };
+    let store_opts = StoreOptions {
+        on_fatal: Some(Box::new(store_failed)),
+        cache_bytes: Some(opts.cache_bytes),
+        ..StoreOptions::default()
+    };
     let (store, recovery) =
         Store::open_with(&opts.db, crate::clock::now(), store_opts).map_err(|e| fail("store-open", e))?;
     let replayed = store.replayed();

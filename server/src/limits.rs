@@ -57,6 +57,12 @@ pub const ADMIN_PROGRESS_QUEUE: usize = 16;
 pub const HOST_CALLBACKS_DEFAULT: usize = 8;
 pub const HOST_CALLBACKS_MAX: usize = 1024;
 
+/// The store's page cache by default (`serve --cache-mib`), and the range the
+/// flag accepts: bounded memory whatever the store's size.
+pub const CACHE_MIB_DEFAULT: u64 = (world_store::CACHE_BYTES_DEFAULT >> 20) as u64;
+pub const CACHE_MIB_MIN: u64 = 4;
+pub const CACHE_MIB_MAX: u64 = 64 << 10;
+
 /// Exit status of a daemon that stopped because its store's durability is in
 /// doubt (a failed sync of the write-ahead log); restart it to recover.
 pub const EXIT_STORE_FAILED: i32 = 75;

@@ -96,7 +96,7 @@ pub(crate) struct Engine {
     log: LogThread,
     next_seq: u64,
     last_checkpoint: Instant,
-    cache_bytes: Option<usize>,
+    cache_bytes: usize,
     wal_prealloc: u64,
     /// A fault met after a batch was already durable: it stops later batches.
     pub(crate) deferred: Option<Fault>,
@@ -108,7 +108,7 @@ impl Engine {
     pub(crate) fn open(
         media: Arc<dyn Media>,
         shared: Arc<Shared>,
-        cache_bytes: Option<usize>,
+        cache_bytes: usize,
         wal_prealloc: u64,
     ) -> Result<(Engine, Replayed), OpenFailure> {
         let (wal, next_seq, replayed) = open_parts(media.as_ref(), &shared, cache_bytes, wal_prealloc)?;
@@ -277,7 +277,7 @@ impl Engine {
 fn open_parts(
     media: &dyn Media,
     shared: &Shared,
-    cache_bytes: Option<usize>,
+    cache_bytes: usize,
     wal_prealloc: u64,
 ) -> Result<(Wal, u64, Replayed), OpenFailure> {
     let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
@@ -365,12 +365,24 @@ impl OpenFailure {
     }
 }
 
+/// Page cache while a database is created or compacted: one pass, little reuse.
+const MAINTENANCE_CACHE_BYTES: usize = 16 << 20;
+
+/// Compacts a database no one else has open and whose log holds no frames
+/// past its last checkpoint (the caller closed a store on it cleanly).
+pub(crate) fn compact(media: &dyn Media) -> Result<(), OpenFailure> {
+    let mut db = open_database(media, MAINTENANCE_CACHE_BYTES)?;
+    let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("compact the database: {e}"));
+    crate::guard_panic(|| db.compact()).map_err(|e| engine(&e))?.map_err(|e| engine(&e))?;
+    Ok(())
+}
+
 /// Builds a new database whole (every table, the format) beside the path,
 /// then puts it in place.
 fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("create the database: {e}"));
     let backend = media.new_database().map_err(|e| engine(&e))?;
-    let db = on_backend(backend, None).map_err(|e| engine(&e))?;
+    let db = on_backend(backend, MAINTENANCE_CACHE_BYTES).map_err(|e| engine(&e))?;
     let mut txn = db.begin_write().map_err(|e| engine(&e))?;
     txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
     {
@@ -385,19 +397,17 @@ fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
     media.install_new_database().map_err(|e| engine(&e))
 }
 
-fn open_database(media: &dyn Media, cache_bytes: Option<usize>) -> Result<Database, OpenFailure> {
+fn open_database(media: &dyn Media, cache_bytes: usize) -> Result<Database, OpenFailure> {
     let backend = media.database().map_err(|e| OpenFailure::Engine(format!("open the database file: {e}")))?;
     on_backend(backend, cache_bytes).map_err(OpenFailure::Engine)
 }
 
 /// The engine on `backend`, owning it alone (`ExclusiveWriter`: non-durable
 /// commits); an engine panic on a damaged file is an error.
-fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: Option<usize>) -> Result<Database, String> {
+fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: usize) -> Result<Database, String> {
     let mut builder = Builder::new();
     builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
-    if let Some(bytes) = cache_bytes {
-        builder.set_cache_size(bytes);
-    }
+    builder.set_cache_size(cache_bytes);
     crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))?.map_err(|e| e.to_string())
 }
 

@@ -63,10 +63,34 @@ pub struct Counts {
     pub receipts: u64,
 }
 
+/// Where one table's bytes go: what its rows hold, and the pages that hold them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TableFootprint {
+    pub table: String,
+    pub rows: u64,
+    /// Keys and values as stored: the table's logical bytes.
+    pub stored_bytes: u64,
+    /// Page headers, branch pages and other bookkeeping.
+    pub metadata_bytes: u64,
+    /// Unused space inside the table's pages.
+    pub fragmented_bytes: u64,
+}
+
+impl TableFootprint {
+    /// Bytes of pages the table occupies.
+    pub fn page_bytes(&self) -> u64 {
+        self.stored_bytes + self.metadata_bytes + self.fragmented_bytes
+    }
+}
+
 #[derive(Clone, Debug, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     pub counts: Counts,
+    /// Every table's footprint, largest first. The file holds these pages,
+    /// the engine's own tables, and free pages.
+    pub tables: Vec<TableFootprint>,
     pub fault_count: u64,
     pub faults: Vec<Fault>,
 }
@@ -132,9 +156,26 @@ pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
     v.guarded("tasks", |v| v.tasks(&entry_hashes, &mut counts));
     v.guarded("sessions", |v| v.sessions(&mut counts));
     v.guarded("receipts", |v| v.receipts(&mut counts));
+    let mut tables = vec![];
+    v.guarded("(footprint)", |v| {
+        tables = v.footprint()?;
+        Ok(())
+    });
     let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
     faults.sort_by(|a, b| (a.table, &a.key).cmp(&(b.table, &b.key)));
-    Report { counts, fault_count: sink.count.load(Ordering::Relaxed), faults }
+    Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
+}
+
+impl Report {
+    /// Keys and values of every table: what the store logically holds.
+    pub fn logical_bytes(&self) -> u64 {
+        self.tables.iter().map(|t| t.stored_bytes).sum()
+    }
+
+    /// Bytes of the pages holding every table.
+    pub fn page_bytes(&self) -> u64 {
+        self.tables.iter().map(TableFootprint::page_bytes).sum()
+    }
 }
 
 struct Verifier<'a> {
@@ -161,6 +202,26 @@ impl<'a> Verifier<'a> {
             Err(TableError::TableDoesNotExist(_)) => Ok(None),
             Err(e) => Err(e.to_string()),
         }
+    }
+
+    /// Each table's rows and pages, from the engine's own accounting (a walk
+    /// of every table's tree).
+    fn footprint(&self) -> Result<Vec<TableFootprint>, String> {
+        let txn = self.snap.txn();
+        let mut tables = vec![];
+        for handle in txn.list_tables().map_err(|e| e.to_string())? {
+            let table = txn.open_untyped_table(handle).map_err(|e| e.to_string())?;
+            let stats = table.stats().map_err(|e| e.to_string())?;
+            tables.push(TableFootprint {
+                table: redb::TableHandle::name(&table).to_string(),
+                rows: table.len().map_err(|e| e.to_string())?,
+                stored_bytes: stats.stored_bytes(),
+                metadata_bytes: stats.metadata_bytes(),
+                fragmented_bytes: stats.fragmented_bytes(),
+            });
+        }
+        tables.sort_by_key(|t| std::cmp::Reverse(t.page_bytes()));
+        Ok(tables)
     }
 
     fn has_object(&self, r: &Ref) -> bool {

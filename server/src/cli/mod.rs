@@ -3,6 +3,7 @@
 //! open failure (see README).
 
 mod client;
+mod compact;
 pub(crate) mod export;
 mod publish;
 mod quickstart;
@@ -12,7 +13,10 @@ mod why;
 
 pub use quickstart::connection_snippets;
 
-use crate::limits::{DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S};
+use crate::limits::{
+    CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT,
+    SESSION_TTL_DEFAULT_S,
+};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -47,6 +51,10 @@ enum Command {
         /// MCP host callbacks that may run at once; the next is refused with "capacity exceeded".
         #[arg(long, default_value_t = HOST_CALLBACKS_DEFAULT)]
         host_callbacks: usize,
+        /// The store's page cache, in MiB: what the daemon keeps of the store in memory.
+        #[arg(long, default_value_t = CACHE_MIB_DEFAULT,
+              value_parser = clap::value_parser!(u64).range(CACHE_MIB_MIN..=CACHE_MIB_MAX))]
+        cache_mib: u64,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -90,6 +98,11 @@ enum Command {
         /// Also run the storage engine's own integrity check on a copy of the file.
         #[arg(long)]
         deep: bool,
+    },
+    /// Give the store's free pages back to the file system (offline: stop the daemon first).
+    Compact {
+        #[arg(long)]
+        db: PathBuf,
     },
     /// Write the store (one consistent snapshot; beside a live daemon too) as a portable stream.
     Export {
@@ -223,7 +236,7 @@ pub fn run() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, confine } => {
+        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, cache_mib, confine } => {
             let print_connections = true;
             serve(crate::daemon::ServeOptions {
                 db,
@@ -231,6 +244,7 @@ pub fn run() -> ExitCode {
                 workspace_root,
                 exec_allow,
                 host_callbacks,
+                cache_bytes: (cache_mib as usize) << 20,
                 confine,
                 print_connections,
             })
@@ -243,6 +257,7 @@ pub fn run() -> ExitCode {
         Command::Session(SessionCommand::List { db, json }) => session::list(&db, json),
         Command::Session(SessionCommand::Revoke { db, credential_id }) => session::revoke(&db, &credential_id),
         Command::Verify { db, json, deep } => verify::run(&db, json, deep),
+        Command::Compact { db } => compact::run(&db),
         Command::Export { db, out, with_sessions } => export::export_cmd(&db, &out, with_sessions),
         Command::Import { db, input } => export::import_cmd(&db, &input),
         Command::Log { from, limit, addr } => {

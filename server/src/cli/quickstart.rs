@@ -137,6 +137,7 @@ pub fn run(dir: &Path, bind: &str, exec_allow: Vec<String>, confine: super::Conf
         workspace_root: Some(dir.join("workspace")),
         exec_allow,
         host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
+        cache_bytes: world_store::CACHE_BYTES_DEFAULT,
         confine,
         print_connections: false,
     })

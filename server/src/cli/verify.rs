@@ -91,8 +91,17 @@ fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duratio
 pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let file_bytes = std::fs::metadata(db).map(|m| m.len()).unwrap_or(0);
+    let wal_bytes = std::fs::metadata(world_store::media::wal_path(db)).map(|m| m.len()).unwrap_or(0);
     if json {
-        let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+        let mut v = serde_json::to_value(report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("logicalBytes".into(), report.logical_bytes().into());
+            o.insert("pageBytes".into(), report.page_bytes().into());
+            o.insert("fileBytes".into(), file_bytes.into());
+            o.insert("walBytes".into(), wal_bytes.into());
+        }
+        let _ = writeln!(out, "{v}");
         return out;
     }
     for f in &report.faults {
@@ -108,7 +117,7 @@ pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Du
     let c = &report.counts;
     let _ = writeln!(
         out,
-        "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts; {} fault(s)",
+        "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts; {}; {} fault(s)",
         db.display(),
         took.as_secs_f64(),
         c.objects,
@@ -121,9 +130,22 @@ pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Du
         c.tasks,
         c.sessions,
         c.receipts,
+        footprint(report.logical_bytes(), report.page_bytes(), file_bytes),
         report.fault_count
     );
     out
+}
+
+/// Logical bytes against what holds them: `--json` has the breakdown per table.
+fn footprint(logical: u64, pages: u64, file: u64) -> String {
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let ratio = if logical == 0 { 0.0 } else { file as f64 / logical as f64 };
+    format!(
+        "{:.2} MiB of rows and payloads in {:.2} MiB of table pages, a {:.2} MiB file ({ratio:.2}x the logical bytes)",
+        mib(logical),
+        mib(pages),
+        mib(file)
+    )
 }
 
 /// redb's own page-checksum walk, on a private copy so the live file is never written.

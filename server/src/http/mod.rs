@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod provenance;
 pub mod rest;
+pub mod status;
 pub mod workbench;
 
 use crate::daemon::Daemon;
@@ -23,6 +24,7 @@ pub fn router(state: State) -> Router {
     use axum::routing::{get, post};
     rest::routes()
         .merge(provenance::routes())
+        .merge(status::routes())
         .merge(workbench::routes())
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))

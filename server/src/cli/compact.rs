@@ -1,0 +1,26 @@
+//! `worldd compact`: gives a store's free pages back to the file system.
+//! Offline: a daemon owns its store's file, so compaction beside one is refused.
+
+use super::fail;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(db: &Path) -> ExitCode {
+    match world_store::compact(db) {
+        Ok(c) => {
+            let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+            println!(
+                "compacted {}: {:.2} MiB -> {:.2} MiB ({:.2} MiB given back)",
+                db.display(),
+                mib(c.before),
+                mib(c.after),
+                mib(c.before.saturating_sub(c.after))
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e @ world_store::OpenError::Locked { .. }) => {
+            fail(2, format!("compact: {e}; a daemon is running on this store: stop it, compact, start it again"))
+        }
+        Err(e) => fail(2, format!("compact: {e}")),
+    }
+}
