@@ -37,14 +37,6 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use support::*;
 
-/// `data:` of a one-event SSE reply, parsed.
-fn sse_result(body: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(body).ok()?;
-    let data = text.strip_prefix("event: message\ndata: ")?.strip_suffix("\n\n")?;
-    let v: Value = serde_json::from_str(data).ok()?;
-    v.get("result").cloned()
-}
-
 /// The era a durable row speaks.
 #[derive(Clone, Copy, PartialEq)]
 enum Era {

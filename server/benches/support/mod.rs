@@ -64,6 +64,16 @@ impl Daemon {
 }
 
 impl Daemon {
+    /// The daemon's resident memory now (`VmRSS` of `/proc/<pid>/status`), in bytes.
+    pub fn resident_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
+        let kib = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+        kib.unwrap_or(0) * 1024
+    }
+
     /// Bytes written to storage so far: by the daemon (its file writes, not
     /// its socket traffic) and by the device holding `store`.
     pub fn written(&self, store: &Path) -> Written {
@@ -367,6 +377,14 @@ pub fn cores() -> usize {
 }
 
 /// `cargo bench` passes `--bench`; `cargo test --benches` does not (then just say what this is).
+/// The JSON-RPC `result` of a single-event SSE reply (legacy-era MCP).
+pub fn sse_result(body: &[u8]) -> Option<serde_json::Value> {
+    let text = std::str::from_utf8(body).ok()?;
+    let data = text.strip_prefix("event: message\ndata: ")?.strip_suffix("\n\n")?;
+    let v: serde_json::Value = serde_json::from_str(data).ok()?;
+    v.get("result").cloned()
+}
+
 pub fn invoked_as_bench(name: &str) -> bool {
     if std::env::args().any(|a| a == "--bench") {
         return true;

@@ -1,0 +1,131 @@
+//! Soak: minutes of durable MCP `tools/call` at 8 clients, pure (`tools_decho`)
+//! and effectful (`ailang-read`, one effect each) over four episodes, printing
+//! at every interval what the daemon holds in memory and what the store grows
+//! by per call; at the end, `verify`'s account of the logical bytes against
+//! the file. Figures, never assertions: `cargo bench -p world-server --bench soak`.
+//!
+//! `SOAK_SECS` (default 120) in intervals of `SOAK_INTERVAL_SECS` (default 10);
+//! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`).
+
+mod support;
+
+use serde_json::{Value, json};
+use support::*;
+
+const CLIENTS: usize = 8;
+const EPISODES: usize = 4;
+
+fn env_secs(name: &str, default: f64) -> f64 {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
+}
+
+/// A legacy-era `tools/call`: even calls echo, odd ones read `bench.txt`.
+fn call(addr: &str, token: &str, n: u64) -> Request {
+    let (tool, args) = match n % 2 {
+        0 => ("tools_decho", json!({"soak": n})),
+        _ => ("ailang-read", json!({"path": "bench.txt"})),
+    };
+    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+    Request {
+        method: "POST",
+        key: tool.to_string(),
+        url: format!("http://{addr}/mcp/"),
+        headers: vec![
+            ("Authorization", format!("Bearer {token}")),
+            ("Content-Type", "application/json".into()),
+            ("Accept", "application/json, text/event-stream".into()),
+        ],
+        body: serde_json::to_vec(&body).unwrap(),
+    }
+}
+
+fn succeeded(tool: &str, body: &[u8]) -> Option<Value> {
+    let result = sse_result(body)?;
+    let out = result.get("structuredContent")?;
+    (out.is_object() && (tool == "tools_decho" || out["ok"] == true)).then_some(Value::Null)
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+fn main() {
+    if !invoked_as_bench("soak") {
+        return;
+    }
+    let (total, interval) = (env_secs("SOAK_SECS", 120.0), env_secs("SOAK_INTERVAL_SECS", 10.0));
+    let serve_args = std::env::var("SOAK_SERVE_ARGS").unwrap_or_default();
+    let setup = Setup::new(EPISODES);
+    let daemon = setup.start(&serve_args.split_whitespace().collect::<Vec<_>>());
+    setup.publish_builtin();
+    let tokens: Vec<String> = setup.episodes.iter().map(|ep| setup.mint(ep)).collect();
+    genesis(&daemon.addr, &tokens[0]);
+    let file_len = || std::fs::metadata(&setup.db).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, serve {serve_args:?}), store {}",
+        setup.worldd.display(),
+        setup.db.display()
+    );
+
+    println!(
+        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | file growth B/call | written KiB/call (daemon / device) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let (start_file, start_rss) = (file_len(), daemon.resident_bytes());
+    let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
+    while elapsed < total {
+        let (file0, written0) = (file_len(), daemon.written(&setup.db));
+        let row = run_load("soak", CLIENTS, interval, |c, n| call(&daemon.addr, &tokens[c % EPISODES], n), succeeded);
+        let (file1, written1) = (file_len(), daemon.written(&setup.db).since(written0));
+        let rss = daemon.resident_bytes();
+        peak_rss = peak_rss.max(rss);
+        calls += row.calls;
+        elapsed += interval;
+        println!(
+            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {} |",
+            row.rate(),
+            row.errors,
+            row.p50(),
+            row.p99(),
+            mib(rss),
+            mib(file1),
+            (file1 as f64 - file0 as f64) / row.calls.max(1) as f64,
+            written1.per(row.calls)
+        );
+    }
+
+    let report: Value = serde_json::from_str(&setup.cli(&["verify", "--db", setup.db.to_str().unwrap(), "--json"]))
+        .expect("verify --json");
+    let bytes = |k: &str| report[k].as_u64().unwrap_or(0);
+    let per_call = |b: u64| b as f64 / calls.max(1) as f64;
+    println!();
+    println!(
+        "after {calls} calls: resident memory {:.1} MiB at start, {:.1} MiB at most; the file grew {:.0} B per call",
+        mib(start_rss),
+        mib(peak_rss),
+        per_call(file_len().saturating_sub(start_file))
+    );
+    println!(
+        "verify ({} faults): {:.1} MiB logical (rows and payloads) = {:.0} B per call, in {:.1} MiB of table pages, a {:.1} MiB file = {:.2}x the logical bytes",
+        bytes("faultCount"),
+        mib(bytes("logicalBytes")),
+        per_call(bytes("logicalBytes")),
+        mib(bytes("pageBytes")),
+        mib(bytes("fileBytes")),
+        bytes("fileBytes") as f64 / bytes("logicalBytes").max(1) as f64
+    );
+    println!("| table | rows | stored MiB | in pages MiB | fill |");
+    println!("|---|---:|---:|---:|---:|");
+    for t in report["tables"].as_array().into_iter().flatten().take(12) {
+        let b = |k: &str| t[k].as_u64().unwrap_or(0);
+        let pages = b("storedBytes") + b("metadataBytes") + b("fragmentedBytes");
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.0}% |",
+            t["table"].as_str().unwrap_or("?"),
+            b("rows"),
+            mib(b("storedBytes")),
+            mib(pages),
+            100.0 * b("storedBytes") as f64 / pages.max(1) as f64
+        );
+    }
+}
