@@ -61,6 +61,10 @@ fn main() {
     let tokens: Vec<String> = setup.episodes.iter().map(|ep| setup.mint(ep)).collect();
     genesis(&daemon.addr, &tokens[0]);
     let file_len = || std::fs::metadata(&setup.db).map(|m| m.len()).unwrap_or(0);
+    let on_disk = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&setup.db).map(|m| m.blocks() * 512).unwrap_or(0)
+    };
     eprintln!(
         "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, serve {serve_args:?}), store {}",
         setup.worldd.display(),
@@ -71,25 +75,26 @@ fn main() {
         "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | file growth B/call | written KiB/call (daemon / device) |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let (start_file, start_rss) = (file_len(), daemon.resident_bytes());
+    let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
-        let (file0, written0) = (file_len(), daemon.written(&setup.db));
+        let (disk0, written0) = (on_disk(), daemon.written(&setup.db));
         let row = run_load("soak", CLIENTS, interval, |c, n| call(&daemon.addr, &tokens[c % EPISODES], n), succeeded);
-        let (file1, written1) = (file_len(), daemon.written(&setup.db).since(written0));
+        let (disk1, written1) = (on_disk(), daemon.written(&setup.db).since(written0));
         let rss = daemon.resident_bytes();
         peak_rss = peak_rss.max(rss);
         calls += row.calls;
         elapsed += interval;
         println!(
-            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {} |",
+            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
             row.rate(),
             row.errors,
             row.p50(),
             row.p99(),
             mib(rss),
-            mib(file1),
-            (file1 as f64 - file0 as f64) / row.calls.max(1) as f64,
+            mib(file_len()),
+            mib(disk1),
+            (disk1 as f64 - disk0 as f64) / row.calls.max(1) as f64,
             written1.per(row.calls)
         );
     }
@@ -100,19 +105,20 @@ fn main() {
     let per_call = |b: u64| b as f64 / calls.max(1) as f64;
     println!();
     println!(
-        "after {calls} calls: resident memory {:.1} MiB at start, {:.1} MiB at most; the file grew {:.0} B per call",
+        "after {calls} calls: resident memory {:.1} MiB at start, {:.1} MiB at most; the file took {:.0} B of disk per call",
         mib(start_rss),
         mib(peak_rss),
-        per_call(file_len().saturating_sub(start_file))
+        per_call(on_disk().saturating_sub(start_disk))
     );
     println!(
-        "verify ({} faults): {:.1} MiB logical (rows and payloads) = {:.0} B per call, in {:.1} MiB of table pages, a {:.1} MiB file = {:.2}x the logical bytes",
+        "verify ({} faults): {:.1} MiB logical (rows and payloads) = {:.0} B per call, in {:.1} MiB of table pages, {:.1} MiB on disk ({:.2}x the logical bytes) in a {:.1} MiB file",
         bytes("faultCount"),
         mib(bytes("logicalBytes")),
         per_call(bytes("logicalBytes")),
         mib(bytes("pageBytes")),
-        mib(bytes("fileBytes")),
-        bytes("fileBytes") as f64 / bytes("logicalBytes").max(1) as f64
+        mib(bytes("allocatedBytes")),
+        bytes("allocatedBytes") as f64 / bytes("logicalBytes").max(1) as f64,
+        mib(bytes("fileBytes"))
     );
     println!("| table | rows | stored MiB | in pages MiB | fill |");
     println!("|---|---:|---:|---:|---:|");

@@ -146,12 +146,15 @@ impl Store {
 
     /// What the store occupies on disk and in memory now.
     pub fn footprint(&self) -> Footprint {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&self.path).ok();
         let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let dir = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let free_bytes =
             nix::sys::statvfs::statvfs(dir).ok().map(|v| v.blocks_available().saturating_mul(v.fragment_size()));
         Footprint {
-            file_bytes: len(&self.path),
+            file_bytes: meta.as_ref().map_or(0, |m| m.len()),
+            allocated_bytes: meta.as_ref().map_or(0, |m| m.blocks() * 512),
             wal_bytes: len(&media::wal_path(&self.path)),
             free_bytes,
             cache_bytes_max: self.cache_bytes as u64,
@@ -209,7 +212,11 @@ fn take_lock(path: &Path) -> Result<File, OpenError> {
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Footprint {
+    /// The database file's length. The engine extends it ahead of use (by
+    /// doubling, up to 4 GiB), and the part never written holds no disk.
     pub file_bytes: u64,
+    /// Disk the database file occupies (its allocated blocks).
+    pub allocated_bytes: u64,
     pub wal_bytes: u64,
     /// Space on the store's file system this process may still use (`None`: unknown).
     pub free_bytes: Option<u64>,
