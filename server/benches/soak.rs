@@ -5,7 +5,8 @@
 //! the file. Figures, never assertions: `cargo bench -p world-server --bench soak`.
 //!
 //! `SOAK_SECS` (default 120) in intervals of `SOAK_INTERVAL_SECS` (default 10);
-//! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`).
+//! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`); `SOAK_PURE=1`
+//! sends only `tools_decho`.
 
 mod support;
 
@@ -19,11 +20,12 @@ fn env_secs(name: &str, default: f64) -> f64 {
     std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
-/// A legacy-era `tools/call`: even calls echo, odd ones read `bench.txt`.
-fn call(addr: &str, token: &str, n: u64) -> Request {
+/// A legacy-era `tools/call`: even calls echo, odd ones read `bench.txt`
+/// (echo only when `pure`).
+fn call(addr: &str, token: &str, n: u64, pure: bool) -> Request {
     let (tool, args) = match n % 2 {
-        0 => ("tools_decho", json!({"soak": n})),
-        _ => ("ailang-read", json!({"path": "bench.txt"})),
+        1 if !pure => ("ailang-read", json!({"path": "bench.txt"})),
+        _ => ("tools_decho", json!({"soak": n})),
     };
     let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
     Request {
@@ -55,6 +57,7 @@ fn main() {
     }
     let (total, interval) = (env_secs("SOAK_SECS", 120.0), env_secs("SOAK_INTERVAL_SECS", 10.0));
     let serve_args = std::env::var("SOAK_SERVE_ARGS").unwrap_or_default();
+    let pure = std::env::var("SOAK_PURE").is_ok_and(|v| v == "1");
     let setup = Setup::new(EPISODES);
     let daemon = setup.start(&serve_args.split_whitespace().collect::<Vec<_>>());
     setup.publish_builtin();
@@ -66,20 +69,22 @@ fn main() {
         std::fs::metadata(&setup.db).map(|m| m.blocks() * 512).unwrap_or(0)
     };
     eprintln!(
-        "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, serve {serve_args:?}), store {}",
+        "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, {}, serve {serve_args:?}), store {}",
         setup.worldd.display(),
+        if pure { "tools_decho only" } else { "tools_decho and ailang-read" },
         setup.db.display()
     );
 
     println!(
-        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | file growth B/call | written KiB/call (daemon / device) |"
+        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
         let (disk0, written0) = (on_disk(), daemon.written(&setup.db));
-        let row = run_load("soak", CLIENTS, interval, |c, n| call(&daemon.addr, &tokens[c % EPISODES], n), succeeded);
+        let row =
+            run_load("soak", CLIENTS, interval, |c, n| call(&daemon.addr, &tokens[c % EPISODES], n, pure), succeeded);
         let (disk1, written1) = (on_disk(), daemon.written(&setup.db).since(written0));
         let rss = daemon.resident_bytes();
         peak_rss = peak_rss.max(rss);
