@@ -7,7 +7,6 @@
 //! first), then the connection closes.
 
 use crate::daemon::Daemon;
-use crate::http;
 use crate::limits::{ADMIN_LINE_MAX, ADMIN_LONG_DEADLINE, ADMIN_PROGRESS_QUEUE, ADMIN_TIMEOUT};
 use crate::sessions::{self, MintRequest, Minted, SessionRow};
 use serde::{Deserialize, Serialize};
@@ -203,7 +202,7 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let credential_id = sessions::credential_id(&token);
             let session = m.session(crate::clock::now());
             let expires_at = session.expires_at;
-            match http::write(daemon, Op::MintSession { credential_id, session }).await {
+            match crate::writes::write(&daemon.store, Op::MintSession { credential_id, session }).await {
                 Ok(_) => AdminResponse::Minted(Minted { token, credential_id, expires_at, grants: m.grants.len() }),
                 Err(e) => err(e.to_string()),
             }
@@ -236,7 +235,7 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
             };
-            match http::write(daemon, Op::RevokeSession { credential_id: id }).await {
+            match crate::writes::write(&daemon.store, Op::RevokeSession { credential_id: id }).await {
                 Ok(Reply::Revoked(revoked)) => AdminResponse::Revoked { revoked },
                 Ok(other) => err(format!("unexpected writer reply {other:?}")),
                 Err(e) => err(e.to_string()),

@@ -9,9 +9,9 @@
 
 use crate::daemon::Daemon;
 use crate::effects::{self, Decision, Record};
-use crate::http;
 use crate::registry::{self, Descriptor, Registry};
 use crate::runtime::PhaseError;
+use crate::writes;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -412,7 +412,7 @@ impl Invocation<'_> {
         let mut all: Vec<Op> = self.create_op().into_iter().collect();
         let creating = !all.is_empty();
         all.extend(ops);
-        Queued { creating, reply: http::queue_write(self.daemon, Op::Sequence(all)) }
+        Queued { creating, reply: writes::queue(&self.daemon.store, Op::Sequence(all)) }
     }
 
     /// Waits for a queued batch to be durable (or refused) and reads its replies.
@@ -778,7 +778,7 @@ struct Ran<'g> {
 struct Queued {
     /// The batch begins with the task row.
     creating: bool,
-    reply: http::QueuedWrite,
+    reply: writes::QueuedWrite,
 }
 
 /// The effect records the `RecordOutcome` ops among `ops` would make durable.

@@ -13,6 +13,7 @@ mod publish;
 mod registry;
 mod runtime;
 mod sessions;
+mod writes;
 
 fn main() -> std::process::ExitCode {
     // The confinement helper runs for every confined process: it skips the

@@ -1,5 +1,5 @@
-//! The HTTP shell: routing, limits, and the bridges from async handlers to the
-//! store's blocking reads and queued writes.
+//! The HTTP shell: routing, limits, and the bridge from async handlers to the
+//! store's blocking reads (writes are queued through `crate::writes`).
 
 pub mod agents;
 pub mod provenance;
@@ -16,7 +16,7 @@ use axum::response::IntoResponse;
 use std::sync::Arc;
 use world_protocol::HttpReply;
 use world_protocol::rest::{RestClass, RestError};
-use world_store::{Op, ReadError, Reads, Reply, Snapshot, WriteError};
+use world_store::{ReadError, Reads, Snapshot};
 
 pub type State = Arc<Daemon>;
 
@@ -157,34 +157,6 @@ where
         Ok(Err(join)) => Err(internal(route, &join)),
         Ok(Ok(r)) => r.map_err(|e| read_error(route, e)),
     }
-}
-
-/// Queues a write and waits for its durable answer without holding a thread.
-pub async fn write(state: &State, op: Op) -> Result<Reply, WriteError> {
-    queue_write(state, op).reply().await
-}
-
-/// A write queued for the writer.
-pub struct QueuedWrite(tokio::sync::oneshot::Receiver<Result<Reply, WriteError>>);
-
-impl QueuedWrite {
-    /// The write's reply, once its batch is durable (or refused).
-    pub async fn reply(self) -> Result<Reply, WriteError> {
-        self.0.await.unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
-    }
-}
-
-/// Queues a write now (behind every write queued before it) and returns its
-/// reply to await.
-pub fn queue_write(state: &State, op: Op) -> QueuedWrite {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    state.store.submit(
-        op,
-        Box::new(move |r| {
-            let _ = tx.send(r);
-        }),
-    );
-    QueuedWrite(rx)
 }
 
 /// Query parameters in order, percent-decoded; repeated names are kept.
