@@ -7,10 +7,10 @@
 //! cancel it half-way; once an effect's intent is durable, the remaining steps
 //! have a 4 s budget, and any failure there is `EffectsUnrecorded`.
 
-use crate::daemon::Daemon;
+use crate::effects::worktree::Worktrees;
 use crate::effects::{self, Decision, Record};
 use crate::registry::{self, Descriptor, Registry};
-use crate::runtime::PhaseError;
+use crate::runtime::{PhaseError, Runtimes};
 use crate::writes;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -18,6 +18,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use world_store::canonical::FixedObject;
 use world_store::*;
+
+/// What a call runs against. The daemon provides it; the coordinator knows
+/// nothing else of the daemon (nor of HTTP).
+pub trait Host: Send + Sync + 'static {
+    fn store(&self) -> &Store;
+    fn coordinator(&self) -> &Coordinator;
+    fn runtimes(&self) -> &Runtimes;
+    fn worktrees(&self) -> &Worktrees;
+}
+
+/// The host a call runs against, shared with the call's own task.
+pub type SharedHost = Arc<dyn Host>;
 
 /// The whole invocation, admission to commit.
 pub const INVOCATION_DEADLINE: Duration = Duration::from_secs(20);
@@ -162,8 +174,8 @@ impl Coordinator {
 }
 
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
-pub async fn invoke(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
-    let d = daemon.clone();
+pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    let d = host.clone();
     let task = tokio::spawn(async move { run(&d, call).await });
     match tokio::time::timeout(INVOCATION_DEADLINE, task).await {
         Err(_) => Err(CallError::Deadline),
@@ -189,11 +201,11 @@ fn task_key(call: &Call) -> TaskKey {
     TaskKey { surface: call.surface, episode: call.episode.clone(), task_id: call.task_id.clone() }
 }
 
-async fn admit(daemon: &Arc<Daemon>, call: &Call) -> Result<Admitted, CallError> {
-    let (d, id, key) = (daemon.clone(), call.transition_id.clone(), task_key(call));
+async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
+    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
     let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
-        let registry = d.coordinator.registry(&snap).map_err(|e| e.to_string())?;
+        let snap = d.store().snapshot().map_err(|e| e.to_string())?;
+        let registry = d.coordinator().registry(&snap).map_err(|e| e.to_string())?;
         let descriptor = registry.and_then(|r| r.get(&id).cloned());
         let existing = snap.task(&key).map_err(|e| e.to_string())?;
         let has_world = snap.selected_head().map_err(|e| e.to_string())?.is_some();
@@ -215,7 +227,7 @@ async fn admit(daemon: &Arc<Daemon>, call: &Call) -> Result<Admitted, CallError>
 }
 
 /// A resent task id: the committed result, or why it cannot be given.
-async fn resume(daemon: &Arc<Daemon>, call: &Call, task: Task, digest: Ref) -> Result<Outcome, CallError> {
+async fn resume(host: &SharedHost, call: &Call, task: Task, digest: Ref) -> Result<Outcome, CallError> {
     if task.request_digest != digest {
         return Err(CallError::TaskIdInUse);
     }
@@ -228,9 +240,9 @@ async fn resume(daemon: &Arc<Daemon>, call: &Call, task: Task, digest: Ref) -> R
         }),
         TaskState::Committed => {
             let c = task.committed.ok_or_else(|| CallError::Unavailable("committed task without a result".into()))?;
-            let d = daemon.clone();
+            let d = host.clone();
             let out_ref = c.output_ref;
-            let bytes = tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.payload(&out_ref)))
+            let bytes = tokio::task::spawn_blocking(move || d.store().snapshot().and_then(|s| s.payload(&out_ref)))
                 .await
                 .map_err(|e| CallError::Unavailable(e.to_string()))?
                 .map_err(|e| CallError::Unavailable(e.to_string()))?
@@ -244,27 +256,27 @@ async fn resume(daemon: &Arc<Daemon>, call: &Call, task: Task, digest: Ref) -> R
     }
 }
 
-async fn run(daemon: &Arc<Daemon>, call: Call) -> Result<Outcome, CallError> {
-    let admitted = admit(daemon, &call).await?;
+async fn run(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    let admitted = admit(host, &call).await?;
     let digest = request_digest(&call);
     if let Some(task) = admitted.existing {
-        return resume(daemon, &call, task, digest).await;
+        return resume(host, &call, task, digest).await;
     }
     if !admitted.has_world {
         return Err(CallError::NoWorld);
     }
     let d = admitted.descriptor;
-    if let Some(missing) = d.declared_effects.iter().find_map(|e| daemon.worktrees.missing(&call.episode, &e.effect)) {
+    if let Some(missing) = d.declared_effects.iter().find_map(|e| host.worktrees().missing(&call.episode, &e.effect)) {
         return Err(CallError::NoHandler { missing });
     }
     let key = task_key(&call);
     // A task id in flight here has no durable row yet (the row is written with
     // the first effect's intent, or with the commit): catch the duplicate in memory.
-    let Some(_in_flight) = InFlight::claim(&daemon.coordinator, &key) else { return Err(CallError::TaskIdInUse) };
-    let mut inv = Invocation { daemon, call: &call, d: &d, key, digest, created: false, ran: false, journaled: vec![] };
+    let Some(_in_flight) = InFlight::claim(host.coordinator(), &key) else { return Err(CallError::TaskIdInUse) };
+    let mut inv = Invocation { host, call: &call, d: &d, key, digest, created: false, ran: false, journaled: vec![] };
     match inv.execute().await {
         Ok(outcome) => Ok(outcome),
-        Err(Resumed(task)) => resume(daemon, &call, *task, digest).await,
+        Err(Resumed(task)) => resume(host, &call, *task, digest).await,
         Err(Failed(e)) => {
             inv.record_end(&e).await;
             Err(e)
@@ -307,7 +319,7 @@ impl From<CallError> for Stop {
 
 /// One invocation in progress.
 struct Invocation<'a> {
-    daemon: &'a Arc<Daemon>,
+    host: &'a SharedHost,
     call: &'a Call,
     d: &'a Descriptor,
     key: TaskKey,
@@ -370,16 +382,16 @@ impl Invocation<'_> {
         // Only an exec transition reads its source: a builtin needs no snapshot.
         let snap = match self.d.runtime {
             registry::RuntimeSpec::Exec { .. } => {
-                Some(self.daemon.store.snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?)
+                Some(self.host.store().snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?)
             }
             registry::RuntimeSpec::Builtin { .. } => None,
         };
-        let coordinator = &self.daemon.coordinator;
+        let coordinator = self.host.coordinator();
         let source = |r: &Ref| match &snap {
             Some(snap) => coordinator.source(snap, r).map(|s| s.to_vec()),
             None => Err("a builtin transition has no source to read".to_string()),
         };
-        self.daemon.runtimes.run(self.d, source, input).await.map_err(phase_error)
+        self.host.runtimes().run(self.d, source, input).await.map_err(phase_error)
     }
 
     /// After an effect ran, every failure is EffectsUnrecorded naming the records.
@@ -412,7 +424,7 @@ impl Invocation<'_> {
         let mut all: Vec<Op> = self.create_op().into_iter().collect();
         let creating = !all.is_empty();
         all.extend(ops);
-        Queued { creating, reply: writes::queue(&self.daemon.store, Op::Sequence(all)) }
+        Queued { creating, reply: writes::queue(self.host.store(), Op::Sequence(all)) }
     }
 
     /// Waits for a queued batch to be durable (or refused) and reads its replies.
@@ -467,7 +479,7 @@ impl Invocation<'_> {
         // The effects of one episode run one at a time: its worktree and budget
         // are shared. Planning needs no lock (plans are pure), and commits are
         // rebased, so calls of one episode still share group commits.
-        let lock = self.daemon.coordinator.episode_lock(&self.call.episode);
+        let lock = self.host.coordinator().episode_lock(&self.call.episode);
         let guard = lock.lock().await;
         let mut brokered = vec![];
         for e in &plan.effects {
@@ -564,7 +576,7 @@ impl Invocation<'_> {
         self.ran = true;
         let ran = tokio::time::timeout(
             HANDLER_DEADLINE,
-            self.daemon.worktrees.run(&self.call.episode, &e.effect, &e.payload),
+            self.host.worktrees().run(&self.call.episode, &e.effect, &e.payload),
         )
         .await;
         let (failed, output) = match ran {
@@ -613,9 +625,9 @@ impl Invocation<'_> {
     }
 
     async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {
-        let d = self.daemon.clone();
+        let d = self.host.clone();
         let (ep, ef, sc) = (self.call.episode.clone(), effect.to_string(), scope.to_string());
-        tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.spent(&ep, &ef, &sc)))
+        tokio::task::spawn_blocking(move || d.store().snapshot().and_then(|s| s.spent(&ep, &ef, &sc)))
             .await
             .map_err(|e| CallError::Unavailable(e.to_string()))?
             .map_err(|e| CallError::Unavailable(e.to_string()))
@@ -862,4 +874,18 @@ fn check_plan(out: Value, d: &Descriptor) -> Result<Plan, CallError> {
         return bad("a plan without effects must carry a result".into());
     }
     Ok(Plan { effects, finish, result, bytes: canonical::to_vec(&out) })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Dependencies point one way: the coordinator is below the daemon and
+    /// the HTTP shell, and reaches them only through `Host`.
+    #[test]
+    fn the_coordinator_imports_neither_the_daemon_nor_http() {
+        let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/coordinator.rs")).unwrap();
+        let code: String = source.split("#[cfg(test)]").next().unwrap().to_string();
+        for layer in ["crate::daemon", "crate::http", "super::daemon", "super::http"] {
+            assert!(!code.contains(layer), "coordinator.rs names {layer}");
+        }
+    }
 }

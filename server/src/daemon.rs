@@ -31,6 +31,21 @@ pub struct Daemon {
     pub tools: crate::http::agents::ToolsCache,
 }
 
+impl crate::coordinator::Host for Daemon {
+    fn store(&self) -> &Store {
+        &self.store
+    }
+    fn coordinator(&self) -> &Coordinator {
+        &self.coordinator
+    }
+    fn runtimes(&self) -> &Runtimes {
+        &self.runtimes
+    }
+    fn worktrees(&self) -> &Worktrees {
+        &self.worktrees
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
     pub db: PathBuf,

@@ -259,7 +259,8 @@ async fn mcp_call(
         pin: None,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
-    let invoked = tokio::time::timeout_at(deadline, coordinator::invoke(state, call)).await;
+    let invoked =
+        tokio::time::timeout_at(deadline, coordinator::invoke(&(state.clone() as coordinator::SharedHost), call)).await;
     match invoked.unwrap_or(Err(CallError::Deadline)) {
         Ok(outcome) => Ok(outcome.output),
         Err(e) => {
@@ -316,7 +317,7 @@ pub async fn a2a_post(
                 arguments,
                 pin,
             };
-            match coordinator::invoke(&state, call).await {
+            match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
                 Ok(o) => {
                     let world_ref = o.committed.world_ref.to_string();
                     let t = CompletedTask {
