@@ -887,5 +887,10 @@ mod tests {
         for layer in ["crate::daemon", "crate::http", "super::daemon", "super::http"] {
             assert!(!code.contains(layer), "coordinator.rs names {layer}");
         }
+        // Grouped imports too: `use crate::{daemon, http}`.
+        let uses = code.split(';').filter(|s| s.trim_start().starts_with("use crate::{"));
+        for u in uses {
+            assert!(!u.contains("daemon") && !u.contains("http"), "coordinator.rs imports {u}");
+        }
     }
 }

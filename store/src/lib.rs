@@ -226,27 +226,46 @@ pub struct Footprint {
     pub cache_bytes_max: u64,
 }
 
-/// What `compact` did: the database file's size before and after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What `compact` did: the database file's size before and after, and what
+/// the open that preceded it recovered (as `serve` would have).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compacted {
     pub before: u64,
     pub after: u64,
+    /// Frames of the write-ahead log replayed into the database first.
+    pub replayed_frames: u64,
+    pub recovery: ops::RecoveryReport,
 }
 
 /// Gives the database's free pages back to the file system, offline: the log
-/// is replayed and checkpointed first (an open and a clean close), then the
-/// engine moves pages down and truncates the file, under the writer lock. A
-/// store a daemon runs on is refused (`Locked`), a missing one is `Missing`.
+/// is replayed and recovery runs first (an open and a clean close, as `serve`
+/// would), then the engine moves pages down and truncates the file, under the
+/// writer lock. A store a daemon runs on is refused (`Locked`), a missing one
+/// is `Missing`.
 pub fn compact(path: &Path) -> Result<Compacted, OpenError> {
     if !path.exists() {
         return Err(OpenError::Missing { path: path.to_path_buf() });
     }
-    drop(Store::open(path, unix_now())?);
+    let (store, recovery) = Store::open(path, unix_now())?;
+    let replayed_frames = store.replayed().frames_applied;
+    drop(store);
     let _lock = take_lock(path)?;
+    let media = FileMedia { path: path.to_path_buf() };
+    let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
+    // A daemon may have started, written and died between the close and the
+    // lock: its frames are not in the database, and compaction must not run
+    // ahead of them.
+    if media
+        .wal()
+        .and_then(|log| wal::has_frames(log.as_ref()))
+        .map_err(|e| engine(format!("read the write-ahead log: {e}")))?
+    {
+        return Err(engine("the write-ahead log gained frames while compaction began (a daemon ran on the store meanwhile); run compact again".into()));
+    }
     let len = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     let before = len();
-    engine::compact(&FileMedia { path: path.to_path_buf() }).map_err(|f| f.into_open_error(path))?;
-    Ok(Compacted { before, after: len() })
+    engine::compact(&media).map_err(|f| f.into_open_error(path))?;
+    Ok(Compacted { before, after: len(), replayed_frames, recovery })
 }
 
 /// Page cache of a read-only handle. Those handles serve one-shot scans (verify,

@@ -73,11 +73,17 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
         let key = task(&format!("ended-{i}"));
         store.call(Op::EndTask { task: key, state: TaskState::NotCommitted }).unwrap();
     }
+    // A task still running at the stop: the open before compaction recovers
+    // it, and says so.
+    let running = task("running");
+    store.call(Op::BeginTask { task: running.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
     let head = store.snapshot().unwrap().selected_head().unwrap();
     drop(store);
 
     let compacted = compact(&path).unwrap();
     assert!(compacted.after < compacted.before, "compaction shrank nothing: {compacted:?}");
+    assert_eq!(compacted.recovery.tasks.len(), 1, "{:?}", compacted.recovery);
+    assert_eq!(compacted.recovery.tasks[0].1, TaskState::NotCommitted);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), compacted.after);
 
     let (store, _) = Store::open(&path, 2).unwrap();

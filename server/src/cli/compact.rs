@@ -8,6 +8,21 @@ use std::process::ExitCode;
 pub fn run(db: &Path) -> ExitCode {
     match world_store::compact(db) {
         Ok(c) => {
+            // What the open before compaction recovered, said as `serve` says it.
+            if c.replayed_frames > 0 {
+                eprintln!(
+                    "compact: replayed {} frame(s) of the write-ahead log after an unclean stop",
+                    c.replayed_frames
+                );
+            }
+            for effect in &c.recovery.indeterminate_effects {
+                eprintln!(
+                    "compact: recovery: effect intent {effect} had no outcome; recorded indeterminate (its debit stands)"
+                );
+            }
+            for (task, state) in &c.recovery.tasks {
+                eprintln!("compact: recovery: task {task} was in flight at the last stop; now {}", state.as_str());
+            }
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
             println!(
                 "compacted {}: {:.2} MiB -> {:.2} MiB ({:.2} MiB given back)",
