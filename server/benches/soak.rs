@@ -63,11 +63,8 @@ fn main() {
     setup.publish_builtin();
     let tokens: Vec<String> = setup.episodes.iter().map(|ep| setup.mint(ep)).collect();
     genesis(&daemon.addr, &tokens[0]);
-    let file_len = || std::fs::metadata(&setup.db).map(|m| m.len()).unwrap_or(0);
-    let on_disk = || {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&setup.db).map(|m| m.blocks() * 512).unwrap_or(0)
-    };
+    let file_len = || world_store::FileSizes::of(&setup.db).file_bytes;
+    let on_disk = || world_store::FileSizes::of(&setup.db).allocated_bytes;
     eprintln!(
         "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, {}, serve {serve_args:?}), store {}",
         setup.worldd.display(),

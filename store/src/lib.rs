@@ -146,19 +146,10 @@ impl Store {
 
     /// What the store occupies on disk and in memory now.
     pub fn footprint(&self) -> Footprint {
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(&self.path).ok();
-        let len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let dir = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let free_bytes =
             nix::sys::statvfs::statvfs(dir).ok().map(|v| v.blocks_available().saturating_mul(v.fragment_size()));
-        Footprint {
-            file_bytes: meta.as_ref().map_or(0, |m| m.len()),
-            allocated_bytes: meta.as_ref().map_or(0, |m| m.blocks() * 512),
-            wal_bytes: len(&media::wal_path(&self.path)),
-            free_bytes,
-            cache_bytes_max: self.cache_bytes as u64,
-        }
+        Footprint { files: FileSizes::of(&self.path), free_bytes, cache_bytes_max: self.cache_bytes as u64 }
     }
 
     /// Checkpoints run so far.
@@ -208,16 +199,37 @@ fn take_lock(path: &Path) -> Result<File, OpenError> {
     }
 }
 
-/// What a store occupies: its files, the room left beside them, its cache's bound.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// The sizes of a store's files (0 for a file that is not there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Footprint {
+pub struct FileSizes {
     /// The database file's length. The engine extends it ahead of use (by
     /// doubling, up to 4 GiB), and the part never written holds no disk.
     pub file_bytes: u64,
     /// Disk the database file occupies (its allocated blocks).
     pub allocated_bytes: u64,
     pub wal_bytes: u64,
+}
+
+impl FileSizes {
+    /// The files of the store at `path`, as they are now.
+    pub fn of(path: &Path) -> FileSizes {
+        use std::os::unix::fs::MetadataExt;
+        let db = std::fs::metadata(path).ok();
+        FileSizes {
+            file_bytes: db.as_ref().map_or(0, |m| m.len()),
+            allocated_bytes: db.as_ref().map_or(0, |m| m.blocks() * 512),
+            wal_bytes: std::fs::metadata(media::wal_path(path)).map_or(0, |m| m.len()),
+        }
+    }
+}
+
+/// What a store occupies: its files, the room left beside them, its cache's bound.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Footprint {
+    #[serde(flatten)]
+    pub files: FileSizes,
     /// Space on the store's file system this process may still use (`None`: unknown).
     pub free_bytes: Option<u64>,
     /// The page cache's bound. What it holds now is not counted: redb counts
@@ -250,22 +262,32 @@ pub fn compact(path: &Path) -> Result<Compacted, OpenError> {
     let replayed_frames = store.replayed().frames_applied;
     drop(store);
     let _lock = take_lock(path)?;
-    let media = FileMedia { path: path.to_path_buf() };
-    let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
     // A daemon may have started, written and died between the close and the
     // lock: its frames are not in the database, and compaction must not run
     // ahead of them.
-    if media
+    if unplayed_frames(path)? {
+        return Err(OpenError::Engine {
+            path: path.to_path_buf(),
+            detail: "the write-ahead log gained frames while compaction began (a daemon ran on the store meanwhile); run compact again".into(),
+        });
+    }
+    let before = FileSizes::of(path).file_bytes;
+    engine::compact(&FileMedia { path: path.to_path_buf() }).map_err(|f| f.into_open_error(path))?;
+    Ok(Compacted { before, after: FileSizes::of(path).file_bytes, replayed_frames, recovery })
+}
+
+/// Whether the log beside `path` holds frames the database may lack (a
+/// writer stopped without its closing checkpoint). No log, no frames; the log
+/// is not created by asking.
+fn unplayed_frames(path: &Path) -> Result<bool, OpenError> {
+    if !media::wal_path(path).exists() {
+        return Ok(false);
+    }
+    let media = FileMedia { path: path.to_path_buf() };
+    media
         .wal()
         .and_then(|log| wal::has_frames(log.as_ref()))
-        .map_err(|e| engine(format!("read the write-ahead log: {e}")))?
-    {
-        return Err(engine("the write-ahead log gained frames while compaction began (a daemon ran on the store meanwhile); run compact again".into()));
-    }
-    let len = || std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-    let before = len();
-    engine::compact(&media).map_err(|f| f.into_open_error(path))?;
-    Ok(Compacted { before, after: len(), replayed_frames, recovery })
+        .map_err(|e| OpenError::Engine { path: path.to_path_buf(), detail: format!("read the write-ahead log: {e}") })
 }
 
 /// Page cache of a read-only handle. Those handles serve one-shot scans (verify,
@@ -288,13 +310,7 @@ impl ReadOnlyStore {
             return Err(OpenError::Missing { path: path.to_path_buf() });
         }
         drop(take_lock(path)?);
-        let media = FileMedia { path: path.to_path_buf() };
-        let unplayed = media::wal_path(path).exists()
-            && media.wal().and_then(|log| wal::has_frames(log.as_ref())).map_err(|e| OpenError::Engine {
-                path: path.to_path_buf(),
-                detail: format!("read the write-ahead log: {e}"),
-            })?;
-        if unplayed {
+        if unplayed_frames(path)? {
             Store::open(path, unix_now())?;
         }
         match ReadOnlyStore::open_file(path) {

@@ -91,19 +91,15 @@ fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duratio
 pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(db).ok();
-    let file_bytes = meta.as_ref().map_or(0, |m| m.len());
-    let allocated_bytes = meta.as_ref().map_or(0, |m| m.blocks() * 512);
-    let wal_bytes = std::fs::metadata(world_store::media::wal_path(db)).map(|m| m.len()).unwrap_or(0);
+    let files = world_store::FileSizes::of(db);
     if json {
         let mut v = serde_json::to_value(report).unwrap_or_default();
         if let Some(o) = v.as_object_mut() {
             o.insert("logicalBytes".into(), report.logical_bytes().into());
             o.insert("pageBytes".into(), report.page_bytes().into());
-            o.insert("fileBytes".into(), file_bytes.into());
-            o.insert("allocatedBytes".into(), allocated_bytes.into());
-            o.insert("walBytes".into(), wal_bytes.into());
+            o.insert("fileBytes".into(), files.file_bytes.into());
+            o.insert("allocatedBytes".into(), files.allocated_bytes.into());
+            o.insert("walBytes".into(), files.wal_bytes.into());
         }
         let _ = writeln!(out, "{v}");
         return out;
@@ -134,15 +130,16 @@ pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Du
         c.tasks,
         c.sessions,
         c.receipts,
-        footprint(report.logical_bytes(), report.page_bytes(), file_bytes, allocated_bytes),
+        footprint(report.logical_bytes(), report.page_bytes(), files),
         report.fault_count
     );
     out
 }
 
 /// Logical bytes against what holds them: `--json` has the breakdown per table.
-fn footprint(logical: u64, pages: u64, file: u64, allocated: u64) -> String {
+fn footprint(logical: u64, pages: u64, files: world_store::FileSizes) -> String {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    let (file, allocated) = (files.file_bytes, files.allocated_bytes);
     let ratio = if logical == 0 { 0.0 } else { allocated as f64 / logical as f64 };
     format!(
         "{:.2} MiB of rows and payloads in {:.2} MiB of table pages, {:.2} MiB on disk in a {:.2} MiB file ({ratio:.2}x the logical bytes)",
