@@ -24,9 +24,7 @@ fn written() -> u64 {
 fn written_per_commit(store: &Store, f: Ref, round: &str) -> u64 {
     let before = written();
     for i in 0..COMMITS {
-        let key = task(&format!("{round}-{i}"));
-        store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
-        store.call(Op::CommitInvocation(invocation(&key, f, format!("{round}-{i}").as_bytes()))).unwrap();
+        begin_and_commit(store, &task(&format!("{round}-{i}")), f, format!("{round}-{i}").as_bytes());
     }
     (written() - before) / COMMITS as u64
 }
@@ -35,9 +33,7 @@ fn written_per_commit(store: &Store, f: Ref, round: &str) -> u64 {
 fn a_commit_is_counted_as_the_pages_it_writes_not_whole_folios() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("world.db");
-    let (store, _) = Store::open(&path, 1).unwrap();
-    store.call(Op::CommitWorld(genesis())).unwrap();
-    let f = publish_echo(&store);
+    let (store, f) = echo_store(&path, StoreOptions::default());
     let fresh = written_per_commit(&store, f, "fresh");
     drop(store);
     // Reopened, the log and the database have been read back: the case

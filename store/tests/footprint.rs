@@ -18,10 +18,7 @@ fn commit_outputs(store: &Store, f: Ref, round: &str, n: usize) -> Vec<(TaskKey,
         .map(|i| {
             let key = task(&format!("{round}-{i}"));
             let output: Vec<u8> = format!("{round}-{i}:").bytes().cycle().take(PAYLOAD).collect();
-            store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
-            let Reply::Committed(c) = store.call(Op::CommitInvocation(invocation(&key, f, &output))).unwrap() else {
-                panic!("commit {round}-{i} was not committed")
-            };
+            let c = begin_and_commit(store, &key, f, &output);
             (key, output, c)
         })
         .collect()
@@ -41,9 +38,7 @@ fn a_store_many_times_its_page_cache_reads_back_exactly_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("world.db");
     let opts = || StoreOptions { cache_bytes: Some(CACHE), ..StoreOptions::default() };
-    let (store, _) = Store::open_with(&path, 1, opts()).unwrap();
-    store.call(Op::CommitWorld(genesis())).unwrap();
-    let f = publish_echo(&store);
+    let (store, f) = echo_store(&path, opts());
     let committed = commit_outputs(&store, f, "big", 300);
     drop(store);
 
@@ -60,15 +55,12 @@ fn a_store_many_times_its_page_cache_reads_back_exactly_within_the_bound() {
 fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("world.db");
-    let (store, _) = Store::open(&path, 1).unwrap();
-    store.call(Op::CommitWorld(genesis())).unwrap();
-    let f = publish_echo(&store);
+    let (store, f) = echo_store(&path, StoreOptions::default());
     let committed = commit_outputs(&store, f, "kept", 200);
     // Tasks begun and then ended without a commit: their open-task rows come
     // and go, and the pages that held them are left free.
     for i in 0..3000 {
-        let key = task(&format!("ended-{i}"));
-        store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+        begin(&store, &task(&format!("ended-{i}")));
     }
     for i in 0..3000 {
         let key = task(&format!("ended-{i}"));
@@ -76,8 +68,7 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     }
     // A task still running at the stop: the open before compaction recovers
     // it, and says so.
-    let running = task("running");
-    store.call(Op::BeginTask { task: running.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+    begin(&store, &task("running"));
     let head = store.snapshot().unwrap().selected_head().unwrap();
     drop(store);
 

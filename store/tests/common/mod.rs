@@ -73,3 +73,26 @@ pub fn invocation(key: &TaskKey, f: Ref, output: &[u8]) -> InvocationCommit {
         objects: vec![out, record],
     }
 }
+
+/// A store at `path` holding a genesis world and the echo registry, and
+/// `tools.echo`'s transitionFn.
+pub fn echo_store(path: &std::path::Path, opts: StoreOptions) -> (Store, Ref) {
+    let (store, _) = Store::open_with(path, 1, opts).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    (store, f)
+}
+
+/// Starts task `key` (digest `d`, at 1).
+pub fn begin(store: &Store, key: &TaskKey) {
+    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+}
+
+/// Starts task `key` and commits an echo invocation of it returning `output`.
+pub fn begin_and_commit(store: &Store, key: &TaskKey, f: Ref, output: &[u8]) -> Committed {
+    begin(store, key);
+    match store.call(Op::CommitInvocation(invocation(key, f, output))).unwrap() {
+        Reply::Committed(c) => c,
+        other => panic!("{key:?} was not committed: {other:?}"),
+    }
+}
