@@ -150,7 +150,6 @@ async fn export(daemon: &Arc<Daemon>, out: PathBuf, with_sessions: bool) -> Admi
     }
     let d = daemon.clone();
     let work = tokio::task::spawn_blocking(move || {
-        use world_store::Reads;
         let snapshot = d.store.snapshot().map_err(|e| e.to_string())?;
         crate::cli::export::export_to_file(&snapshot, &out, with_sessions)
     });
@@ -168,7 +167,6 @@ async fn verify(daemon: &Arc<Daemon>, json: bool, w: &mut tokio::net::unix::Owne
     let (tx, mut rx) = tokio::sync::mpsc::channel(ADMIN_PROGRESS_QUEUE);
     let d = daemon.clone();
     let work = tokio::task::spawn_blocking(move || -> Result<AdminResponse, String> {
-        use world_store::Reads;
         let started = std::time::Instant::now();
         let snapshot = d.store.snapshot().map_err(|e| e.to_string())?;
         let progress = move |done: u64, total: u64| {
@@ -202,7 +200,7 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let credential_id = sessions::credential_id(&token);
             let session = m.session(crate::clock::now());
             let expires_at = session.expires_at;
-            match crate::writes::write(&daemon.store, Op::MintSession { credential_id, session }).await {
+            match crate::writes::write(daemon.store.as_ref(), Op::MintSession { credential_id, session }).await {
                 Ok(_) => AdminResponse::Minted(Minted { token, credential_id, expires_at, grants: m.grants.len() }),
                 Err(e) => err(e.to_string()),
             }
@@ -210,7 +208,6 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
         AdminRequest::List => {
             let d = daemon.clone();
             let rows = tokio::task::spawn_blocking(move || {
-                use world_store::Reads;
                 let snap = d.store.snapshot()?;
                 sessions::list_rows(&snap, crate::clock::now())
             })
@@ -223,7 +220,7 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
         }
         AdminRequest::Publish(req) => {
             let d = daemon.clone();
-            match tokio::task::spawn_blocking(move || crate::publish::publish(&d.store, &req)).await {
+            match tokio::task::spawn_blocking(move || crate::publish::publish(d.store.as_ref(), &req)).await {
                 Ok(Ok(summary)) => AdminResponse::Published { summary },
                 Ok(Err(e)) => err(e),
                 Err(e) => err(e.to_string()),
@@ -235,7 +232,7 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
             };
-            match crate::writes::write(&daemon.store, Op::RevokeSession { credential_id: id }).await {
+            match crate::writes::write(daemon.store.as_ref(), Op::RevokeSession { credential_id: id }).await {
                 Ok(Reply::Revoked(revoked)) => AdminResponse::Revoked { revoked },
                 Ok(other) => err(format!("unexpected writer reply {other:?}")),
                 Err(e) => err(e.to_string()),

@@ -22,7 +22,7 @@ use world_store::*;
 /// What a call runs against. The daemon provides it; the coordinator knows
 /// nothing else of the daemon (nor of HTTP).
 pub trait Host: Send + Sync + 'static {
-    fn store(&self) -> &Store;
+    fn store(&self) -> &dyn WorldStore;
     fn coordinator(&self) -> &Coordinator;
     fn runtimes(&self) -> &Runtimes;
     fn worktrees(&self) -> &Worktrees;

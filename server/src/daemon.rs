@@ -14,11 +14,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use world_store::{Reads, Ref, Store, StoreOptions};
+use world_store::{Reads, Ref, Store, StoreOptions, WorldStore};
 
 /// Everything the handlers share.
 pub struct Daemon {
-    pub store: Store,
+    pub store: Box<dyn WorldStore>,
     pub db_path: PathBuf,
     pub interpreter_ref: Option<Ref>,
     pub interpreter_version: String,
@@ -32,8 +32,8 @@ pub struct Daemon {
 }
 
 impl crate::coordinator::Host for Daemon {
-    fn store(&self) -> &Store {
-        &self.store
+    fn store(&self) -> &dyn WorldStore {
+        self.store.as_ref()
     }
     fn coordinator(&self) -> &Coordinator {
         &self.coordinator
@@ -143,7 +143,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
-        store,
+        store: Box::new(store),
         db_path,
         interpreter_ref: Some(interpreter.hash),
         interpreter_version: String::from_utf8_lossy(&interpreter.payload).into_owned(),

@@ -4,7 +4,7 @@
 use crate::registry::{self, ManifestEntry};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use world_store::{Op, Reads, Reply, Store, WriteError};
+use world_store::{Op, Reply, WorldStore, WriteError};
 
 /// Largest manifest file read.
 pub const MANIFEST_BYTES_MAX: u64 = 4 << 20;
@@ -27,7 +27,7 @@ fn read_manifest(path: &Path) -> Result<Vec<ManifestEntry>, String> {
 }
 
 /// Publishes and returns the one-line summary. Blocking.
-pub fn publish(store: &Store, req: &PublishRequest) -> Result<String, String> {
+pub fn publish(store: &dyn WorldStore, req: &PublishRequest) -> Result<String, String> {
     let (entries, base) = match (&req.manifest, req.builtin) {
         (Some(path), false) => (read_manifest(path)?, path.parent().map(Path::to_path_buf).unwrap_or_default()),
         (None, true) => (registry::builtin_manifest(), PathBuf::new()),

@@ -3,7 +3,7 @@
 //! that order), and its reply is awaited without holding a thread. Used by
 //! the coordinator, the REST commit and the admin socket alike.
 
-use world_store::{Op, Reply, Store, WriteError};
+use world_store::{Op, Reply, WorldStore, WriteError};
 
 /// A write queued for the writer.
 pub struct QueuedWrite(tokio::sync::oneshot::Receiver<Result<Reply, WriteError>>);
@@ -16,7 +16,7 @@ impl QueuedWrite {
 }
 
 /// Queues a write now and returns its reply to await.
-pub fn queue(store: &Store, op: Op) -> QueuedWrite {
+pub fn queue(store: &dyn WorldStore, op: Op) -> QueuedWrite {
     let (tx, rx) = tokio::sync::oneshot::channel();
     store.submit(
         op,
@@ -28,6 +28,6 @@ pub fn queue(store: &Store, op: Op) -> QueuedWrite {
 }
 
 /// Queues a write and waits for its durable answer.
-pub async fn write(store: &Store, op: Op) -> Result<Reply, WriteError> {
+pub async fn write(store: &dyn WorldStore, op: Op) -> Result<Reply, WriteError> {
     queue(store, op).reply().await
 }

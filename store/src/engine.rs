@@ -138,7 +138,7 @@ impl Engine {
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
             let mut w = W::open(&txn).map_err(|e| engine(&e))?;
-            let report = w.recover(now).map_err(|e| engine(&e))?;
+            let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
             report
         };
@@ -327,7 +327,7 @@ fn apply(db: &Database, ops: Vec<Option<Op>>, last: u64) -> Result<Applied, Faul
             };
             // Every applied request is journaled, refused ones too: a
             // refusal may write (a failed REST commit drops its receipt).
-            let r = w.apply(op);
+            let r = crate::ops::apply(&mut w, op);
             if let Err(WriteError::Storage(e)) = &r {
                 return Err(Fault::Fatal(e.clone()));
             }

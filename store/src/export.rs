@@ -10,9 +10,10 @@
 
 use crate::error::{ReadError, WriteError};
 use crate::model::*;
-use crate::read::Snapshot;
+use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::tables::*;
+use crate::view::{Engine, Snapshot, View};
 use redb::{ReadableTable, TableDefinition, TableError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -131,7 +132,7 @@ pub fn encode_records(records: &[Record]) -> Vec<u8> {
 }
 
 fn each<K: redb::Key + 'static, V: redb::Value + 'static>(
-    snap: &Snapshot,
+    snap: &RedbSnapshot,
     def: TableDefinition<K, V>,
     mut f: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> Result<(), ExportError>,
 ) -> Result<(), ExportError> {
@@ -157,6 +158,7 @@ fn row<T: serde::de::DeserializeOwned>(
 
 /// Writes the whole snapshot; returns the number of records.
 pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
+    let Engine::Redb(snap) = snap.engine();
     out.write_all(MAGIC)?;
     let mut n = 0u64;
     let mut put = |out: &mut dyn Write, r: Record| -> Result<(), ExportError> {
@@ -373,7 +375,7 @@ fn apply(db: &redb::Database, batch: Vec<(u64, Record)>) -> Result<(), ImportErr
     {
         let mut w = crate::ops::W::open(&txn).map_err(|e| store(e.to_string()))?;
         for (offset, record) in batch {
-            w.import(record).map_err(|source| ImportError::Refused { offset, source })?;
+            crate::ops::import(&mut w, record).map_err(|source| ImportError::Refused { offset, source })?;
         }
         w.finish().map_err(|e| store(e.to_string()))?;
     }

@@ -9,6 +9,7 @@
 //! The store knows nothing of HTTP or async runtimes: writes are submitted with a
 //! completion callback (`Store::submit`) or run blocking (`Store::call`).
 
+mod backend;
 pub mod canonical;
 mod engine;
 pub mod error;
@@ -22,16 +23,19 @@ pub mod refs;
 pub mod rows;
 pub mod tables;
 pub mod verify;
+pub mod view;
 pub mod wal;
 mod writer;
 
+pub use backend::{StoreStatus, WorldStore};
 pub use engine::Replayed;
 pub use error::{OpenError, ReadError, WriteError};
 pub use media::{FileMedia, Media, RESERVE_BYTES, WalIo};
 pub use model::*;
 pub use ops::*;
-pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Referrer, Snapshot, page_limit};
+pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Referrer, page_limit};
 pub use refs::{Ref, RefError};
+pub use view::{Reads, Snapshot, View};
 pub use writer::{
     BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, Done, Health, OnFatal, WRITE_QUEUE_MAX, WriterStats,
 };
@@ -49,11 +53,6 @@ pub fn lock_path(db: &Path) -> PathBuf {
     let mut s = db.as_os_str().to_owned();
     s.push(".writer.lock");
     PathBuf::from(s)
-}
-
-/// Anything that can take a read snapshot.
-pub trait Reads {
-    fn snapshot(&self) -> Result<Snapshot, ReadError>;
 }
 
 /// How to open a store for writing; the defaults are the files at the path.
@@ -116,28 +115,6 @@ impl Store {
         &self.replayed
     }
 
-    /// Whether the store takes writes.
-    pub fn health(&self) -> Health {
-        self.shared.health()
-    }
-
-    /// Queues a write; `done` runs once its batch is durable (or failed).
-    pub fn submit(&self, op: Op, done: Done) {
-        self.writer.submit(op, done);
-    }
-
-    /// Runs a write and waits for it. Not for async contexts.
-    pub fn call(&self, op: Op) -> Result<Reply, WriteError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.submit(
-            op,
-            Box::new(move |r| {
-                let _ = tx.send(r);
-            }),
-        );
-        rx.recv().unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
-    }
-
     /// `(batches, requests)` committed so far: the group-commit ratio.
     pub fn writer_stats(&self) -> (u64, u64) {
         let s = &self.shared.stats;
@@ -167,10 +144,31 @@ impl Store {
     }
 }
 
+impl WorldStore for Store {
+    fn submit(&self, op: Op, done: Done) {
+        self.writer.submit(op, done);
+    }
+
+    fn health(&self) -> Health {
+        self.shared.health()
+    }
+
+    fn status(&self) -> StoreStatus {
+        let (batches, requests) = self.writer_stats();
+        StoreStatus {
+            engine: "embedded",
+            footprint: Some(self.footprint()),
+            checkpoints: self.checkpoints(),
+            batches,
+            requests,
+        }
+    }
+}
+
 impl Reads for Store {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
         match self.shared.db_for_reader() {
-            Some(db) => Snapshot::begin(db.as_ref()),
+            Some(db) => Ok(Box::new(read::RedbSnapshot::begin(db.as_ref())?)),
             None => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
         }
     }
@@ -355,7 +353,7 @@ fn unix_now() -> u64 {
 
 impl Reads for ReadOnlyStore {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        Snapshot::begin(&self.db)
+        Ok(Box::new(read::RedbSnapshot::begin(&self.db)?))
     }
 }
 

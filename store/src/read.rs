@@ -1,11 +1,12 @@
-//! Reads: a consistent snapshot over one redb read transaction. Readers never
-//! wait for the writer.
+//! Reads on the embedded engine: a consistent snapshot over one redb read
+//! transaction. Readers never wait for the writer.
 
 use crate::error::{ReadError, read_storage};
 use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
+use crate::view::{Engine, View};
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
 /// Default page size of every paged read.
@@ -21,7 +22,7 @@ pub fn page_limit(requested: Option<i64>) -> usize {
     }
 }
 
-pub struct Snapshot {
+pub struct RedbSnapshot {
     txn: ReadTransaction,
 }
 
@@ -36,12 +37,22 @@ fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
-impl Snapshot {
-    pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<Snapshot, ReadError> {
-        Ok(Snapshot { txn: db.begin_read().map_err(read_storage)? })
+impl RedbSnapshot {
+    pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<RedbSnapshot, ReadError> {
+        Ok(RedbSnapshot { txn: db.begin_read().map_err(read_storage)? })
     }
 
-    pub fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
+    pub(crate) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+}
+
+impl View for RedbSnapshot {
+    fn engine(&self) -> Engine<'_> {
+        Engine::Redb(self)
+    }
+
+    fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
         let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
         match t.get(r.0).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("objects", r, v.value())?)),
@@ -50,7 +61,7 @@ impl Snapshot {
     }
 
     /// The object's sequence number (its payload's key).
-    pub fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError> {
+    fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError> {
         let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
         match t.get(r.0).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode::<ObjectRow>("objects", r, v.value())?.seq)),
@@ -58,31 +69,31 @@ impl Snapshot {
         }
     }
 
-    pub fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
+    fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
         let Some(seq) = self.object_seq(r)? else { return Ok(None) };
         let Some(t) = open(&self.txn, PAYLOADS)? else { return Ok(None) };
         Ok(t.get(seq).map_err(read_storage)?.map(|v| v.value().to_vec()))
     }
 
     /// The object with sequence number `seq`.
-    pub fn object_at(&self, seq: u64) -> Result<Option<Ref>, ReadError> {
+    fn object_at(&self, seq: u64) -> Result<Option<Ref>, ReadError> {
         let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(None) };
         Ok(t.get(seq).map_err(read_storage)?.map(|v| Ref(v.value())))
     }
 
     /// The world of revision `revision`.
-    pub fn world_at(&self, revision: u64) -> Result<Option<Ref>, ReadError> {
+    fn world_at(&self, revision: u64) -> Result<Option<Ref>, ReadError> {
         let Some(t) = open(&self.txn, WORLD_BY_REVISION)? else { return Ok(None) };
         Ok(t.get(revision).map_err(read_storage)?.map(|v| Ref(v.value())))
     }
 
-    pub fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
+    fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
         let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(false) };
         Ok(t.get(r.0).map_err(read_storage)?.is_some())
     }
 
     /// Objects with `semantic_id`, in ascending hash order, strictly after `after`.
-    pub fn objects_by_semantic_id(
+    fn objects_by_semantic_id(
         &self,
         semantic_id: &str,
         after: Option<Ref>,
@@ -112,7 +123,7 @@ impl Snapshot {
         Ok(out)
     }
 
-    pub fn log_entry(&self, index: u64) -> Result<Option<LogEntry>, ReadError> {
+    fn log_entry(&self, index: u64) -> Result<Option<LogEntry>, ReadError> {
         let Some(t) = open(&self.txn, LOG)? else { return Ok(None) };
         match t.get(index).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("log", &index, v.value())?)),
@@ -121,7 +132,7 @@ impl Snapshot {
     }
 
     /// Entries from `from`, stopping at the first absent index.
-    pub fn log_range(&self, from: u64, limit: usize) -> Result<Vec<LogEntry>, ReadError> {
+    fn log_range(&self, from: u64, limit: usize) -> Result<Vec<LogEntry>, ReadError> {
         let limit = limit.min(PAGE_MAX);
         let Some(t) = open(&self.txn, LOG)? else { return Ok(vec![]) };
         let mut out = Vec::with_capacity(limit.min(64));
@@ -139,12 +150,12 @@ impl Snapshot {
     }
 
     /// Number of entries: one past the last index (the log is contiguous from 0).
-    pub fn log_len(&self) -> Result<u64, ReadError> {
+    fn log_len(&self) -> Result<u64, ReadError> {
         let Some(t) = open(&self.txn, LOG)? else { return Ok(0) };
         Ok(t.last().map_err(read_storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0))
     }
 
-    pub fn world(&self, r: &Ref) -> Result<Option<World>, ReadError> {
+    fn world(&self, r: &Ref) -> Result<Option<World>, ReadError> {
         let Some(t) = open(&self.txn, WORLDS)? else { return Ok(None) };
         match t.get(r.0).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("worlds", r, v.value())?)),
@@ -152,32 +163,13 @@ impl Snapshot {
         }
     }
 
-    pub fn head(&self, name: &str) -> Result<Option<Ref>, ReadError> {
+    fn head(&self, name: &str) -> Result<Option<Ref>, ReadError> {
         let Some(t) = open(&self.txn, HEADS)? else { return Ok(None) };
         Ok(t.get(name).map_err(read_storage)?.map(|v| Ref(v.value())))
     }
 
-    pub fn selected_head(&self) -> Result<Option<Ref>, ReadError> {
-        self.head(SELECTED_HEAD)
-    }
-
-    /// The selected world's row.
-    pub fn head_world(&self) -> Result<Option<World>, ReadError> {
-        match self.selected_head()? {
-            Some(r) => self.world(&r)?.map(Some).ok_or_else(|| {
-                rows::Corruption {
-                    table: "heads",
-                    key: SELECTED_HEAD.into(),
-                    detail: format!("names absent world {r}"),
-                }
-                .into()
-            }),
-            None => Ok(None),
-        }
-    }
-
     /// All named heads (registry heads and the selected world), in name order.
-    pub fn heads(&self) -> Result<Vec<(String, Ref)>, ReadError> {
+    fn heads(&self) -> Result<Vec<(String, Ref)>, ReadError> {
         let Some(t) = open(&self.txn, HEADS)? else { return Ok(vec![]) };
         let mut out = vec![];
         for item in t.iter().map_err(read_storage)? {
@@ -187,12 +179,12 @@ impl Snapshot {
         Ok(out)
     }
 
-    pub fn registry_entry(&self, registry: &str, id: &str) -> Result<Option<Ref>, ReadError> {
+    fn registry_entry(&self, registry: &str, id: &str) -> Result<Option<Ref>, ReadError> {
         let Some(t) = open(&self.txn, REGISTRY_ENTRIES)? else { return Ok(None) };
         Ok(t.get((registry, id)).map_err(read_storage)?.map(|v| Ref(v.value())))
     }
 
-    pub fn session(&self, credential_id: &Ref) -> Result<Option<Session>, ReadError> {
+    fn session(&self, credential_id: &Ref) -> Result<Option<Session>, ReadError> {
         let Some(t) = open(&self.txn, SESSIONS)? else { return Ok(None) };
         match t.get(credential_id.0).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("sessions", credential_id, v.value())?)),
@@ -201,7 +193,7 @@ impl Snapshot {
     }
 
     /// Up to `limit` sessions in credential-id order.
-    pub fn sessions(&self, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
+    fn sessions(&self, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
         let Some(t) = open(&self.txn, SESSIONS)? else { return Ok(vec![]) };
         let mut out = vec![];
         for item in t.iter().map_err(read_storage)? {
@@ -215,7 +207,7 @@ impl Snapshot {
         Ok(out)
     }
 
-    pub fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
+    fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
         let Some(t) = open(&self.txn, TASKS)? else { return Ok(None) };
         let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
         match t.get(k).map_err(read_storage)? {
@@ -224,7 +216,7 @@ impl Snapshot {
         }
     }
 
-    pub fn receipt(&self, id: &str) -> Result<Option<Receipt>, ReadError> {
+    fn receipt(&self, id: &str) -> Result<Option<Receipt>, ReadError> {
         let Some(t) = open(&self.txn, RECEIPTS)? else { return Ok(None) };
         match t.get(id).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("receipts", &id, v.value())?)),
@@ -232,22 +224,14 @@ impl Snapshot {
         }
     }
 
-    pub fn receipt_state(&self, id: &str) -> Result<(ReceiptState, Option<Ref>), ReadError> {
-        Ok(match self.receipt(id)? {
-            None => (ReceiptState::NotStarted, None),
-            Some(Receipt { result_ref: Some(r), .. }) => (ReceiptState::Resolved, Some(r)),
-            Some(Receipt { result_ref: None, .. }) => (ReceiptState::Indeterminate, None),
-        })
-    }
-
     /// Units spent by `episode` on `(effect, scope)`.
-    pub fn spent(&self, episode: &str, effect: &str, scope: &str) -> Result<u64, ReadError> {
+    fn spent(&self, episode: &str, effect: &str, scope: &str) -> Result<u64, ReadError> {
         let Some(t) = open(&self.txn, SPEND)? else { return Ok(0) };
         Ok(t.get((episode, effect, scope)).map_err(read_storage)?.map(|v| v.value()).unwrap_or(0))
     }
 
     /// The journal of one invocation: each intent with its outcome, in ordinal order.
-    pub fn journal_of(&self, invocation_id: &str) -> Result<Vec<JournalItem>, ReadError> {
+    fn journal_of(&self, invocation_id: &str) -> Result<Vec<JournalItem>, ReadError> {
         let Some(intents) = open(&self.txn, INTENTS)? else { return Ok(vec![]) };
         let outcomes = open(&self.txn, OUTCOMES)?;
         let mut out = vec![];
@@ -270,7 +254,7 @@ impl Snapshot {
 
     /// Who names `target`, by kind (objects, entries, worlds) and then in the
     /// order they were written, strictly after `after`.
-    pub fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
+    fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
         let limit = limit.min(PAGE_MAX);
         let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
         let start = match after {
@@ -299,49 +283,22 @@ impl Snapshot {
         Ok(out)
     }
 
-    /// Where a referrer sits in its kind's order.
-    pub fn referrer_position(&self, kind: u8, referrer: &Ref) -> Result<Option<u64>, ReadError> {
-        match kind {
-            REFERRER_OBJECT => self.object_seq(referrer),
-            REFERRER_ENTRY => self.entry_index_of(referrer),
-            REFERRER_WORLD => Ok(self.world(referrer)?.map(|w| w.revision)),
-            _ => Ok(None),
-        }
-    }
-
-    /// The referrer at a position of its kind.
-    fn referrer_at(&self, kind: u8, position: u64) -> Result<Option<Ref>, ReadError> {
-        match kind {
-            REFERRER_OBJECT => self.object_at(position),
-            REFERRER_ENTRY => Ok(self.log_entry(position)?.map(|e| e.entry_hash)),
-            REFERRER_WORLD => self.world_at(position),
-            _ => Ok(None),
-        }
-    }
-
-    /// The journal item whose outcome carries effect record `record`.
-    pub fn journal_of_record(&self, record: &Ref) -> Result<Option<(JournalKey, JournalItem)>, ReadError> {
-        let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
-        let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };
-        let key: JournalKey = rows::decode("record_journal", record, v.value())?;
-        let item = self.journal_of(&key.invocation_id)?.into_iter().find(|i| i.ordinal == key.ordinal);
-        Ok(item.map(|i| (key, i)))
-    }
-
-    pub fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
+    fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
         let Some(position) = self.referrer_position(kind, referrer)? else { return Ok(false) };
         let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(false) };
         Ok(t.get((target.0, kind, position)).map_err(read_storage)?.is_some())
     }
 
     /// The index of the entry with hash `entry_hash`.
-    pub fn entry_index_of(&self, entry_hash: &Ref) -> Result<Option<u64>, ReadError> {
+    fn entry_index_of(&self, entry_hash: &Ref) -> Result<Option<u64>, ReadError> {
         let Some(t) = open(&self.txn, ENTRY_BY_HASH)? else { return Ok(None) };
         Ok(t.get(entry_hash.0).map_err(read_storage)?.map(|v| v.value()))
     }
 
-    pub(crate) fn txn(&self) -> &ReadTransaction {
-        &self.txn
+    fn record_journal(&self, record: &Ref) -> Result<Option<JournalKey>, ReadError> {
+        let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
+        let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };
+        Ok(Some(rows::decode("record_journal", record, v.value())?))
     }
 }
 

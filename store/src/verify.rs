@@ -8,10 +8,11 @@
 
 use crate::canonical;
 use crate::model::*;
-use crate::read::Snapshot;
+use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
+use crate::view::{Engine, Snapshot, View};
 use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -134,6 +135,7 @@ impl Sink {
 
 /// Verifies everything visible in `snapshot`.
 pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
+    let Engine::Redb(snapshot) = snapshot.engine();
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let mut counts = Counts::default();
     let mut v = Verifier { snap: snapshot, sink: &sink };
@@ -179,7 +181,7 @@ impl Report {
 }
 
 struct Verifier<'a> {
-    snap: &'a Snapshot,
+    snap: &'a RedbSnapshot,
     sink: &'a Sink,
 }
 

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use std::path::Path;
 use world_store::canonical::{entry_hash, world_ref};
 use world_store::{
-    EntryHeader, LogEntry, NewObject, Op, Ref, RegistryPublish, RestCommit, Session, Store, World, canonical,
+    EntryHeader, LogEntry, NewObject, Op, Ref, RegistryPublish, RestCommit, Session, Store, World, WorldStore,
+    canonical,
 };
 
 pub const SEMANTIC_ID: &str = "blackbox/record/v1";

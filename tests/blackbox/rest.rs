@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use std::io::Write as _;
-use world_store::{Op, Ref};
+use world_store::{Op, Ref, WorldStore};
 
 const MALFORMED_REF: &str = "a ref must be sha256:<64 lowercase hex>";
 

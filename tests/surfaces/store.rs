@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 use std::path::Path;
-use world_store::{NewObject, Op, Reads, Ref, RegistryPublish, Store, canonical};
+use world_store::{NewObject, Op, Reads, Ref, RegistryPublish, Store, WorldStore, canonical};
 
 const REGISTRY: &str = "world/transition-registry/v1";
 

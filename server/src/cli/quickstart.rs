@@ -7,7 +7,7 @@ use crate::publish::{PublishRequest, publish};
 use crate::sessions::{self, MintRequest};
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Grant, NewObject, Op, Reads, Ref, RestCommit, Store, canonical};
+use world_store::{Grant, NewObject, Op, Reads, Ref, RestCommit, Store, WorldStore, canonical};
 
 /// The demo episode and its sessions' lifetime (30 days).
 pub const DEMO_EPISODE: &str = "demo";

@@ -8,7 +8,7 @@ use std::io::{BufRead, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Op, ReadOnlyStore, Reads, Reply, Store};
+use world_store::{Op, ReadOnlyStore, Reads, Reply, Store, WorldStore};
 
 fn require_store(db: &Path) -> Result<(), ExitCode> {
     if db.exists() {

@@ -19,7 +19,7 @@ use world_protocol::auth::{self, SessionDenial};
 use world_protocol::mcp::{self, HostFailure, McpHeaders, ServerInfo};
 use world_protocol::surface::{self, Surface, SurfaceError, ToolView};
 use world_protocol::{HttpReply, RpcId};
-use world_store::{Grant, Reads, Ref, Snapshot, Surface as CallSurface, TaskKey, TaskState};
+use world_store::{Grant, Ref, Snapshot, Surface as CallSurface, TaskKey, TaskState};
 
 /// The aggregate deadline of one MCP POST.
 pub const MCP_POST_DEADLINE: Duration = Duration::from_secs(20);
@@ -498,7 +498,7 @@ mod tests {
 
     #[test]
     fn sessions_seeing_the_same_tools_share_one_built_surface_until_the_registry_moves() {
-        use world_store::{NewObject, Op, RegistryPublish, Store};
+        use world_store::{NewObject, Op, Reads, RegistryPublish, Store, WorldStore};
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(&dir.path().join("world.db"), 1).unwrap();
         let builtin = crate::publish::PublishRequest { manifest: None, builtin: true, replace: false };

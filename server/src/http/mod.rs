@@ -16,7 +16,7 @@ use axum::response::IntoResponse;
 use std::sync::Arc;
 use world_protocol::HttpReply;
 use world_protocol::rest::{RestClass, RestError};
-use world_store::{ReadError, Reads, Snapshot};
+use world_store::{ReadError, Snapshot};
 
 pub type State = Arc<Daemon>;
 

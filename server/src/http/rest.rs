@@ -444,7 +444,7 @@ async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) 
     let deadline = tokio::time::Instant::now() + COMMIT_DEADLINE;
     if let Some(id) = c.invocation_id.clone() {
         let intent = Op::RestIntent { invocation_id: id.clone(), request_digest: c.request_digest };
-        match tokio::time::timeout_at(deadline, crate::writes::write(&state.store, intent)).await {
+        match tokio::time::timeout_at(deadline, crate::writes::write(state.store.as_ref(), intent)).await {
             Err(_) => return Err(uncertain(Some(&id), c.entry.header.entry_index)),
             Ok(Ok(Reply::RestIntent(RestIntentOutcome::Resolved(world)))) => {
                 return Ok(json(&Selected { selected_head: world }));
@@ -454,7 +454,7 @@ async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) 
         }
     }
     let (id, index) = (c.invocation_id.clone(), c.entry.header.entry_index);
-    match tokio::time::timeout_at(deadline, crate::writes::write(&state.store, Op::CommitWorld(c))).await {
+    match tokio::time::timeout_at(deadline, crate::writes::write(state.store.as_ref(), Op::CommitWorld(c))).await {
         Err(_) => Err(uncertain(id.as_deref(), index)),
         Ok(Ok(Reply::Selected(world))) => Ok(json(&Selected { selected_head: world })),
         Ok(Ok(other)) => Err(internal("/v1/commit", &format!("unexpected writer reply {other:?}"))),

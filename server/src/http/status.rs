@@ -14,26 +14,15 @@ pub fn routes() -> Router<State> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct StoreStatus {
+struct Status {
     #[serde(flatten)]
-    footprint: world_store::Footprint,
+    store: world_store::StoreStatus,
     /// The daemon's resident memory (`None` where `/proc` does not say).
     resident_bytes: Option<u64>,
-    checkpoints: u64,
-    /// Write batches and the requests they carried since the daemon started.
-    batches: u64,
-    requests: u64,
 }
 
 async fn store_status(AxState(state): AxState<State>) -> Response {
-    let (batches, requests) = state.store.writer_stats();
-    json(&StoreStatus {
-        footprint: state.store.footprint(),
-        resident_bytes: resident_bytes(),
-        checkpoints: state.store.checkpoints(),
-        batches,
-        requests,
-    })
+    json(&Status { store: state.store.status(), resident_bytes: resident_bytes() })
 }
 
 /// Resident pages of this process (`/proc/self/statm`, second field), in bytes.

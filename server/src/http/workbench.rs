@@ -573,7 +573,7 @@ fn world_view(s: &Snapshot, r: &Ref) -> Result<Page, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use world_store::{EntryHeader, LogEntry, NewObject, Op, Reads, RestCommit, Store, World, canonical};
+    use world_store::{EntryHeader, LogEntry, NewObject, Op, Reads, RestCommit, Store, World, WorldStore, canonical};
 
     fn pairs(q: &str) -> Vec<(String, String)> {
         query_pairs(Some(q))

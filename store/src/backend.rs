@@ -1,0 +1,50 @@
+//! The store as the daemon sees it, whichever engine holds the world: named
+//! write transactions submitted as plain data (`Op`, answered by a `Reply` or a
+//! typed `WriteError`, refusals included), group-committed, and consistent
+//! read snapshots (`View`). The embedded engine (`Store`) implements it.
+
+use crate::Footprint;
+use crate::error::WriteError;
+use crate::ops::{Op, Reply};
+use crate::view::Reads;
+use crate::writer::{Done, Health};
+use serde::Serialize;
+
+/// A world store: where the daemon's writes go and its reads come from.
+pub trait WorldStore: Reads + Send + Sync {
+    /// Queues a write; `done` runs once its batch is durable (or refused).
+    fn submit(&self, op: Op, done: Done);
+
+    /// Whether the store takes writes.
+    fn health(&self) -> Health;
+
+    /// What the store occupies and has done, for operators.
+    fn status(&self) -> StoreStatus;
+
+    /// Runs a write and waits for it. Not for async contexts.
+    fn call(&self, op: Op) -> Result<Reply, WriteError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.submit(
+            op,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv().unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
+    }
+}
+
+/// What `GET /v1/store` reports of the engine under the daemon.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoreStatus {
+    /// `embedded` (one file) or `postgres`.
+    pub engine: &'static str,
+    /// The embedded engine's files, the room beside them and its cache bound.
+    #[serde(flatten)]
+    pub footprint: Option<Footprint>,
+    pub checkpoints: u64,
+    /// Write batches and the requests they carried since the store opened.
+    pub batches: u64,
+    pub requests: u64,
+}

@@ -1,0 +1,516 @@
+//! The named write transactions' checks and derivations, written once over the
+//! `Rows` an engine offers inside its write transaction. Entry hashes, world
+//! refs, budgets and task states come from this code whichever engine stores
+//! the rows, so both engines build byte-identical worlds.
+//!
+//! Each request first runs all of its checks, then writes; a request that
+//! fails a check writes nothing and spoils nothing else in its batch (one
+//! exception, kept on purpose: a REST commit that fails its checks drops its
+//! own receipt). Only an engine error aborts the batch.
+
+use super::*;
+use crate::canonical;
+use crate::error::WriteError;
+use crate::model::*;
+use crate::refs::Ref;
+use crate::tables::SELECTED_HEAD;
+use std::collections::HashSet;
+
+pub(crate) type R<T> = Result<T, WriteError>;
+
+/// The rows of one write transaction, by domain. An engine implements these
+/// primitives; a row it is asked to insert as new that another writer created
+/// meanwhile is an engine error (the batch is retried), never an overwrite.
+pub(crate) trait Rows {
+    fn has_object(&mut self, r: &Ref) -> R<bool>;
+    /// Writes an object that is not in the store, with its indexes.
+    fn insert_object(&mut self, o: &NewObject) -> R<()>;
+
+    fn head(&mut self, name: &str) -> R<Option<Ref>>;
+    fn set_head(&mut self, name: &str, r: Ref) -> R<()>;
+    fn world(&mut self, r: &Ref) -> R<Option<World>>;
+    /// One past the last entry's index.
+    fn log_len(&mut self) -> R<u64>;
+    fn insert_entry(&mut self, entry: &LogEntry) -> R<()>;
+    fn insert_world(&mut self, world: &World) -> R<()>;
+
+    fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>>;
+    fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()>;
+    /// Makes `entries` the registry's whole set of entries.
+    fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()>;
+
+    fn task(&mut self, key: &TaskKey) -> R<Option<Task>>;
+    /// A task row that did not exist; a started one joins the open tasks.
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
+    /// An existing task row; one no longer started leaves the open tasks.
+    fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
+    /// Tasks still started (what recovery looks at).
+    fn open_tasks(&mut self) -> R<Vec<TaskKey>>;
+    fn close_task(&mut self, key: &TaskKey) -> R<()>;
+
+    fn has_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<bool>;
+    fn has_intents(&mut self, invocation_id: &str) -> R<bool>;
+    /// A new intent, open until its outcome is recorded.
+    fn insert_intent(&mut self, invocation_id: &str, ordinal: u32, intent: &EffectIntent) -> R<()>;
+    fn has_outcome(&mut self, invocation_id: &str, ordinal: u32) -> R<bool>;
+    /// A new outcome: closes its intent and maps its record (if any) to it.
+    fn insert_outcome(&mut self, invocation_id: &str, ordinal: u32, outcome: &EffectOutcome) -> R<()>;
+    /// Intents still waiting for an outcome.
+    fn open_intents(&mut self) -> R<Vec<(String, u32)>>;
+    fn close_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<()>;
+    fn spent(&mut self, episode: &str, effect: &str, scope: &str) -> R<u64>;
+    fn set_spent(&mut self, episode: &str, effect: &str, scope: &str, units: u64) -> R<()>;
+
+    fn has_session(&mut self, credential_id: &Ref) -> R<bool>;
+    fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()>;
+    fn remove_session(&mut self, credential_id: &Ref) -> R<bool>;
+
+    fn receipt(&mut self, id: &str) -> R<Option<Receipt>>;
+    fn put_receipt(&mut self, id: &str, receipt: &Receipt) -> R<()>;
+    fn remove_receipt(&mut self, id: &str) -> R<()>;
+}
+
+/// Applies one request to `rows`.
+pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
+    match op {
+        Op::PutObjects(objects) => put_objects(rows, &objects).map(|_| Reply::Done),
+        Op::RestIntent { invocation_id, request_digest } => {
+            rest_intent(rows, &invocation_id, request_digest).map(Reply::RestIntent)
+        }
+        Op::CommitWorld(c) => commit_world(rows, c).map(Reply::Selected),
+        Op::BeginTask { task, request_digest, at } => begin_task(rows, &task, request_digest, at).map(Reply::Begun),
+        Op::RecordIntent(i) => record_intent(rows, i).map(Reply::Debited),
+        Op::RecordOutcome(o) => record_outcome(rows, o).map(|_| Reply::Done),
+        Op::CommitInvocation(c) => commit_invocation(rows, c).map(Reply::Committed),
+        Op::EndTask { task, state } => end_task(rows, &task, state).map(|_| Reply::Done),
+        Op::CreateTask { task, request_digest, at } => match begin_task(rows, &task, request_digest, at)? {
+            BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
+            BeginOutcome::Existing(t) => Err(WriteError::TaskExists(Box::new(t))),
+        },
+        Op::Sequence(ops) => sequence(rows, ops).map(Reply::Sequence),
+        Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
+        Op::RevokeSession { credential_id } => rows.remove_session(&credential_id).map(Reply::Revoked),
+        Op::PublishRegistry(p) => publish_registry(rows, p).map(Reply::Published),
+    }
+}
+
+fn sequence(rows: &mut impl Rows, ops: Vec<Op>) -> R<Vec<Result<Reply, WriteError>>> {
+    let mut out = Vec::with_capacity(ops.len());
+    let mut refused = false;
+    for op in ops {
+        if refused {
+            out.push(Err(WriteError::Skipped));
+            continue;
+        }
+        let r = match op {
+            Op::Sequence(_) => Err(WriteError::InvalidCommit("sequences do not nest".into())),
+            op => apply(rows, op),
+        };
+        if let Err(WriteError::Storage(e)) = &r {
+            return Err(WriteError::Storage(e.clone()));
+        }
+        refused = r.is_err();
+        out.push(r);
+    }
+    Ok(out)
+}
+
+// ---- checks shared by several transactions (read-only) ----
+
+fn check_objects(objects: &[NewObject]) -> R<()> {
+    for o in objects {
+        if o.payload.len() > OBJECT_PAYLOAD_MAX {
+            return Err(WriteError::ObjectTooLarge { size: o.payload.len(), max: OBJECT_PAYLOAD_MAX });
+        }
+        let actual = Ref::of(&o.payload);
+        if actual != o.hash {
+            return Err(WriteError::HashMismatch { claimed: o.hash, actual });
+        }
+        if o.semantic_id.is_empty() || o.semantic_id.len() > LABEL_MAX || o.provenance.len() > LABEL_MAX {
+            return Err(WriteError::InvalidCommit(format!(
+                "object {}: semanticId must be 1-{LABEL_MAX} bytes and provenance at most {LABEL_MAX}",
+                o.hash
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn object_exists(rows: &mut impl Rows, r: &Ref, offered: &[NewObject]) -> R<bool> {
+    Ok(offered.iter().any(|o| o.hash == *r) || rows.has_object(r)?)
+}
+
+fn selected_world(rows: &mut impl Rows) -> R<Option<World>> {
+    let Some(head) = rows.head(SELECTED_HEAD)? else { return Ok(None) };
+    match rows.world(&head)? {
+        Some(w) => Ok(Some(w)),
+        None => Err(WriteError::Storage(format!("selected head {head} has no world row"))),
+    }
+}
+
+fn started_task(rows: &mut impl Rows, key: &TaskKey) -> R<Task> {
+    match rows.task(key)? {
+        Some(t) if t.state == TaskState::Started => Ok(t),
+        other => Err(WriteError::TaskNotStarted { invocation_id: key.invocation_id(), state: other.map(|t| t.state) }),
+    }
+}
+
+// ---- writes ----
+
+/// Immutable and first-writer-wins: an existing object keeps its metadata.
+fn write_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
+    for o in objects {
+        if !rows.has_object(&o.hash)? {
+            rows.insert_object(o)?;
+        }
+    }
+    Ok(())
+}
+
+fn append(rows: &mut impl Rows, entry: &LogEntry, world: &World) -> R<()> {
+    rows.insert_entry(entry)?;
+    rows.insert_world(world)?;
+    rows.set_head(SELECTED_HEAD, world.world_ref)
+}
+
+fn put_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
+    check_objects(objects)?;
+    write_objects(rows, objects)
+}
+
+fn rest_intent(rows: &mut impl Rows, id: &str, digest: Ref) -> R<RestIntentOutcome> {
+    match rows.receipt(id)? {
+        Some(r) if r.request_digest != digest => Err(WriteError::RestIdReused(id.to_string())),
+        Some(Receipt { result_ref: Some(world), .. }) => Ok(RestIntentOutcome::Resolved(world)),
+        Some(_) => Ok(RestIntentOutcome::Journaled),
+        None => {
+            rows.put_receipt(id, &Receipt { request_digest: digest, result_ref: None })?;
+            Ok(RestIntentOutcome::Journaled)
+        }
+    }
+}
+
+fn commit_world(rows: &mut impl Rows, c: RestCommit) -> R<Ref> {
+    if let Some(id) = &c.invocation_id {
+        match rows.receipt(id)? {
+            Some(r) if r.request_digest != c.request_digest => return Err(WriteError::RestIdReused(id.clone())),
+            Some(Receipt { result_ref: Some(world), .. }) => return Ok(world),
+            _ => {}
+        }
+    }
+    if let Err(e) = check_rest_commit(rows, &c) {
+        // Definitely not committed: drop this attempt's intent, so the
+        // receipt reads not-started and the id can be used again.
+        if let Some(id) = &c.invocation_id {
+            rows.remove_receipt(id)?;
+        }
+        return Err(e);
+    }
+    write_objects(rows, &c.objects)?;
+    append(rows, &c.entry, &c.next_world)?;
+    if let Some(id) = &c.invocation_id {
+        let receipt = Receipt { request_digest: c.request_digest, result_ref: Some(c.next_world.world_ref) };
+        rows.put_receipt(id, &receipt)?;
+    }
+    Ok(c.next_world.world_ref)
+}
+
+/// The kernel derives and checks chain integrity itself instead of trusting the caller.
+fn check_rest_commit(rows: &mut impl Rows, c: &RestCommit) -> R<()> {
+    let selected = rows.head(SELECTED_HEAD)?;
+    if c.observed_head != selected {
+        return Err(WriteError::HeadConflict { observed: c.observed_head, selected });
+    }
+    let h = &c.entry.header;
+    let next = rows.log_len()?;
+    let bad = |m: String| Err(WriteError::InvalidCommit(m));
+    if h.entry_index != next {
+        return bad(format!("entry.header.entryIndex must be {next}, the next log index"));
+    }
+    if h.written_by.is_empty() || h.written_by.len() > LABEL_MAX {
+        return bad(format!("entry.header.writtenBy must be 1-{LABEL_MAX} bytes"));
+    }
+    if let Some(world) = selected_world(rows)?
+        && h.prev_entry_hash != world.log_head
+    {
+        return bad(format!("entry.header.prevEntryHash must be {}, the selected world's logHead", world.log_head));
+    }
+    let entry_hash = canonical::entry_hash(h, &c.entry.transition_ref);
+    if c.entry.entry_hash != entry_hash {
+        return bad(format!("entry.entryHash does not match its canonical preimage; it hashes to {entry_hash}"));
+    }
+    let w = &c.next_world;
+    if w.revision != h.entry_index {
+        return bad(format!("nextWorld.revision must equal entry.header.entryIndex ({})", h.entry_index));
+    }
+    if w.log_head != entry_hash {
+        return bad("nextWorld.logHead must equal entry.entryHash".into());
+    }
+    let world_ref = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
+    if w.world_ref != world_ref {
+        return bad(format!("nextWorld.ref does not match its canonical preimage; it hashes to {world_ref}"));
+    }
+    check_objects(&c.objects)?;
+    if !object_exists(rows, &c.entry.transition_ref, &c.objects)? {
+        return bad("entry.transitionRef must name an object in this commit or in the store".into());
+    }
+    // verify requires these of every coordinator-written entry; refuse what it would flag.
+    if h.written_by.starts_with("coordinator:") {
+        for (field, r) in [("transitionFn", &h.transition_fn), ("interpreter", &h.interpreter)] {
+            if !object_exists(rows, r, &c.objects)? {
+                return bad(format!("entry.header.{field} must name an object when writtenBy is coordinator:*"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64) -> R<BeginOutcome> {
+    // The journal is keyed by the invocation id; two keys with one id would share it.
+    if TaskKey::from_invocation_id(&key.invocation_id()).as_ref() != Some(key) {
+        return Err(WriteError::InvalidCommit(format!(
+            "task key {}: episode and task id must be non-empty and contain no ':'",
+            key.invocation_id()
+        )));
+    }
+    if let Some(existing) = rows.task(key)? {
+        return Ok(BeginOutcome::Existing(existing));
+    }
+    let task = Task {
+        request_digest: digest,
+        state: TaskState::Started,
+        started_at: at,
+        committed: None,
+        effect_records: vec![],
+    };
+    rows.insert_task(key, &task)?;
+    Ok(BeginOutcome::Started)
+}
+
+fn record_intent(rows: &mut impl Rows, i: IntentRequest) -> R<Debit> {
+    started_task(rows, &i.task)?;
+    let inv = i.task.invocation_id();
+    if rows.has_intent(&inv, i.ordinal)? {
+        return Err(WriteError::IntentExists { invocation_id: inv, ordinal: i.ordinal });
+    }
+    check_objects(std::slice::from_ref(&i.request))?;
+    let spent = rows.spent(&i.task.episode, &i.effect, &i.scope)?;
+    let remaining = i.grant_budget.saturating_sub(spent);
+    if i.cost > remaining {
+        return Err(WriteError::BudgetExhausted { remaining });
+    }
+    let debit = Debit { budget_before: remaining, budget_after: remaining - i.cost };
+    let intent = EffectIntent {
+        episode: i.task.episode.clone(),
+        effect_id: i.effect_id,
+        effect: i.effect.clone(),
+        scope: i.scope.clone(),
+        cost: i.cost,
+        request_ref: i.request.hash,
+        budget_before: debit.budget_before,
+        budget_after: debit.budget_after,
+        at: i.at,
+    };
+    write_objects(rows, std::slice::from_ref(&i.request))?;
+    rows.insert_intent(&inv, i.ordinal, &intent)?;
+    rows.set_spent(&i.task.episode, &i.effect, &i.scope, spent + i.cost)?;
+    Ok(debit)
+}
+
+fn record_outcome(rows: &mut impl Rows, o: OutcomeRequest) -> R<()> {
+    let inv = o.task.invocation_id();
+    if !rows.has_intent(&inv, o.ordinal)? {
+        return Err(WriteError::NoIntent { invocation_id: inv, ordinal: o.ordinal });
+    }
+    if rows.has_outcome(&inv, o.ordinal)? {
+        return Err(WriteError::OutcomeExists { invocation_id: inv, ordinal: o.ordinal });
+    }
+    let mut objects = vec![o.record.clone()];
+    objects.extend(o.result.iter().cloned());
+    check_objects(&objects)?;
+    let task = rows.task(&o.task)?;
+    write_objects(rows, &objects)?;
+    let outcome = EffectOutcome {
+        status: o.status,
+        record_ref: Some(o.record.hash),
+        result_ref: o.result.as_ref().map(|r| r.hash),
+        at: o.at,
+    };
+    rows.insert_outcome(&inv, o.ordinal, &outcome)?;
+    if let Some(mut task) = task {
+        task.effect_records.push(o.record.hash);
+        rows.update_task(&o.task, &task)?;
+    }
+    Ok(())
+}
+
+fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> {
+    let mut task = started_task(rows, &c.task)?;
+    if rows.registry_entry(&c.registry, &c.transition_id)? != Some(c.transition_fn) {
+        return Err(WriteError::TransitionChanged { id: c.transition_id });
+    }
+    let head_world = selected_world(rows)?.ok_or(WriteError::NoWorld)?;
+    check_objects(&c.objects)?;
+    for (what, r) in [
+        ("invocation record", &c.transition_ref),
+        ("output", &c.state_root),
+        ("transitionFn", &c.transition_fn),
+        ("interpreter", &c.interpreter),
+    ] {
+        if !object_exists(rows, r, &c.objects)? {
+            return Err(WriteError::InvalidCommit(format!("the {what} {r} is not in the commit or the store")));
+        }
+    }
+    let entry_index = rows.log_len()?;
+    debug_assert_eq!(entry_index, head_world.revision + 1, "revision tracks the entry index");
+    let header = EntryHeader {
+        entry_index,
+        semantics_epoch: c.semantics_epoch,
+        transition_fn: c.transition_fn,
+        interpreter: c.interpreter,
+        prev_entry_hash: head_world.log_head,
+        written_by: c.written_by,
+    };
+    let entry_hash = canonical::entry_hash(&header, &c.transition_ref);
+    let world = World {
+        world_ref: canonical::world_ref(entry_index, &c.state_root, &entry_hash),
+        revision: entry_index,
+        state_root: c.state_root,
+        log_head: entry_hash,
+    };
+    let entry = LogEntry { header, entry_hash, transition_ref: c.transition_ref };
+    write_objects(rows, &c.objects)?;
+    append(rows, &entry, &world)?;
+    let committed = Committed { entry_index, entry_hash, world_ref: world.world_ref, output_ref: c.state_root };
+    task.state = TaskState::Committed;
+    task.committed = Some(committed.clone());
+    rows.update_task(&c.task, &task)?;
+    Ok(committed)
+}
+
+fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState) -> R<()> {
+    if !matches!(state, TaskState::NotCommitted | TaskState::Uncertain) {
+        return Err(WriteError::InvalidCommit(format!("a task cannot be ended as {}", state.as_str())));
+    }
+    let mut task = started_task(rows, key)?;
+    task.state = state;
+    rows.update_task(key, &task)
+}
+
+fn mint_session(rows: &mut impl Rows, id: &Ref, session: &Session) -> R<()> {
+    if rows.has_session(id)? {
+        return Err(WriteError::SessionExists);
+    }
+    rows.insert_session(id, session)
+}
+
+fn publish_registry(rows: &mut impl Rows, p: RegistryPublish) -> R<PublishOutcome> {
+    if p.name == SELECTED_HEAD {
+        return Err(WriteError::InvalidCommit(format!("{SELECTED_HEAD} holds the selected world, not a registry")));
+    }
+    let current = rows.head(&p.name)?;
+    if current == Some(p.head) {
+        return Ok(PublishOutcome::Unchanged);
+    }
+    if current != p.expected {
+        return Err(WriteError::RegistryConflict { name: p.name, expected: p.expected, actual: current });
+    }
+    check_objects(&p.objects)?;
+    if !object_exists(rows, &p.head, &p.objects)? {
+        return Err(WriteError::InvalidCommit(format!("registry head {} is not in the publish or the store", p.head)));
+    }
+    let mut seen = HashSet::new();
+    if let Some((dup, _)) = p.entries.iter().find(|(id, _)| !seen.insert(id.as_str())) {
+        return Err(WriteError::InvalidCommit(format!("transition id {dup} appears twice")));
+    }
+    for (id, f) in &p.entries {
+        if !object_exists(rows, f, &p.objects)? {
+            return Err(WriteError::InvalidCommit(format!(
+                "transition {id}: transitionFn {f} is not in the publish or the store"
+            )));
+        }
+    }
+    write_objects(rows, &p.objects)?;
+    rows.set_head(&p.name, p.head)?;
+    rows.replace_registry_entries(&p.name, &p.entries)?;
+    Ok(PublishOutcome::Moved)
+}
+
+// ---- recovery ----
+
+/// Fail-closed recovery after a restart: every intent without an outcome becomes
+/// `indeterminate` (its debit stays), every task left `started` ends `uncertain`
+/// if it journaled an effect and `not-committed` otherwise. Idempotent.
+pub(crate) fn recover(rows: &mut impl Rows, at: u64) -> R<RecoveryReport> {
+    let mut report = RecoveryReport::default();
+    for (inv, ordinal) in rows.open_intents()? {
+        if rows.has_outcome(&inv, ordinal)? {
+            rows.close_intent(&inv, ordinal)?;
+            continue;
+        }
+        let outcome = EffectOutcome { status: OutcomeStatus::Indeterminate, record_ref: None, result_ref: None, at };
+        rows.insert_outcome(&inv, ordinal, &outcome)?;
+        report.indeterminate_effects.push(format!("{inv}#{ordinal}"));
+    }
+    for key in rows.open_tasks()? {
+        let inv = key.invocation_id();
+        match rows.task(&key)? {
+            Some(mut task) if task.state == TaskState::Started => {
+                task.state = if rows.has_intents(&inv)? { TaskState::Uncertain } else { TaskState::NotCommitted };
+                report.tasks.push((inv, task.state));
+                rows.update_task(&key, &task)?;
+            }
+            _ => rows.close_task(&key)?,
+        }
+    }
+    Ok(report)
+}
+
+// ---- import ----
+
+/// Writes one record of an export stream into a fresh store. Derived rows
+/// (indexes, open sets) are rebuilt here, never taken from the stream.
+pub(crate) fn import(rows: &mut impl Rows, record: crate::export::Record) -> R<()> {
+    use crate::export::Record as X;
+    match record {
+        X::Header { .. } | X::End { .. } => Ok(()),
+        X::Object { hash, meta, payload } => {
+            if meta.size != payload.len() as u64 {
+                return Err(WriteError::InvalidCommit(format!(
+                    "object {hash}: size {} but {} payload bytes",
+                    meta.size,
+                    payload.len()
+                )));
+            }
+            let o = NewObject {
+                hash,
+                interface_hash: meta.interface_hash,
+                semantic_id: meta.semantic_id,
+                provenance: meta.provenance,
+                payload,
+            };
+            put_objects(rows, &[o])
+        }
+        X::Entry(e) => rows.insert_entry(&e),
+        X::World(w) => rows.insert_world(&w),
+        X::Head { name, head } => rows.set_head(&name, head),
+        X::RegistryEntry { registry, id, transition_fn } => rows.put_registry_entry(&registry, &id, transition_fn),
+        X::Intent { invocation_id, ordinal, intent } => {
+            rows.insert_intent(&invocation_id, ordinal, &intent)?;
+            if rows.has_outcome(&invocation_id, ordinal)? {
+                rows.close_intent(&invocation_id, ordinal)?;
+            }
+            Ok(())
+        }
+        X::Outcome { invocation_id, ordinal, outcome } => {
+            if !rows.has_intent(&invocation_id, ordinal)? {
+                return Err(WriteError::NoIntent { invocation_id, ordinal });
+            }
+            rows.insert_outcome(&invocation_id, ordinal, &outcome)
+        }
+        X::Spend { episode, effect, scope, units } => rows.set_spent(&episode, &effect, &scope, units),
+        X::Task { key, task } => rows.insert_task(&key, &task),
+        X::Receipt { id, receipt } => rows.put_receipt(&id, &receipt),
+        X::Session { credential_id, session } => mint_session(rows, &credential_id, &session),
+    }
+}

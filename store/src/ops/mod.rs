@@ -1,0 +1,235 @@
+//! The named write transactions as plain data: each request (`Op`) and its
+//! reply (`Reply`, or a typed `WriteError`: a refusal is a value). `apply`
+//! holds their checks and derivations, once for every engine; `redb` is the
+//! embedded engine's rows.
+
+mod apply;
+mod redb;
+
+pub(crate) use apply::{apply, import, recover};
+pub(crate) use redb::W;
+
+use crate::canonical;
+use crate::error::WriteError;
+use crate::model::*;
+use crate::refs::Ref;
+
+/// Largest object payload the store accepts.
+pub const OBJECT_PAYLOAD_MAX: usize = 64 << 20;
+/// Longest `writtenBy`, semantic id or provenance string.
+pub const LABEL_MAX: usize = 512;
+
+/// A REST commit: compare-and-append on the selected head.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RestCommit {
+    pub invocation_id: Option<String>,
+    /// Digest of the request, compared when a `rest:` id is resent.
+    pub request_digest: Ref,
+    pub observed_head: Option<Ref>,
+    pub objects: Vec<NewObject>,
+    pub next_world: World,
+    pub entry: LogEntry,
+}
+
+impl RestCommit {
+    /// The commit appending one entry onto `head` (or the genesis when there is
+    /// none): the entry names `transition` as its transitionRef, the new world
+    /// has `state_root`, and index, previous hash, entry hash and world ref are
+    /// derived as the kernel checks them. The request digest is the digest of
+    /// the entry preimage.
+    pub fn next(
+        head: Option<&World>,
+        transition: NewObject,
+        state_root: Ref,
+        transition_fn: Ref,
+        interpreter: Ref,
+        semantics_epoch: u64,
+        written_by: &str,
+    ) -> Self {
+        let (entry_index, prev_entry_hash) =
+            head.map(|w| (w.revision + 1, w.log_head)).unwrap_or((0, Ref::of(b"genesis")));
+        let header = EntryHeader {
+            entry_index,
+            semantics_epoch,
+            transition_fn,
+            interpreter,
+            prev_entry_hash,
+            written_by: written_by.to_string(),
+        };
+        let entry_hash = canonical::entry_hash(&header, &transition.hash);
+        let next_world = World {
+            world_ref: canonical::world_ref(entry_index, &state_root, &entry_hash),
+            revision: entry_index,
+            state_root,
+            log_head: entry_hash,
+        };
+        RestCommit {
+            invocation_id: None,
+            request_digest: Ref::of(&canonical::entry_preimage(&header, &transition.hash)),
+            observed_head: head.map(|w| w.world_ref),
+            entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
+            next_world,
+            objects: vec![transition],
+        }
+    }
+
+    /// The genesis commit of `goal`: entry 0 naming it as its transitionRef and
+    /// world 0 with it as state root.
+    pub fn genesis(
+        goal: NewObject,
+        transition_fn: Ref,
+        interpreter: Ref,
+        semantics_epoch: u64,
+        written_by: &str,
+    ) -> Self {
+        let state_root = goal.hash;
+        RestCommit::next(None, goal, state_root, transition_fn, interpreter, semantics_epoch, written_by)
+    }
+}
+
+/// Everything a coordinator invocation commits. The writer assigns the entry
+/// index and previous hash from the head it finds (rebasing).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct InvocationCommit {
+    pub task: TaskKey,
+    pub objects: Vec<NewObject>,
+    pub registry: String,
+    pub transition_id: String,
+    pub transition_fn: Ref,
+    pub interpreter: Ref,
+    pub semantics_epoch: u64,
+    pub written_by: String,
+    /// The invocation record.
+    pub transition_ref: Ref,
+    /// The invocation output: the new world's state root.
+    pub state_root: Ref,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct IntentRequest {
+    pub task: TaskKey,
+    pub ordinal: u32,
+    pub effect_id: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    /// The grant's budget; the remaining budget is this minus the durable spend.
+    pub grant_budget: u64,
+    pub request: NewObject,
+    pub at: u64,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct OutcomeRequest {
+    pub task: TaskKey,
+    pub ordinal: u32,
+    pub status: OutcomeStatus,
+    pub record: NewObject,
+    pub result: Option<NewObject>,
+    pub at: u64,
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RegistryPublish {
+    pub name: String,
+    pub expected: Option<Ref>,
+    pub head: Ref,
+    pub objects: Vec<NewObject>,
+    /// `(transition id, transitionFn)` of every descriptor of the new revision.
+    pub entries: Vec<(String, Ref)>,
+}
+
+/// One request to the writer.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Op {
+    PutObjects(Vec<NewObject>),
+    RestIntent {
+        invocation_id: String,
+        request_digest: Ref,
+    },
+    CommitWorld(RestCommit),
+    BeginTask {
+        task: TaskKey,
+        request_digest: Ref,
+        at: u64,
+    },
+    RecordIntent(IntentRequest),
+    RecordOutcome(OutcomeRequest),
+    CommitInvocation(InvocationCommit),
+    EndTask {
+        task: TaskKey,
+        state: TaskState,
+    },
+    /// Like `BeginTask`, but an existing row is a refusal (`TaskExists`), so a
+    /// sequence stops there.
+    CreateTask {
+        task: TaskKey,
+        request_digest: Ref,
+        at: u64,
+    },
+    /// Several requests applied in order within one durable batch, each with
+    /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
+    /// steps stay applied: a sequence shares an fsync, not atomicity.
+    Sequence(Vec<Op>),
+    MintSession {
+        credential_id: Ref,
+        session: Session,
+    },
+    RevokeSession {
+        credential_id: Ref,
+    },
+    PublishRegistry(RegistryPublish),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestIntentOutcome {
+    /// Journaled (or already journaled by an earlier attempt): go on and commit.
+    Journaled,
+    /// This id already committed this request.
+    Resolved(Ref),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BeginOutcome {
+    Started,
+    /// The task id exists; the caller compares digests and states.
+    Existing(Task),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Debit {
+    pub budget_before: u64,
+    pub budget_after: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishOutcome {
+    Moved,
+    Unchanged,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    Done,
+    RestIntent(RestIntentOutcome),
+    Selected(Ref),
+    Begun(BeginOutcome),
+    Debited(Debit),
+    Committed(Committed),
+    Revoked(bool),
+    Published(PublishOutcome),
+    Sequence(Vec<Result<Reply, WriteError>>),
+}
+
+/// What recovery changed at open; empty after a clean shutdown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub indeterminate_effects: Vec<String>,
+    pub tasks: Vec<(String, TaskState)>,
+}
+
+impl RecoveryReport {
+    pub fn is_empty(&self) -> bool {
+        self.indeterminate_effects.is_empty() && self.tasks.is_empty()
+    }
+}

@@ -1,0 +1,310 @@
+//! The embedded engine's rows: every table of `tables`, opened once per
+//! write transaction.
+
+use super::apply::{R, Rows};
+use crate::error::{WriteError, storage};
+use crate::model::*;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::*;
+use redb::{ReadableTable, Table, WriteTransaction};
+
+pub(crate) struct W<'t> {
+    objects: Table<'t, Key32, &'static [u8]>,
+    payloads: Table<'t, u64, &'static [u8]>,
+    object_seq: Table<'t, u64, Key32>,
+    by_semantic_id: Table<'t, (&'static str, Key32), ()>,
+    log: Table<'t, u64, &'static [u8]>,
+    worlds: Table<'t, Key32, &'static [u8]>,
+    world_by_revision: Table<'t, u64, Key32>,
+    heads: Table<'t, &'static str, Key32>,
+    registry_entries: Table<'t, (&'static str, &'static str), Key32>,
+    intents: Table<'t, (&'static str, u32), &'static [u8]>,
+    outcomes: Table<'t, (&'static str, u32), &'static [u8]>,
+    open_intents: Table<'t, (&'static str, u32), ()>,
+    spend: Table<'t, (&'static str, &'static str, &'static str), u64>,
+    tasks: Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>,
+    open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
+    sessions: Table<'t, Key32, &'static [u8]>,
+    receipts: Table<'t, &'static str, &'static [u8]>,
+    referrers: Table<'t, (Key32, u8, u64), ()>,
+    entry_by_hash: Table<'t, Key32, u64>,
+    record_journal: Table<'t, Key32, &'static [u8]>,
+    /// Tasks started in this batch whose `open_tasks` row is not written yet: a
+    /// task that also ends in the batch (the usual create-and-commit) never
+    /// touches that table. `finish` writes the rest.
+    started: std::collections::HashSet<TaskKey>,
+    /// The next object sequence number, read once per batch.
+    next_seq: Option<u64>,
+}
+
+fn task_key(key: &TaskKey) -> (&str, &str, &str) {
+    (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str())
+}
+
+fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::fmt::Display, bytes: &[u8]) -> R<T> {
+    rows::decode(table, key, bytes).map_err(|e| WriteError::Read(e.into()))
+}
+
+impl<'t> W<'t> {
+    pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
+        Ok(W {
+            objects: txn.open_table(OBJECTS).map_err(storage)?,
+            payloads: txn.open_table(PAYLOADS).map_err(storage)?,
+            object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
+            by_semantic_id: txn.open_table(BY_SEMANTIC_ID).map_err(storage)?,
+            log: txn.open_table(LOG).map_err(storage)?,
+            worlds: txn.open_table(WORLDS).map_err(storage)?,
+            world_by_revision: txn.open_table(WORLD_BY_REVISION).map_err(storage)?,
+            heads: txn.open_table(HEADS).map_err(storage)?,
+            registry_entries: txn.open_table(REGISTRY_ENTRIES).map_err(storage)?,
+            intents: txn.open_table(INTENTS).map_err(storage)?,
+            outcomes: txn.open_table(OUTCOMES).map_err(storage)?,
+            open_intents: txn.open_table(OPEN_INTENTS).map_err(storage)?,
+            spend: txn.open_table(SPEND).map_err(storage)?,
+            tasks: txn.open_table(TASKS).map_err(storage)?,
+            open_tasks: txn.open_table(OPEN_TASKS).map_err(storage)?,
+            sessions: txn.open_table(SESSIONS).map_err(storage)?,
+            receipts: txn.open_table(RECEIPTS).map_err(storage)?,
+            referrers: txn.open_table(REFERRERS).map_err(storage)?,
+            entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
+            record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
+            started: Default::default(),
+            next_seq: None,
+        })
+    }
+
+    /// Writes what was deferred to the end of the batch; call before committing.
+    pub(crate) fn finish(mut self) -> R<()> {
+        for key in std::mem::take(&mut self.started) {
+            self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn next_seq(&mut self) -> R<u64> {
+        let seq = match self.next_seq {
+            Some(n) => n,
+            None => self.object_seq.last().map_err(storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0),
+        };
+        self.next_seq = Some(seq + 1);
+        Ok(seq)
+    }
+}
+
+impl Rows for W<'_> {
+    fn has_object(&mut self, r: &Ref) -> R<bool> {
+        Ok(self.objects.get(r.0).map_err(storage)?.is_some())
+    }
+
+    fn insert_object(&mut self, o: &NewObject) -> R<()> {
+        let seq = self.next_seq()?;
+        let row = ObjectRow {
+            interface_hash: o.interface_hash,
+            semantic_id: o.semantic_id.clone(),
+            provenance: o.provenance.clone(),
+            size: o.payload.len() as u64,
+            seq,
+        };
+        self.objects.insert(o.hash.0, rows::encode(&row).as_slice()).map_err(storage)?;
+        self.payloads.insert(seq, o.payload.as_slice()).map_err(storage)?;
+        self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
+        self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
+        for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
+            if target != o.hash {
+                self.referrers.insert((target.0, REFERRER_OBJECT, seq), ()).map_err(storage)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn head(&mut self, name: &str) -> R<Option<Ref>> {
+        Ok(self.heads.get(name).map_err(storage)?.map(|v| Ref(v.value())))
+    }
+
+    fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
+        self.heads.insert(name, r.0).map_err(storage)?;
+        Ok(())
+    }
+
+    fn world(&mut self, r: &Ref) -> R<Option<World>> {
+        match self.worlds.get(r.0).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("worlds", r, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn log_len(&mut self) -> R<u64> {
+        Ok(self.log.last().map_err(storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0))
+    }
+
+    fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
+        let (h, e) = (&entry.header, entry.entry_hash.0);
+        self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
+        self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
+        for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
+            self.referrers.insert((target.0, REFERRER_ENTRY, h.entry_index), ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn insert_world(&mut self, world: &World) -> R<()> {
+        self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
+        self.world_by_revision.insert(world.revision, world.world_ref.0).map_err(storage)?;
+        for target in [world.state_root, world.log_head] {
+            self.referrers.insert((target.0, REFERRER_WORLD, world.revision), ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
+        Ok(self.registry_entries.get((registry, id)).map_err(storage)?.map(|v| Ref(v.value())))
+    }
+
+    fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()> {
+        self.registry_entries.insert((registry, id), transition_fn.0).map_err(storage)?;
+        Ok(())
+    }
+
+    fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()> {
+        let mut old = vec![];
+        for item in self.registry_entries.range((registry, "")..).map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let (name, id) = k.value();
+            if name != registry {
+                break;
+            }
+            old.push(id.to_string());
+        }
+        for id in &old {
+            self.registry_entries.remove((registry, id.as_str())).map_err(storage)?;
+        }
+        for (id, f) in entries {
+            self.put_registry_entry(registry, id, *f)?;
+        }
+        Ok(())
+    }
+
+    fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
+        match self.tasks.get(task_key(key)).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("tasks", &key.invocation_id(), v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        if task.state == TaskState::Started {
+            self.started.insert(key.clone());
+        }
+        Ok(())
+    }
+
+    fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        if task.state != TaskState::Started && !self.started.remove(key) {
+            self.open_tasks.remove(task_key(key)).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
+        let mut out = vec![];
+        for item in self.open_tasks.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let (surface, episode, task_id) = k.value();
+            // A surface this binary does not know is left for one that does.
+            if let Some(surface) = Surface::parse(surface) {
+                out.push(TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() });
+            }
+        }
+        Ok(out)
+    }
+
+    fn close_task(&mut self, key: &TaskKey) -> R<()> {
+        self.open_tasks.remove(task_key(key)).map_err(storage)?;
+        Ok(())
+    }
+
+    fn has_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
+        Ok(self.intents.get((invocation_id, ordinal)).map_err(storage)?.is_some())
+    }
+
+    fn has_intents(&mut self, invocation_id: &str) -> R<bool> {
+        Ok(self.intents.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(storage)?.next().is_some())
+    }
+
+    fn insert_intent(&mut self, invocation_id: &str, ordinal: u32, intent: &EffectIntent) -> R<()> {
+        self.intents.insert((invocation_id, ordinal), rows::encode(intent).as_slice()).map_err(storage)?;
+        self.open_intents.insert((invocation_id, ordinal), ()).map_err(storage)?;
+        Ok(())
+    }
+
+    fn has_outcome(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
+        Ok(self.outcomes.get((invocation_id, ordinal)).map_err(storage)?.is_some())
+    }
+
+    fn insert_outcome(&mut self, invocation_id: &str, ordinal: u32, outcome: &EffectOutcome) -> R<()> {
+        self.outcomes.insert((invocation_id, ordinal), rows::encode(outcome).as_slice()).map_err(storage)?;
+        self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
+        if let Some(record) = outcome.record_ref {
+            let jk = JournalKey { invocation_id: invocation_id.to_string(), ordinal };
+            self.record_journal.insert(record.0, rows::encode(&jk).as_slice()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
+        let mut out = vec![];
+        for item in self.open_intents.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let (inv, ordinal) = k.value();
+            out.push((inv.to_string(), ordinal));
+        }
+        Ok(out)
+    }
+
+    fn close_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<()> {
+        self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
+        Ok(())
+    }
+
+    fn spent(&mut self, episode: &str, effect: &str, scope: &str) -> R<u64> {
+        Ok(self.spend.get((episode, effect, scope)).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    fn set_spent(&mut self, episode: &str, effect: &str, scope: &str, units: u64) -> R<()> {
+        self.spend.insert((episode, effect, scope), units).map_err(storage)?;
+        Ok(())
+    }
+
+    fn has_session(&mut self, credential_id: &Ref) -> R<bool> {
+        Ok(self.sessions.get(credential_id.0).map_err(storage)?.is_some())
+    }
+
+    fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()> {
+        self.sessions.insert(credential_id.0, rows::encode(session).as_slice()).map_err(storage)?;
+        Ok(())
+    }
+
+    fn remove_session(&mut self, credential_id: &Ref) -> R<bool> {
+        Ok(self.sessions.remove(credential_id.0).map_err(storage)?.is_some())
+    }
+
+    fn receipt(&mut self, id: &str) -> R<Option<Receipt>> {
+        match self.receipts.get(id).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("receipts", &id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_receipt(&mut self, id: &str, receipt: &Receipt) -> R<()> {
+        self.receipts.insert(id, rows::encode(receipt).as_slice()).map_err(storage)?;
+        Ok(())
+    }
+
+    fn remove_receipt(&mut self, id: &str) -> R<()> {
+        self.receipts.remove(id).map_err(storage)?;
+        Ok(())
+    }
+}
