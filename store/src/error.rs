@@ -23,6 +23,10 @@ pub enum OpenError {
     NeedsRecovery { path: PathBuf },
     #[error("store {path}: {source}")]
     Corrupt { path: PathBuf, source: Corruption },
+    /// The PostgreSQL store (its address without the password) could not be
+    /// reached or refused this node.
+    #[error("cannot open store {url}: {detail}")]
+    Database { url: String, detail: String },
 }
 
 /// A read failed: the engine failed, or a row did not decode.
@@ -81,6 +85,16 @@ pub enum WriteError {
     OutOfSpace(String),
     #[error("the store writer has stopped: {0}")]
     WriterStopped(String),
+    /// The database cannot be reached: nothing of the request was written;
+    /// writes resume by themselves once it is back.
+    #[error("the store's database is unavailable: {0}")]
+    Unavailable(String),
+    /// The connection was lost while the database committed: the request may
+    /// or may not have been written. Resending the same task id answers which.
+    #[error(
+        "outcome not confirmed: the connection to the store's database was lost during its commit ({0}); resend the same task id"
+    )]
+    Unconfirmed(String),
 }
 
 fn opt(r: &Option<Ref>) -> String {

@@ -158,7 +158,11 @@ fn row<T: serde::de::DeserializeOwned>(
 
 /// Writes the whole snapshot; returns the number of records.
 pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
-    let Engine::Redb(snap) = snap.engine();
+    let Engine::Redb(snap) = snap.engine() else {
+        return Err(ExportError::Read(ReadError::Storage(
+            "export walks the embedded engine's tables; a PostgreSQL store is not exported yet".into(),
+        )));
+    };
     out.write_all(MAGIC)?;
     let mut n = 0u64;
     let mut put = |out: &mut dyn Write, r: Record| -> Result<(), ExportError> {

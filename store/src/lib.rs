@@ -18,6 +18,7 @@ pub mod fuzz;
 pub mod media;
 pub mod model;
 pub mod ops;
+pub mod postgres;
 pub mod read;
 pub mod refs;
 pub mod rows;

@@ -22,6 +22,7 @@ pub trait Reads {
 /// tables (the verifier's index checks, the export's table scans).
 pub enum Engine<'a> {
     Redb(&'a crate::read::RedbSnapshot),
+    Postgres(&'a crate::postgres::PgSnapshot),
 }
 
 /// One consistent snapshot of the store. Paged reads return at most

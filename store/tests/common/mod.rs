@@ -1,9 +1,89 @@
 //! What the store's test suites share: requests built the way the daemon
-//! builds them, and the verify check.
+//! builds them, the verify check, and a fresh store on either engine.
 #![allow(dead_code)]
+
+pub mod postgres;
 
 use world_store::verify::{Options, verify};
 use world_store::*;
+
+/// The engines a conformance scenario runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Engine {
+    Embedded,
+    Postgres,
+}
+
+/// A fresh, empty store (and what keeps it alive).
+pub struct Fresh {
+    pub store: Box<dyn WorldStore>,
+    /// The embedded store's directory.
+    pub dir: Option<tempfile::TempDir>,
+    /// The PostgreSQL store's URL.
+    pub url: Option<String>,
+}
+
+pub fn fresh(engine: Engine) -> Fresh {
+    match engine {
+        Engine::Embedded => {
+            let dir = tempfile::tempdir().unwrap();
+            let (store, report) = Store::open(&dir.path().join("world.db"), 1).unwrap();
+            assert!(report.is_empty());
+            Fresh { store: Box::new(store), dir: Some(dir), url: None }
+        }
+        Engine::Postgres => {
+            let url = postgres::fresh_database();
+            Fresh { store: Box::new(node(&url)), dir: None, url: Some(url) }
+        }
+    }
+}
+
+/// Another node on the PostgreSQL store at `url`.
+pub fn node(url: &str) -> world_store::postgres::PgStore {
+    let (store, report) = world_store::postgres::PgStore::open(url, 1, Default::default()).unwrap();
+    assert!(report.is_empty(), "{report:?}");
+    store
+}
+
+/// Both stores hold the same world: the same log, head and worlds, byte for byte.
+pub fn assert_same_world(a: &dyn WorldStore, b: &dyn WorldStore) {
+    let (a, b) = (a.snapshot().unwrap(), b.snapshot().unwrap());
+    assert_eq!(a.log_len().unwrap(), b.log_len().unwrap());
+    assert_eq!(a.log_range(0, PAGE_MAX).unwrap(), b.log_range(0, PAGE_MAX).unwrap());
+    assert_eq!(a.head_world().unwrap(), b.head_world().unwrap());
+    assert_eq!(a.heads().unwrap(), b.heads().unwrap());
+}
+
+/// Declares scenarios, each run as two tests: `NAME::embedded` (then the
+/// verifier checks the store) and `NAME::postgres` (then the same scenario on
+/// a fresh embedded store must have built the same world, byte for byte).
+#[macro_export]
+macro_rules! on_both_engines {
+    ($($(#[$meta:meta])* fn $name:ident($store:ident) $body:block)*) => {$(
+        $(#[$meta])*
+        mod $name {
+            use super::*;
+
+            fn scenario($store: &dyn WorldStore) $body
+
+            #[test]
+            fn embedded() {
+                let embedded = fresh(Engine::Embedded);
+                scenario(embedded.store.as_ref());
+                assert_verifies(embedded.store.as_ref());
+            }
+
+            #[test]
+            fn postgres() {
+                let postgres = fresh(Engine::Postgres);
+                scenario(postgres.store.as_ref());
+                let embedded = fresh(Engine::Embedded);
+                scenario(embedded.store.as_ref());
+                assert_same_world(postgres.store.as_ref(), embedded.store.as_ref());
+            }
+        }
+    )*};
+}
 
 /// A REST genesis commit built the way a client must build it.
 pub fn genesis() -> RestCommit {
@@ -11,7 +91,7 @@ pub fn genesis() -> RestCommit {
     RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"interp"), 1, "test")
 }
 
-pub fn assert_verifies(store: &Store) {
+pub fn assert_verifies(store: &dyn WorldStore) {
     let report = verify(&store.snapshot().unwrap(), &Options::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
 }
@@ -49,7 +129,7 @@ pub fn echo_registry() -> RegistryPublish {
     }
 }
 
-pub fn publish_echo(store: &Store) -> Ref {
+pub fn publish_echo(store: &dyn WorldStore) -> Ref {
     let p = echo_registry();
     let f = p.entries[0].1;
     assert_eq!(store.call(Op::PublishRegistry(p.clone())).unwrap(), Reply::Published(PublishOutcome::Moved));
@@ -84,12 +164,12 @@ pub fn echo_store(path: &std::path::Path, opts: StoreOptions) -> (Store, Ref) {
 }
 
 /// Starts task `key` (digest `d`, at 1).
-pub fn begin(store: &Store, key: &TaskKey) {
+pub fn begin(store: &dyn WorldStore, key: &TaskKey) {
     store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
 }
 
 /// Starts task `key` and commits an echo invocation of it returning `output`.
-pub fn begin_and_commit(store: &Store, key: &TaskKey, f: Ref, output: &[u8]) -> Committed {
+pub fn begin_and_commit(store: &dyn WorldStore, key: &TaskKey, f: Ref, output: &[u8]) -> Committed {
     begin(store, key);
     match store.call(Op::CommitInvocation(invocation(key, f, output))).unwrap() {
         Reply::Committed(c) => c,

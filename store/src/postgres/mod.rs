@@ -1,0 +1,216 @@
+//! The PostgreSQL engine: one world shared by several `worldd` nodes.
+//!
+//! Each node has one writer thread that group-commits as the embedded engine
+//! does, but a batch is one database transaction (READ COMMITTED) running the
+//! same checks and derivations (`ops::apply`): a row lock on `world/selected`
+//! orders appends across nodes, unique keys make task ids, intents and
+//! sessions exactly-once, and a refused insert or a deadlock runs the batch
+//! again. Reads are REPEATABLE READ snapshots on a bounded pool.
+//!
+//! Nodes hold leases (`nodes`). A batch renews its node's lease in its own
+//! transaction and is refused if the lease has lapsed (the node was presumed
+//! gone and its calls in flight resolved by another node); each node sweeps,
+//! now and then, the calls in flight of nodes whose lease lapsed, as the
+//! embedded engine's recovery does at open.
+
+mod rows;
+pub mod schema;
+mod view;
+mod writer;
+
+pub use schema::{Migrated, SCHEMA_VERSION, SchemaError};
+pub use view::PgSnapshot;
+
+use crate::backend::{StoreStatus, WorldStore};
+use crate::error::{OpenError, ReadError};
+use crate::ops::{Op, RecoveryReport};
+use crate::view::{Reads, Snapshot};
+use crate::writer::{Done, Health, OnFatal, WriterStats};
+use postgres::{Config, NoTls};
+use r2d2_postgres::PostgresConnectionManager;
+use std::str::FromStr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Most pooled reader connections a node holds.
+pub const POOL_MAX: u32 = 16;
+/// Longest wait for a pooled connection before a read is refused.
+pub const POOL_WAIT: Duration = Duration::from_secs(5);
+/// Longest wait for a new connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Longest any one statement may run (a lock wait included).
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Times a batch is run again after a conflict with another node.
+pub const BATCH_RETRIES: u32 = 8;
+/// How long a node's lease lasts past its last renewal.
+pub const LEASE: Duration = Duration::from_secs(15);
+/// How often an idle writer renews its lease.
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
+/// How often a node looks for calls in flight of nodes whose lease lapsed.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// First and longest wait between two attempts to reach the database.
+pub const RECONNECT_FIRST: Duration = Duration::from_millis(50);
+pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
+
+pub(crate) type Manager = PostgresConnectionManager<NoTls>;
+pub(crate) type Pooled = r2d2::PooledConnection<Manager>;
+
+/// Whether `spec` names a PostgreSQL store rather than a file.
+pub fn is_url(spec: &str) -> bool {
+    spec.starts_with("postgres://") || spec.starts_with("postgresql://")
+}
+
+/// The URL without its password, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            let hidden = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{}{user}{hidden}{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// The connection settings every connection of the engine uses.
+pub(crate) fn config(url: &str) -> Result<Config, OpenError> {
+    let mut config = Config::from_str(url)
+        .map_err(|e| OpenError::Database { url: redacted(url), detail: format!("not a PostgreSQL URL: {e}") })?;
+    config
+        .connect_timeout(CONNECT_TIMEOUT)
+        .application_name("worldd")
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .options(&format!(
+            "-c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            STATEMENT_TIMEOUT.as_millis(),
+            4 * STATEMENT_TIMEOUT.as_millis()
+        ));
+    Ok(config)
+}
+
+/// Creates or upgrades the schema of the database at `url`.
+pub fn init(url: &str) -> Result<Migrated, OpenError> {
+    let fail = |detail: String| OpenError::Database { url: redacted(url), detail };
+    let mut client = config(url)?.connect(NoTls).map_err(|e| fail(e.to_string()))?;
+    schema::init(&mut client).map_err(|e| fail(e.to_string()))
+}
+
+/// Shared between the writer thread and the store's handle.
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub health: Mutex<Option<Health>>,
+    pub stats: WriterStats,
+}
+
+impl Shared {
+    pub(crate) fn health(&self) -> Health {
+        self.health.lock().unwrap_or_else(|p| p.into_inner()).clone().unwrap_or(Health::Serving)
+    }
+
+    pub(crate) fn set_health(&self, h: Health) {
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
+    }
+}
+
+/// How to open a PostgreSQL store.
+#[derive(Default)]
+pub struct PgOptions {
+    /// Told when this node may write no more (its lease lapsed).
+    pub on_fatal: Option<OnFatal>,
+}
+
+/// A node's handle on a PostgreSQL store.
+pub struct PgStore {
+    url: String,
+    node: String,
+    pool: r2d2::Pool<Manager>,
+    shared: Arc<Shared>,
+    writer: writer::Writer,
+}
+
+impl PgStore {
+    /// Connects, checks the schema, registers this node with a fresh lease and
+    /// resolves the calls in flight of nodes whose lease lapsed. `now` stamps
+    /// what that recovery records (Unix seconds).
+    pub fn open(url: &str, now: u64, opts: PgOptions) -> Result<(PgStore, RecoveryReport), OpenError> {
+        let fail = |detail: String| OpenError::Database { url: redacted(url), detail };
+        let config = config(url)?;
+        let mut client = config.connect(NoTls).map_err(|e| fail(e.to_string()))?;
+        schema::check(&mut client).map_err(|e| fail(e.to_string()))?;
+        let node = node_id();
+        writer::register(&mut client, &node).map_err(|e| fail(e.to_string()))?;
+        let report = writer::sweep(&mut client, &node, now).map_err(|e| fail(e.to_string()))?;
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL_MAX)
+            .min_idle(Some(0))
+            .connection_timeout(POOL_WAIT)
+            .test_on_check_out(false)
+            .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
+            .build_unchecked(PostgresConnectionManager::new(config.clone(), NoTls));
+        let shared = Arc::new(Shared::default());
+        let writer = writer::Writer::start(client, config, node.clone(), shared.clone(), opts.on_fatal);
+        Ok((PgStore { url: redacted(url), node, pool, shared, writer }, report))
+    }
+
+    /// This node's id in the `nodes` table.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The store's address, without its password.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+/// A node id: the host's name and a random suffix, unique per process start.
+fn node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host: String =
+        host.trim().chars().filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').take(64).collect();
+    let mut suffix = [0u8; 8];
+    // The suffix only tells apart two starts on one host; the clock and pid suffice if the RNG is unreadable.
+    if std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut suffix)).is_err() {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        suffix = (t ^ u64::from(std::process::id())).to_le_bytes();
+    }
+    format!("{}-{}", if host.is_empty() { "node" } else { &host }, hex::encode(suffix))
+}
+
+impl Reads for PgStore {
+    fn snapshot(&self) -> Result<Snapshot, ReadError> {
+        let conn =
+            self.pool.get().map_err(|e| ReadError::Storage(format!("the store's database is unavailable: {e}")))?;
+        Ok(Box::new(PgSnapshot::begin(conn)?))
+    }
+}
+
+impl WorldStore for PgStore {
+    fn submit(&self, op: Op, done: Done) {
+        self.writer.submit(op, done);
+    }
+
+    fn health(&self) -> Health {
+        self.shared.health()
+    }
+
+    fn status(&self) -> StoreStatus {
+        let s = &self.shared.stats;
+        StoreStatus {
+            engine: "postgres",
+            footprint: None,
+            checkpoints: 0,
+            batches: s.batches.load(Ordering::Relaxed),
+            requests: s.requests.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.writer.stop();
+    }
+}

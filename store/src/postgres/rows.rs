@@ -1,0 +1,362 @@
+//! The PostgreSQL engine's rows inside one batch transaction (READ COMMITTED).
+//!
+//! Every read a decision rests on either locks its row (`FOR UPDATE`: heads,
+//! tasks, spend) or guards an insert that a unique key refuses when another
+//! node got there first; such a refusal aborts the transaction and the batch
+//! is run again from the start, when the checks see the other node's row.
+//! Each statement is one round trip (`query_typed`: no prepare).
+
+use crate::error::WriteError;
+use crate::model::*;
+use crate::ops::{R, Rows};
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
+use postgres::types::{ToSql, Type};
+use postgres::{Client, Row};
+
+type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+pub(crate) struct PgRows<'c> {
+    client: &'c mut Client,
+    /// This node: recorded on the tasks it starts.
+    node: &'c str,
+    /// The database error that ended the batch, if one did: the caller tells
+    /// a conflict (run the batch again) from a lost connection.
+    pub(crate) failure: Option<postgres::Error>,
+}
+
+pub(crate) fn int(v: u64, what: &str) -> R<i64> {
+    i64::try_from(v).map_err(|_| WriteError::InvalidCommit(format!("{what} {v} exceeds what the store can hold")))
+}
+
+fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::fmt::Display, bytes: &[u8]) -> R<T> {
+    rows::decode(table, key, bytes).map_err(|e| WriteError::Read(e.into()))
+}
+
+fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref> {
+    <[u8; 32]>::try_from(v).map(Ref).map_err(|_| {
+        WriteError::Read(
+            rows::Corruption { table, key: key.to_string(), detail: format!("a {}-byte ref", v.len()) }.into(),
+        )
+    })
+}
+
+impl<'c> PgRows<'c> {
+    pub(crate) fn new(client: &'c mut Client, node: &'c str) -> Self {
+        PgRows { client, node, failure: None }
+    }
+
+    fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
+        match self.client.query_typed(sql, params) {
+            Ok(rows) => Ok(rows),
+            Err(e) => {
+                let detail = e.to_string();
+                self.failure = Some(e);
+                Err(WriteError::Storage(detail))
+            }
+        }
+    }
+
+    fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
+        Ok(!self.q(sql, params)?.is_empty())
+    }
+
+    fn referrers(&mut self, targets: &[Ref], kind: u8, position: i64) -> R<()> {
+        let targets: Vec<&[u8]> = targets.iter().map(|r| r.0.as_slice()).collect();
+        self.q(
+            "INSERT INTO referrers (target, kind, position) SELECT t, $2, $3 FROM unnest($1) AS t ON CONFLICT DO NOTHING",
+            &[(&targets, Type::BYTEA_ARRAY), (&(kind as i16), Type::INT2), (&position, Type::INT8)],
+        )?;
+        Ok(())
+    }
+}
+
+impl Rows for PgRows<'_> {
+    fn has_object(&mut self, r: &Ref) -> R<bool> {
+        self.exists("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])
+    }
+
+    fn insert_object(&mut self, o: &NewObject) -> R<()> {
+        let size = int(o.payload.len() as u64, "payload size")?;
+        let inserted = self.q(
+            "INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
+             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hash) DO NOTHING RETURNING seq",
+            &[
+                (&o.hash.0.as_slice(), Type::BYTEA),
+                (&o.interface_hash.0.as_slice(), Type::BYTEA),
+                (&o.semantic_id.as_str(), Type::TEXT),
+                (&o.provenance.as_str(), Type::TEXT),
+                (&size, Type::INT8),
+                (&o.payload.as_slice(), Type::BYTEA),
+            ],
+        )?;
+        // Another node wrote the same object first: it indexed it too.
+        let Some(row) = inserted.first() else { return Ok(()) };
+        let seq: i64 = row.get(0);
+        let targets: Vec<Ref> = crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX)
+            .into_iter()
+            .filter(|t| *t != o.hash)
+            .collect();
+        if !targets.is_empty() {
+            self.referrers(&targets, REFERRER_OBJECT, seq)?;
+        }
+        Ok(())
+    }
+
+    fn head(&mut self, name: &str) -> R<Option<Ref>> {
+        let rows = self.q("SELECT ref FROM heads WHERE name = $1 FOR UPDATE", &[(&name, Type::TEXT)])?;
+        rows.first().map(|r| bytes32("heads", &name, r.get(0))).transpose()
+    }
+
+    fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
+        self.q(
+            "INSERT INTO heads (name, ref) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref",
+            &[(&name, Type::TEXT), (&r.0.as_slice(), Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    fn world(&mut self, r: &Ref) -> R<Option<World>> {
+        let rows = self.q("SELECT world FROM worlds WHERE world_ref = $1", &[(&r.0.as_slice(), Type::BYTEA)])?;
+        rows.first().map(|row| decoded("worlds", r, row.get(0))).transpose()
+    }
+
+    fn log_len(&mut self) -> R<u64> {
+        let rows = self.q("SELECT max(entry_index) FROM log WHERE log_id = 0", &[])?;
+        let last: Option<i64> = rows.first().and_then(|r| r.get(0));
+        Ok(last.map_or(0, |i| i as u64 + 1))
+    }
+
+    fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
+        let h = &entry.header;
+        let index = int(h.entry_index, "entry index")?;
+        self.q(
+            "INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3)",
+            &[(&index, Type::INT8), (&entry.entry_hash.0.as_slice(), Type::BYTEA), (&rows::encode(entry), Type::BYTEA)],
+        )?;
+        self.referrers(&[entry.transition_ref, h.transition_fn, h.interpreter], REFERRER_ENTRY, index)
+    }
+
+    fn insert_world(&mut self, world: &World) -> R<()> {
+        let revision = int(world.revision, "revision")?;
+        self.q(
+            "INSERT INTO worlds (world_ref, revision, world) VALUES ($1, $2, $3)",
+            &[
+                (&world.world_ref.0.as_slice(), Type::BYTEA),
+                (&revision, Type::INT8),
+                (&rows::encode(world), Type::BYTEA),
+            ],
+        )?;
+        self.referrers(&[world.state_root, world.log_head], REFERRER_WORLD, revision)
+    }
+
+    fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
+        let rows = self.q(
+            "SELECT transition_fn FROM registry_entries WHERE registry = $1 AND transition_id = $2",
+            &[(&registry, Type::TEXT), (&id, Type::TEXT)],
+        )?;
+        rows.first().map(|r| bytes32("registry_entries", &id, r.get(0))).transpose()
+    }
+
+    fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()> {
+        self.q(
+            "INSERT INTO registry_entries (registry, transition_id, transition_fn) VALUES ($1, $2, $3)
+             ON CONFLICT (registry, transition_id) DO UPDATE SET transition_fn = excluded.transition_fn",
+            &[(&registry, Type::TEXT), (&id, Type::TEXT), (&transition_fn.0.as_slice(), Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()> {
+        self.q("DELETE FROM registry_entries WHERE registry = $1", &[(&registry, Type::TEXT)])?;
+        let ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
+        let fns: Vec<&[u8]> = entries.iter().map(|(_, f)| f.0.as_slice()).collect();
+        self.q(
+            "INSERT INTO registry_entries (registry, transition_id, transition_fn)
+             SELECT $1, id, f FROM unnest($2::text[], $3::bytea[]) AS e (id, f)",
+            &[(&registry, Type::TEXT), (&ids, Type::TEXT_ARRAY), (&fns, Type::BYTEA_ARRAY)],
+        )?;
+        Ok(())
+    }
+
+    fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
+        let rows = self.q(
+            "SELECT task FROM tasks WHERE surface = $1 AND episode = $2 AND task_id = $3 FOR UPDATE",
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+            ],
+        )?;
+        rows.first().map(|r| decoded("tasks", &key.invocation_id(), r.get(0))).transpose()
+    }
+
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.q(
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6)",
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+                (&task.state.as_str(), Type::TEXT),
+                (&self.node.to_string(), Type::TEXT),
+                (&rows::encode(task), Type::BYTEA),
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.q(
+            "UPDATE tasks SET state = $4, task = $5 WHERE surface = $1 AND episode = $2 AND task_id = $3",
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+                (&task.state.as_str(), Type::TEXT),
+                (&rows::encode(task), Type::BYTEA),
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Started tasks of nodes that lost their lease (gone, or cut off from the
+    /// database). A live node's calls in flight, this node's own among them,
+    /// are never touched.
+    fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
+        let rows = self.q(
+            "SELECT t.surface, t.episode, t.task_id FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
+             WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
+             ORDER BY 1, 2, 3 LIMIT 10000",
+            &[(&self.node.to_string(), Type::TEXT)],
+        )?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| {
+                let surface = Surface::parse(r.get(0))?;
+                Some(TaskKey { surface, episode: r.get(1), task_id: r.get(2) })
+            })
+            .collect())
+    }
+
+    /// The open set is derived (a started task), so there is nothing to close.
+    fn close_task(&mut self, _key: &TaskKey) -> R<()> {
+        Ok(())
+    }
+
+    fn has_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
+        self.exists(
+            "SELECT 1 FROM intents WHERE invocation_id = $1 AND ordinal = $2",
+            &[(&invocation_id, Type::TEXT), (&(ordinal as i32), Type::INT4)],
+        )
+    }
+
+    fn has_intents(&mut self, invocation_id: &str) -> R<bool> {
+        self.exists("SELECT 1 FROM intents WHERE invocation_id = $1 LIMIT 1", &[(&invocation_id, Type::TEXT)])
+    }
+
+    fn insert_intent(&mut self, invocation_id: &str, ordinal: u32, intent: &EffectIntent) -> R<()> {
+        self.q(
+            "INSERT INTO intents (invocation_id, ordinal, intent) VALUES ($1, $2, $3)",
+            &[(&invocation_id, Type::TEXT), (&(ordinal as i32), Type::INT4), (&rows::encode(intent), Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    fn has_outcome(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
+        self.exists(
+            "SELECT 1 FROM outcomes WHERE invocation_id = $1 AND ordinal = $2",
+            &[(&invocation_id, Type::TEXT), (&(ordinal as i32), Type::INT4)],
+        )
+    }
+
+    fn insert_outcome(&mut self, invocation_id: &str, ordinal: u32, outcome: &EffectOutcome) -> R<()> {
+        let ordinal = ordinal as i32;
+        self.q(
+            "INSERT INTO outcomes (invocation_id, ordinal, outcome) VALUES ($1, $2, $3)",
+            &[(&invocation_id, Type::TEXT), (&ordinal, Type::INT4), (&rows::encode(outcome), Type::BYTEA)],
+        )?;
+        if let Some(record) = outcome.record_ref {
+            self.q(
+                "INSERT INTO record_journal (record, invocation_id, ordinal) VALUES ($1, $2, $3)
+                 ON CONFLICT (record) DO UPDATE SET invocation_id = excluded.invocation_id, ordinal = excluded.ordinal",
+                &[(&record.0.as_slice(), Type::BYTEA), (&invocation_id, Type::TEXT), (&ordinal, Type::INT4)],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Intents without an outcome, of the tasks `open_tasks` returns.
+    fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
+        let rows = self.q(
+            "SELECT i.invocation_id, i.ordinal FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
+             JOIN intents i ON i.invocation_id = t.surface || ':' || t.episode || ':' || t.task_id
+             WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
+               AND NOT EXISTS (SELECT 1 FROM outcomes o WHERE o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal)
+             ORDER BY 1, 2 LIMIT 10000",
+            &[(&self.node.to_string(), Type::TEXT)],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i32>(1) as u32)).collect())
+    }
+
+    /// Derived too: an intent is open while it has no outcome.
+    fn close_intent(&mut self, _invocation_id: &str, _ordinal: u32) -> R<()> {
+        Ok(())
+    }
+
+    fn spent(&mut self, episode: &str, effect: &str, scope: &str) -> R<u64> {
+        let rows = self.q(
+            "SELECT units FROM spend WHERE episode = $1 AND effect = $2 AND scope = $3 FOR UPDATE",
+            &[(&episode, Type::TEXT), (&effect, Type::TEXT), (&scope, Type::TEXT)],
+        )?;
+        Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0) as u64))
+    }
+
+    fn set_spent(&mut self, episode: &str, effect: &str, scope: &str, units: u64) -> R<()> {
+        let units = int(units, "units spent")?;
+        self.q(
+            "INSERT INTO spend (episode, effect, scope, units) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (episode, effect, scope) DO UPDATE SET units = excluded.units",
+            &[(&episode, Type::TEXT), (&effect, Type::TEXT), (&scope, Type::TEXT), (&units, Type::INT8)],
+        )?;
+        Ok(())
+    }
+
+    fn has_session(&mut self, credential_id: &Ref) -> R<bool> {
+        self.exists("SELECT 1 FROM sessions WHERE credential_id = $1", &[(&credential_id.0.as_slice(), Type::BYTEA)])
+    }
+
+    fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()> {
+        self.q(
+            "INSERT INTO sessions (credential_id, session) VALUES ($1, $2)",
+            &[(&credential_id.0.as_slice(), Type::BYTEA), (&rows::encode(session), Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    fn remove_session(&mut self, credential_id: &Ref) -> R<bool> {
+        self.exists(
+            "DELETE FROM sessions WHERE credential_id = $1 RETURNING 1",
+            &[(&credential_id.0.as_slice(), Type::BYTEA)],
+        )
+    }
+
+    fn receipt(&mut self, id: &str) -> R<Option<Receipt>> {
+        let rows = self.q("SELECT receipt FROM receipts WHERE id = $1 FOR UPDATE", &[(&id, Type::TEXT)])?;
+        rows.first().map(|r| decoded("receipts", &id, r.get(0))).transpose()
+    }
+
+    fn put_receipt(&mut self, id: &str, receipt: &Receipt) -> R<()> {
+        self.q(
+            "INSERT INTO receipts (id, receipt) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET receipt = excluded.receipt",
+            &[(&id, Type::TEXT), (&rows::encode(receipt), Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    fn remove_receipt(&mut self, id: &str) -> R<()> {
+        self.q("DELETE FROM receipts WHERE id = $1", &[(&id, Type::TEXT)])?;
+        Ok(())
+    }
+}

@@ -1,0 +1,323 @@
+//! Reads on PostgreSQL: one REPEATABLE READ, read-only transaction on a pooled
+//! connection is one snapshot, as consistent as the embedded engine's.
+
+use super::Pooled;
+use crate::error::{ReadError, read_storage};
+use crate::model::*;
+use crate::read::{JournalItem, PAGE_MAX, Referrer};
+use crate::refs::Ref;
+use crate::rows;
+use crate::view::{Engine, View};
+use postgres::Row;
+use postgres::types::{ToSql, Type};
+use std::sync::Mutex;
+
+type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+
+pub struct PgSnapshot {
+    conn: Mutex<Pooled>,
+}
+
+fn decoded<T: serde::de::DeserializeOwned>(
+    table: &'static str,
+    key: &dyn std::fmt::Display,
+    bytes: &[u8],
+) -> Result<T, ReadError> {
+    Ok(rows::decode(table, key, bytes)?)
+}
+
+fn ref_of(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> Result<Ref, ReadError> {
+    <[u8; 32]>::try_from(v)
+        .map(Ref)
+        .map_err(|_| rows::Corruption { table, key: key.to_string(), detail: format!("a {}-byte ref", v.len()) }.into())
+}
+
+/// A position or count as the database holds it (`bigint`); beyond it, nothing is there.
+fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn limit_of(limit: usize) -> i64 {
+    limit.min(PAGE_MAX) as i64
+}
+
+impl PgSnapshot {
+    pub(crate) fn begin(mut conn: Pooled) -> Result<PgSnapshot, ReadError> {
+        conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(read_storage)?;
+        Ok(PgSnapshot { conn: Mutex::new(conn) })
+    }
+
+    fn q(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, ReadError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        conn.query_typed(sql, params).map_err(read_storage)
+    }
+
+    fn one<T>(
+        &self,
+        sql: &str,
+        params: &[Param<'_>],
+        f: impl FnOnce(&Row) -> Result<T, ReadError>,
+    ) -> Result<Option<T>, ReadError> {
+        self.q(sql, params)?.first().map(f).transpose()
+    }
+}
+
+impl Drop for PgSnapshot {
+    fn drop(&mut self) {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        // A connection that cannot end its transaction is closed by the pool.
+        let _ = conn.batch_execute("ROLLBACK");
+    }
+}
+
+fn meta(row: &Row, key: &Ref) -> Result<ObjectMeta, ReadError> {
+    Ok(ObjectMeta {
+        interface_hash: ref_of("objects", key, row.get("interface_hash"))?,
+        semantic_id: row.get("semantic_id"),
+        provenance: row.get("provenance"),
+        size: row.get::<_, i64>("size") as u64,
+    })
+}
+
+impl View for PgSnapshot {
+    fn engine(&self) -> Engine<'_> {
+        Engine::Postgres(self)
+    }
+
+    fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
+        self.one(
+            "SELECT interface_hash, semantic_id, provenance, size FROM objects WHERE hash = $1",
+            &[(&r.0.as_slice(), Type::BYTEA)],
+            |row| meta(row, r),
+        )
+    }
+
+    fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError> {
+        self.one("SELECT seq FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)], |row| {
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
+        self.one("SELECT payload FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)], |row| Ok(row.get(0)))
+    }
+
+    fn object_at(&self, seq: u64) -> Result<Option<Ref>, ReadError> {
+        self.one("SELECT hash FROM objects WHERE seq = $1", &[(&int(seq), Type::INT8)], |row| {
+            ref_of("objects", &seq, row.get(0))
+        })
+    }
+
+    fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
+        Ok(!self.q("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])?.is_empty())
+    }
+
+    fn objects_by_semantic_id(
+        &self,
+        semantic_id: &str,
+        after: Option<Ref>,
+        limit: usize,
+    ) -> Result<Vec<(Ref, ObjectMeta)>, ReadError> {
+        let after = after.map(|r| r.0.to_vec()).unwrap_or_default();
+        let rows = self.q(
+            "SELECT hash, interface_hash, semantic_id, provenance, size FROM objects
+             WHERE semantic_id = $1 AND hash > $2 ORDER BY hash LIMIT $3",
+            &[(&semantic_id, Type::TEXT), (&after, Type::BYTEA), (&limit_of(limit), Type::INT8)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let r = ref_of("objects", &semantic_id, row.get("hash"))?;
+                Ok((r, meta(row, &r)?))
+            })
+            .collect()
+    }
+
+    fn log_entry(&self, index: u64) -> Result<Option<LogEntry>, ReadError> {
+        self.one("SELECT entry FROM log WHERE log_id = 0 AND entry_index = $1", &[(&int(index), Type::INT8)], |row| {
+            decoded("log", &index, row.get(0))
+        })
+    }
+
+    fn log_range(&self, from: u64, limit: usize) -> Result<Vec<LogEntry>, ReadError> {
+        let rows = self.q(
+            "SELECT entry_index, entry FROM log WHERE log_id = 0 AND entry_index >= $1 ORDER BY entry_index LIMIT $2",
+            &[(&int(from), Type::INT8), (&limit_of(limit), Type::INT8)],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (expected, row) in (from..).zip(&rows) {
+            if row.get::<_, i64>(0) as u64 != expected {
+                break;
+            }
+            out.push(decoded("log", &expected, row.get(1))?);
+        }
+        Ok(out)
+    }
+
+    fn log_len(&self) -> Result<u64, ReadError> {
+        let last: Option<i64> =
+            self.one("SELECT max(entry_index) FROM log WHERE log_id = 0", &[], |row| Ok(row.get(0)))?.flatten();
+        Ok(last.map_or(0, |i| i as u64 + 1))
+    }
+
+    fn entry_index_of(&self, entry_hash: &Ref) -> Result<Option<u64>, ReadError> {
+        self.one(
+            "SELECT entry_index FROM log WHERE entry_hash = $1",
+            &[(&entry_hash.0.as_slice(), Type::BYTEA)],
+            |row| Ok(row.get::<_, i64>(0) as u64),
+        )
+    }
+
+    fn world(&self, r: &Ref) -> Result<Option<World>, ReadError> {
+        self.one("SELECT world FROM worlds WHERE world_ref = $1", &[(&r.0.as_slice(), Type::BYTEA)], |row| {
+            decoded("worlds", r, row.get(0))
+        })
+    }
+
+    fn world_at(&self, revision: u64) -> Result<Option<Ref>, ReadError> {
+        self.one("SELECT world_ref FROM worlds WHERE revision = $1", &[(&int(revision), Type::INT8)], |row| {
+            ref_of("worlds", &revision, row.get(0))
+        })
+    }
+
+    fn head(&self, name: &str) -> Result<Option<Ref>, ReadError> {
+        self.one("SELECT ref FROM heads WHERE name = $1", &[(&name, Type::TEXT)], |row| {
+            ref_of("heads", &name, row.get(0))
+        })
+    }
+
+    fn heads(&self) -> Result<Vec<(String, Ref)>, ReadError> {
+        let rows = self.q("SELECT name, ref FROM heads ORDER BY name COLLATE \"C\"", &[])?;
+        rows.iter()
+            .map(|row| {
+                let name: String = row.get(0);
+                let r = ref_of("heads", &name, row.get(1))?;
+                Ok((name, r))
+            })
+            .collect()
+    }
+
+    fn registry_entry(&self, registry: &str, id: &str) -> Result<Option<Ref>, ReadError> {
+        self.one(
+            "SELECT transition_fn FROM registry_entries WHERE registry = $1 AND transition_id = $2",
+            &[(&registry, Type::TEXT), (&id, Type::TEXT)],
+            |row| ref_of("registry_entries", &id, row.get(0)),
+        )
+    }
+
+    fn session(&self, credential_id: &Ref) -> Result<Option<Session>, ReadError> {
+        self.one(
+            "SELECT session FROM sessions WHERE credential_id = $1",
+            &[(&credential_id.0.as_slice(), Type::BYTEA)],
+            |row| decoded("sessions", credential_id, row.get(0)),
+        )
+    }
+
+    fn sessions(&self, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.q(
+            "SELECT credential_id, session FROM sessions ORDER BY credential_id LIMIT $1",
+            &[(&limit, Type::INT8)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let id = ref_of("sessions", &"credential id", row.get(0))?;
+                Ok((id, decoded("sessions", &id, row.get(1))?))
+            })
+            .collect()
+    }
+
+    fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
+        self.one(
+            "SELECT task FROM tasks WHERE surface = $1 AND episode = $2 AND task_id = $3",
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+            ],
+            |row| decoded("tasks", &key.invocation_id(), row.get(0)),
+        )
+    }
+
+    fn receipt(&self, id: &str) -> Result<Option<Receipt>, ReadError> {
+        self.one("SELECT receipt FROM receipts WHERE id = $1", &[(&id, Type::TEXT)], |row| {
+            decoded("receipts", &id, row.get(0))
+        })
+    }
+
+    fn spent(&self, episode: &str, effect: &str, scope: &str) -> Result<u64, ReadError> {
+        let units = self.one(
+            "SELECT units FROM spend WHERE episode = $1 AND effect = $2 AND scope = $3",
+            &[(&episode, Type::TEXT), (&effect, Type::TEXT), (&scope, Type::TEXT)],
+            |row| Ok(row.get::<_, i64>(0) as u64),
+        )?;
+        Ok(units.unwrap_or(0))
+    }
+
+    fn journal_of(&self, invocation_id: &str) -> Result<Vec<JournalItem>, ReadError> {
+        let rows = self.q(
+            "SELECT i.ordinal, i.intent, o.outcome FROM intents i
+             LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
+             WHERE i.invocation_id = $1 ORDER BY i.ordinal",
+            &[(&invocation_id, Type::TEXT)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let ordinal = row.get::<_, i32>(0) as u32;
+                let key = format!("{invocation_id}#{ordinal}");
+                let outcome: Option<&[u8]> = row.get(2);
+                Ok(JournalItem {
+                    ordinal,
+                    intent: decoded("intents", &key, row.get(1))?,
+                    outcome: outcome.map(|o| decoded("outcomes", &key, o)).transpose()?,
+                })
+            })
+            .collect()
+    }
+
+    fn record_journal(&self, record: &Ref) -> Result<Option<JournalKey>, ReadError> {
+        self.one(
+            "SELECT invocation_id, ordinal FROM record_journal WHERE record = $1",
+            &[(&record.0.as_slice(), Type::BYTEA)],
+            |row| Ok(JournalKey { invocation_id: row.get(0), ordinal: row.get::<_, i32>(1) as u32 }),
+        )
+    }
+
+    fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
+        // A cursor that names nothing known resumes after its whole kind.
+        let (kind, position) = match after {
+            Some((kind, r)) => (kind as i16, self.referrer_position(kind, &r)?.map_or(i64::MAX, int)),
+            None => (-1, -1),
+        };
+        let rows = self.q(
+            "SELECT kind, position FROM referrers WHERE target = $1 AND (kind, position) > ($2, $3)
+             ORDER BY kind, position LIMIT $4",
+            &[
+                (&target.0.as_slice(), Type::BYTEA),
+                (&kind, Type::INT2),
+                (&position, Type::INT8),
+                (&limit_of(limit), Type::INT8),
+            ],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let (kind, position) = (row.get::<_, i16>(0) as u8, row.get::<_, i64>(1) as u64);
+            let referrer = self.referrer_at(kind, position)?.ok_or_else(|| rows::Corruption {
+                table: "referrers",
+                key: format!("{target} {kind} {position}"),
+                detail: "the row names a position that holds nothing".into(),
+            })?;
+            let entry_index = (kind == crate::tables::REFERRER_ENTRY).then_some(position);
+            out.push(Referrer { kind, referrer, entry_index });
+        }
+        Ok(out)
+    }
+
+    fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
+        let Some(position) = self.referrer_position(kind, referrer)? else { return Ok(false) };
+        let rows = self.q(
+            "SELECT 1 FROM referrers WHERE target = $1 AND kind = $2 AND position = $3",
+            &[(&target.0.as_slice(), Type::BYTEA), (&(kind as i16), Type::INT2), (&int(position), Type::INT8)],
+        )?;
+        Ok(!rows.is_empty())
+    }
+}

@@ -1,0 +1,329 @@
+//! A node's writer thread on PostgreSQL: drains the queue into batches, runs
+//! each batch as one transaction (again after a conflict with another node),
+//! renews the node's lease, and sweeps the calls in flight of lapsed nodes.
+
+use super::rows::PgRows;
+use super::*;
+use crate::error::WriteError;
+use crate::ops::{Reply, apply, recover};
+use crate::writer::{BATCH_MAX, WRITE_QUEUE_MAX};
+use postgres::error::SqlState;
+use postgres::{Client, Config, NoTls};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+struct Request {
+    op: Op,
+    done: Done,
+}
+
+pub(crate) struct Writer {
+    queue: Mutex<Option<SyncSender<Request>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Registers `node` with a fresh lease.
+pub(crate) fn register(client: &mut Client, node: &str) -> Result<(), postgres::Error> {
+    client.execute(
+        "INSERT INTO nodes (node_id, started_at, lease_until) VALUES ($1, now(), now() + $2 * interval '1 second')",
+        &[&node, &(LEASE.as_secs_f64())],
+    )?;
+    Ok(())
+}
+
+/// Resolves the calls in flight of nodes whose lease lapsed, in one
+/// transaction that first locks those nodes' rows (so that none of them can
+/// renew and write meanwhile).
+pub(crate) fn sweep(client: &mut Client, node: &str, now: u64) -> Result<RecoveryReport, String> {
+    client.batch_execute("BEGIN").map_err(|e| e.to_string())?;
+    let result = (|| {
+        client
+            .query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
+            .map_err(|e| e.to_string())?;
+        let mut rows = PgRows::new(client, node);
+        let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
+        client.batch_execute("COMMIT").map_err(|e| e.to_string())?;
+        Ok(report)
+    })();
+    if result.is_err() {
+        let _ = client.batch_execute("ROLLBACK");
+    }
+    result
+}
+
+impl Writer {
+    pub(crate) fn start(
+        client: Client,
+        config: Config,
+        node: String,
+        shared: Arc<Shared>,
+        on_fatal: Option<OnFatal>,
+    ) -> Writer {
+        let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
+        let mut run = Loop {
+            client: Some(client),
+            config,
+            node,
+            shared,
+            on_fatal,
+            next_connect: Instant::now(),
+            backoff: RECONNECT_FIRST,
+            last_renewal: Instant::now(),
+            last_sweep: Instant::now(),
+            fenced: None,
+        };
+        let thread = std::thread::Builder::new()
+            .name("world-store-pg-writer".into())
+            .spawn(move || run.run(rx))
+            .expect("spawn the store writer thread");
+        Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
+    }
+
+    pub(crate) fn submit(&self, op: Op, done: Done) {
+        let guard = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tx) = guard.as_ref() else {
+            done(Err(WriteError::WriterStopped("the store is closed".into())));
+            return;
+        };
+        match tx.try_send(Request { op, done }) {
+            Ok(()) => {}
+            Err(TrySendError::Full(r)) => (r.done)(Err(WriteError::Overloaded(WRITE_QUEUE_MAX))),
+            Err(TrySendError::Disconnected(r)) => {
+                (r.done)(Err(WriteError::WriterStopped("the writer thread exited".into())))
+            }
+        }
+    }
+
+    pub(crate) fn stop(&self) {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Why a batch's transaction did not commit.
+enum Abort {
+    /// Another node got there first (a unique key, a deadlock): run it again.
+    Conflict(String),
+    /// The connection broke before COMMIT was sent: nothing was written.
+    Lost(String),
+    /// The connection broke during COMMIT: the outcome is unknown.
+    LostInCommit(String),
+    /// This node's lease lapsed: it may write no more.
+    Fenced,
+    /// Anything else the database refused.
+    Failed(String),
+}
+
+fn classify(e: &postgres::Error) -> Abort {
+    let conflict = [SqlState::UNIQUE_VIOLATION, SqlState::T_R_DEADLOCK_DETECTED, SqlState::T_R_SERIALIZATION_FAILURE];
+    match e.code() {
+        Some(code) if conflict.contains(code) => Abort::Conflict(e.to_string()),
+        Some(code) if *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CRASH_SHUTDOWN => {
+            Abort::Lost(e.to_string())
+        }
+        Some(_) => Abort::Failed(e.to_string()),
+        None => Abort::Lost(e.to_string()),
+    }
+}
+
+struct Loop {
+    /// `None` while the database is unreachable.
+    client: Option<Client>,
+    config: Config,
+    node: String,
+    shared: Arc<Shared>,
+    on_fatal: Option<OnFatal>,
+    next_connect: Instant,
+    backoff: Duration,
+    last_renewal: Instant,
+    last_sweep: Instant,
+    /// Set once the lease lapsed: every later request is refused with it.
+    fenced: Option<String>,
+}
+
+type Results = Vec<Result<Reply, WriteError>>;
+
+impl Loop {
+    fn run(&mut self, rx: Receiver<Request>) {
+        loop {
+            let first = match rx.recv_timeout(HEARTBEAT) {
+                Ok(r) => r,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.tick();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => break,
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH_MAX {
+                match rx.try_recv() {
+                    Ok(r) => batch.push(r),
+                    Err(_) => break,
+                }
+            }
+            let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
+            self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+            self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
+            let results = self.batch(ops);
+            debug_assert_eq!(results.len(), dones.len());
+            for (done, r) in dones.into_iter().zip(results) {
+                done(r);
+            }
+            self.tick();
+        }
+        self.leave();
+    }
+
+    /// Renews the lease and sweeps lapsed nodes when due.
+    fn tick(&mut self) {
+        if self.fenced.is_some() {
+            return;
+        }
+        if self.last_renewal.elapsed() >= HEARTBEAT {
+            let _ = self.batch(vec![]);
+        }
+        let node = self.node.clone();
+        if self.last_sweep.elapsed() >= SWEEP_INTERVAL
+            && let Some(client) = self.connected()
+        {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+            if sweep(client, &node, now).is_ok() {
+                self.last_sweep = Instant::now();
+            }
+        }
+    }
+
+    /// A clean stop: the lease is given up at once, so that other nodes
+    /// resolve at their next sweep whatever this node leaves in flight.
+    fn leave(&mut self) {
+        let node = self.node.clone();
+        if self.fenced.is_none()
+            && let Some(client) = self.connected()
+        {
+            let _ = client
+                .execute("UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id = $1", &[&node]);
+        }
+    }
+
+    /// The connection, reconnecting (with backoff between attempts) if it broke.
+    fn connected(&mut self) -> Option<&mut Client> {
+        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+            self.client = None;
+        }
+        if self.client.is_none() && Instant::now() >= self.next_connect {
+            match self.config.connect(NoTls) {
+                Ok(c) => {
+                    self.client = Some(c);
+                    self.backoff = RECONNECT_FIRST;
+                }
+                Err(e) => {
+                    self.unavailable(e.to_string());
+                }
+            }
+        }
+        self.client.as_mut()
+    }
+
+    fn unavailable(&mut self, detail: String) {
+        self.client = None;
+        self.next_connect = Instant::now() + self.backoff;
+        self.backoff = (self.backoff * 2).min(RECONNECT_MAX);
+        self.shared.set_health(Health::Degraded(format!("the store's database is unreachable: {detail}")));
+    }
+
+    /// Runs a batch (an empty one only renews the lease), again after conflicts.
+    fn batch(&mut self, ops: Vec<Op>) -> Results {
+        let n = ops.len();
+        let all = |e: WriteError| (0..n).map(|_| Err(e.clone())).collect::<Results>();
+        if let Some(reason) = &self.fenced {
+            return all(WriteError::WriterStopped(reason.clone()));
+        }
+        let mut last = String::new();
+        for attempt in 0..=BATCH_RETRIES {
+            let node = self.node.clone();
+            let Some(client) = self.connected() else {
+                let health = self.shared.health();
+                let why = match health {
+                    Health::Degraded(r) | Health::Failed(r) => r,
+                    Health::Serving => "the store's database is unreachable".into(),
+                };
+                return all(WriteError::Unavailable(why));
+            };
+            match transaction(client, &node, ops.clone()) {
+                Ok(results) => {
+                    self.last_renewal = Instant::now();
+                    if self.shared.health() != Health::Serving {
+                        self.shared.set_health(Health::Serving);
+                    }
+                    return results;
+                }
+                Err(Abort::Conflict(e)) => {
+                    last = e;
+                    // Let the other node's transaction finish first.
+                    std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
+                }
+                Err(Abort::Lost(e)) => {
+                    self.unavailable(e.clone());
+                    last = e;
+                }
+                Err(Abort::LostInCommit(e)) => {
+                    self.unavailable(e.clone());
+                    return all(WriteError::Unconfirmed(e));
+                }
+                Err(Abort::Fenced) => {
+                    let reason = format!(
+                        "this node's lease ({}) lapsed and other nodes resolved its calls in flight; restart it",
+                        self.node
+                    );
+                    self.fenced = Some(reason.clone());
+                    self.shared.set_health(Health::Failed(reason.clone()));
+                    if let Some(f) = &self.on_fatal {
+                        f(&reason);
+                    }
+                    return all(WriteError::WriterStopped(reason));
+                }
+                Err(Abort::Failed(e)) => return all(WriteError::Storage(e)),
+            }
+        }
+        all(WriteError::Unavailable(format!("the batch kept conflicting with other nodes' writes: {last}")))
+    }
+}
+
+/// One batch as one transaction: renew the lease (refused if it lapsed), apply
+/// every request, commit. The lease is renewed inside the transaction, so a
+/// node that another node is sweeping waits for the sweep and then finds its
+/// lease gone.
+fn transaction(client: &mut Client, node: &str, ops: Vec<Op>) -> Result<Results, Abort> {
+    // One round trip for both; the node id is this process's own ([A-Za-z0-9.-]).
+    let begin = format!(
+        "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} seconds' \
+         WHERE node_id = '{node}' AND lease_until >= now() RETURNING 1",
+        LEASE.as_secs()
+    );
+    let renewed = client.simple_query(&begin).map_err(|e| classify(&e))?;
+    if !renewed.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
+        let _ = client.batch_execute("ROLLBACK");
+        return Err(Abort::Fenced);
+    }
+    let mut results = Vec::with_capacity(ops.len());
+    let mut rows = PgRows::new(client, node);
+    for op in ops {
+        let r = apply(&mut rows, op);
+        if let Err(WriteError::Storage(detail)) = &r {
+            let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(detail.clone()));
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(abort);
+        }
+        results.push(r);
+    }
+    match client.batch_execute("COMMIT") {
+        Ok(()) => Ok(results),
+        Err(e) => Err(match classify(&e) {
+            Abort::Lost(d) => Abort::LostInCommit(d),
+            other => other,
+        }),
+    }
+}
