@@ -1,9 +1,11 @@
 //! The PostgreSQL engine's rows inside one batch transaction (READ COMMITTED).
 //!
 //! Every read a decision rests on either locks its row (`FOR UPDATE`: heads,
-//! tasks, spend) or guards an insert that a unique key refuses when another
-//! node got there first; such a refusal aborts the transaction and the batch
-//! is run again from the start, when the checks see the other node's row.
+//! tasks, spend, receipts) or, when the row is absent, makes the later write
+//! a plain insert that a unique key refuses if another node got there first;
+//! such a refusal aborts the transaction and the batch is run again from the
+//! start, when the checks see the other node's row. (An upsert there would
+//! silently overwrite the other node's write: a lost debit, a lost publish.)
 //! Each statement is one round trip (`query_typed`: no prepare).
 
 use crate::error::WriteError;
@@ -14,6 +16,7 @@ use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
 use postgres::types::{ToSql, Type};
 use postgres::{Client, Row};
+use std::collections::HashSet;
 
 type Param<'a> = (&'a (dyn ToSql + Sync), Type);
 
@@ -24,6 +27,9 @@ pub(crate) struct PgRows<'c> {
     /// The database error that ended the batch, if one did: the caller tells
     /// a conflict (run the batch again) from a lost connection.
     pub(crate) failure: Option<postgres::Error>,
+    /// Rows this transaction read as absent: writing one is an insert that
+    /// must not meet another node's row.
+    absent: HashSet<(&'static str, String)>,
 }
 
 pub(crate) fn int(v: u64, what: &str) -> R<i64> {
@@ -44,7 +50,7 @@ fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref>
 
 impl<'c> PgRows<'c> {
     pub(crate) fn new(client: &'c mut Client, node: &'c str) -> Self {
-        PgRows { client, node, failure: None }
+        PgRows { client, node, failure: None, absent: HashSet::new() }
     }
 
     fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
@@ -56,6 +62,22 @@ impl<'c> PgRows<'c> {
                 Err(WriteError::Storage(detail))
             }
         }
+    }
+
+    /// Notes that `key` of `table` was read as absent (when `rows` is empty).
+    fn note_absent(&mut self, table: &'static str, key: String, rows: &[Row]) {
+        if rows.is_empty() {
+            self.absent.insert((table, key));
+        }
+    }
+
+    /// Writes a row: a plain insert if this transaction read it as absent (a
+    /// unique key then refuses it if another node wrote it meanwhile), an
+    /// upsert otherwise (the row is locked, or never read).
+    fn put(&mut self, table: &'static str, key: String, insert: &str, conflict: &str, params: &[Param<'_>]) -> R<()> {
+        let sql = if self.absent.remove(&(table, key)) { insert.to_string() } else { format!("{insert} {conflict}") };
+        self.q(&sql, params)?;
+        Ok(())
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -106,15 +128,18 @@ impl Rows for PgRows<'_> {
 
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
         let rows = self.q("SELECT ref FROM heads WHERE name = $1 FOR UPDATE", &[(&name, Type::TEXT)])?;
+        self.note_absent("heads", name.to_string(), &rows);
         rows.first().map(|r| bytes32("heads", &name, r.get(0))).transpose()
     }
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
-        self.q(
-            "INSERT INTO heads (name, ref) VALUES ($1, $2) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref",
+        self.put(
+            "heads",
+            name.to_string(),
+            "INSERT INTO heads (name, ref) VALUES ($1, $2)",
+            "ON CONFLICT (name) DO UPDATE SET ref = excluded.ref",
             &[(&name, Type::TEXT), (&r.0.as_slice(), Type::BYTEA)],
-        )?;
-        Ok(())
+        )
     }
 
     fn world(&mut self, r: &Ref) -> R<Option<World>> {
@@ -310,17 +335,19 @@ impl Rows for PgRows<'_> {
             "SELECT units FROM spend WHERE episode = $1 AND effect = $2 AND scope = $3 FOR UPDATE",
             &[(&episode, Type::TEXT), (&effect, Type::TEXT), (&scope, Type::TEXT)],
         )?;
+        self.note_absent("spend", format!("{episode}\0{effect}\0{scope}"), &rows);
         Ok(rows.first().map_or(0, |r| r.get::<_, i64>(0) as u64))
     }
 
     fn set_spent(&mut self, episode: &str, effect: &str, scope: &str, units: u64) -> R<()> {
         let units = int(units, "units spent")?;
-        self.q(
-            "INSERT INTO spend (episode, effect, scope, units) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (episode, effect, scope) DO UPDATE SET units = excluded.units",
+        self.put(
+            "spend",
+            format!("{episode}\0{effect}\0{scope}"),
+            "INSERT INTO spend (episode, effect, scope, units) VALUES ($1, $2, $3, $4)",
+            "ON CONFLICT (episode, effect, scope) DO UPDATE SET units = excluded.units",
             &[(&episode, Type::TEXT), (&effect, Type::TEXT), (&scope, Type::TEXT), (&units, Type::INT8)],
-        )?;
-        Ok(())
+        )
     }
 
     fn has_session(&mut self, credential_id: &Ref) -> R<bool> {
@@ -344,15 +371,18 @@ impl Rows for PgRows<'_> {
 
     fn receipt(&mut self, id: &str) -> R<Option<Receipt>> {
         let rows = self.q("SELECT receipt FROM receipts WHERE id = $1 FOR UPDATE", &[(&id, Type::TEXT)])?;
+        self.note_absent("receipts", id.to_string(), &rows);
         rows.first().map(|r| decoded("receipts", &id, r.get(0))).transpose()
     }
 
     fn put_receipt(&mut self, id: &str, receipt: &Receipt) -> R<()> {
-        self.q(
-            "INSERT INTO receipts (id, receipt) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET receipt = excluded.receipt",
+        self.put(
+            "receipts",
+            id.to_string(),
+            "INSERT INTO receipts (id, receipt) VALUES ($1, $2)",
+            "ON CONFLICT (id) DO UPDATE SET receipt = excluded.receipt",
             &[(&id, Type::TEXT), (&rows::encode(receipt), Type::BYTEA)],
-        )?;
-        Ok(())
+        )
     }
 
     fn remove_receipt(&mut self, id: &str) -> R<()> {

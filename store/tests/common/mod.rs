@@ -2,7 +2,7 @@
 //! builds them, the verify check, and a fresh store on either engine.
 #![allow(dead_code)]
 
-pub mod postgres;
+pub mod cluster;
 
 use world_store::verify::{Options, verify};
 use world_store::*;
@@ -32,7 +32,7 @@ pub fn fresh(engine: Engine) -> Fresh {
             Fresh { store: Box::new(store), dir: Some(dir), url: None }
         }
         Engine::Postgres => {
-            let url = postgres::fresh_database();
+            let url = cluster::fresh_database();
             Fresh { store: Box::new(node(&url)), dir: None, url: Some(url) }
         }
     }

@@ -1,0 +1,257 @@
+//! Several nodes on one PostgreSQL store: what one node writes, every node
+//! sees at once; budgets, task ids and the log's chain hold across nodes; a
+//! node whose lease lapsed is fenced and its calls in flight are resolved by
+//! the others.
+
+mod common;
+
+use common::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use world_store::postgres::PgStore;
+use world_store::*;
+
+/// A store with a genesis world and the echo registry, and three nodes on it.
+fn three_nodes() -> (String, Vec<Arc<PgStore>>, Ref) {
+    let url = cluster::fresh_database();
+    let first = node(&url);
+    first.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&first);
+    let nodes = vec![Arc::new(first), Arc::new(node(&url)), Arc::new(node(&url))];
+    (url, nodes, f)
+}
+
+#[test]
+fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
+    let (_url, nodes, _) = three_nodes();
+    const BUDGET: u64 = 25;
+    let debited = Arc::new(AtomicUsize::new(0));
+    let exhausted = Arc::new(AtomicUsize::new(0));
+    std::thread::scope(|s| {
+        for (n, store) in nodes.iter().enumerate() {
+            for t in 0..4 {
+                let (store, debited, exhausted) = (store.clone(), debited.clone(), exhausted.clone());
+                s.spawn(move || {
+                    for i in 0..6 {
+                        let key = task(&format!("n{n}-t{t}-{i}"));
+                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let debit =
+                            Op::RecordIntent(intent(&key, 0, "Workspace.Write", BUDGET, key.task_id.as_bytes()));
+                        let Reply::Sequence(r) = store.call(Op::Sequence(vec![create, debit])).unwrap() else {
+                            panic!()
+                        };
+                        match &r[1] {
+                            Ok(Reply::Debited(_)) => debited.fetch_add(1, Ordering::SeqCst),
+                            Err(WriteError::BudgetExhausted { remaining: 0 }) => {
+                                exhausted.fetch_add(1, Ordering::SeqCst)
+                            }
+                            other => panic!("{other:?}"),
+                        };
+                    }
+                });
+            }
+        }
+    });
+    assert_eq!(debited.load(Ordering::SeqCst) as u64, BUDGET);
+    assert_eq!(exhausted.load(Ordering::SeqCst) as u64, 3 * 4 * 6 - BUDGET);
+    for store in &nodes {
+        assert_eq!(store.snapshot().unwrap().spent("ep1", "Workspace.Write", "worktree").unwrap(), BUDGET);
+    }
+}
+
+#[test]
+fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
+    let (_url, nodes, f) = three_nodes();
+    for round in 0..20 {
+        let key = task(&format!("dup-{round}"));
+        let replies: Vec<Reply> = std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .map(|store| {
+                    let key = key.clone();
+                    s.spawn(move || {
+                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
+                        store.call(Op::Sequence(vec![create, commit])).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut committed = vec![];
+        for reply in &replies {
+            let Reply::Sequence(r) = reply else { panic!() };
+            match (&r[0], &r[1]) {
+                (Ok(Reply::Begun(BeginOutcome::Started)), Ok(Reply::Committed(c))) => committed.push(c.clone()),
+                (Err(WriteError::TaskExists(_)), Err(WriteError::Skipped)) => {}
+                other => panic!("round {round}: {other:?}"),
+            }
+        }
+        assert_eq!(committed.len(), 1, "round {round}: {replies:?}");
+        for store in &nodes {
+            let t = store.snapshot().unwrap().task(&key).unwrap().unwrap();
+            assert_eq!(t.committed.as_ref(), Some(&committed[0]));
+        }
+    }
+}
+
+#[test]
+fn appends_from_three_nodes_at_once_keep_one_contiguous_chain() {
+    let (_url, nodes, f) = three_nodes();
+    std::thread::scope(|s| {
+        for (n, store) in nodes.iter().enumerate() {
+            for t in 0..3 {
+                s.spawn(move || {
+                    for i in 0..10 {
+                        begin_and_commit(
+                            store.as_ref(),
+                            &task(&format!("c{n}-{t}-{i}")),
+                            f,
+                            format!("{n}{t}{i}").as_bytes(),
+                        );
+                    }
+                });
+            }
+        }
+    });
+    let snap = nodes[1].snapshot().unwrap();
+    let log = snap.log_range(0, PAGE_MAX).unwrap();
+    assert_eq!(log.len(), 1 + 3 * 3 * 10);
+    for pair in log.windows(2) {
+        assert_eq!(pair[1].header.entry_index, pair[0].header.entry_index + 1);
+        assert_eq!(pair[1].header.prev_entry_hash, pair[0].entry_hash);
+        assert_eq!(pair[1].entry_hash, canonical::entry_hash(&pair[1].header, &pair[1].transition_ref));
+    }
+    let head = snap.head_world().unwrap().unwrap();
+    assert_eq!((head.revision, head.log_head), (log.len() as u64 - 1, log.last().unwrap().entry_hash));
+}
+
+#[test]
+fn a_session_minted_or_a_registry_published_on_one_node_is_seen_by_every_node_at_once() {
+    let (_url, nodes, _) = three_nodes();
+    let id = Ref::of(b"token");
+    let session = Session { episode: "ep1".into(), grants: vec![], created_at: 1, expires_at: 99 };
+    nodes[0].call(Op::MintSession { credential_id: id, session: session.clone() }).unwrap();
+    for store in &nodes {
+        assert_eq!(store.snapshot().unwrap().session(&id).unwrap(), Some(session.clone()));
+    }
+    assert_eq!(nodes[2].call(Op::MintSession { credential_id: id, session }).unwrap_err(), WriteError::SessionExists);
+    assert_eq!(nodes[1].call(Op::RevokeSession { credential_id: id }).unwrap(), Reply::Revoked(true));
+    assert!(nodes[0].snapshot().unwrap().session(&id).unwrap().is_none());
+
+    let mut next = echo_registry();
+    let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":2}".to_vec());
+    next.expected = Some(next.head);
+    next.head = registry.hash;
+    next.objects.push(registry);
+    assert_eq!(nodes[2].call(Op::PublishRegistry(next.clone())).unwrap(), Reply::Published(PublishOutcome::Moved));
+    for store in &nodes {
+        assert_eq!(store.snapshot().unwrap().head(&next.name).unwrap(), Some(next.head));
+    }
+    // A publish that raced it from a node that had not seen it: a conflict, not an overwrite.
+    let stale = echo_registry();
+    let Err(WriteError::RegistryConflict { actual, .. }) = nodes[0].call(Op::PublishRegistry(RegistryPublish {
+        head: Ref::of(b"other"),
+        objects: vec![NewObject::derived("world/transition-registry/v1", "test", b"other".to_vec())],
+        ..stale
+    })) else {
+        panic!()
+    };
+    assert_eq!(actual, Some(next.head));
+}
+
+#[test]
+fn a_node_whose_lease_lapsed_is_fenced_and_its_calls_in_flight_are_resolved_by_another() {
+    let (url, nodes, f) = three_nodes();
+    let fatal = Arc::new(AtomicUsize::new(0));
+    let told = fatal.clone();
+    let opts = world_store::postgres::PgOptions {
+        on_fatal: Some(Box::new(move |_| {
+            told.fetch_add(1, Ordering::SeqCst);
+        })),
+    };
+    let (doomed, _) = PgStore::open(&url, 1, opts).unwrap();
+    let journaled = task("in-flight-journaled");
+    let bare = task("in-flight-bare");
+    begin(&doomed, &journaled);
+    doomed.call(Op::RecordIntent(intent(&journaled, 0, "Workspace.Write", 10, b"w"))).unwrap();
+    begin(&doomed, &bare);
+    // Its lease lapses (a node cut off, or killed): the database says so.
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    admin
+        .execute("UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id = $1", &[&doomed.node()])
+        .unwrap();
+    // A node starting now resolves them, as the embedded engine's recovery does at open.
+    let (_late, report) = PgStore::open(&url, 9, Default::default()).unwrap();
+    assert_eq!(report.indeterminate_effects, vec!["a2a:ep1:in-flight-journaled#0".to_string()]);
+    let mut tasks = report.tasks.clone();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        vec![
+            ("a2a:ep1:in-flight-bare".to_string(), TaskState::NotCommitted),
+            ("a2a:ep1:in-flight-journaled".to_string(), TaskState::Uncertain)
+        ]
+    );
+    // The fenced node writes nothing more, and says so once.
+    let late_commit = doomed.call(Op::CommitInvocation(invocation(&journaled, f, b"late")));
+    assert!(matches!(late_commit, Err(WriteError::WriterStopped(_))), "{late_commit:?}");
+    assert!(matches!(doomed.call(Op::PutObjects(vec![])), Err(WriteError::WriterStopped(_))));
+    assert_eq!(fatal.load(Ordering::SeqCst), 1);
+    assert!(matches!(doomed.health(), Health::Failed(_)));
+    let snap = nodes[0].snapshot().unwrap();
+    assert_eq!(snap.task(&journaled).unwrap().unwrap().state, TaskState::Uncertain);
+    assert_eq!(snap.spent("ep1", "Workspace.Write", "worktree").unwrap(), 1, "the debit stands");
+    assert_eq!(snap.log_len().unwrap(), 1);
+}
+
+#[test]
+fn a_database_without_the_schema_or_with_a_newer_one_is_refused_and_init_is_idempotent() {
+    let url = cluster::fresh_database();
+    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 1, to: 1 });
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    admin.execute("INSERT INTO world_schema (version, name) VALUES (99, 'from the future')", &[]).unwrap();
+    let newer = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
+    assert!(newer.contains("version 99, newer than this binary's 1"), "{newer}");
+    assert!(!newer.contains("password"), "{newer}");
+    let init = world_store::postgres::init(&url).unwrap_err().to_string();
+    assert!(init.contains("newer"), "{init}");
+
+    let bare = cluster::url_of("postgres");
+    let missing = PgStore::open(&bare, 1, Default::default()).err().unwrap().to_string();
+    assert!(missing.contains("worldd store init"), "{missing}");
+}
+
+#[test]
+fn first_publishes_racing_on_three_nodes_move_the_registry_once() {
+    let url = cluster::fresh_database();
+    let nodes: Vec<PgStore> = (0..3).map(|_| node(&url)).collect();
+    for round in 0..10 {
+        let name = format!("world/transition-registry/race-{round}");
+        let outcomes: Vec<Result<Reply, WriteError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .enumerate()
+                .map(|(n, store)| {
+                    let name = name.clone();
+                    s.spawn(move || {
+                        let head =
+                            NewObject::derived("world/transition-registry/v1", "test", format!("{n}").into_bytes());
+                        let publish = RegistryPublish {
+                            name,
+                            expected: None,
+                            head: head.hash,
+                            objects: vec![head],
+                            entries: vec![],
+                        };
+                        store.call(Op::PublishRegistry(publish))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let moved = outcomes.iter().filter(|r| matches!(r, Ok(Reply::Published(PublishOutcome::Moved)))).count();
+        let refused = outcomes.iter().filter(|r| matches!(r, Err(WriteError::RegistryConflict { .. }))).count();
+        assert_eq!((moved, refused), (1, 2), "round {round}: {outcomes:?}");
+    }
+}
