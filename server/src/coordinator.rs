@@ -152,9 +152,13 @@ impl Coordinator {
         locks.entry(episode.to_string()).or_default().clone()
     }
 
+    fn cached_source(&self, r: &Ref) -> Option<Arc<Vec<u8>>> {
+        self.sources.lock().unwrap_or_else(|p| p.into_inner()).get(r).cloned()
+    }
+
     fn source(&self, snap: &Snapshot, r: &Ref) -> Result<Arc<Vec<u8>>, String> {
-        if let Some(s) = self.sources.lock().unwrap_or_else(|p| p.into_inner()).get(r) {
-            return Ok(s.clone());
+        if let Some(s) = self.cached_source(r) {
+            return Ok(s);
         }
         let bytes = snap
             .payload(r)
@@ -380,18 +384,30 @@ impl Invocation<'_> {
 
     async fn phase(&self, input: &Value) -> Result<Value, CallError> {
         // Only an exec transition reads its source: a builtin needs no snapshot.
-        let snap = match self.d.runtime {
-            registry::RuntimeSpec::Exec { .. } => {
-                Some(self.host.store().snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?)
-            }
+        let source = match self.d.runtime {
+            registry::RuntimeSpec::Exec { .. } => Some(self.source().await?),
             registry::RuntimeSpec::Builtin { .. } => None,
         };
-        let coordinator = self.host.coordinator();
-        let source = |r: &Ref| match &snap {
-            Some(snap) => coordinator.source(snap, r).map(|s| s.to_vec()),
+        let source = |_: &Ref| match source {
+            Some(s) => s.map(|s| s.to_vec()),
             None => Err("a builtin transition has no source to read".to_string()),
         };
         self.host.runtimes().run(self.d, source, input).await.map_err(phase_error)
+    }
+
+    /// The exec transition's source: cached, or read on the blocking pool
+    /// (an engine's reads may block, and no snapshot is held over the run).
+    async fn source(&self) -> Result<Result<Arc<Vec<u8>>, String>, CallError> {
+        let r = self.d.transition_fn;
+        if let Some(s) = self.host.coordinator().cached_source(&r) {
+            return Ok(Ok(s));
+        }
+        let host = self.host.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let snap = host.store().snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?;
+            Ok(host.coordinator().source(&snap, &r))
+        });
+        read.await.map_err(|e| CallError::Unavailable(e.to_string()))?
     }
 
     /// After an effect ran, every failure is EffectsUnrecorded naming the records.

@@ -14,11 +14,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
-use world_store::{Reads, Ref, Store, StoreOptions, WorldStore};
+use world_store::{Ref, WorldStore};
 
 /// Everything the handlers share.
 pub struct Daemon {
     pub store: Box<dyn WorldStore>,
+    /// The store as messages name it (a file, or a URL without password).
+    pub store_label: String,
+    /// This node's local path (see `ServeOptions::local`).
     pub db_path: PathBuf,
     pub interpreter_ref: Option<Ref>,
     pub interpreter_version: String,
@@ -48,7 +51,10 @@ impl crate::coordinator::Host for Daemon {
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    pub db: PathBuf,
+    pub store: crate::stores::StoreSpec,
+    /// This node's own files sit beside this path (`<local>.admin.sock`,
+    /// `<local>.scratch`); with the embedded engine it is the store file.
+    pub local: PathBuf,
     pub bind: String,
     pub workspace_root: Option<PathBuf>,
     /// `NAME` or `NAME=PATH`: the commands `workspace-exec` may run.
@@ -115,18 +121,22 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         return Err(fail("config", format!("--workspace-root {} is not a directory", root.display())));
     }
     let mut worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
-    let store_opts = StoreOptions {
-        on_fatal: Some(Box::new(store_failed)),
-        cache_bytes: Some(opts.cache_bytes),
-        ..StoreOptions::default()
-    };
-    let (store, recovery) =
-        Store::open_with(&opts.db, crate::clock::now(), store_opts).map_err(|e| fail("store-open", e))?;
-    let replayed = store.replayed();
-    if replayed.frames_applied > 0 || replayed.scan.torn_bytes > 0 {
+    // An engine's open may block (a database client runs its own runtime).
+    let (spec, cache_bytes) = (opts.store.clone(), opts.cache_bytes);
+    let (opened, head) = tokio::task::spawn_blocking(move || {
+        let opened = spec.open(crate::clock::now(), Some(Box::new(store_failed)), Some(cache_bytes))?;
+        let head = opened.store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string());
+        Ok::<_, world_store::OpenError>((opened, head))
+    })
+    .await
+    .map_err(|e| fail("store-open", e))?
+    .map_err(|e| fail("store-open", e))?;
+    let head = head.map_err(|e| fail("store-open", e))?;
+    let (store, recovery) = (opened.store, opened.recovery);
+    if opened.replayed_frames > 0 || opened.torn_bytes > 0 {
         tracing::warn!(
-            frames = replayed.frames_applied,
-            torn_bytes = replayed.scan.torn_bytes,
+            frames = opened.replayed_frames,
+            torn_bytes = opened.torn_bytes,
             "recovery: replayed the write-ahead log after an unclean stop (a torn tail was never acknowledged)"
         );
     }
@@ -136,14 +146,14 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     for (task, state) in &recovery.tasks {
         tracing::warn!(task, state = state.as_str(), "recovery: task was in flight at the last stop");
     }
-    let head = store.snapshot().and_then(|s| s.selected_head()).map_err(|e| fail("store-open", e))?;
-    let db_path = std::fs::canonicalize(&opts.db).unwrap_or(opts.db.clone());
+    let db_path = std::fs::canonicalize(&opts.local).unwrap_or(opts.local.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
     let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch).await?;
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
-        store: Box::new(store),
+        store,
+        store_label: opts.store.label(),
         db_path,
         interpreter_ref: Some(interpreter.hash),
         interpreter_version: String::from_utf8_lossy(&interpreter.payload).into_owned(),
@@ -160,16 +170,19 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let shutdown = shutdown_signal();
     eprintln!(
         "worldd listening on http://{local} (store {}, head {})",
-        daemon.db_path.display(),
+        daemon.store_label,
         head.map(|h| h.to_string()).unwrap_or_else(|| "none".into())
     );
     if opts.print_connections {
         let token = std::path::Path::new("TOKEN_FILE");
         println!("MCP:  http://{local}/mcp/   A2A:  http://{local}/a2a/");
         println!("{}", crate::cli::connection_snippets(&format!("http://{local}/mcp/"), token));
+        let store = match &opts.store {
+            crate::stores::StoreSpec::Embedded(_) => format!("--db {}", daemon.db_path.display()),
+            crate::stores::StoreSpec::Postgres(_) => format!("--store {}", daemon.store_label),
+        };
         println!(
-            "  (TOKEN_FILE: worldd session mint --db {} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)",
-            daemon.db_path.display()
+            "  (TOKEN_FILE: worldd session mint {store} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)"
         );
     }
     accept_loop(listener, daemon.clone(), shutdown).await;
@@ -227,12 +240,12 @@ fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
         Worktrees { root: None, exec_allow: Default::default(), tool: interpreter.hash.to_string(), confinement: None };
     if let Some(root) = &opts.workspace_root {
         let root = std::fs::canonicalize(root).map_err(|e| format!("--workspace-root {}: {e}", root.display()))?;
-        let db_dir = opts.db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let db_dir = opts.local.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
         let db_dir = std::fs::canonicalize(db_dir).map_err(|e| format!("store directory {}: {e}", db_dir.display()))?;
         if db_dir.starts_with(&root) {
             return Err(format!(
                 "the store {} must not be inside --workspace-root {}",
-                opts.db.display(),
+                opts.local.display(),
                 root.display()
             ));
         }

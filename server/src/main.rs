@@ -13,6 +13,7 @@ mod publish;
 mod registry;
 mod runtime;
 mod sessions;
+mod stores;
 mod writes;
 
 fn main() -> std::process::ExitCode {

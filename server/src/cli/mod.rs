@@ -37,8 +37,15 @@ enum Command {
     /// Serve the store over HTTP (REST, MCP, A2A) on a loopback address.
     Serve {
         /// The store file; created if absent (its directory must exist).
-        #[arg(long)]
-        db: PathBuf,
+        #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+        db: Option<PathBuf>,
+        /// A PostgreSQL store shared with other nodes: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE
+        /// (its schema made by `worldd store init`). Needs --dir.
+        #[arg(long, requires = "dir")]
+        store: Option<String>,
+        /// With --store: this node's own directory (admin socket, scratch space).
+        #[arg(long, requires = "store")]
+        dir: Option<PathBuf>,
         /// Loopback host:port to listen on.
         #[arg(long, default_value = DEFAULT_BIND)]
         bind: String,
@@ -62,6 +69,10 @@ enum Command {
     Quickstart {
         #[arg(long, default_value = "./world-quickstart")]
         dir: PathBuf,
+        /// Serve a PostgreSQL store shared with other nodes instead of a file in --dir:
+        /// postgres://USER[:PASSWORD]@HOST:PORT/DATABASE. What the database lacks is created.
+        #[arg(long)]
+        store: Option<String>,
         #[arg(long, default_value = DEFAULT_BIND)]
         bind: String,
         /// A command the agent may run in its worktree through `workspace-exec`: NAME (found on
@@ -88,6 +99,9 @@ enum Command {
     /// Mint, list and revoke session credentials.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// Manage a PostgreSQL store.
+    #[command(subcommand)]
+    Store(StoreCommand),
     /// Verify a store offline: payload hashes, the log's hash chain, worlds, journal, ledger.
     Verify {
         #[arg(long)]
@@ -185,6 +199,17 @@ impl ConfineArgs {
 }
 
 #[derive(Subcommand)]
+enum StoreCommand {
+    /// Create or upgrade World's schema in a PostgreSQL database (idempotent;
+    /// refused if the database's schema is newer than this binary).
+    Init {
+        /// postgres://USER[:PASSWORD]@HOST:PORT/DATABASE
+        #[arg(long)]
+        store: String,
+    },
+}
+
+#[derive(Subcommand)]
 enum SessionCommand {
     /// Mint a session credential; the token is shown once.
     Mint {
@@ -236,10 +261,20 @@ pub fn run() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { db, bind, workspace_root, exec_allow, host_callbacks, cache_mib, confine } => {
+        Command::Serve { db, store, dir, bind, workspace_root, exec_allow, host_callbacks, cache_mib, confine } => {
             let print_connections = true;
+            let local = match (&db, &dir) {
+                (Some(db), _) => db.clone(),
+                (None, Some(dir)) => dir.join("node"),
+                (None, None) => return fail(1, "serve needs --db PATH, or --store URL with --dir DIR"),
+            };
+            let store = match crate::stores::StoreSpec::from_args(db, store) {
+                Ok(s) => s,
+                Err(e) => return fail(1, e),
+            };
             serve(crate::daemon::ServeOptions {
-                db,
+                store,
+                local,
                 bind,
                 workspace_root,
                 exec_allow,
@@ -249,13 +284,16 @@ pub fn run() -> ExitCode {
                 print_connections,
             })
         }
-        Command::Quickstart { dir, bind, exec_allow, confine } => quickstart::run(&dir, &bind, exec_allow, confine),
+        Command::Quickstart { dir, store, bind, exec_allow, confine } => {
+            quickstart::run(&dir, store, &bind, exec_allow, confine)
+        }
         Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
         Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
             session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)
         }
         Command::Session(SessionCommand::List { db, json }) => session::list(&db, json),
         Command::Session(SessionCommand::Revoke { db, credential_id }) => session::revoke(&db, &credential_id),
+        Command::Store(StoreCommand::Init { store }) => store_init(&store),
         Command::Verify { db, json, deep } => verify::run(&db, json, deep),
         Command::Compact { db } => compact::run(&db),
         Command::Export { db, out, with_sessions } => export::export_cmd(&db, &out, with_sessions),
@@ -273,6 +311,23 @@ pub fn run() -> ExitCode {
         }
         Command::Why { target, addr, json } => why::run(&target, &addr, json),
         Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
+    }
+}
+
+fn store_init(url: &str) -> ExitCode {
+    if let Err(e) = crate::stores::StoreSpec::from_args(None, Some(url.to_string())) {
+        return fail(1, e);
+    }
+    match world_store::postgres::init(url) {
+        Ok(m) if m.from == m.to => {
+            println!("{}: schema is version {}, current", world_store::postgres::redacted(url), m.to);
+            ExitCode::SUCCESS
+        }
+        Ok(m) => {
+            println!("{}: schema version {} -> {}", world_store::postgres::redacted(url), m.from, m.to);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(2, e),
     }
 }
 

@@ -5,9 +5,10 @@ use super::session::write_token_file;
 use crate::daemon::ServeOptions;
 use crate::publish::{PublishRequest, publish};
 use crate::sessions::{self, MintRequest};
+use crate::stores::StoreSpec;
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Grant, NewObject, Op, Reads, Ref, RestCommit, Store, WorldStore, canonical};
+use world_store::{Grant, NewObject, Op, Ref, RestCommit, WriteError, canonical};
 
 /// The demo episode and its sessions' lifetime (30 days).
 pub const DEMO_EPISODE: &str = "demo";
@@ -42,20 +43,36 @@ fn demo_grants() -> Vec<Grant> {
     .collect()
 }
 
-/// Creates what is missing; reuses what exists. Returns whether a session was minted.
-fn prepare(dir: &Path) -> Result<bool, String> {
+/// Creates what is missing (in the database too: its schema, the genesis
+/// world, the builtin tools); reuses what exists, so that a second node
+/// started the same way joins the same world. Returns whether a session was minted.
+fn prepare(dir: &Path, spec: &StoreSpec) -> Result<bool, String> {
     let worktree = dir.join("workspace").join(DEMO_EPISODE);
     std::fs::create_dir_all(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
     let sample = worktree.join("hello.txt");
     if !sample.exists() {
         std::fs::write(&sample, "hello from World\n").map_err(|e| format!("{}: {e}", sample.display()))?;
     }
-    let (store, _) = Store::open(&dir.join("world.db"), crate::clock::now()).map_err(|e| e.to_string())?;
-    if store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string())?.is_none() {
-        store.call(Op::CommitWorld(genesis("worldd/quickstart"))).map_err(|e| format!("genesis: {e}"))?;
-        println!("committed the genesis world");
+    if let StoreSpec::Postgres(url) = spec {
+        let m = world_store::postgres::init(url).map_err(|e| e.to_string())?;
+        if m.from != m.to {
+            println!("created the store's schema (version {}) in {}", m.to, spec.label());
+        }
     }
-    println!("{}", publish(&store, &PublishRequest { manifest: None, builtin: true, replace: true })?);
+    let opened = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?;
+    let store = opened.store.as_ref();
+    if store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string())?.is_none() {
+        match store.call(Op::CommitWorld(genesis("worldd/quickstart"))) {
+            Ok(_) => println!("committed the genesis world"),
+            // Another node committed it first.
+            Err(WriteError::HeadConflict { observed: None, selected: Some(_) }) => {}
+            Err(e) => return Err(format!("genesis: {e}")),
+        }
+    }
+    let builtin = PublishRequest { manifest: None, builtin: true, replace: true };
+    // A node publishing at the same moment moves the head under this one: once more sees it.
+    let published = publish(store, &builtin).or_else(|_| publish(store, &builtin))?;
+    println!("{published}");
     let session_file = dir.join("session");
     if let Ok(token) = std::fs::read_to_string(&session_file) {
         let id = sessions::credential_id(token.trim());
@@ -97,7 +114,13 @@ pub fn connection_snippets(mcp_url: &str, token: &Path) -> String {
     )
 }
 
-pub fn run(dir: &Path, bind: &str, exec_allow: Vec<String>, confine: super::ConfineArgs) -> ExitCode {
+pub fn run(
+    dir: &Path,
+    store: Option<String>,
+    bind: &str,
+    exec_allow: Vec<String>,
+    confine: super::ConfineArgs,
+) -> ExitCode {
     if let Err(e) = crate::daemon::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
@@ -108,7 +131,14 @@ pub fn run(dir: &Path, bind: &str, exec_allow: Vec<String>, confine: super::Conf
         Ok(d) => d,
         Err(e) => return fail(2, format!("quickstart: {}: {e}", dir.display())),
     };
-    let minted = match prepare(&dir) {
+    let (spec, local) = match store {
+        None => (StoreSpec::Embedded(dir.join("world.db")), dir.join("world.db")),
+        Some(url) => match StoreSpec::from_args(None, Some(url)) {
+            Ok(spec) => (spec, dir.join("node")),
+            Err(e) => return fail(1, format!("quickstart: {e}")),
+        },
+    };
+    let minted = match prepare(&dir, &spec) {
         Ok(m) => m,
         Err(e) => return fail(2, format!("quickstart: {e}")),
     };
@@ -132,7 +162,8 @@ pub fn run(dir: &Path, bind: &str, exec_allow: Vec<String>, confine: super::Conf
         );
     }
     super::serve(ServeOptions {
-        db: dir.join("world.db"),
+        store: spec,
+        local,
         bind: bind.to_string(),
         workspace_root: Some(dir.join("workspace")),
         exec_allow,

@@ -1,0 +1,80 @@
+//! Which store a command runs on: an embedded file (`--db PATH`) or a
+//! PostgreSQL database shared by several nodes (`--store postgres://…`), and
+//! opening it for writing.
+
+use std::path::PathBuf;
+use world_store::postgres::{PgOptions, PgStore};
+use world_store::{OnFatal, OpenError, RecoveryReport, Store, StoreOptions, WorldStore};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSpec {
+    Embedded(PathBuf),
+    Postgres(String),
+}
+
+/// A store opened for writing, and what opening it found.
+pub struct Opened {
+    pub store: Box<dyn WorldStore>,
+    pub recovery: RecoveryReport,
+    /// Log frames replayed at open (the embedded engine after an unclean stop).
+    pub replayed_frames: u64,
+    pub torn_bytes: u64,
+}
+
+impl StoreSpec {
+    /// From a verb's `--db` and `--store` (clap makes them exclusive).
+    pub fn from_args(db: Option<PathBuf>, store: Option<String>) -> Result<StoreSpec, String> {
+        match (db, store) {
+            (Some(db), None) => Ok(StoreSpec::Embedded(db)),
+            (None, Some(url)) if world_store::postgres::is_url(&url) => Ok(StoreSpec::Postgres(url)),
+            (None, Some(url)) => Err(format!(
+                "--store {}: not a PostgreSQL URL (postgres://USER@HOST:PORT/DATABASE); a file is --db PATH",
+                world_store::postgres::redacted(&url)
+            )),
+            _ => Err("give the store: --db PATH (one file) or --store postgres://… (shared by several nodes)".into()),
+        }
+    }
+
+    /// How the store is named in messages: the file, or the URL without its password.
+    pub fn label(&self) -> String {
+        match self {
+            StoreSpec::Embedded(path) => path.display().to_string(),
+            StoreSpec::Postgres(url) => world_store::postgres::redacted(url),
+        }
+    }
+
+    /// Opens the store for writing: the embedded engine takes the file's
+    /// writer lock and recovers; a PostgreSQL node registers with a lease and
+    /// resolves what lapsed nodes left in flight.
+    pub fn open(&self, now: u64, on_fatal: Option<OnFatal>, cache_bytes: Option<usize>) -> Result<Opened, OpenError> {
+        match self {
+            StoreSpec::Embedded(path) => {
+                let opts = StoreOptions { on_fatal, cache_bytes, ..StoreOptions::default() };
+                let (store, recovery) = Store::open_with(path, now, opts)?;
+                let replayed = store.replayed();
+                let (replayed_frames, torn_bytes) = (replayed.frames_applied, replayed.scan.torn_bytes);
+                Ok(Opened { store: Box::new(store), recovery, replayed_frames, torn_bytes })
+            }
+            StoreSpec::Postgres(url) => {
+                let (store, recovery) = PgStore::open(url, now, PgOptions { on_fatal })?;
+                Ok(Opened { store: Box::new(store), recovery, replayed_frames: 0, torn_bytes: 0 })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_is_a_file_or_a_postgres_url_and_its_password_never_shows() {
+        assert_eq!(StoreSpec::from_args(Some("w.db".into()), None), Ok(StoreSpec::Embedded("w.db".into())));
+        let url = "postgres://world:s3cret@db.internal:5432/world";
+        let spec = StoreSpec::from_args(None, Some(url.into())).unwrap();
+        assert_eq!(spec.label(), "postgres://world:***@db.internal:5432/world");
+        let err = StoreSpec::from_args(None, Some("mysql://u:pw@h/d".into())).unwrap_err();
+        assert!(err.contains("not a PostgreSQL URL") && !err.contains("pw"), "{err}");
+        assert!(StoreSpec::from_args(None, None).is_err());
+    }
+}
