@@ -75,18 +75,20 @@ impl Daemon {
 
     /// Starts `worldd serve --db DB --bind 127.0.0.1:0 EXTRA…` and waits for its listening line.
     pub fn start_with(db: &Path, extra: &[&str]) -> Daemon {
-        let mut child = Command::new(WORLDD)
-            .arg("serve")
-            .arg("--db")
-            .arg(db)
-            .args(["--bind", "127.0.0.1:0"])
-            .args(extra)
+        let mut cmd = Command::new(WORLDD);
+        cmd.arg("serve").arg("--db").arg(db).args(["--bind", "127.0.0.1:0"]).args(extra);
+        Daemon::spawn(cmd)
+    }
+
+    /// Starts `cmd` (a `worldd` that serves: `serve`, `quickstart`) and waits for its listening line.
+    pub fn spawn(mut cmd: Command) -> Daemon {
+        let mut child = cmd
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn worldd serve");
+            .expect("spawn worldd");
         let stderr = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel::<String>();
         let pipe = child.stderr.take().expect("stderr pipe");

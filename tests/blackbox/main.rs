@@ -8,8 +8,11 @@
 //! would never be dropped, so it would outlive the test binary.
 
 mod cli;
+#[path = "../../store/tests/common/cluster.rs"]
+mod cluster;
 mod fixture;
 mod harness;
+mod nodes;
 mod openapi;
 #[path = "../common/process.rs"]
 mod process;

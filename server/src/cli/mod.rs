@@ -198,6 +198,23 @@ impl ConfineArgs {
     }
 }
 
+/// Which store a verb works on: one file, or a PostgreSQL database.
+#[derive(clap::Args, Clone, Debug)]
+pub struct StoreArgs {
+    /// The store file.
+    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    db: Option<PathBuf>,
+    /// A PostgreSQL store: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE.
+    #[arg(long)]
+    store: Option<String>,
+}
+
+impl StoreArgs {
+    fn spec(&self) -> Result<crate::stores::StoreSpec, ExitCode> {
+        crate::stores::StoreSpec::from_args(self.db.clone(), self.store.clone()).map_err(|e| fail(1, e))
+    }
+}
+
 #[derive(Subcommand)]
 enum StoreCommand {
     /// Create or upgrade World's schema in a PostgreSQL database (idempotent;
@@ -213,8 +230,8 @@ enum StoreCommand {
 enum SessionCommand {
     /// Mint a session credential; the token is shown once.
     Mint {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         #[arg(long)]
         episode: String,
         /// EFFECT=SCOPE:BUDGET (repeatable).
@@ -232,15 +249,15 @@ enum SessionCommand {
     },
     /// List session credentials (never tokens).
     List {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         #[arg(long)]
         json: bool,
     },
     /// Revoke a credential: the next request with its token is SessionUnknown.
     Revoke {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         credential_id: String,
     },
 }
@@ -288,11 +305,18 @@ pub fn run() -> ExitCode {
             quickstart::run(&dir, store, &bind, exec_allow, confine)
         }
         Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
-        Command::Session(SessionCommand::Mint { db, episode, grants, ttl, out, yes }) => {
-            session::mint(&db, &episode, &grants, ttl, out.as_deref(), yes)
-        }
-        Command::Session(SessionCommand::List { db, json }) => session::list(&db, json),
-        Command::Session(SessionCommand::Revoke { db, credential_id }) => session::revoke(&db, &credential_id),
+        Command::Session(SessionCommand::Mint { at, episode, grants, ttl, out, yes }) => match at.spec() {
+            Ok(spec) => session::mint(&spec, &episode, &grants, ttl, out.as_deref(), yes),
+            Err(code) => code,
+        },
+        Command::Session(SessionCommand::List { at, json }) => match at.spec() {
+            Ok(spec) => session::list(&spec, json),
+            Err(code) => code,
+        },
+        Command::Session(SessionCommand::Revoke { at, credential_id }) => match at.spec() {
+            Ok(spec) => session::revoke(&spec, &credential_id),
+            Err(code) => code,
+        },
         Command::Store(StoreCommand::Init { store }) => store_init(&store),
         Command::Verify { db, json, deep } => verify::run(&db, json, deep),
         Command::Compact { db } => compact::run(&db),

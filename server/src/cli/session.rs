@@ -4,13 +4,15 @@
 use super::fail;
 use crate::admin::{self, AdminRequest, AdminResponse};
 use crate::sessions::{self, MintRequest, Minted, SessionRow};
+use crate::stores::StoreSpec;
 use std::io::{BufRead, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Op, ReadOnlyStore, Reads, Reply, Store, WorldStore};
+use world_store::{Op, ReadOnlyStore, Reads, Reply};
 
-fn require_store(db: &Path) -> Result<(), ExitCode> {
+fn require_store(spec: &StoreSpec) -> Result<(), ExitCode> {
+    let StoreSpec::Embedded(db) = spec else { return Ok(()) };
     if db.exists() {
         Ok(())
     } else {
@@ -45,7 +47,7 @@ fn confirm(prompt: &str) -> Result<(), ExitCode> {
     }
 }
 
-pub fn mint(db: &Path, episode: &str, grants: &[String], ttl: u64, out: Option<&Path>, yes: bool) -> ExitCode {
+pub fn mint(spec: &StoreSpec, episode: &str, grants: &[String], ttl: u64, out: Option<&Path>, yes: bool) -> ExitCode {
     let grants: Result<Vec<_>, _> = grants.iter().map(|g| sessions::parse_grant(g)).collect();
     let req = match grants {
         Ok(grants) => MintRequest { episode: episode.to_string(), grants, ttl_s: ttl },
@@ -54,7 +56,7 @@ pub fn mint(db: &Path, episode: &str, grants: &[String], ttl: u64, out: Option<&
     if let Err(e) = req.validate() {
         return fail(1, format!("session mint: {e}"));
     }
-    if let Err(code) = require_store(db) {
+    if let Err(code) = require_store(spec) {
         return code;
     }
     if !yes {
@@ -66,11 +68,21 @@ pub fn mint(db: &Path, episode: &str, grants: &[String], ttl: u64, out: Option<&
             return code;
         }
     }
+    let db = match spec {
+        StoreSpec::Embedded(db) => db.as_path(),
+        // Every node reads sessions from the database: minting there is live at once.
+        StoreSpec::Postgres(_) => {
+            return match mint_offline(spec, &req) {
+                Ok(m) => emit(&m, episode, out),
+                Err(e) => fail(1, format!("session mint: {e}")),
+            };
+        }
+    };
     let minted = match admin::call(db, &AdminRequest::Mint(req.clone())) {
         Ok(Some(AdminResponse::Minted(m))) => m,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session mint: {message}")),
         Ok(Some(other)) => return fail(1, format!("session mint: unexpected reply {other:?}")),
-        Ok(None) => match mint_offline(db, &req) {
+        Ok(None) => match mint_offline(spec, &req) {
             Ok(m) => m,
             Err(e) => return fail(1, format!("session mint: {e}")),
         },
@@ -79,8 +91,9 @@ pub fn mint(db: &Path, episode: &str, grants: &[String], ttl: u64, out: Option<&
     emit(&minted, episode, out)
 }
 
-fn mint_offline(db: &Path, req: &MintRequest) -> Result<Minted, String> {
-    let (store, _) = Store::open(db, crate::clock::now()).map_err(|e| e.to_string())?;
+/// Mints on the store itself: no daemon holds it (a file), or it is shared (PostgreSQL).
+fn mint_offline(spec: &StoreSpec, req: &MintRequest) -> Result<Minted, String> {
+    let store = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?.store;
     let token = sessions::new_token();
     let credential_id = sessions::credential_id(&token);
     let session = req.session(crate::clock::now());
@@ -124,15 +137,19 @@ pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
     f.sync_all()
 }
 
-pub fn list(db: &Path, json: bool) -> ExitCode {
-    if let Err(code) = require_store(db) {
+pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
+    if let Err(code) = require_store(spec) {
         return code;
     }
-    let rows = match admin::call(db, &AdminRequest::List) {
+    let asked = match spec {
+        StoreSpec::Embedded(db) => admin::call(db, &AdminRequest::List),
+        StoreSpec::Postgres(_) => Ok(None),
+    };
+    let rows = match asked {
         Ok(Some(AdminResponse::Sessions { rows })) => rows,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session list: {message}")),
         Ok(Some(other)) => return fail(1, format!("session list: unexpected reply {other:?}")),
-        Ok(None) => match list_offline(db) {
+        Ok(None) => match list_offline(spec) {
             Ok(rows) => rows,
             Err(e) => return fail(1, format!("session list: {e}")),
         },
@@ -157,28 +174,38 @@ pub fn list(db: &Path, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn list_offline(db: &Path) -> Result<Vec<SessionRow>, String> {
-    let store = ReadOnlyStore::open(db).map_err(|e| e.to_string())?;
-    let snap = store.snapshot().map_err(|e| e.to_string())?;
+fn list_offline(spec: &StoreSpec) -> Result<Vec<SessionRow>, String> {
+    let snap = match spec {
+        StoreSpec::Embedded(db) => ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot(),
+        StoreSpec::Postgres(_) => {
+            spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?.store.snapshot()
+        }
+    }
+    .map_err(|e| e.to_string())?;
     sessions::list_rows(&snap, crate::clock::now()).map_err(|e| e.to_string())
 }
 
-pub fn revoke(db: &Path, credential_id: &str) -> ExitCode {
-    if let Err(code) = require_store(db) {
+pub fn revoke(spec: &StoreSpec, credential_id: &str) -> ExitCode {
+    if let Err(code) = require_store(spec) {
         return code;
     }
     let Ok(id) = admin::parse_credential_id(credential_id) else {
         return fail(1, format!("session revoke: credential id {credential_id:?} must be 64 lowercase hex"));
     };
     let req = AdminRequest::Revoke { credential_id: id.hex() };
-    let revoked = match admin::call(db, &req) {
+    let asked = match spec {
+        StoreSpec::Embedded(db) => admin::call(db, &req),
+        StoreSpec::Postgres(_) => Ok(None),
+    };
+    let revoked = match asked {
         Ok(Some(AdminResponse::Revoked { revoked })) => revoked,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session revoke: {message}")),
         Ok(Some(other)) => return fail(1, format!("session revoke: unexpected reply {other:?}")),
         Ok(None) => {
-            let r = Store::open(db, crate::clock::now())
+            let r = spec
+                .open(crate::clock::now(), None, None)
                 .map_err(|e| e.to_string())
-                .and_then(|(store, _)| store.call(Op::RevokeSession { credential_id: id }).map_err(|e| e.to_string()));
+                .and_then(|o| o.store.call(Op::RevokeSession { credential_id: id }).map_err(|e| e.to_string()));
             match r {
                 Ok(Reply::Revoked(b)) => b,
                 Ok(other) => return fail(1, format!("session revoke: unexpected reply {other:?}")),
@@ -193,7 +220,7 @@ pub fn revoke(db: &Path, credential_id: &str) -> ExitCode {
             format!(
                 "session revoke: refusing: no session credential {} in {} (already revoked, or minted in another store); nothing was revoked",
                 id.hex(),
-                db.display()
+                spec.label()
             ),
         );
     }

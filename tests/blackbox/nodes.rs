@@ -1,0 +1,142 @@
+//! Several `worldd` nodes on one PostgreSQL store, each started the way an
+//! operator starts one (`worldd quickstart --store URL --dir D`): one world,
+//! sessions minted anywhere used everywhere, one budget, one run per task id,
+//! and nodes that keep serving when one of them is killed.
+
+use crate::cluster;
+use crate::harness::*;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A node and its directory (worktree, session file, admin socket).
+struct Node {
+    daemon: Daemon,
+    dir: PathBuf,
+}
+
+/// `n` nodes started one after another on a fresh database.
+fn nodes(n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
+    let url = cluster::fresh_database();
+    let root = tempfile::tempdir().unwrap();
+    let nodes = (0..n)
+        .map(|i| {
+            let dir = root.path().join(format!("node-{i}"));
+            let mut cmd = Command::new(WORLDD);
+            cmd.args(["quickstart", "--store", &url, "--dir", dir.to_str().unwrap(), "--bind", "127.0.0.1:0"]);
+            Node { daemon: Daemon::spawn(cmd), dir }
+        })
+        .collect();
+    (url, root, nodes)
+}
+
+/// Mints a session on the store itself (no node involved) and returns its token.
+fn mint(url: &str, grant: &str) -> String {
+    let o = worldd(&["session", "mint", "--store", url, "--episode", "demo", "--grant", grant, "--yes"]);
+    assert!(o.status.success(), "mint: {}", stderr(&o));
+    stdout(&o).trim().to_string()
+}
+
+fn read(node: &Node, token: &str, task: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
+        "metadata": {"skill_id": "ailang-read"},
+        "message": {"role": "user", "parts": [{"type": "data", "data": {"path": "hello.txt"}}]}}});
+    let auth = format!("Bearer {token}");
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+    node.daemon.request("POST", "/a2a/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+}
+
+fn read_ok(reply: &Value) -> bool {
+    reply["result"]["artifacts"][0]["parts"][0]["data"]["ok"] == json!(true)
+}
+
+/// The node's selected world (ref, revision, ...).
+fn head(node: &Node) -> Value {
+    let head = node.daemon.get("/v1/head").text();
+    node.daemon.get(&format!("/v1/worlds/{head}")).ok_json()
+}
+
+#[test]
+fn nodes_started_by_quickstart_on_one_database_serve_one_world_and_a_session_minted_anywhere() {
+    let (url, _root, nodes) = nodes(3);
+    let first = std::fs::read_to_string(nodes[0].dir.join("session")).unwrap().trim().to_string();
+    let minted_later = mint(&url, "Workspace.Read=worktree:10");
+    for (i, node) in nodes.iter().enumerate() {
+        assert!(read_ok(&read(node, &first, &format!("first-{i}"))), "node {i}");
+        assert!(read_ok(&read(node, &minted_later, &format!("later-{i}"))), "node {i}");
+    }
+    let heads: Vec<Value> = nodes.iter().map(head).collect();
+    assert!(heads.iter().all(|h| *h == heads[0]), "{heads:?}");
+    // genesis, then two calls on each node.
+    assert_eq!(heads[0]["revision"], json!(6), "{heads:?}");
+    let store = nodes[1].daemon.get("/v1/store").ok_json();
+    assert_eq!(store["engine"], "postgres", "{store}");
+}
+
+#[test]
+fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
+    let (url, _root, nodes) = nodes(3);
+    let token = mint(&url, "Workspace.Read=worktree:5");
+    let replies: Vec<Value> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..15)
+            .map(|i| {
+                let (node, token) = (&nodes[i % 3], &token);
+                s.spawn(move || read(node, token, &format!("budget-{i}")))
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let paid = replies.iter().filter(|r| read_ok(r)).count();
+    assert_eq!(paid, 5, "{replies:#?}");
+    // A call whose effect the budget denied still commits, saying so.
+    assert_eq!(head(&nodes[0])["revision"], json!(15));
+}
+
+#[test]
+fn one_task_id_sent_to_three_nodes_at_once_runs_once_and_every_answer_is_that_run_or_in_flight() {
+    let (url, _root, nodes) = nodes(3);
+    let token = mint(&url, "Workspace.Read=worktree:100");
+    for round in 0..5 {
+        let task = format!("same-{round}");
+        let replies: Vec<Value> = std::thread::scope(|s| {
+            let calls: Vec<_> = nodes.iter().map(|node| s.spawn(|| read(node, &token, &task))).collect();
+            calls.into_iter().map(|c| c.join().unwrap()).collect()
+        });
+        let done: Vec<&Value> = replies.iter().filter(|r| read_ok(r)).collect();
+        assert!(!done.is_empty(), "round {round}: {replies:#?}");
+        assert!(done.iter().all(|r| r["result"] == done[0]["result"]), "round {round}: {replies:#?}");
+        // The others found the task in flight: the typed refusal a resend on one node gets too.
+        for r in replies.iter().filter(|r| !read_ok(r)) {
+            assert_eq!(r["error"]["message"], "task id already used in this session", "round {round}: {r}");
+        }
+        // Resent to any node afterwards: the one committed result.
+        for node in &nodes {
+            assert_eq!(read(node, &token, &task)["result"], done[0]["result"], "round {round}");
+        }
+    }
+    assert_eq!(head(&nodes[2])["revision"], json!(5), "one entry per task id");
+}
+
+#[test]
+fn a_node_killed_mid_load_leaves_the_others_serving_the_same_world() {
+    let (url, _root, mut nodes) = nodes(3);
+    let token = mint(&url, "Workspace.Read=worktree:1000");
+    std::thread::scope(|s| {
+        let load: Vec<_> = [0usize, 2]
+            .into_iter()
+            .map(|n| {
+                let (node, token) = (&nodes[n], &token);
+                s.spawn(move || (0..20).filter(|i| read_ok(&read(node, token, &format!("load-{n}-{i}")))).count())
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let victim = Command::new("kill").args(["-KILL", &nodes[1].daemon.pid().to_string()]).status().unwrap();
+        assert!(victim.success());
+        for (n, l) in load.into_iter().enumerate() {
+            assert_eq!(l.join().unwrap(), 20, "node {} kept serving", [0, 2][n]);
+        }
+    });
+    nodes[1].daemon.wait_exit();
+    assert_eq!(head(&nodes[0]), head(&nodes[2]));
+    assert_eq!(head(&nodes[0])["revision"], json!(40));
+}
