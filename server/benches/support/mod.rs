@@ -96,9 +96,38 @@ pub struct Setup {
     pub db: PathBuf,
     pub ws: PathBuf,
     pub episodes: Vec<String>,
+    /// A PostgreSQL store (`Setup::on_postgres`) instead of the file `db`.
+    pub store: Option<String>,
 }
 
 impl Setup {
+    /// The same set-up on a PostgreSQL store (its schema made here); nodes
+    /// start with `start_node`.
+    pub fn on_postgres(episodes: usize, url: &str) -> Setup {
+        let mut setup = Setup::new(episodes);
+        setup.cli(&["store", "init", "--store", url]);
+        setup.store = Some(url.to_string());
+        setup
+    }
+
+    /// The verbs' store arguments: `--db PATH` or `--store URL`.
+    fn at(&self) -> [String; 2] {
+        match &self.store {
+            Some(url) => ["--store".into(), url.clone()],
+            None => ["--db".into(), self.db.display().to_string()],
+        }
+    }
+
+    /// Node `i` of the PostgreSQL store, with its own directory.
+    pub fn start_node(&self, i: usize, extra: &[&str]) -> Daemon {
+        let url = self.store.as_deref().expect("a PostgreSQL set-up");
+        let dir = self.root.join(format!("node-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut args = vec!["--store", url, "--dir", dir.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        self.spawn(&args)
+    }
+
     pub fn new(episodes: usize) -> Setup {
         let worldd = worldd_path();
         assert!(
@@ -114,16 +143,21 @@ impl Setup {
             std::fs::create_dir_all(ws.join(ep)).unwrap();
             std::fs::write(ws.join(ep).join("bench.txt"), "x".repeat(1023) + "\n").unwrap();
         }
-        Setup { worldd, _dir: dir, root, db, ws, episodes }
+        Setup { worldd, _dir: dir, root, db, ws, episodes, store: None }
     }
 
     pub fn start(&self, extra: &[&str]) -> Daemon {
+        let mut args = vec!["--db", self.db.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        self.spawn(&args)
+    }
+
+    fn spawn(&self, args: &[&str]) -> Daemon {
         let mut child = Command::new(&self.worldd)
-            .args(["serve", "--bind", "127.0.0.1:0", "--db"])
-            .arg(&self.db)
+            .args(["serve", "--bind", "127.0.0.1:0"])
+            .args(args)
             .arg("--workspace-root")
             .arg(&self.ws)
-            .args(extra)
             .env("RUST_LOG", "error")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -149,7 +183,8 @@ impl Setup {
     }
 
     pub fn publish_builtin(&self) {
-        self.cli(&["publish", "--db", self.db.to_str().unwrap(), "--builtin"]);
+        let at = self.at();
+        self.cli(&["publish", &at[0], &at[1], "--builtin"]);
     }
 
     /// A session for `episode` with Workspace.Read and world.apply (a large budget).
@@ -157,13 +192,13 @@ impl Setup {
         let out = self.root.join(format!("session-{episode}-{}", std::process::id()));
         let read = format!("Workspace.Read=worktree:{BUDGET}");
         let apply = format!("world.apply=world:{BUDGET}");
-        let db = self.db.to_str().unwrap();
+        let at = self.at();
         let out_s = out.to_str().unwrap();
         self.cli(&[
             "session",
             "mint",
-            "--db",
-            db,
+            &at[0],
+            &at[1],
             "--episode",
             episode,
             "--grant",

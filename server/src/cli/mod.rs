@@ -84,8 +84,8 @@ enum Command {
     },
     /// Publish transitions into the registry (live through a running daemon, or offline).
     Publish {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         /// A JSON array of transition descriptors.
         #[arg(long, conflicts_with = "builtin", required_unless_present = "builtin")]
         manifest: Option<PathBuf>,
@@ -304,7 +304,10 @@ pub fn run() -> ExitCode {
         Command::Quickstart { dir, store, bind, exec_allow, confine } => {
             quickstart::run(&dir, store, &bind, exec_allow, confine)
         }
-        Command::Publish { db, manifest, builtin, replace } => publish::run(&db, manifest.as_deref(), builtin, replace),
+        Command::Publish { at, manifest, builtin, replace } => match at.spec() {
+            Ok(spec) => publish::run(&spec, manifest.as_deref(), builtin, replace),
+            Err(code) => code,
+        },
         Command::Session(SessionCommand::Mint { at, episode, grants, ttl, out, yes }) => match at.spec() {
             Ok(spec) => session::mint(&spec, &episode, &grants, ttl, out.as_deref(), yes),
             Err(code) => code,

@@ -1,25 +1,32 @@
-//! `worldd publish --db PATH (--manifest FILE | --builtin) [--replace]`.
+//! `worldd publish (--db PATH | --store URL) (--manifest FILE | --builtin) [--replace]`.
 
 use super::fail;
 use crate::admin::{self, AdminRequest, AdminResponse};
 use crate::publish::{PublishRequest, publish};
+use crate::stores::StoreSpec;
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::Store;
 
-pub fn run(db: &Path, manifest: Option<&Path>, builtin: bool, replace: bool) -> ExitCode {
+pub fn run(spec: &StoreSpec, manifest: Option<&Path>, builtin: bool, replace: bool) -> ExitCode {
     let manifest = match manifest.map(std::fs::canonicalize).transpose() {
         Ok(m) => m,
         Err(e) => return fail(1, format!("publish: manifest: {e}")),
     };
     let req = PublishRequest { manifest, builtin, replace };
-    let summary = match admin::call(db, &AdminRequest::Publish(req.clone())) {
+    // A file's daemon publishes for us; a shared database is written directly
+    // (every node serves it from its next request).
+    let asked = match spec {
+        StoreSpec::Embedded(db) => admin::call(db, &AdminRequest::Publish(req.clone())),
+        StoreSpec::Postgres(_) => Ok(None),
+    };
+    let summary = match asked {
         Ok(Some(AdminResponse::Published { summary })) => Ok(summary),
         Ok(Some(AdminResponse::Error { message })) => Err(message),
         Ok(Some(other)) => Err(format!("unexpected reply {other:?}")),
-        Ok(None) => {
-            Store::open(db, crate::clock::now()).map_err(|e| e.to_string()).and_then(|(store, _)| publish(&store, &req))
-        }
+        Ok(None) => spec
+            .open(crate::clock::now(), None, None)
+            .map_err(|e| e.to_string())
+            .and_then(|opened| publish(opened.store.as_ref(), &req)),
         Err(e) => Err(e),
     };
     match summary {

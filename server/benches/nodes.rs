@@ -1,0 +1,155 @@
+//! `cargo bench -p world-server --bench nodes`: durable MCP `tools/call` per
+//! second on the embedded engine and on PostgreSQL, one node and three nodes
+//! sharing one database, in the same run, through real release `worldd`
+//! processes over loopback HTTP (see `support/mod.rs` for which binary).
+//!
+//! Rows: `tools_decho` (pure) at 1, 8 and 64 clients and `ailang-read` (one
+//! `Workspace.Read` of a 1 KiB file, one episode) at 8, each client on its own
+//! keep-alive connection, sending back to back; with three nodes the clients
+//! take the nodes in turn. Every row checks that the log grew by exactly the
+//! calls counted. The PostgreSQL cluster is `BENCH_POSTGRES` (an admin URL)
+//! or a throwaway one started with `scripts/postgres` (fsync on, as the
+//! embedded engine syncs every batch). `BENCH_SECS` sets the seconds per row.
+
+mod support;
+
+use serde_json::json;
+use support::*;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/postgres");
+
+/// A throwaway cluster, stopped when dropped.
+struct Cluster {
+    dir: Option<std::path::PathBuf>,
+    admin: String,
+}
+
+impl Cluster {
+    fn get() -> Cluster {
+        if let Ok(admin) = std::env::var("BENCH_POSTGRES") {
+            return Cluster { dir: None, admin };
+        }
+        let dir = std::env::temp_dir().join(format!("world-bench-pg-{}", std::process::id()));
+        let out = std::process::Command::new(SCRIPT)
+            .arg("start")
+            .arg(&dir)
+            .env("POSTGRES_FSYNC", "on")
+            .output()
+            .expect("run scripts/postgres");
+        assert!(out.status.success(), "scripts/postgres: {}", String::from_utf8_lossy(&out.stderr));
+        Cluster { dir: Some(dir), admin: String::from_utf8(out.stdout).unwrap().trim().to_string() }
+    }
+
+    /// A new database's URL.
+    fn database(&self, name: &str) -> String {
+        let mut c = postgres::Client::connect(&self.admin, postgres::NoTls).expect("connect to the cluster");
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}")).expect("create database");
+        format!("{}/{name}", &self.admin[..self.admin.rfind('/').unwrap()])
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.dir {
+            let _ = std::process::Command::new(SCRIPT).arg("stop").arg(dir).status();
+        }
+    }
+}
+
+/// A world on one engine: its nodes (one for the embedded engine) and a session.
+struct World {
+    setup: Setup,
+    nodes: Vec<Daemon>,
+    token: String,
+}
+
+impl World {
+    fn embedded() -> World {
+        let setup = Setup::new(1);
+        let node = setup.start(&["--host-callbacks", "64"]);
+        World::ready(setup, vec![node])
+    }
+
+    fn postgres(url: &str, nodes: usize) -> World {
+        let setup = Setup::on_postgres(1, url);
+        let nodes = (0..nodes).map(|i| setup.start_node(i, &["--host-callbacks", "64"])).collect();
+        World::ready(setup, nodes)
+    }
+
+    fn ready(setup: Setup, nodes: Vec<Daemon>) -> World {
+        setup.publish_builtin();
+        let token = setup.mint(&setup.episodes[0]);
+        genesis(&nodes[0].addr, &token);
+        World { setup, nodes, token }
+    }
+
+    /// `clients` clients calling `tool` for `secs`, spread over the nodes.
+    fn durable(&self, tool: &str, clients: usize, secs: f64) -> Row {
+        let before = log_len(&self.nodes[0].addr);
+        let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
+        let make = |client: usize, n: u64| {
+            let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                "params": {"name": tool, "arguments": args}});
+            Request {
+                method: "POST",
+                key: String::new(),
+                url: format!("http://{}/mcp/", self.nodes[client % self.nodes.len()].addr),
+                headers: vec![
+                    ("Authorization", format!("Bearer {}", self.token)),
+                    ("Content-Type", "application/json".into()),
+                    ("Accept", "application/json, text/event-stream".into()),
+                ],
+                body: serde_json::to_vec(&body).unwrap(),
+            }
+        };
+        let check = |_: &str, body: &[u8]| {
+            let out = sse_result(body)?.get("structuredContent").cloned()?;
+            (tool == "tools_decho" || out["ok"] == true).then_some(serde_json::Value::Null)
+        };
+        let row = run_load(tool, clients, secs, make, check);
+        let committed = log_len(&self.nodes[0].addr) - before;
+        assert_eq!(committed, row.calls as u64, "{tool} at {clients}: every call counted is committed");
+        row
+    }
+}
+
+fn main() {
+    if !invoked_as_bench("nodes") {
+        return;
+    }
+    let secs = row_secs();
+    let cluster = Cluster::get();
+    let loads: [(&str, usize); 4] = [("tools_decho", 1), ("tools_decho", 8), ("tools_decho", 64), ("ailang-read", 8)];
+    let mut table: Vec<(String, Vec<Row>)> = vec![];
+    let engines: [(&str, Box<dyn Fn() -> World>); 3] = [
+        ("embedded", Box::new(World::embedded)),
+        ("postgres, 1 node", Box::new(|| World::postgres(&cluster.database("bench_one"), 1))),
+        ("postgres, 3 nodes", Box::new(|| World::postgres(&cluster.database("bench_three"), 3))),
+    ];
+    for (name, world) in &engines {
+        let world = world();
+        eprintln!("nodes: {name}: {} node(s) of {}", world.nodes.len(), world.setup.worldd.display());
+        let rows = loads.iter().map(|(tool, clients)| world.durable(tool, *clients, secs)).collect();
+        table.push((name.to_string(), rows));
+    }
+    println!(
+        "\n{:<20} {:<12} {:>7} {:>10} {:>9} {:>9} {:>7} {:>12}",
+        "engine", "tool", "clients", "calls/s", "p50 ms", "p99 ms", "errors", "x embedded"
+    );
+    for (name, rows) in &table {
+        for (i, row) in rows.iter().enumerate() {
+            let base = table[0].1[i].rate();
+            println!(
+                "{:<20} {:<12} {:>7} {:>10.0} {:>9.2} {:>9.2} {:>7} {:>11.2}x",
+                name,
+                row.label,
+                row.clients,
+                row.rate(),
+                row.p50(),
+                row.p99(),
+                row.errors,
+                row.rate() / base
+            );
+        }
+    }
+}
