@@ -113,6 +113,9 @@ impl World {
     }
 }
 
+/// Sets up a world on one engine.
+type MakeWorld<'a> = Box<dyn Fn() -> World + 'a>;
+
 fn main() {
     if !invoked_as_bench("nodes") {
         return;
@@ -121,7 +124,7 @@ fn main() {
     let cluster = Cluster::get();
     let loads: [(&str, usize); 4] = [("tools_decho", 1), ("tools_decho", 8), ("tools_decho", 64), ("ailang-read", 8)];
     let mut table: Vec<(String, Vec<Row>)> = vec![];
-    let engines: [(&str, Box<dyn Fn() -> World>); 3] = [
+    let engines: [(&str, MakeWorld); 3] = [
         ("embedded", Box::new(World::embedded)),
         ("postgres, 1 node", Box::new(|| World::postgres(&cluster.database("bench_one"), 1))),
         ("postgres, 3 nodes", Box::new(|| World::postgres(&cluster.database("bench_three"), 3))),
