@@ -43,7 +43,8 @@ impl Cluster {
     /// A new database's URL.
     fn database(&self, name: &str) -> String {
         let mut c = postgres::Client::connect(&self.admin, postgres::NoTls).expect("connect to the cluster");
-        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}")).expect("create database");
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).expect("drop database");
+        c.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
         format!("{}/{name}", &self.admin[..self.admin.rfind('/').unwrap()])
     }
 }

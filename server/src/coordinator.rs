@@ -453,8 +453,16 @@ impl Invocation<'_> {
                 tracing::error!(invocation = %self.key.invocation_id(), error = %e, "commit outcome unknown");
                 return Err(Failed(CallError::Unconfirmed));
             }
+            // The database lost the connection during its commit.
+            Err(WriteError::Unconfirmed(why)) if !self.ran => {
+                tracing::error!(invocation = %self.key.invocation_id(), why, "commit outcome unknown");
+                return Err(Failed(CallError::Unconfirmed));
+            }
             // Refused before anything of the batch was written.
             Err(WriteError::OutOfSpace(why)) if !self.ran => return Err(Failed(CallError::OutOfSpace(why))),
+            Err(WriteError::Unavailable(why)) if !self.ran => {
+                return Err(Failed(CallError::Unavailable(format!("the store's database is unavailable: {why}"))));
+            }
             Err(e) => return Err(Failed(self.unrecorded(format!("store: {e}")))),
         };
         let mut replies = replies.into_iter();

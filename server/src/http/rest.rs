@@ -547,6 +547,20 @@ fn commit_error(e: WriteError) -> Rest {
                 "store is out of space; nothing was committed; resend once space is freed",
             ))
         }
+        WriteError::Unavailable(why) => {
+            eprintln!("worldd: /v1/commit refused: {why}");
+            Rest(RestError::new(
+                RestClass::Timeout,
+                "the store's database is unavailable; nothing was committed; resend later",
+            ))
+        }
+        WriteError::Unconfirmed(why) => {
+            eprintln!("worldd: /v1/commit outcome unknown: {why}");
+            Rest(RestError::new(
+                RestClass::Timeout,
+                "commit outcome not confirmed: the store's database connection was lost during its commit; resend the same invocation id",
+            ))
+        }
         other => internal("/v1/commit", &other),
     }
 }

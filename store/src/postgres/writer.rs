@@ -265,8 +265,10 @@ impl Loop {
                     // Let the other node's transaction finish first.
                     std::thread::sleep(Duration::from_millis(1 << attempt.min(6)));
                 }
+                // Nothing of it was written: run it again on a new connection
+                // (at once; an unreachable database answers `Unavailable`).
                 Err(Abort::Lost(e)) => {
-                    self.unavailable(e.clone());
+                    self.client = None;
                     last = e;
                 }
                 Err(Abort::LostInCommit(e)) => {
