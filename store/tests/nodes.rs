@@ -255,3 +255,67 @@ fn first_publishes_racing_on_three_nodes_move_the_registry_once() {
         assert_eq!((moved, refused), (1, 2), "round {round}: {outcomes:?}");
     }
 }
+
+#[test]
+fn a_database_restarted_mid_load_loses_nothing_acknowledged_and_the_nodes_resume_by_themselves() {
+    let own = cluster::Private::start();
+    let url = own.database();
+    let first = node(&url);
+    first.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&first);
+    let nodes = [Arc::new(first), Arc::new(node(&url))];
+    let acked = std::sync::Mutex::new(vec![]);
+    let refused = AtomicUsize::new(0);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for (n, store) in nodes.iter().enumerate() {
+            for t in 0..3 {
+                let (acked, refused, stop) = (&acked, &refused, &stop);
+                s.spawn(move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        i += 1;
+                        let key = task(&format!("r{n}-{t}-{i}"));
+                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
+                        match store.call(Op::Sequence(vec![create, commit])) {
+                            Ok(Reply::Sequence(r)) => match &r[1] {
+                                Ok(Reply::Committed(c)) => acked.lock().unwrap().push((key, c.clone())),
+                                other => panic!("{other:?}"),
+                            },
+                            // Typed, and never a hang: the database is away.
+                            Err(WriteError::Unavailable(_) | WriteError::Unconfirmed(_)) => {
+                                refused.fetch_add(1, Ordering::SeqCst);
+                                std::thread::sleep(std::time::Duration::from_millis(20));
+                            }
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                });
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        own.restart();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        stop.store(true, Ordering::SeqCst);
+    });
+    let acked = acked.into_inner().unwrap();
+    assert!(refused.load(Ordering::SeqCst) > 0, "the restart was seen");
+    // Both nodes took writes again by themselves, and say so.
+    for store in &nodes {
+        begin_and_commit(store.as_ref(), &task(&format!("after-{}", store.node())), f, b"after");
+        assert_eq!(store.health(), Health::Serving);
+    }
+    let snap = nodes[0].snapshot().unwrap();
+    for (key, committed) in &acked {
+        assert_eq!(snap.task(key).unwrap().unwrap().committed.as_ref(), Some(committed), "{key:?}");
+        assert_eq!(snap.log_entry(committed.entry_index).unwrap().unwrap().entry_hash, committed.entry_hash);
+    }
+    let mut log = vec![];
+    while log.len() as u64 != snap.log_len().unwrap() {
+        log.extend(snap.log_range(log.len() as u64, PAGE_MAX).unwrap());
+    }
+    for pair in log.windows(2) {
+        assert_eq!(pair[1].header.prev_entry_hash, pair[0].entry_hash);
+    }
+}

@@ -55,3 +55,45 @@ fn rand_bytes() -> [u8; 8] {
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut b).unwrap();
     b
 }
+
+/// A cluster of this test's own, for tests that stop or restart the server;
+/// stopped and removed when dropped.
+pub struct Private {
+    dir: PathBuf,
+    pub admin: String,
+}
+
+impl Private {
+    pub fn start() -> Private {
+        let dir = std::env::temp_dir().join(format!(
+            "world-test-pg-own-{}-{}",
+            std::process::id(),
+            hex::encode(rand_bytes())
+        ));
+        let out = std::process::Command::new(SCRIPT).arg("start").arg(&dir).output().expect("run scripts/postgres");
+        assert!(out.status.success(), "scripts/postgres start: {}", String::from_utf8_lossy(&out.stderr));
+        Private { dir, admin: String::from_utf8(out.stdout).unwrap().trim().to_string() }
+    }
+
+    /// A new database with World's schema; its URL.
+    pub fn database(&self) -> String {
+        let mut admin = postgres::Client::connect(&self.admin, postgres::NoTls).expect("connect to the test cluster");
+        admin.batch_execute("CREATE DATABASE world").expect("create the database");
+        let url = format!("{}/world", &self.admin[..self.admin.rfind('/').unwrap()]);
+        world_store::postgres::init(&url).expect("create the schema");
+        url
+    }
+
+    /// Stops the server as a crash would and starts it again.
+    pub fn restart(&self) {
+        let out =
+            std::process::Command::new(SCRIPT).arg("restart").arg(&self.dir).output().expect("run scripts/postgres");
+        assert!(out.status.success(), "scripts/postgres restart: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Private {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(SCRIPT).arg("stop").arg(&self.dir).status();
+    }
+}
