@@ -106,6 +106,8 @@ pub enum ImportError {
     Frame(#[from] FrameError),
     #[error("import target {0} already exists; import only into a new store")]
     Exists(PathBuf),
+    #[error("import target {0} already holds a world; import only into an empty store")]
+    Occupied(String),
     #[error("cannot import: {0}")]
     Store(String),
     #[error("record at byte offset {offset} refused: {source}")]
@@ -156,20 +158,12 @@ fn row<T: serde::de::DeserializeOwned>(
     crate::rows::decode(table, key, bytes).map_err(|c| ExportError::Read(c.into()))
 }
 
-/// Writes the whole snapshot; returns the number of records.
-pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
-    let Engine::Redb(snap) = snap.engine() else {
-        return Err(ExportError::Read(ReadError::Storage(
-            "export walks the embedded engine's tables; a PostgreSQL store is not exported yet".into(),
-        )));
-    };
-    out.write_all(MAGIC)?;
-    let mut n = 0u64;
-    let mut put = |out: &mut dyn Write, r: Record| -> Result<(), ExportError> {
-        n += 1;
-        frame(&mut WriteAdapter(out), &r).map_err(ExportError::Io)
-    };
-    put(out, Record::Header { format: EXPORT_FORMAT, created_at: now, with_sessions })?;
+/// The embedded engine's records, table by table in key order.
+fn redb_records(
+    snap: &RedbSnapshot,
+    with_sessions: bool,
+    put: &mut dyn FnMut(Record) -> Result<(), ExportError>,
+) -> Result<(), ExportError> {
     each(snap, OBJECTS, |k, v| {
         let hash = Ref(k);
         let meta: ObjectMeta = row("objects", &hash, v)?;
@@ -180,36 +174,53 @@ pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u
                 detail: "object has no payload".into(),
             })
         })?;
-        put(out, Record::Object { hash, meta, payload })
+        put(Record::Object { hash, meta, payload })
     })?;
-    each(snap, LOG, |k, v| put(out, Record::Entry(row("log", &k, v)?)))?;
-    each(snap, WORLDS, |k, v| put(out, Record::World(row("worlds", &Ref(k), v)?)))?;
-    each(snap, HEADS, |k, v| put(out, Record::Head { name: k.to_string(), head: Ref(v) }))?;
+    each(snap, LOG, |k, v| put(Record::Entry(row("log", &k, v)?)))?;
+    each(snap, WORLDS, |k, v| put(Record::World(row("worlds", &Ref(k), v)?)))?;
+    each(snap, HEADS, |k, v| put(Record::Head { name: k.to_string(), head: Ref(v) }))?;
     each(snap, REGISTRY_ENTRIES, |k, v| {
-        put(out, Record::RegistryEntry { registry: k.0.to_string(), id: k.1.to_string(), transition_fn: Ref(v) })
+        put(Record::RegistryEntry { registry: k.0.to_string(), id: k.1.to_string(), transition_fn: Ref(v) })
     })?;
     each(snap, INTENTS, |k, v| {
         let intent = row("intents", &format!("{}#{}", k.0, k.1), v)?;
-        put(out, Record::Intent { invocation_id: k.0.to_string(), ordinal: k.1, intent })
+        put(Record::Intent { invocation_id: k.0.to_string(), ordinal: k.1, intent })
     })?;
     each(snap, OUTCOMES, |k, v| {
         let outcome = row("outcomes", &format!("{}#{}", k.0, k.1), v)?;
-        put(out, Record::Outcome { invocation_id: k.0.to_string(), ordinal: k.1, outcome })
+        put(Record::Outcome { invocation_id: k.0.to_string(), ordinal: k.1, outcome })
     })?;
     each(snap, SPEND, |k, v| {
-        put(out, Record::Spend { episode: k.0.to_string(), effect: k.1.to_string(), scope: k.2.to_string(), units: v })
+        put(Record::Spend { episode: k.0.to_string(), effect: k.1.to_string(), scope: k.2.to_string(), units: v })
     })?;
     each(snap, TASKS, |k, v| {
         let Some(surface) = Surface::parse(k.0) else { return Ok(()) };
         let key = TaskKey { surface, episode: k.1.to_string(), task_id: k.2.to_string() };
         let task = row("tasks", &key.invocation_id(), v)?;
-        put(out, Record::Task { key, task })
+        put(Record::Task { key, task })
     })?;
-    each(snap, RECEIPTS, |k, v| put(out, Record::Receipt { id: k.to_string(), receipt: row("receipts", &k, v)? }))?;
+    each(snap, RECEIPTS, |k, v| put(Record::Receipt { id: k.to_string(), receipt: row("receipts", &k, v)? }))?;
     if with_sessions {
         each(snap, SESSIONS, |k, v| {
-            put(out, Record::Session { credential_id: Ref(k), session: row("sessions", &Ref(k), v)? })
+            put(Record::Session { credential_id: Ref(k), session: row("sessions", &Ref(k), v)? })
         })?;
+    }
+    Ok(())
+}
+
+/// Writes the whole snapshot; returns the number of records. Both engines
+/// write the same records in the same order.
+pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
+    out.write_all(MAGIC)?;
+    let mut n = 0u64;
+    let mut put = |r: Record| -> Result<(), ExportError> {
+        n += 1;
+        frame(&mut WriteAdapter(&mut *out), &r).map_err(ExportError::Io)
+    };
+    put(Record::Header { format: EXPORT_FORMAT, created_at: now, with_sessions })?;
+    match snap.engine() {
+        Engine::Redb(snap) => redb_records(snap, with_sessions, &mut put)?,
+        Engine::Postgres(snap) => snap.records(with_sessions, &mut put)?,
     }
     let records = n + 1;
     frame(out, &Record::End { records })?;

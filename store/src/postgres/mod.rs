@@ -23,6 +23,7 @@ pub use view::PgSnapshot;
 
 use crate::backend::{StoreStatus, WorldStore};
 use crate::error::{OpenError, ReadError};
+use crate::export::ImportError;
 use crate::ops::{Op, RecoveryReport};
 use crate::view::{Reads, Snapshot};
 use crate::writer::{Done, Health, OnFatal, WriterStats};
@@ -96,6 +97,54 @@ pub fn init(url: &str) -> Result<Migrated, OpenError> {
     let fail = |detail: String| OpenError::Database { url: redacted(url), detail };
     let mut client = config(url)?.connect(NoTls).map_err(|e| fail(e.to_string()))?;
     schema::init(&mut client).map_err(|e| fail(e.to_string()))
+}
+
+/// The node id recorded on tasks an import brings in still started: no node
+/// holds its lease, so the first node to open resolves them, as the embedded
+/// engine's next open does.
+const IMPORT_NODE: &str = "import";
+
+/// Rebuilds a world in the empty PostgreSQL store at `url` from an export
+/// stream, in one transaction: nothing is left behind if the stream does not
+/// check out. Returns the number of records.
+pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportError> {
+    let store = |e: &dyn std::fmt::Display| ImportError::Store(format!("{}: {e}", redacted(url)));
+    let mut client = config(url).map_err(|e| store(&e))?.connect(NoTls).map_err(|e| store(&e))?;
+    schema::check(&mut client).map_err(|e| store(&e))?;
+    client.batch_execute("BEGIN").map_err(|e| store(&e))?;
+    let occupied: bool = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM heads) OR EXISTS (SELECT 1 FROM objects) OR EXISTS (SELECT 1 FROM log)",
+            &[],
+        )
+        .map_err(|e| store(&e))?
+        .get(0);
+    if occupied {
+        let _ = client.batch_execute("ROLLBACK");
+        return Err(ImportError::Occupied(redacted(url)));
+    }
+    let mut rows = rows::PgRows::new(&mut client, IMPORT_NODE);
+    let mut refused = None;
+    let read = crate::export::read_frames(input, |offset, record| {
+        crate::ops::import(&mut rows, record).map_err(|source| {
+            let detail = source.to_string();
+            refused = Some(ImportError::Refused { offset, source });
+            crate::export::FrameError { offset, detail }
+        })
+    });
+    let count = match (read, refused) {
+        (Ok(count), None) => count,
+        (_, Some(e)) => {
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(e);
+        }
+        (Err(e), None) => {
+            let _ = client.batch_execute("ROLLBACK");
+            return Err(e.into());
+        }
+    };
+    client.batch_execute("COMMIT").map_err(|e| store(&e))?;
+    Ok(count)
 }
 
 /// Shared between the writer thread and the store's handle.

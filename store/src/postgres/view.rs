@@ -3,12 +3,14 @@
 
 use super::Pooled;
 use crate::error::{ReadError, read_storage};
+use crate::export::{ExportError, Record};
 use crate::model::*;
 use crate::read::{JournalItem, PAGE_MAX, Referrer};
 use crate::refs::Ref;
 use crate::rows;
 use crate::view::{Engine, View};
 use postgres::Row;
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{ToSql, Type};
 use std::sync::Mutex;
 
@@ -319,5 +321,122 @@ impl View for PgSnapshot {
             &[(&target.0.as_slice(), Type::BYTEA), (&(kind as i16), Type::INT2), (&int(position), Type::INT8)],
         )?;
         Ok(!rows.is_empty())
+    }
+}
+
+/// The export's records of one kind, as a query and how a row becomes a record.
+struct Scan {
+    sql: &'static str,
+    record: fn(&Row) -> Result<Record, ReadError>,
+}
+
+/// Every table in the embedded engine's key order (bytes, not the locale's
+/// collation), so that both engines export the same records in the same order.
+const SCANS: &[Scan] = &[
+    Scan {
+        sql: "SELECT hash, interface_hash, semantic_id, provenance, size, payload FROM objects ORDER BY hash",
+        record: |row| {
+            let hash = ref_of("objects", &"export", row.get("hash"))?;
+            Ok(Record::Object { hash, meta: meta(row, &hash)?, payload: row.get("payload") })
+        },
+    },
+    Scan {
+        sql: "SELECT entry_index, entry FROM log WHERE log_id = 0 ORDER BY entry_index",
+        record: |row| Ok(Record::Entry(decoded("log", &row.get::<_, i64>(0), row.get(1))?)),
+    },
+    Scan {
+        sql: "SELECT world_ref, world FROM worlds ORDER BY world_ref",
+        record: |row| Ok(Record::World(decoded("worlds", &"export", row.get(1))?)),
+    },
+    Scan {
+        sql: "SELECT name, ref FROM heads ORDER BY name COLLATE \"C\"",
+        record: |row| {
+            let name: String = row.get(0);
+            let head = ref_of("heads", &name, row.get(1))?;
+            Ok(Record::Head { name, head })
+        },
+    },
+    Scan {
+        sql: "SELECT registry, transition_id, transition_fn FROM registry_entries
+              ORDER BY registry COLLATE \"C\", transition_id COLLATE \"C\"",
+        record: |row| {
+            let id: String = row.get(1);
+            let transition_fn = ref_of("registry_entries", &id, row.get(2))?;
+            Ok(Record::RegistryEntry { registry: row.get(0), id, transition_fn })
+        },
+    },
+    Scan {
+        sql: "SELECT invocation_id, ordinal, intent FROM intents ORDER BY invocation_id COLLATE \"C\", ordinal",
+        record: |row| {
+            let (invocation_id, ordinal): (String, u32) = (row.get(0), row.get::<_, i32>(1) as u32);
+            let intent = decoded("intents", &format!("{invocation_id}#{ordinal}"), row.get(2))?;
+            Ok(Record::Intent { invocation_id, ordinal, intent })
+        },
+    },
+    Scan {
+        sql: "SELECT invocation_id, ordinal, outcome FROM outcomes ORDER BY invocation_id COLLATE \"C\", ordinal",
+        record: |row| {
+            let (invocation_id, ordinal): (String, u32) = (row.get(0), row.get::<_, i32>(1) as u32);
+            let outcome = decoded("outcomes", &format!("{invocation_id}#{ordinal}"), row.get(2))?;
+            Ok(Record::Outcome { invocation_id, ordinal, outcome })
+        },
+    },
+    Scan {
+        sql: "SELECT episode, effect, scope, units FROM spend
+              ORDER BY episode COLLATE \"C\", effect COLLATE \"C\", scope COLLATE \"C\"",
+        record: |row| {
+            let units = row.get::<_, i64>(3) as u64;
+            Ok(Record::Spend { episode: row.get(0), effect: row.get(1), scope: row.get(2), units })
+        },
+    },
+    Scan {
+        sql: "SELECT surface, episode, task_id, task FROM tasks
+              ORDER BY surface COLLATE \"C\", episode COLLATE \"C\", task_id COLLATE \"C\"",
+        record: |row| {
+            let surface = Surface::parse(row.get(0)).ok_or_else(|| rows::Corruption {
+                table: "tasks",
+                key: row.get::<_, String>(0),
+                detail: "an unknown surface".into(),
+            })?;
+            let key = TaskKey { surface, episode: row.get(1), task_id: row.get(2) };
+            let task = decoded("tasks", &key.invocation_id(), row.get(3))?;
+            Ok(Record::Task { key, task })
+        },
+    },
+    Scan {
+        sql: "SELECT id, receipt FROM receipts ORDER BY id COLLATE \"C\"",
+        record: |row| {
+            let id: String = row.get(0);
+            let receipt = decoded("receipts", &id, row.get(1))?;
+            Ok(Record::Receipt { id, receipt })
+        },
+    },
+];
+
+const SESSIONS_SCAN: Scan = Scan {
+    sql: "SELECT credential_id, session FROM sessions ORDER BY credential_id",
+    record: |row| {
+        let credential_id = ref_of("sessions", &"export", row.get(0))?;
+        Ok(Record::Session { credential_id, session: decoded("sessions", &credential_id, row.get(1))? })
+    },
+};
+
+impl PgSnapshot {
+    /// Every record of the world, streamed in the embedded engine's order.
+    pub(crate) fn records(
+        &self,
+        with_sessions: bool,
+        put: &mut dyn FnMut(Record) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let scans = SCANS.iter().chain(with_sessions.then_some(&SESSIONS_SCAN));
+        for scan in scans {
+            let no_params: [(&(dyn ToSql + Sync), Type); 0] = [];
+            let mut rows = conn.query_typed_raw(scan.sql, no_params).map_err(read_storage)?;
+            while let Some(row) = rows.next().map_err(read_storage)? {
+                put((scan.record)(&row)?)?;
+            }
+        }
+        Ok(())
     }
 }
