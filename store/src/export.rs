@@ -211,6 +211,15 @@ fn redb_records(
 /// Writes the whole snapshot; returns the number of records. Both engines
 /// write the same records in the same order.
 pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
+    export_engine(snap.engine(), out, with_sessions, now)
+}
+
+pub(crate) fn export_engine(
+    engine: Engine<'_>,
+    out: &mut impl Write,
+    with_sessions: bool,
+    now: u64,
+) -> Result<u64, ExportError> {
     out.write_all(MAGIC)?;
     let mut n = 0u64;
     let mut put = |r: Record| -> Result<(), ExportError> {
@@ -218,7 +227,7 @@ pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u
         frame(&mut WriteAdapter(&mut *out), &r).map_err(ExportError::Io)
     };
     put(Record::Header { format: EXPORT_FORMAT, created_at: now, with_sessions })?;
-    match snap.engine() {
+    match engine {
         Engine::Redb(snap) => redb_records(snap, with_sessions, &mut put)?,
         Engine::Postgres(snap) => snap.records(with_sessions, &mut put)?,
     }

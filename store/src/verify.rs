@@ -135,18 +135,11 @@ impl Sink {
 
 /// Verifies everything visible in `snapshot`.
 pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
-    let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let snapshot = match snapshot.engine() {
         Engine::Redb(s) => s,
-        Engine::Postgres(_) => {
-            sink.engine("-", "this verifier walks the embedded engine's tables; a PostgreSQL store is not walked yet");
-            return Report {
-                fault_count: 1,
-                faults: sink.faults.into_inner().unwrap_or_default(),
-                ..Report::default()
-            };
-        }
+        Engine::Postgres(snap) => return crate::postgres::verify::verify(snap, opts),
     };
+    let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let mut counts = Counts::default();
     let mut v = Verifier { snap: snapshot, sink: &sink };
     let mut paired = None;

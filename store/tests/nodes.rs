@@ -319,3 +319,33 @@ fn a_database_restarted_mid_load_loses_nothing_acknowledged_and_the_nodes_resume
         assert_eq!(pair[1].header.prev_entry_hash, pair[0].entry_hash);
     }
 }
+
+#[test]
+fn the_verifier_walks_a_postgres_store_and_finds_a_damaged_payload_and_a_broken_chain() {
+    let (url, nodes, f) = three_nodes();
+    for i in 0..5 {
+        begin_and_commit(nodes[i % 3].as_ref(), &task(&format!("v{i}")), f, format!("{i}").as_bytes());
+    }
+    assert_verifies(nodes[0].as_ref());
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    // A payload no longer hashing to its ref (one byte changed, same length).
+    let output = nodes[0].snapshot().unwrap().log_entry(3).unwrap().unwrap().transition_ref;
+    let tamper = "UPDATE objects SET payload = overlay(payload placing '\\x58'::bytea from 1 for 1) WHERE hash = $1";
+    assert_eq!(admin.execute(tamper, &[&output.0.as_slice()]).unwrap(), 1);
+    let report = world_store::verify::verify(&nodes[1].snapshot().unwrap(), &Default::default());
+    assert!(report.faults.iter().any(|f| f.kind == world_store::verify::FaultKind::HashMismatch), "{report:#?}");
+    // An entry swapped for another: the chain breaks there.
+    let url2 = cluster::fresh_database();
+    let other = node(&url2);
+    other.call(Op::CommitWorld(genesis())).unwrap();
+    let g = publish_echo(&other);
+    for i in 0..3 {
+        begin_and_commit(&other, &task(&format!("w{i}")), g, format!("{i}").as_bytes());
+    }
+    let mut admin2 = ::postgres::Client::connect(&url2, ::postgres::NoTls).unwrap();
+    admin2
+        .batch_execute("UPDATE log SET entry = (SELECT entry FROM log WHERE entry_index = 1) WHERE entry_index = 2")
+        .unwrap();
+    let report = world_store::verify::verify(&other.snapshot().unwrap(), &Default::default());
+    assert!(!report.is_clean(), "{report:#?}");
+}

@@ -140,3 +140,32 @@ fn a_node_killed_mid_load_leaves_the_others_serving_the_same_world() {
     assert_eq!(head(&nodes[0]), head(&nodes[2]));
     assert_eq!(head(&nodes[0])["revision"], json!(40));
 }
+
+#[test]
+fn verify_export_and_import_take_store_and_a_world_moves_to_a_file_with_its_head() {
+    let (url, root, nodes) = nodes(2);
+    let token = mint(&url, "Workspace.Read=worktree:10");
+    for (i, node) in nodes.iter().enumerate() {
+        assert!(read_ok(&read(node, &token, &format!("moved-{i}"))));
+    }
+    let verified = worldd(&["verify", "--store", &url]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
+    assert!(
+        stdout(&verified).contains("3 log entries") && stdout(&verified).ends_with("; 0 fault(s)\n"),
+        "{}",
+        stdout(&verified)
+    );
+    let file = root.path().join("world.export");
+    let exported = worldd(&["export", "--store", &url, "--out", file.to_str().unwrap(), "--with-sessions"]);
+    assert!(exported.status.success(), "{}", stderr(&exported));
+    let db = root.path().join("moved.db");
+    let imported = worldd(&["import", "--db", db.to_str().unwrap(), "--in", file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", stderr(&imported));
+    let again = worldd(&["import", "--store", &url, "--in", file.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1), "an occupied database is refused: {}", stderr(&again));
+    assert!(stderr(&again).contains("already holds a world"), "{}", stderr(&again));
+    let copy = Daemon::start(&db);
+    assert_eq!(copy.get("/v1/head").text(), nodes[0].daemon.get("/v1/head").text());
+    let moved = read(&Node { daemon: copy, dir: root.path().to_path_buf() }, &token, "moved-0");
+    assert_eq!(moved["result"], read(&nodes[0], &token, "moved-0")["result"], "a committed task replays on the file");
+}

@@ -2,13 +2,24 @@
 
 use super::fail;
 use crate::admin::{AdminRequest, AdminResponse};
+use crate::stores::StoreSpec;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use world_store::export;
 use world_store::{ReadOnlyStore, Reads, Snapshot};
 
-pub fn export_cmd(db: &Path, out: &Path, with_sessions: bool) -> ExitCode {
+pub fn export_cmd(spec: &StoreSpec, out: &Path, with_sessions: bool) -> ExitCode {
+    let db = match spec {
+        StoreSpec::Embedded(db) => db,
+        // A shared database is read directly, from one snapshot.
+        StoreSpec::Postgres(url) => {
+            let result = world_store::postgres::read_only(url)
+                .map_err(|e| e.to_string())
+                .and_then(|snap| export_to_file(&snap, out, with_sessions));
+            return exported(spec, out, with_sessions, result);
+        }
+    };
     let result = match through_daemon(db, out, with_sessions) {
         Ok(Some(n)) => Ok(n),
         Err(e) => Err(e),
@@ -22,11 +33,15 @@ pub fn export_cmd(db: &Path, out: &Path, with_sessions: bool) -> ExitCode {
             export_to_file(&snap, out, with_sessions)
         }
     };
+    exported(spec, out, with_sessions, result)
+}
+
+fn exported(spec: &StoreSpec, out: &Path, with_sessions: bool, result: Result<u64, String>) -> ExitCode {
     match result {
         Ok(n) => {
             println!(
                 "exported {n} records from {} to {}{}",
-                db.display(),
+                spec.label(),
                 out.display(),
                 if with_sessions { " (with sessions)" } else { "" }
             );
@@ -72,14 +87,19 @@ pub fn export_to_file(snap: &Snapshot, out: &Path, with_sessions: bool) -> Resul
     result
 }
 
-pub fn import_cmd(db: &Path, input: &Path) -> ExitCode {
+pub fn import_cmd(spec: &StoreSpec, input: &Path) -> ExitCode {
     let file = match std::fs::File::open(input) {
         Ok(f) => f,
         Err(e) => return fail(2, format!("import: {}: {e}", input.display())),
     };
-    match export::import(db, &mut std::io::BufReader::with_capacity(1 << 20, file)) {
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+    let imported = match spec {
+        StoreSpec::Embedded(db) => export::import(db, &mut reader),
+        StoreSpec::Postgres(url) => world_store::postgres::import(url, &mut reader),
+    };
+    match imported {
         Ok(n) => {
-            println!("imported {n} records from {} into {}", input.display(), db.display());
+            println!("imported {n} records from {} into {}", input.display(), spec.label());
             let _ = std::io::stdout().flush();
             ExitCode::SUCCESS
         }

@@ -104,8 +104,8 @@ enum Command {
     Store(StoreCommand),
     /// Verify a store offline: payload hashes, the log's hash chain, worlds, journal, ledger.
     Verify {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -120,8 +120,8 @@ enum Command {
     },
     /// Write the store (one consistent snapshot; beside a live daemon too) as a portable stream.
     Export {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         #[arg(long)]
         out: PathBuf,
         /// Include session credentials (their hashes, never tokens).
@@ -130,8 +130,8 @@ enum Command {
     },
     /// Rebuild a new store from an export stream; nothing is left behind if it does not check out.
     Import {
-        #[arg(long)]
-        db: PathBuf,
+        #[command(flatten)]
+        at: StoreArgs,
         #[arg(long = "in")]
         input: PathBuf,
     },
@@ -321,10 +321,19 @@ pub fn run() -> ExitCode {
             Err(code) => code,
         },
         Command::Store(StoreCommand::Init { store }) => store_init(&store),
-        Command::Verify { db, json, deep } => verify::run(&db, json, deep),
+        Command::Verify { at, json, deep } => match at.spec() {
+            Ok(spec) => verify::run(&spec, json, deep),
+            Err(code) => code,
+        },
         Command::Compact { db } => compact::run(&db),
-        Command::Export { db, out, with_sessions } => export::export_cmd(&db, &out, with_sessions),
-        Command::Import { db, input } => export::import_cmd(&db, &input),
+        Command::Export { at, out, with_sessions } => match at.spec() {
+            Ok(spec) => export::export_cmd(&spec, &out, with_sessions),
+            Err(code) => code,
+        },
+        Command::Import { at, input } => match at.spec() {
+            Ok(spec) => export::import_cmd(&spec, &input),
+            Err(code) => code,
+        },
         Command::Log { from, limit, addr } => {
             let mut path = format!("/v1/log?from={from}");
             if let Some(l) = limit {

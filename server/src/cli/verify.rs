@@ -2,13 +2,18 @@
 
 use super::fail;
 use crate::admin::{AdminRequest, AdminResponse};
+use crate::stores::StoreSpec;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 use world_store::verify::{Options, Report, verify};
 use world_store::{ReadOnlyStore, Reads};
 
-pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
+pub fn run(spec: &StoreSpec, json: bool, deep: bool) -> ExitCode {
+    let db = match spec {
+        StoreSpec::Embedded(db) => db,
+        StoreSpec::Postgres(url) => return run_shared(url, &spec.label(), json, deep),
+    };
     if world_store::export::is_export(db) {
         return run_export(db, json);
     }
@@ -71,6 +76,22 @@ pub fn run(db: &Path, json: bool, deep: bool) -> ExitCode {
     if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
+/// A PostgreSQL store, from one snapshot: its records walk through the export
+/// into a private embedded copy, which the verifier checks.
+fn run_shared(url: &str, label: &str, json: bool, deep: bool) -> ExitCode {
+    if deep {
+        return fail(2, "verify --deep checks the embedded engine's pages; PostgreSQL checks its own (pg_amcheck)");
+    }
+    let snapshot = match world_store::postgres::read_only(url) {
+        Ok(s) => s,
+        Err(e) => return fail(2, format!("verify: {e}")),
+    };
+    let started = std::time::Instant::now();
+    let report = verify(&snapshot, &Options::default());
+    print!("{}", render(label, None, &report, json, started.elapsed()));
+    if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
 fn draw_progress(done: u64, total: u64) {
     let width = 30u64;
     let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
@@ -89,12 +110,24 @@ fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duratio
 /// What `verify` prints for a report: one JSON line, or a line per fault and
 /// the summary. A running daemon renders it the same way for its clients.
 pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) -> String {
+    render(&db.display().to_string(), Some(world_store::FileSizes::of(db)), report, json, took)
+}
+
+/// The report of a store named `name`; `files` for the embedded engine.
+fn render(
+    name: &str,
+    files: Option<world_store::FileSizes>,
+    report: &Report,
+    json: bool,
+    took: std::time::Duration,
+) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    let files = world_store::FileSizes::of(db);
     if json {
         let mut v = serde_json::to_value(report).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
+        if let Some(o) = v.as_object_mut()
+            && let Some(files) = files
+        {
             o.insert("logicalBytes".into(), report.logical_bytes().into());
             o.insert("pageBytes".into(), report.page_bytes().into());
             o.insert("fileBytes".into(), files.file_bytes.into());
@@ -117,8 +150,8 @@ pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Du
     let c = &report.counts;
     let _ = writeln!(
         out,
-        "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts; {}; {} fault(s)",
-        db.display(),
+        "verified {} in {:.2} s: {} objects ({} bytes rehashed), {} log entries, {} worlds, {} heads, {} intents, {} outcomes, {} tasks, {} sessions, {} receipts{}; {} fault(s)",
+        name,
         took.as_secs_f64(),
         c.objects,
         c.payload_bytes,
@@ -130,7 +163,7 @@ pub fn render_report(db: &Path, report: &Report, json: bool, took: std::time::Du
         c.tasks,
         c.sessions,
         c.receipts,
-        footprint(report.logical_bytes(), report.page_bytes(), files),
+        files.map(|f| format!("; {}", footprint(report.logical_bytes(), report.page_bytes(), f))).unwrap_or_default(),
         report.fault_count
     );
     out

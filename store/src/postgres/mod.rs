@@ -15,6 +15,7 @@
 
 mod rows;
 pub mod schema;
+pub(crate) mod verify;
 mod view;
 mod writer;
 
@@ -97,6 +98,22 @@ pub fn init(url: &str) -> Result<Migrated, OpenError> {
     let fail = |detail: String| OpenError::Database { url: redacted(url), detail };
     let mut client = config(url)?.connect(NoTls).map_err(|e| fail(e.to_string()))?;
     schema::init(&mut client).map_err(|e| fail(e.to_string()))
+}
+
+/// One snapshot of the store at `url` for a one-shot reader (export, listings):
+/// no node registers, nothing is written.
+pub fn read_only(url: &str) -> Result<Snapshot, OpenError> {
+    let fail = |detail: String| OpenError::Database { url: redacted(url), detail };
+    let config = config(url)?;
+    schema::check(&mut config.connect(NoTls).map_err(|e| fail(e.to_string()))?).map_err(|e| fail(e.to_string()))?;
+    let pool = r2d2::Pool::builder()
+        .max_size(1)
+        .connection_timeout(POOL_WAIT)
+        .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
+        .build(PostgresConnectionManager::new(config, NoTls))
+        .map_err(|e| fail(e.to_string()))?;
+    let conn = pool.get().map_err(|e| fail(e.to_string()))?;
+    Ok(Box::new(PgSnapshot::begin(conn).map_err(|e| fail(e.to_string()))?))
 }
 
 /// The node id recorded on tasks an import brings in still started: no node

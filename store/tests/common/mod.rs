@@ -54,9 +54,10 @@ pub fn assert_same_world(a: &dyn WorldStore, b: &dyn WorldStore) {
     assert_eq!(a.heads().unwrap(), b.heads().unwrap());
 }
 
-/// Declares scenarios, each run as two tests: `NAME::embedded` (then the
-/// verifier checks the store) and `NAME::postgres` (then the same scenario on
-/// a fresh embedded store must have built the same world, byte for byte).
+/// Declares scenarios, each run as two tests: `NAME::embedded` and
+/// `NAME::postgres`; the verifier then checks the store, and the PostgreSQL
+/// one must hold the same world, byte for byte, as the same scenario built on
+/// a fresh embedded store.
 #[macro_export]
 macro_rules! on_both_engines {
     ($($(#[$meta:meta])* fn $name:ident($store:ident) $body:block)*) => {$(
@@ -77,6 +78,7 @@ macro_rules! on_both_engines {
             fn postgres() {
                 let postgres = fresh(Engine::Postgres);
                 scenario(postgres.store.as_ref());
+                assert_verifies(postgres.store.as_ref());
                 let embedded = fresh(Engine::Embedded);
                 scenario(embedded.store.as_ref());
                 assert_same_world(postgres.store.as_ref(), embedded.store.as_ref());
