@@ -13,6 +13,7 @@
 //! now and then, the calls in flight of nodes whose lease lapsed, as the
 //! embedded engine's recovery does at open.
 
+mod conn;
 mod rows;
 pub mod schema;
 pub(crate) mod verify;
@@ -29,7 +30,6 @@ use crate::ops::{Op, RecoveryReport};
 use crate::view::{Reads, Snapshot};
 use crate::writer::{Done, Health, OnFatal, WriterStats};
 use postgres::{Config, NoTls};
-use r2d2_postgres::PostgresConnectionManager;
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -55,8 +55,7 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
 pub const RECONNECT_FIRST: Duration = Duration::from_millis(50);
 pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
-pub(crate) type Manager = PostgresConnectionManager<NoTls>;
-pub(crate) type Pooled = r2d2::PooledConnection<Manager>;
+pub(crate) type Pooled = r2d2::PooledConnection<conn::Manager>;
 
 /// Whether `spec` names a PostgreSQL store rather than a file.
 pub fn is_url(spec: &str) -> bool {
@@ -110,7 +109,7 @@ pub fn read_only(url: &str) -> Result<Snapshot, OpenError> {
         .max_size(1)
         .connection_timeout(POOL_WAIT)
         .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
-        .build(PostgresConnectionManager::new(config, NoTls))
+        .build(conn::Manager { config })
         .map_err(|e| fail(e.to_string()))?;
     let conn = pool.get().map_err(|e| fail(e.to_string()))?;
     Ok(Box::new(PgSnapshot::begin(conn).map_err(|e| fail(e.to_string()))?))
@@ -140,7 +139,8 @@ pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportEr
         let _ = client.batch_execute("ROLLBACK");
         return Err(ImportError::Occupied(redacted(url)));
     }
-    let mut rows = rows::PgRows::new(&mut client, IMPORT_NODE);
+    let mut conn = conn::Conn::new(client);
+    let mut rows = rows::PgRows::new(&mut conn, IMPORT_NODE);
     let mut refused = None;
     let read = crate::export::read_frames(input, |offset, record| {
         crate::ops::import(&mut rows, record).map_err(|source| {
@@ -149,6 +149,7 @@ pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportEr
             crate::export::FrameError { offset, detail }
         })
     });
+    let client = conn.client();
     let count = match (read, refused) {
         (Ok(count), None) => count,
         (_, Some(e)) => {
@@ -192,7 +193,7 @@ pub struct PgOptions {
 pub struct PgStore {
     url: String,
     node: String,
-    pool: r2d2::Pool<Manager>,
+    pool: r2d2::Pool<conn::Manager>,
     shared: Arc<Shared>,
     writer: writer::Writer,
 }
@@ -208,6 +209,7 @@ impl PgStore {
         schema::check(&mut client).map_err(|e| fail(e.to_string()))?;
         let node = node_id();
         writer::register(&mut client, &node).map_err(|e| fail(e.to_string()))?;
+        let mut client = conn::Conn::new(client);
         let report = writer::sweep(&mut client, &node, now).map_err(|e| fail(e.to_string()))?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
@@ -215,7 +217,7 @@ impl PgStore {
             .connection_timeout(POOL_WAIT)
             .test_on_check_out(false)
             .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
-            .build_unchecked(PostgresConnectionManager::new(config.clone(), NoTls));
+            .build_unchecked(conn::Manager { config: config.clone() });
         let shared = Arc::new(Shared::default());
         let writer = writer::Writer::start(client, config, node.clone(), shared.clone(), opts.on_fatal);
         Ok((PgStore { url: redacted(url), node, pool, shared, writer }, report))

@@ -8,20 +8,19 @@
 //! silently overwrite the other node's write: a lost debit, a lost publish.)
 //! Each statement is one round trip (`query_typed`: no prepare).
 
+use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
 use crate::ops::{R, Rows};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
-use postgres::types::{ToSql, Type};
-use postgres::{Client, Row};
+use postgres::Row;
+use postgres::types::Type;
 use std::collections::HashSet;
 
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
-
 pub(crate) struct PgRows<'c> {
-    client: &'c mut Client,
+    conn: &'c mut Conn,
     /// This node: recorded on the tasks it starts.
     node: &'c str,
     /// The database error that ended the batch, if one did: the caller tells
@@ -49,12 +48,12 @@ fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref>
 }
 
 impl<'c> PgRows<'c> {
-    pub(crate) fn new(client: &'c mut Client, node: &'c str) -> Self {
-        PgRows { client, node, failure: None, absent: HashSet::new() }
+    pub(crate) fn new(conn: &'c mut Conn, node: &'c str) -> Self {
+        PgRows { conn, node, failure: None, absent: HashSet::new() }
     }
 
     fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
-        match self.client.query_typed(sql, params) {
+        match self.conn.query(sql, params) {
             Ok(rows) => Ok(rows),
             Err(e) => {
                 let detail = e.to_string();

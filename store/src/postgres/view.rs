@@ -14,7 +14,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{ToSql, Type};
 use std::sync::Mutex;
 
-type Param<'a> = (&'a (dyn ToSql + Sync), Type);
+use super::conn::Param;
 
 pub struct PgSnapshot {
     conn: Mutex<Pooled>,
@@ -45,13 +45,13 @@ fn limit_of(limit: usize) -> i64 {
 
 impl PgSnapshot {
     pub(crate) fn begin(mut conn: Pooled) -> Result<PgSnapshot, ReadError> {
-        conn.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(read_storage)?;
+        conn.client().batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(read_storage)?;
         Ok(PgSnapshot { conn: Mutex::new(conn) })
     }
 
     fn q(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, ReadError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        conn.query_typed(sql, params).map_err(read_storage)
+        conn.query(sql, params).map_err(read_storage)
     }
 
     fn one<T>(
@@ -68,7 +68,7 @@ impl Drop for PgSnapshot {
     fn drop(&mut self) {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         // A connection that cannot end its transaction is closed by the pool.
-        let _ = conn.batch_execute("ROLLBACK");
+        let _ = conn.client().batch_execute("ROLLBACK");
     }
 }
 
@@ -432,7 +432,7 @@ impl PgSnapshot {
         let scans = SCANS.iter().chain(with_sessions.then_some(&SESSIONS_SCAN));
         for scan in scans {
             let no_params: [(&(dyn ToSql + Sync), Type); 0] = [];
-            let mut rows = conn.query_typed_raw(scan.sql, no_params).map_err(read_storage)?;
+            let mut rows = conn.client().query_typed_raw(scan.sql, no_params).map_err(read_storage)?;
             while let Some(row) = rows.next().map_err(read_storage)? {
                 put((scan.record)(&row)?)?;
             }

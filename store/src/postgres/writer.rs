@@ -2,6 +2,7 @@
 //! each batch as one transaction (again after a conflict with another node),
 //! renews the node's lease, and sweeps the calls in flight of lapsed nodes.
 
+use super::conn::Conn;
 use super::rows::PgRows;
 use super::*;
 use crate::error::WriteError;
@@ -35,26 +36,25 @@ pub(crate) fn register(client: &mut Client, node: &str) -> Result<(), postgres::
 /// Resolves the calls in flight of nodes whose lease lapsed, in one
 /// transaction that first locks those nodes' rows (so that none of them can
 /// renew and write meanwhile).
-pub(crate) fn sweep(client: &mut Client, node: &str, now: u64) -> Result<RecoveryReport, String> {
-    client.batch_execute("BEGIN").map_err(|e| e.to_string())?;
+pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64) -> Result<RecoveryReport, String> {
+    conn.client().batch_execute("BEGIN").map_err(|e| e.to_string())?;
     let result = (|| {
-        client
-            .query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
+        conn.query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
             .map_err(|e| e.to_string())?;
-        let mut rows = PgRows::new(client, node);
+        let mut rows = PgRows::new(conn, node);
         let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
-        client.batch_execute("COMMIT").map_err(|e| e.to_string())?;
+        conn.client().batch_execute("COMMIT").map_err(|e| e.to_string())?;
         Ok(report)
     })();
     if result.is_err() {
-        let _ = client.batch_execute("ROLLBACK");
+        let _ = conn.client().batch_execute("ROLLBACK");
     }
     result
 }
 
 impl Writer {
     pub(crate) fn start(
-        client: Client,
+        client: Conn,
         config: Config,
         node: String,
         shared: Arc<Shared>,
@@ -131,7 +131,7 @@ fn classify(e: &postgres::Error) -> Abort {
 
 struct Loop {
     /// `None` while the database is unreachable.
-    client: Option<Client>,
+    client: Option<Conn>,
     config: Config,
     node: String,
     shared: Arc<Shared>,
@@ -203,20 +203,20 @@ impl Loop {
         if self.fenced.is_none()
             && let Some(client) = self.connected()
         {
-            let _ = client
-                .execute("UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id = $1", &[&node]);
+            let give_up = "UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id = $1";
+            let _ = client.client().execute(give_up, &[&node]);
         }
     }
 
     /// The connection, reconnecting (with backoff between attempts) if it broke.
-    fn connected(&mut self) -> Option<&mut Client> {
-        if self.client.as_ref().is_some_and(|c| c.is_closed()) {
+    fn connected(&mut self) -> Option<&mut Conn> {
+        if self.client.as_mut().is_some_and(|c| c.client().is_closed()) {
             self.client = None;
         }
         if self.client.is_none() && Instant::now() >= self.next_connect {
             match self.config.connect(NoTls) {
                 Ok(c) => {
-                    self.client = Some(c);
+                    self.client = Some(Conn::new(c));
                     self.backoff = RECONNECT_FIRST;
                 }
                 Err(e) => {
@@ -298,30 +298,30 @@ impl Loop {
 /// every request, commit. The lease is renewed inside the transaction, so a
 /// node that another node is sweeping waits for the sweep and then finds its
 /// lease gone.
-fn transaction(client: &mut Client, node: &str, ops: Vec<Op>) -> Result<Results, Abort> {
+fn transaction(conn: &mut Conn, node: &str, ops: Vec<Op>) -> Result<Results, Abort> {
     // One round trip for both; the node id is this process's own ([A-Za-z0-9.-]).
     let begin = format!(
         "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} seconds' \
          WHERE node_id = '{node}' AND lease_until >= now() RETURNING 1",
         LEASE.as_secs()
     );
-    let renewed = client.simple_query(&begin).map_err(|e| classify(&e))?;
+    let renewed = conn.client().simple_query(&begin).map_err(|e| classify(&e))?;
     if !renewed.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
-        let _ = client.batch_execute("ROLLBACK");
+        let _ = conn.client().batch_execute("ROLLBACK");
         return Err(Abort::Fenced);
     }
     let mut results = Vec::with_capacity(ops.len());
-    let mut rows = PgRows::new(client, node);
+    let mut rows = PgRows::new(conn, node);
     for op in ops {
         let r = apply(&mut rows, op);
         if let Err(WriteError::Storage(detail)) = &r {
             let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(detail.clone()));
-            let _ = client.batch_execute("ROLLBACK");
+            let _ = conn.client().batch_execute("ROLLBACK");
             return Err(abort);
         }
         results.push(r);
     }
-    match client.batch_execute("COMMIT") {
+    match conn.client().batch_execute("COMMIT") {
         Ok(()) => Ok(results),
         Err(e) => Err(match classify(&e) {
             Abort::Lost(d) => Abort::LostInCommit(d),
