@@ -17,7 +17,7 @@ use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
 use postgres::Row;
 use postgres::types::Type;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 pub(crate) struct PgRows<'c> {
     conn: &'c mut Conn,
@@ -29,6 +29,9 @@ pub(crate) struct PgRows<'c> {
     /// Rows this transaction read as absent: writing one is an insert that
     /// must not meet another node's row.
     absent: HashSet<(&'static str, String)>,
+    /// Task rows this transaction locked or wrote: read again from here
+    /// (a create and its commit often share a batch).
+    tasks: HashMap<TaskKey, Task>,
 }
 
 pub(crate) fn int(v: u64, what: &str) -> R<i64> {
@@ -49,7 +52,7 @@ fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref>
 
 impl<'c> PgRows<'c> {
     pub(crate) fn new(conn: &'c mut Conn, node: &'c str) -> Self {
-        PgRows { conn, node, failure: None, absent: HashSet::new() }
+        PgRows { conn, node, failure: None, absent: HashSet::new(), tasks: HashMap::new() }
     }
 
     fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
@@ -82,15 +85,11 @@ impl<'c> PgRows<'c> {
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
         Ok(!self.q(sql, params)?.is_empty())
     }
+}
 
-    fn referrers(&mut self, targets: &[Ref], kind: u8, position: i64) -> R<()> {
-        let targets: Vec<&[u8]> = targets.iter().map(|r| r.0.as_slice()).collect();
-        self.q(
-            "INSERT INTO referrers (target, kind, position) SELECT t, $2, $3 FROM unnest($1) AS t ON CONFLICT DO NOTHING",
-            &[(&targets, Type::BYTEA_ARRAY), (&(kind as i16), Type::INT2), (&position, Type::INT8)],
-        )?;
-        Ok(())
-    }
+/// The refs as a `bytea[]` parameter.
+fn ref_array(refs: &[Ref]) -> Vec<&[u8]> {
+    refs.iter().map(|r| r.0.as_slice()).collect()
 }
 
 impl Rows for PgRows<'_> {
@@ -98,11 +97,19 @@ impl Rows for PgRows<'_> {
         self.exists("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])
     }
 
+    /// The object and who it names, in one statement. If another node wrote
+    /// the same object first, it indexed it too, and nothing is written here.
     fn insert_object(&mut self, o: &NewObject) -> R<()> {
         let size = int(o.payload.len() as u64, "payload size")?;
-        let inserted = self.q(
-            "INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
-             VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hash) DO NOTHING RETURNING seq",
+        let named: Vec<Ref> = crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX)
+            .into_iter()
+            .filter(|t| *t != o.hash)
+            .collect();
+        self.q(
+            "WITH o AS (INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
+                        VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hash) DO NOTHING RETURNING seq)
+             INSERT INTO referrers (target, kind, position) SELECT t, $8, o.seq FROM o, unnest($7) AS t
+             ON CONFLICT DO NOTHING",
             &[
                 (&o.hash.0.as_slice(), Type::BYTEA),
                 (&o.interface_hash.0.as_slice(), Type::BYTEA),
@@ -110,18 +117,10 @@ impl Rows for PgRows<'_> {
                 (&o.provenance.as_str(), Type::TEXT),
                 (&size, Type::INT8),
                 (&o.payload.as_slice(), Type::BYTEA),
+                (&ref_array(&named), Type::BYTEA_ARRAY),
+                (&(REFERRER_OBJECT as i16), Type::INT2),
             ],
         )?;
-        // Another node wrote the same object first: it indexed it too.
-        let Some(row) = inserted.first() else { return Ok(()) };
-        let seq: i64 = row.get(0);
-        let targets: Vec<Ref> = crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX)
-            .into_iter()
-            .filter(|t| *t != o.hash)
-            .collect();
-        if !targets.is_empty() {
-            self.referrers(&targets, REFERRER_OBJECT, seq)?;
-        }
         Ok(())
     }
 
@@ -155,24 +154,37 @@ impl Rows for PgRows<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let h = &entry.header;
         let index = int(h.entry_index, "entry index")?;
+        let named = [entry.transition_ref, h.transition_fn, h.interpreter];
         self.q(
-            "INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3)",
-            &[(&index, Type::INT8), (&entry.entry_hash.0.as_slice(), Type::BYTEA), (&rows::encode(entry), Type::BYTEA)],
+            "WITH e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3) RETURNING entry_index)
+             INSERT INTO referrers (target, kind, position) SELECT t, $5, e.entry_index FROM e, unnest($4) AS t
+             ON CONFLICT DO NOTHING",
+            &[
+                (&index, Type::INT8),
+                (&entry.entry_hash.0.as_slice(), Type::BYTEA),
+                (&rows::encode(entry), Type::BYTEA),
+                (&ref_array(&named), Type::BYTEA_ARRAY),
+                (&(REFERRER_ENTRY as i16), Type::INT2),
+            ],
         )?;
-        self.referrers(&[entry.transition_ref, h.transition_fn, h.interpreter], REFERRER_ENTRY, index)
+        Ok(())
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         let revision = int(world.revision, "revision")?;
         self.q(
-            "INSERT INTO worlds (world_ref, revision, world) VALUES ($1, $2, $3)",
+            "WITH w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($1, $2, $3) RETURNING revision)
+             INSERT INTO referrers (target, kind, position) SELECT t, $5, w.revision FROM w, unnest($4) AS t
+             ON CONFLICT DO NOTHING",
             &[
                 (&world.world_ref.0.as_slice(), Type::BYTEA),
                 (&revision, Type::INT8),
                 (&rows::encode(world), Type::BYTEA),
+                (&ref_array(&[world.state_root, world.log_head]), Type::BYTEA_ARRAY),
+                (&(REFERRER_WORLD as i16), Type::INT2),
             ],
         )?;
-        self.referrers(&[world.state_root, world.log_head], REFERRER_WORLD, revision)
+        Ok(())
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
@@ -205,6 +217,9 @@ impl Rows for PgRows<'_> {
     }
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
+        if let Some(task) = self.tasks.get(key) {
+            return Ok(Some(task.clone()));
+        }
         let rows = self.q(
             "SELECT task FROM tasks WHERE surface = $1 AND episode = $2 AND task_id = $3 FOR UPDATE",
             &[
@@ -213,10 +228,15 @@ impl Rows for PgRows<'_> {
                 (&key.task_id.as_str(), Type::TEXT),
             ],
         )?;
-        rows.first().map(|r| decoded("tasks", &key.invocation_id(), r.get(0))).transpose()
+        let task: Option<Task> = rows.first().map(|r| decoded("tasks", &key.invocation_id(), r.get(0))).transpose()?;
+        if let Some(task) = &task {
+            self.tasks.insert(key.clone(), task.clone());
+        }
+        Ok(task)
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.tasks.insert(key.clone(), task.clone());
         self.q(
             "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6)",
             &[
@@ -232,6 +252,7 @@ impl Rows for PgRows<'_> {
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.tasks.insert(key.clone(), task.clone());
         self.q(
             "UPDATE tasks SET state = $4, task = $5 WHERE surface = $1 AND episode = $2 AND task_id = $3",
             &[
