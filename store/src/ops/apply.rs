@@ -23,7 +23,8 @@ pub(crate) type R<T> = Result<T, WriteError>;
 /// meanwhile is an engine error (the batch is retried), never an overwrite.
 pub(crate) trait Rows {
     fn has_object(&mut self, r: &Ref) -> R<bool>;
-    /// Writes an object that is not in the store, with its indexes.
+    /// Writes an object, with its indexes, unless the store has it already
+    /// (immutable, first writer wins: an existing object keeps its metadata).
     fn insert_object(&mut self, o: &NewObject) -> R<()>;
 
     fn head(&mut self, name: &str) -> R<Option<Ref>>;
@@ -157,12 +158,9 @@ fn started_task(rows: &mut impl Rows, key: &TaskKey) -> R<Task> {
 
 // ---- writes ----
 
-/// Immutable and first-writer-wins: an existing object keeps its metadata.
 fn write_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
     for o in objects {
-        if !rows.has_object(&o.hash)? {
-            rows.insert_object(o)?;
-        }
+        rows.insert_object(o)?;
     }
     Ok(())
 }

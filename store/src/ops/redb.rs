@@ -98,6 +98,9 @@ impl Rows for W<'_> {
     }
 
     fn insert_object(&mut self, o: &NewObject) -> R<()> {
+        if self.has_object(&o.hash)? {
+            return Ok(());
+        }
         let seq = self.next_seq()?;
         let row = ObjectRow {
             interface_hash: o.interface_hash,

@@ -140,7 +140,8 @@ pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportEr
         return Err(ImportError::Occupied(redacted(url)));
     }
     let mut conn = conn::Conn::new(client);
-    let mut rows = rows::PgRows::new(&mut conn, IMPORT_NODE);
+    let known = rows::Known::default();
+    let mut rows = rows::PgRows::new(&mut conn, IMPORT_NODE, &known);
     let mut refused = None;
     let read = crate::export::read_frames(input, |offset, record| {
         crate::ops::import(&mut rows, record).map_err(|source| {
@@ -210,7 +211,8 @@ impl PgStore {
         let node = node_id();
         writer::register(&mut client, &node).map_err(|e| fail(e.to_string()))?;
         let mut client = conn::Conn::new(client);
-        let report = writer::sweep(&mut client, &node, now).map_err(|e| fail(e.to_string()))?;
+        let known = Arc::new(rows::Known::default());
+        let report = writer::sweep(&mut client, &node, now, &known).map_err(|e| fail(e.to_string()))?;
         let pool = r2d2::Pool::builder()
             .max_size(POOL_MAX)
             .min_idle(Some(0))
@@ -219,7 +221,7 @@ impl PgStore {
             .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
             .build_unchecked(conn::Manager { config: config.clone() });
         let shared = Arc::new(Shared::default());
-        let writer = writer::Writer::start(client, config, node.clone(), shared.clone(), opts.on_fatal);
+        let writer = writer::Writer::start(client, config, node.clone(), shared.clone(), known, opts.on_fatal);
         Ok((PgStore { url: redacted(url), node, pool, shared, writer }, report))
     }
 

@@ -32,6 +32,52 @@ pub(crate) struct PgRows<'c> {
     /// Task rows this transaction locked or wrote: read again from here
     /// (a create and its commit often share a batch).
     tasks: HashMap<TaskKey, Task>,
+    /// Objects this transaction wrote: known to the node once it commits.
+    pub(crate) inserted: Vec<Ref>,
+    /// Objects and worlds known committed (immutable: never removed).
+    known: &'c Known,
+}
+
+/// Immutable rows this node has seen committed: objects that exist and
+/// worlds by ref, so that checks need not ask again. Bounded.
+#[derive(Default)]
+pub(crate) struct Known {
+    objects: std::sync::Mutex<HashSet<Ref>>,
+    worlds: std::sync::Mutex<HashMap<Ref, World>>,
+}
+
+/// Most objects and worlds `Known` holds; past it, it starts over.
+pub const KNOWN_OBJECTS_MAX: usize = 1 << 16;
+pub const KNOWN_WORLDS_MAX: usize = 1 << 10;
+
+impl Known {
+    fn has_object(&self, r: &Ref) -> bool {
+        self.objects.lock().unwrap_or_else(|p| p.into_inner()).contains(r)
+    }
+
+    /// Objects committed (by this node's transaction that just committed, or
+    /// read as present by a transaction that wrote none of them).
+    pub(crate) fn add_objects(&self, refs: impl IntoIterator<Item = Ref>) {
+        let mut objects = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        for r in refs {
+            if objects.len() >= KNOWN_OBJECTS_MAX {
+                objects.clear();
+            }
+            objects.insert(r);
+        }
+    }
+
+    fn world(&self, r: &Ref) -> Option<World> {
+        self.worlds.lock().unwrap_or_else(|p| p.into_inner()).get(r).cloned()
+    }
+
+    fn add_world(&self, w: &World) {
+        let mut worlds = self.worlds.lock().unwrap_or_else(|p| p.into_inner());
+        if worlds.len() >= KNOWN_WORLDS_MAX {
+            worlds.clear();
+        }
+        worlds.insert(w.world_ref, w.clone());
+    }
 }
 
 pub(crate) fn int(v: u64, what: &str) -> R<i64> {
@@ -51,8 +97,8 @@ fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref>
 }
 
 impl<'c> PgRows<'c> {
-    pub(crate) fn new(conn: &'c mut Conn, node: &'c str) -> Self {
-        PgRows { conn, node, failure: None, absent: HashSet::new(), tasks: HashMap::new() }
+    pub(crate) fn new(conn: &'c mut Conn, node: &'c str, known: &'c Known) -> Self {
+        PgRows { conn, node, failure: None, absent: HashSet::new(), tasks: HashMap::new(), inserted: vec![], known }
     }
 
     fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
@@ -94,12 +140,24 @@ fn ref_array(refs: &[Ref]) -> Vec<&[u8]> {
 
 impl Rows for PgRows<'_> {
     fn has_object(&mut self, r: &Ref) -> R<bool> {
-        self.exists("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])
+        if self.known.has_object(r) || self.inserted.contains(r) {
+            return Ok(true);
+        }
+        let present = self.exists("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])?;
+        // Present and not written by this transaction: committed, for good.
+        if present {
+            self.known.add_objects([*r]);
+        }
+        Ok(present)
     }
 
     /// The object and who it names, in one statement. If another node wrote
     /// the same object first, it indexed it too, and nothing is written here.
     fn insert_object(&mut self, o: &NewObject) -> R<()> {
+        if self.known.has_object(&o.hash) || self.inserted.contains(&o.hash) {
+            return Ok(());
+        }
+        self.inserted.push(o.hash);
         let size = int(o.payload.len() as u64, "payload size")?;
         let named: Vec<Ref> = crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX)
             .into_iter()
@@ -141,8 +199,16 @@ impl Rows for PgRows<'_> {
     }
 
     fn world(&mut self, r: &Ref) -> R<Option<World>> {
+        if let Some(w) = self.known.world(r) {
+            return Ok(Some(w));
+        }
         let rows = self.q("SELECT world FROM worlds WHERE world_ref = $1", &[(&r.0.as_slice(), Type::BYTEA)])?;
-        rows.first().map(|row| decoded("worlds", r, row.get(0))).transpose()
+        let world: Option<World> = rows.first().map(|row| decoded("worlds", r, row.get(0))).transpose()?;
+        // A world's ref is the hash of what it holds: once read, it is that world for good.
+        if let Some(w) = &world {
+            self.known.add_world(w);
+        }
+        Ok(world)
     }
 
     fn log_len(&mut self) -> R<u64> {

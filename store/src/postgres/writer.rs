@@ -3,7 +3,7 @@
 //! renews the node's lease, and sweeps the calls in flight of lapsed nodes.
 
 use super::conn::Conn;
-use super::rows::PgRows;
+use super::rows::{Known, PgRows};
 use super::*;
 use crate::error::WriteError;
 use crate::ops::{Reply, apply, recover};
@@ -36,12 +36,12 @@ pub(crate) fn register(client: &mut Client, node: &str) -> Result<(), postgres::
 /// Resolves the calls in flight of nodes whose lease lapsed, in one
 /// transaction that first locks those nodes' rows (so that none of them can
 /// renew and write meanwhile).
-pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64) -> Result<RecoveryReport, String> {
+pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64, known: &Known) -> Result<RecoveryReport, String> {
     conn.client().batch_execute("BEGIN").map_err(|e| e.to_string())?;
     let result = (|| {
         conn.query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
             .map_err(|e| e.to_string())?;
-        let mut rows = PgRows::new(conn, node);
+        let mut rows = PgRows::new(conn, node, known);
         let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
         conn.client().batch_execute("COMMIT").map_err(|e| e.to_string())?;
         Ok(report)
@@ -58,6 +58,7 @@ impl Writer {
         config: Config,
         node: String,
         shared: Arc<Shared>,
+        known: Arc<Known>,
         on_fatal: Option<OnFatal>,
     ) -> Writer {
         let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
@@ -66,6 +67,7 @@ impl Writer {
             config,
             node,
             shared,
+            known,
             on_fatal,
             next_connect: Instant::now(),
             backoff: RECONNECT_FIRST,
@@ -135,6 +137,7 @@ struct Loop {
     config: Config,
     node: String,
     shared: Arc<Shared>,
+    known: Arc<Known>,
     on_fatal: Option<OnFatal>,
     next_connect: Instant,
     backoff: Duration,
@@ -185,12 +188,12 @@ impl Loop {
         if self.last_renewal.elapsed() >= HEARTBEAT {
             let _ = self.batch(vec![]);
         }
-        let node = self.node.clone();
+        let (node, known) = (self.node.clone(), self.known.clone());
         if self.last_sweep.elapsed() >= SWEEP_INTERVAL
             && let Some(client) = self.connected()
         {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            if sweep(client, &node, now).is_ok() {
+            if sweep(client, &node, now, &known).is_ok() {
                 self.last_sweep = Instant::now();
             }
         }
@@ -243,7 +246,7 @@ impl Loop {
         }
         let mut last = String::new();
         for attempt in 0..=BATCH_RETRIES {
-            let node = self.node.clone();
+            let (node, known) = (self.node.clone(), self.known.clone());
             let Some(client) = self.connected() else {
                 let health = self.shared.health();
                 let why = match health {
@@ -252,7 +255,7 @@ impl Loop {
                 };
                 return all(WriteError::Unavailable(why));
             };
-            match transaction(client, &node, ops.clone()) {
+            match transaction(client, &node, &known, ops.clone()) {
                 Ok(results) => {
                     self.last_renewal = Instant::now();
                     if self.shared.health() != Health::Serving {
@@ -298,7 +301,7 @@ impl Loop {
 /// every request, commit. The lease is renewed inside the transaction, so a
 /// node that another node is sweeping waits for the sweep and then finds its
 /// lease gone.
-fn transaction(conn: &mut Conn, node: &str, ops: Vec<Op>) -> Result<Results, Abort> {
+fn transaction(conn: &mut Conn, node: &str, known: &Known, ops: Vec<Op>) -> Result<Results, Abort> {
     // One round trip for both; the node id is this process's own ([A-Za-z0-9.-]).
     let begin = format!(
         "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} seconds' \
@@ -311,7 +314,7 @@ fn transaction(conn: &mut Conn, node: &str, ops: Vec<Op>) -> Result<Results, Abo
         return Err(Abort::Fenced);
     }
     let mut results = Vec::with_capacity(ops.len());
-    let mut rows = PgRows::new(conn, node);
+    let mut rows = PgRows::new(conn, node, known);
     for op in ops {
         let r = apply(&mut rows, op);
         if let Err(WriteError::Storage(detail)) = &r {
@@ -321,8 +324,12 @@ fn transaction(conn: &mut Conn, node: &str, ops: Vec<Op>) -> Result<Results, Abo
         }
         results.push(r);
     }
+    let inserted = std::mem::take(&mut rows.inserted);
     match conn.client().batch_execute("COMMIT") {
-        Ok(()) => Ok(results),
+        Ok(()) => {
+            known.add_objects(inserted);
+            Ok(results)
+        }
         Err(e) => Err(match classify(&e) {
             Abort::Lost(d) => Abort::LostInCommit(d),
             other => other,
