@@ -17,7 +17,10 @@ struct Node {
 
 /// `n` nodes started one after another on a fresh database.
 fn nodes(n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
-    let url = cluster::fresh_database();
+    nodes_on(cluster::fresh_database(), n)
+}
+
+fn nodes_on(url: String, n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
     let root = tempfile::tempdir().unwrap();
     let nodes = (0..n)
         .map(|i| {
@@ -168,4 +171,47 @@ fn verify_export_and_import_take_store_and_a_world_moves_to_a_file_with_its_head
     assert_eq!(copy.get("/v1/head").text(), nodes[0].daemon.get("/v1/head").text());
     let moved = read(&Node { daemon: copy, dir: root.path().to_path_buf() }, &token, "moved-0");
     assert_eq!(moved["result"], read(&nodes[0], &token, "moved-0")["result"], "a committed task replays on the file");
+}
+
+#[test]
+fn while_the_database_is_down_calls_are_refused_typed_health_says_degraded_and_the_nodes_resume_by_themselves() {
+    let own = cluster::Private::start();
+    let (url, _root, nodes) = nodes_on(own.database(), 2);
+    let token = mint(&url, "Workspace.Read=worktree:100");
+    let before: Vec<Value> = nodes.iter().enumerate().map(|(i, n)| read(n, &token, &format!("before-{i}"))).collect();
+    assert!(before.iter().all(read_ok), "{before:?}");
+    own.pause();
+    for (i, node) in nodes.iter().enumerate() {
+        let started = std::time::Instant::now();
+        let refused = read(node, &token, &format!("during-{i}"));
+        assert!(refused.get("error").is_some(), "node {i}: {refused}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(20), "answered, not hung: {:?}", started.elapsed());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    for node in &nodes {
+        loop {
+            let health = node.daemon.get("/v1/health");
+            if health.status == 503 {
+                assert_eq!(health.json()["status"], "degraded", "{}", health.text());
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "health never said degraded: {}", health.text());
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    own.resume();
+    for (i, node) in nodes.iter().enumerate() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let reply = read(node, &token, &format!("after-{i}-{}", deadline.elapsed().as_millis()));
+            if read_ok(&reply) {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "node {i} did not resume: {reply}");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        assert_eq!(node.daemon.get("/v1/health").status, 200);
+        // What was acknowledged before is what a resend answers now.
+        assert_eq!(read(node, &token, &format!("before-{i}"))["result"], before[i]["result"]);
+    }
 }

@@ -86,9 +86,21 @@ impl Private {
 
     /// Stops the server as a crash would and starts it again.
     pub fn restart(&self) {
-        let out =
-            std::process::Command::new(SCRIPT).arg("restart").arg(&self.dir).output().expect("run scripts/postgres");
-        assert!(out.status.success(), "scripts/postgres restart: {}", String::from_utf8_lossy(&out.stderr));
+        self.script("restart");
+    }
+
+    /// Stops the server as a crash would, until `resume`.
+    pub fn pause(&self) {
+        self.script("pause");
+    }
+
+    pub fn resume(&self) {
+        self.script("resume");
+    }
+
+    fn script(&self, verb: &str) {
+        let out = std::process::Command::new(SCRIPT).arg(verb).arg(&self.dir).output().expect("run scripts/postgres");
+        assert!(out.status.success(), "scripts/postgres {verb}: {}", String::from_utf8_lossy(&out.stderr));
     }
 }
 
