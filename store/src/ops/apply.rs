@@ -43,6 +43,15 @@ pub(crate) trait Rows {
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>>;
     /// A task row that did not exist; a started one joins the open tasks.
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
+    /// Inserts `task` unless the key has a row: `None` when inserted, else the
+    /// existing row (which this transaction then holds).
+    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+        if let Some(existing) = self.task(key)? {
+            return Ok(Some(existing));
+        }
+        self.insert_task(key, task)?;
+        Ok(None)
+    }
     /// An existing task row; one no longer started leaves the open tasks.
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
     /// Tasks still started (what recovery looks at).
@@ -271,9 +280,6 @@ fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64) -> R<Be
             key.invocation_id()
         )));
     }
-    if let Some(existing) = rows.task(key)? {
-        return Ok(BeginOutcome::Existing(existing));
-    }
     let task = Task {
         request_digest: digest,
         state: TaskState::Started,
@@ -281,8 +287,10 @@ fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64) -> R<Be
         committed: None,
         effect_records: vec![],
     };
-    rows.insert_task(key, &task)?;
-    Ok(BeginOutcome::Started)
+    match rows.create_task(key, &task)? {
+        Some(existing) => Ok(BeginOutcome::Existing(existing)),
+        None => Ok(BeginOutcome::Started),
+    }
 }
 
 fn record_intent(rows: &mut impl Rows, i: IntentRequest) -> R<Debit> {

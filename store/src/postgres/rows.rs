@@ -14,7 +14,7 @@ use crate::model::*;
 use crate::ops::{R, Rows};
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
+use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
 use postgres::Row;
 use postgres::types::Type;
 use std::collections::{HashMap, HashSet};
@@ -34,6 +34,10 @@ pub(crate) struct PgRows<'c> {
     tasks: HashMap<TaskKey, Task>,
     /// Objects this transaction wrote: known to the node once it commits.
     pub(crate) inserted: Vec<Ref>,
+    /// `world/selected` as this transaction locked it, and the next log
+    /// index once it appended: the log's length follows from them.
+    selected: Option<Option<Ref>>,
+    next_index: Option<u64>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
 }
@@ -98,7 +102,17 @@ fn bytes32(table: &'static str, key: &dyn std::fmt::Display, v: &[u8]) -> R<Ref>
 
 impl<'c> PgRows<'c> {
     pub(crate) fn new(conn: &'c mut Conn, node: &'c str, known: &'c Known) -> Self {
-        PgRows { conn, node, failure: None, absent: HashSet::new(), tasks: HashMap::new(), inserted: vec![], known }
+        PgRows {
+            conn,
+            node,
+            failure: None,
+            absent: HashSet::new(),
+            tasks: HashMap::new(),
+            inserted: vec![],
+            selected: None,
+            next_index: None,
+            known,
+        }
     }
 
     fn q(&mut self, sql: &str, params: &[Param<'_>]) -> R<Vec<Row>> {
@@ -185,7 +199,11 @@ impl Rows for PgRows<'_> {
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
         let rows = self.q("SELECT ref FROM heads WHERE name = $1 FOR UPDATE", &[(&name, Type::TEXT)])?;
         self.note_absent("heads", name.to_string(), &rows);
-        rows.first().map(|r| bytes32("heads", &name, r.get(0))).transpose()
+        let head = rows.first().map(|r| bytes32("heads", &name, r.get(0))).transpose()?;
+        if name == SELECTED_HEAD {
+            self.selected = Some(head);
+        }
+        Ok(head)
     }
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
@@ -211,7 +229,17 @@ impl Rows for PgRows<'_> {
         Ok(world)
     }
 
+    /// With `world/selected` locked, the log ends at its world's revision
+    /// (every append moves it in the same transaction); asked otherwise.
     fn log_len(&mut self) -> R<u64> {
+        if let Some(next) = self.next_index {
+            return Ok(next);
+        }
+        if let Some(Some(head)) = self.selected
+            && let Some(world) = self.world(&head)?
+        {
+            return Ok(world.revision + 1);
+        }
         let rows = self.q("SELECT max(entry_index) FROM log WHERE log_id = 0", &[])?;
         let last: Option<i64> = rows.first().and_then(|r| r.get(0));
         Ok(last.map_or(0, |i| i as u64 + 1))
@@ -220,6 +248,7 @@ impl Rows for PgRows<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let h = &entry.header;
         let index = int(h.entry_index, "entry index")?;
+        self.next_index = Some(h.entry_index + 1);
         let named = [entry.transition_ref, h.transition_fn, h.interpreter];
         self.q(
             "WITH e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3) RETURNING entry_index)
@@ -299,6 +328,31 @@ impl Rows for PgRows<'_> {
             self.tasks.insert(key.clone(), task.clone());
         }
         Ok(task)
+    }
+
+    /// One statement when the key is new (the usual case); a row another
+    /// node is inserting is waited for, then read.
+    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+        if let Some(existing) = self.tasks.get(key) {
+            return Ok(Some(existing.clone()));
+        }
+        let inserted = self.q(
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (surface, episode, task_id) DO NOTHING RETURNING 1",
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+                (&task.state.as_str(), Type::TEXT),
+                (&self.node.to_string(), Type::TEXT),
+                (&rows::encode(task), Type::BYTEA),
+            ],
+        )?;
+        if inserted.is_empty() {
+            return self.task(key);
+        }
+        self.tasks.insert(key.clone(), task.clone());
+        Ok(None)
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
