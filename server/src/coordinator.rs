@@ -208,7 +208,8 @@ fn task_key(call: &Call) -> TaskKey {
 async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
     let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
     let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        let snap = d.store().snapshot().map_err(|e| e.to_string())?;
+        // Each of these is checked again inside the call's write transaction.
+        let snap = d.store().glance().map_err(|e| e.to_string())?;
         let registry = d.coordinator().registry(&snap).map_err(|e| e.to_string())?;
         let descriptor = registry.and_then(|r| r.get(&id).cloned());
         let existing = snap.task(&key).map_err(|e| e.to_string())?;

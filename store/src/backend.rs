@@ -21,6 +21,14 @@ pub trait WorldStore: Reads + Send + Sync {
     /// What the store occupies and has done, for operators.
     fn status(&self) -> StoreStatus;
 
+    /// Reads for checks that the write transaction makes again (a session's
+    /// admission, a call's): each read sees the latest committed state, but
+    /// two reads may see two states. Cheaper than a snapshot where a snapshot
+    /// costs round trips; the embedded engine's is a snapshot.
+    fn glance(&self) -> Result<crate::view::Snapshot, crate::error::ReadError> {
+        self.snapshot()
+    }
+
     /// Runs a write and waits for it. Not for async contexts.
     fn call(&self, op: Op) -> Result<Reply, WriteError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);

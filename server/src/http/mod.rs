@@ -115,7 +115,8 @@ pub async fn resolve_session<T: Send + 'static>(
     let auth = headers.get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
     let d = state.clone();
     let work = tokio::task::spawn_blocking(move || {
-        let snap = d.store.snapshot().map_err(ResolveError::Read)?;
+        // A session and its view are checked again by the call's own write.
+        let snap = d.store.glance().map_err(ResolveError::Read)?;
         let caller = crate::sessions::resolve(&snap, auth.as_deref(), crate::clock::now())?;
         let extra = then(&d, &snap, &caller);
         Ok::<_, ResolveError>((caller, extra))

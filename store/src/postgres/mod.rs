@@ -267,6 +267,12 @@ impl WorldStore for PgStore {
         self.shared.health()
     }
 
+    fn glance(&self) -> Result<Snapshot, ReadError> {
+        let conn =
+            self.pool.get().map_err(|e| ReadError::Storage(format!("the store's database is unavailable: {e}")))?;
+        Ok(Box::new(PgSnapshot::glance(conn)))
+    }
+
     fn status(&self) -> StoreStatus {
         let s = &self.shared.stats;
         StoreStatus {

@@ -18,6 +18,8 @@ use super::conn::Param;
 
 pub struct PgSnapshot {
     conn: Mutex<Pooled>,
+    /// A snapshot runs in a transaction; a glance reads statement by statement.
+    in_transaction: bool,
 }
 
 fn decoded<T: serde::de::DeserializeOwned>(
@@ -46,7 +48,12 @@ fn limit_of(limit: usize) -> i64 {
 impl PgSnapshot {
     pub(crate) fn begin(mut conn: Pooled) -> Result<PgSnapshot, ReadError> {
         conn.client().batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(read_storage)?;
-        Ok(PgSnapshot { conn: Mutex::new(conn) })
+        Ok(PgSnapshot { conn: Mutex::new(conn), in_transaction: true })
+    }
+
+    /// Reads without a transaction: each statement sees the latest commit.
+    pub(crate) fn glance(conn: Pooled) -> PgSnapshot {
+        PgSnapshot { conn: Mutex::new(conn), in_transaction: false }
     }
 
     fn q(&self, sql: &str, params: &[Param<'_>]) -> Result<Vec<Row>, ReadError> {
@@ -66,6 +73,9 @@ impl PgSnapshot {
 
 impl Drop for PgSnapshot {
     fn drop(&mut self) {
+        if !self.in_transaction {
+            return;
+        }
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         // A connection that cannot end its transaction is closed by the pool.
         let _ = conn.client().batch_execute("ROLLBACK");
