@@ -26,6 +26,10 @@ pub(crate) trait Rows {
     /// Writes an object, with its indexes, unless the store has it already
     /// (immutable, first writer wins: an existing object keeps its metadata).
     fn insert_object(&mut self, o: &NewObject) -> R<()>;
+    /// `insert_object` for each, in order.
+    fn insert_objects(&mut self, objects: &[NewObject]) -> R<()> {
+        objects.iter().try_for_each(|o| self.insert_object(o))
+    }
 
     fn head(&mut self, name: &str) -> R<Option<Ref>>;
     fn set_head(&mut self, name: &str, r: Ref) -> R<()>;
@@ -168,10 +172,7 @@ fn started_task(rows: &mut impl Rows, key: &TaskKey) -> R<Task> {
 // ---- writes ----
 
 fn write_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
-    for o in objects {
-        rows.insert_object(o)?;
-    }
-    Ok(())
+    rows.insert_objects(objects)
 }
 
 fn append(rows: &mut impl Rows, entry: &LogEntry, world: &World) -> R<()> {

@@ -165,6 +165,64 @@ impl Rows for PgRows<'_> {
         Ok(present)
     }
 
+    /// The objects and who they name, in one statement.
+    fn insert_objects(&mut self, objects: &[NewObject]) -> R<()> {
+        let new: Vec<&NewObject> = objects
+            .iter()
+            .filter(|o| !self.known.has_object(&o.hash) && !self.inserted.contains(&o.hash))
+            .fold(vec![], |mut new: Vec<&NewObject>, o| {
+                if !new.iter().any(|n| n.hash == o.hash) {
+                    new.push(o);
+                }
+                new
+            });
+        if new.len() <= 1 {
+            return new.first().map_or(Ok(()), |o| self.insert_object(o));
+        }
+        let mut sizes = Vec::with_capacity(new.len());
+        for o in &new {
+            sizes.push(int(o.payload.len() as u64, "payload size")?);
+        }
+        let (mut owners, mut targets) = (vec![], vec![]);
+        for o in &new {
+            for t in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
+                if t != o.hash {
+                    owners.push(o.hash);
+                    targets.push(t);
+                }
+            }
+        }
+        let hashes: Vec<Ref> = new.iter().map(|o| o.hash).collect();
+        let interfaces: Vec<Ref> = new.iter().map(|o| o.interface_hash).collect();
+        let semantic: Vec<&str> = new.iter().map(|o| o.semantic_id.as_str()).collect();
+        let provenance: Vec<&str> = new.iter().map(|o| o.provenance.as_str()).collect();
+        let payloads: Vec<&[u8]> = new.iter().map(|o| o.payload.as_slice()).collect();
+        self.inserted.extend(hashes.iter().copied());
+        // WITH ORDINALITY keeps the batch's order: objects are numbered in the order written.
+        self.q(
+            "WITH o AS (INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
+                        SELECT h, i, s, p, z, b FROM unnest($1::bytea[], $2::bytea[], $3::text[], $4::text[],
+                                                            $5::int8[], $6::bytea[]) WITH ORDINALITY AS n (h, i, s, p, z, b, k)
+                        ORDER BY k
+                        ON CONFLICT (hash) DO NOTHING RETURNING hash, seq)
+             INSERT INTO referrers (target, kind, position)
+             SELECT r.t, $9, o.seq FROM o JOIN unnest($7::bytea[], $8::bytea[]) AS r (owner, t) ON r.owner = o.hash
+             ON CONFLICT DO NOTHING",
+            &[
+                (&ref_array(&hashes), Type::BYTEA_ARRAY),
+                (&ref_array(&interfaces), Type::BYTEA_ARRAY),
+                (&semantic, Type::TEXT_ARRAY),
+                (&provenance, Type::TEXT_ARRAY),
+                (&sizes, Type::INT8_ARRAY),
+                (&payloads, Type::BYTEA_ARRAY),
+                (&ref_array(&owners), Type::BYTEA_ARRAY),
+                (&ref_array(&targets), Type::BYTEA_ARRAY),
+                (&(REFERRER_OBJECT as i16), Type::INT2),
+            ],
+        )?;
+        Ok(())
+    }
+
     /// The object and who it names, in one statement. If another node wrote
     /// the same object first, it indexed it too, and nothing is written here.
     fn insert_object(&mut self, o: &NewObject) -> R<()> {
