@@ -34,6 +34,9 @@ pub(crate) struct PgRows<'c> {
     tasks: HashMap<TaskKey, Task>,
     /// Objects this transaction wrote: known to the node once it commits.
     pub(crate) inserted: Vec<Ref>,
+    /// Worlds this transaction wrote: known to the node once it commits (the
+    /// next call's head world, on a node that appends alone).
+    pub(crate) worlds: Vec<World>,
     /// `world/selected` as this transaction locked it, and the next log
     /// index once it appended: the log's length follows from them.
     selected: Option<Option<Ref>>,
@@ -75,7 +78,7 @@ impl Known {
         self.worlds.lock().unwrap_or_else(|p| p.into_inner()).get(r).cloned()
     }
 
-    fn add_world(&self, w: &World) {
+    pub(crate) fn add_world(&self, w: &World) {
         let mut worlds = self.worlds.lock().unwrap_or_else(|p| p.into_inner());
         if worlds.len() >= KNOWN_WORLDS_MAX {
             worlds.clear();
@@ -109,6 +112,7 @@ impl<'c> PgRows<'c> {
             absent: HashSet::new(),
             tasks: HashMap::new(),
             inserted: vec![],
+            worlds: vec![],
             selected: None,
             next_index: None,
             known,
@@ -325,6 +329,7 @@ impl Rows for PgRows<'_> {
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         let revision = int(world.revision, "revision")?;
+        self.worlds.push(world.clone());
         self.q(
             "WITH w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($1, $2, $3) RETURNING revision)
              INSERT INTO referrers (target, kind, position) SELECT t, $5, w.revision FROM w, unnest($4) AS t

@@ -324,10 +324,11 @@ fn transaction(conn: &mut Conn, node: &str, known: &Known, ops: Vec<Op>) -> Resu
         }
         results.push(r);
     }
-    let inserted = std::mem::take(&mut rows.inserted);
+    let (inserted, worlds) = (std::mem::take(&mut rows.inserted), std::mem::take(&mut rows.worlds));
     match conn.client().batch_execute("COMMIT") {
         Ok(()) => {
             known.add_objects(inserted);
+            worlds.iter().for_each(|w| known.add_world(w));
             Ok(results)
         }
         Err(e) => Err(match classify(&e) {
