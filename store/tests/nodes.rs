@@ -349,3 +349,19 @@ fn the_verifier_walks_a_postgres_store_and_finds_a_damaged_payload_and_a_broken_
     let report = world_store::verify::verify(&other.snapshot().unwrap(), &Default::default());
     assert!(!report.is_clean(), "{report:#?}");
 }
+
+#[test]
+fn a_node_gone_for_an_hour_with_nothing_in_flight_leaves_no_row_behind() {
+    let (url, nodes, _) = three_nodes();
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let (gone, recent) = (nodes[1].node().to_string(), nodes[2].node().to_string());
+    let lapse = "UPDATE nodes SET lease_until = now() - $2::text::interval WHERE node_id = $1";
+    admin.execute(lapse, &[&gone, &"2 hours"]).unwrap();
+    admin.execute(lapse, &[&recent, &"1 minute"]).unwrap();
+    // The sweep a node runs when it starts.
+    let (_late, _) = PgStore::open(&url, 9, Default::default()).unwrap();
+    let left: Vec<String> = admin.query("SELECT node_id FROM nodes", &[]).unwrap().iter().map(|r| r.get(0)).collect();
+    assert!(!left.contains(&gone), "{left:?}");
+    assert!(left.contains(&recent), "a node lapsed a minute ago is still named: {left:?}");
+    assert!(left.contains(&nodes[0].node().to_string()), "a live node keeps its row: {left:?}");
+}

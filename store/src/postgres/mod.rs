@@ -51,6 +51,8 @@ pub const LEASE: Duration = Duration::from_secs(15);
 pub const HEARTBEAT: Duration = Duration::from_secs(3);
 /// How often a node looks for calls in flight of nodes whose lease lapsed.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a lapsed node's row stays once nothing of it is in flight.
+pub const NODE_ROW_KEPT: Duration = Duration::from_secs(3600);
 /// First and longest wait between two attempts to reach the database.
 pub const RECONNECT_FIRST: Duration = Duration::from_millis(50);
 pub const RECONNECT_MAX: Duration = Duration::from_secs(2);

@@ -43,6 +43,13 @@ pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64, known: &Known) -> Res
             .map_err(|e| e.to_string())?;
         let mut rows = PgRows::new(conn, node, known);
         let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
+        // Nodes long gone with nothing left in flight: their rows go.
+        conn.query(
+            "DELETE FROM nodes n WHERE lease_until < now() - $1 * interval '1 second'
+             AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.node = n.node_id AND t.state = 'started')",
+            &[(&NODE_ROW_KEPT.as_secs_f64(), postgres::types::Type::FLOAT8)],
+        )
+        .map_err(|e| e.to_string())?;
         conn.client().batch_execute("COMMIT").map_err(|e| e.to_string())?;
         Ok(report)
     })();
