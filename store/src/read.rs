@@ -272,13 +272,7 @@ impl View for RedbSnapshot {
             if after.is_some() && (kind, position) == (start.1, start.2) {
                 continue;
             }
-            let referrer = self.referrer_at(kind, position)?.ok_or_else(|| rows::Corruption {
-                table: "referrers",
-                key: format!("{target} {kind} {position}"),
-                detail: "the row names a position that holds nothing".into(),
-            })?;
-            let entry_index = (kind == REFERRER_ENTRY).then_some(position);
-            out.push(Referrer { kind, referrer, entry_index });
+            out.push(self.referrer_of(target, kind, position)?);
         }
         Ok(out)
     }

@@ -130,6 +130,17 @@ pub trait View: Send + Sync {
         }
     }
 
+    /// The referrer an index row of `target` names, read whole; a row naming a
+    /// position that holds nothing is corruption.
+    fn referrer_of(&self, target: &Ref, kind: u8, position: u64) -> Result<Referrer, ReadError> {
+        let referrer = self.referrer_at(kind, position)?.ok_or_else(|| rows::Corruption {
+            table: "referrers",
+            key: format!("{target} {kind} {position}"),
+            detail: "the row names a position that holds nothing".into(),
+        })?;
+        Ok(Referrer { kind, referrer, entry_index: (kind == REFERRER_ENTRY).then_some(position) })
+    }
+
     /// The journal item whose outcome carries effect record `record`.
     fn journal_of_record(&self, record: &Ref) -> Result<Option<(JournalKey, JournalItem)>, ReadError> {
         let Some(key) = self.record_journal(record)? else { return Ok(None) };

@@ -39,9 +39,10 @@ pub const SPACE_PROBE_MAX: Duration = Duration::from_secs(2);
 /// its batch is durable (or failed). Keep it short: send on a channel.
 pub type Done = Box<dyn FnOnce(Result<Reply, WriteError>) + Send>;
 
-struct Request {
-    op: Op,
-    done: Done,
+/// A queued write and who to tell.
+pub(crate) struct Request {
+    pub op: Op,
+    pub done: Done,
 }
 
 #[derive(Default)]
@@ -83,10 +84,16 @@ impl Writer {
             engine.set_health(Health::Degraded("the store is out of space: no room for its reserve".into()));
             Short { next_probe: Instant::now(), backoff: SPACE_PROBE_FIRST }
         });
+        Writer::spawn("world-store-writer", move |rx| Loop { engine, on_fatal, short, checkpoint_bytes }.run(rx))
+    }
+
+    /// The bounded queue (`WRITE_QUEUE_MAX`) and the thread `run` drains it on;
+    /// every engine's writer is one.
+    pub(crate) fn spawn(name: &str, run: impl FnOnce(Receiver<Request>) + Send + 'static) -> Writer {
         let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
         let thread = std::thread::Builder::new()
-            .name("world-store-writer".into())
-            .spawn(move || Loop { engine, on_fatal, short, checkpoint_bytes }.run(rx))
+            .name(name.into())
+            .spawn(move || run(rx))
             .expect("spawn the store writer thread");
         Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
     }
@@ -106,14 +113,42 @@ impl Writer {
         }
     }
 
-    /// Stops accepting requests, lets the thread finish what is queued and
-    /// checkpoint, joins it.
+    /// Stops accepting requests, lets the thread finish what is queued (and
+    /// checkpoint, or give up its lease), joins it.
     pub(crate) fn stop(&self) {
         self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = t.join();
         }
     }
+}
+
+/// What the writer thread waits for next.
+pub(crate) enum Next {
+    /// Up to `BATCH_MAX` requests, in the order they were queued.
+    Batch(Vec<Request>),
+    /// Nothing came within the wait: time for what is due.
+    Idle,
+    /// The store is closing and the queue is empty.
+    Closed,
+}
+
+/// Waits up to `wait` for a request, then takes what else is queued.
+pub(crate) fn next_batch(rx: &Receiver<Request>, wait: Duration) -> Next {
+    let first = match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(RecvTimeoutError::Timeout) => return Next::Idle,
+        Err(RecvTimeoutError::Disconnected) => return Next::Closed,
+    };
+    let mut batch = Vec::with_capacity(64);
+    batch.push(first);
+    while batch.len() < BATCH_MAX {
+        match rx.try_recv() {
+            Ok(r) => batch.push(r),
+            Err(_) => break,
+        }
+    }
+    Next::Batch(batch)
 }
 
 /// A full disk: when to look for space next.
@@ -132,23 +167,11 @@ struct Loop {
 impl Loop {
     fn run(mut self, rx: Receiver<Request>) {
         loop {
-            let first = match rx.recv_timeout(self.idle_wait()) {
-                Ok(r) => r,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.tick();
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => break,
-            };
-            let mut batch = Vec::with_capacity(64);
-            batch.push(first);
-            while batch.len() < BATCH_MAX {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
+            match next_batch(&rx, self.idle_wait()) {
+                Next::Batch(batch) => self.batch(batch),
+                Next::Idle => {}
+                Next::Closed => break,
             }
-            self.batch(batch);
             self.tick();
         }
         if self.failed().is_none() {

@@ -176,12 +176,12 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
 
 fn list_offline(spec: &StoreSpec) -> Result<Vec<SessionRow>, String> {
     let snap = match spec {
-        StoreSpec::Embedded(db) => ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot(),
-        StoreSpec::Postgres(_) => {
-            spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?.store.snapshot()
+        StoreSpec::Embedded(db) => {
+            ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot().map_err(|e| e.to_string())?
         }
-    }
-    .map_err(|e| e.to_string())?;
+        // A reader: no node registers, nothing is written.
+        StoreSpec::Postgres(url) => world_store::postgres::read_only(url).map_err(|e| e.to_string())?,
+    };
     sessions::list_rows(&snap, crate::clock::now()).map_err(|e| e.to_string())
 }
 

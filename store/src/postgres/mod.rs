@@ -198,7 +198,7 @@ pub struct PgStore {
     node: String,
     pool: r2d2::Pool<conn::Manager>,
     shared: Arc<Shared>,
-    writer: writer::Writer,
+    writer: crate::writer::Writer,
 }
 
 impl PgStore {
@@ -223,7 +223,7 @@ impl PgStore {
             .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
             .build_unchecked(conn::Manager { config: config.clone() });
         let shared = Arc::new(Shared::default());
-        let writer = writer::Writer::start(client, config, node.clone(), shared.clone(), known, opts.on_fatal);
+        let writer = writer::start(client, config, node.clone(), shared.clone(), known, opts.on_fatal);
         Ok((PgStore { url: redacted(url), node, pool, shared, writer }, report))
     }
 

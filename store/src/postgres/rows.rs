@@ -146,6 +146,29 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
+    /// Inserts a task row owned by this node (`conflict`: what a row already
+    /// there does; none, a unique-key refusal). Whether it was written.
+    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, conflict: &str) -> R<bool> {
+        let sql = format!(
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6) {conflict} RETURNING 1"
+        );
+        let written = self.exists(
+            &sql,
+            &[
+                (&key.surface.as_str(), Type::TEXT),
+                (&key.episode.as_str(), Type::TEXT),
+                (&key.task_id.as_str(), Type::TEXT),
+                (&task.state.as_str(), Type::TEXT),
+                (&self.node.to_string(), Type::TEXT),
+                (&rows::encode(task), Type::BYTEA),
+            ],
+        )?;
+        if written {
+            self.tasks.insert(key.clone(), task.clone());
+        }
+        Ok(written)
+    }
+
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
         Ok(!self.q(sql, params)?.is_empty())
     }
@@ -399,39 +422,14 @@ impl Rows for PgRows<'_> {
         if let Some(existing) = self.tasks.get(key) {
             return Ok(Some(existing.clone()));
         }
-        let inserted = self.q(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6)
-             ON CONFLICT (surface, episode, task_id) DO NOTHING RETURNING 1",
-            &[
-                (&key.surface.as_str(), Type::TEXT),
-                (&key.episode.as_str(), Type::TEXT),
-                (&key.task_id.as_str(), Type::TEXT),
-                (&task.state.as_str(), Type::TEXT),
-                (&self.node.to_string(), Type::TEXT),
-                (&rows::encode(task), Type::BYTEA),
-            ],
-        )?;
-        if inserted.is_empty() {
+        if !self.insert_task_row(key, task, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
             return self.task(key);
         }
-        self.tasks.insert(key.clone(), task.clone());
         Ok(None)
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.tasks.insert(key.clone(), task.clone());
-        self.q(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                (&key.surface.as_str(), Type::TEXT),
-                (&key.episode.as_str(), Type::TEXT),
-                (&key.task_id.as_str(), Type::TEXT),
-                (&task.state.as_str(), Type::TEXT),
-                (&self.node.to_string(), Type::TEXT),
-                (&rows::encode(task), Type::BYTEA),
-            ],
-        )?;
-        Ok(())
+        self.insert_task_row(key, task, "").map(|_| ())
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {

@@ -19,6 +19,10 @@ pub enum SchemaError {
     Newer { found: i32 },
     #[error("the database has no World schema; run `worldd store init --store URL` first")]
     Missing,
+    #[error(
+        "the database's schema is version {found}, older than this binary's {SCHEMA_VERSION}; run `worldd store init --store URL` to upgrade it"
+    )]
+    Older { found: i32 },
     #[error("{0}")]
     Database(#[from] postgres::Error),
 }
@@ -63,7 +67,7 @@ pub fn check(client: &mut Client) -> Result<(), SchemaError> {
     match found {
         0 => Err(SchemaError::Missing),
         f if f > SCHEMA_VERSION => Err(SchemaError::Newer { found: f }),
-        f if f < SCHEMA_VERSION => Err(SchemaError::Missing),
+        f if f < SCHEMA_VERSION => Err(SchemaError::Older { found: f }),
         _ => Ok(()),
     }
 }

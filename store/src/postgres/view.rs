@@ -313,13 +313,7 @@ impl View for PgSnapshot {
         let mut out = Vec::with_capacity(rows.len());
         for row in &rows {
             let (kind, position) = (row.get::<_, i16>(0) as u8, row.get::<_, i64>(1) as u64);
-            let referrer = self.referrer_at(kind, position)?.ok_or_else(|| rows::Corruption {
-                table: "referrers",
-                key: format!("{target} {kind} {position}"),
-                detail: "the row names a position that holds nothing".into(),
-            })?;
-            let entry_index = (kind == crate::tables::REFERRER_ENTRY).then_some(position);
-            out.push(Referrer { kind, referrer, entry_index });
+            out.push(self.referrer_of(target, kind, position)?);
         }
         Ok(out)
     }

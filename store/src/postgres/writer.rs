@@ -7,22 +7,11 @@ use super::rows::{Known, PgRows};
 use super::*;
 use crate::error::WriteError;
 use crate::ops::{Reply, apply, recover};
-use crate::writer::{BATCH_MAX, WRITE_QUEUE_MAX};
+use crate::writer::{Next, Request, Writer, next_batch};
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
-use std::thread::JoinHandle;
+use std::sync::mpsc::Receiver;
 use std::time::Instant;
-
-struct Request {
-    op: Op,
-    done: Done,
-}
-
-pub(crate) struct Writer {
-    queue: Mutex<Option<SyncSender<Request>>>,
-    thread: Mutex<Option<JoinHandle<()>>>,
-}
 
 /// Registers `node` with a fresh lease.
 pub(crate) fn register(client: &mut Client, node: &str) -> Result<(), postgres::Error> {
@@ -59,57 +48,29 @@ pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64, known: &Known) -> Res
     result
 }
 
-impl Writer {
-    pub(crate) fn start(
-        client: Conn,
-        config: Config,
-        node: String,
-        shared: Arc<Shared>,
-        known: Arc<Known>,
-        on_fatal: Option<OnFatal>,
-    ) -> Writer {
-        let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
-        let mut run = Loop {
-            client: Some(client),
-            config,
-            node,
-            shared,
-            known,
-            on_fatal,
-            next_connect: Instant::now(),
-            backoff: RECONNECT_FIRST,
-            last_renewal: Instant::now(),
-            last_sweep: Instant::now(),
-            fenced: None,
-        };
-        let thread = std::thread::Builder::new()
-            .name("world-store-pg-writer".into())
-            .spawn(move || run.run(rx))
-            .expect("spawn the store writer thread");
-        Writer { queue: Mutex::new(Some(tx)), thread: Mutex::new(Some(thread)) }
-    }
-
-    pub(crate) fn submit(&self, op: Op, done: Done) {
-        let guard = self.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(tx) = guard.as_ref() else {
-            done(Err(WriteError::WriterStopped("the store is closed".into())));
-            return;
-        };
-        match tx.try_send(Request { op, done }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(r)) => (r.done)(Err(WriteError::Overloaded(WRITE_QUEUE_MAX))),
-            Err(TrySendError::Disconnected(r)) => {
-                (r.done)(Err(WriteError::WriterStopped("the writer thread exited".into())))
-            }
-        }
-    }
-
-    pub(crate) fn stop(&self) {
-        self.queue.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            let _ = t.join();
-        }
-    }
+/// Starts a node's writer thread.
+pub(crate) fn start(
+    client: Conn,
+    config: Config,
+    node: String,
+    shared: Arc<Shared>,
+    known: Arc<Known>,
+    on_fatal: Option<OnFatal>,
+) -> Writer {
+    let mut run = Loop {
+        client: Some(client),
+        config,
+        node,
+        shared,
+        known,
+        on_fatal,
+        next_connect: Instant::now(),
+        backoff: RECONNECT_FIRST,
+        last_renewal: Instant::now(),
+        last_sweep: Instant::now(),
+        fenced: None,
+    };
+    Writer::spawn("world-store-pg-writer", move |rx| run.run(rx))
 }
 
 /// Why a batch's transaction did not commit.
@@ -159,21 +120,14 @@ type Results = Vec<Result<Reply, WriteError>>;
 impl Loop {
     fn run(&mut self, rx: Receiver<Request>) {
         loop {
-            let first = match rx.recv_timeout(HEARTBEAT) {
-                Ok(r) => r,
-                Err(RecvTimeoutError::Timeout) => {
+            let batch = match next_batch(&rx, HEARTBEAT) {
+                Next::Batch(batch) => batch,
+                Next::Idle => {
                     self.tick();
                     continue;
                 }
-                Err(RecvTimeoutError::Disconnected) => break,
+                Next::Closed => break,
             };
-            let mut batch = vec![first];
-            while batch.len() < BATCH_MAX {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
             let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
             self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
             self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
