@@ -396,6 +396,21 @@ impl Invocation<'_> {
         self.host.runtimes().run(self.d, source, input).await.map_err(phase_error)
     }
 
+    /// Waits, on the blocking pool, until this node alone among the store's
+    /// nodes runs the episode's effects.
+    async fn hold_episode(&self) -> Result<EpisodeHold, Stop> {
+        let host = self.host.clone();
+        let episode = self.call.episode.clone();
+        match tokio::task::spawn_blocking(move || host.store().hold_episode(&episode)).await {
+            Ok(Ok(hold)) => Ok(hold),
+            Ok(Err(WriteError::Unavailable(why))) => {
+                Err(Failed(CallError::Unavailable(format!("the store's database is unavailable: {why}"))))
+            }
+            Ok(Err(e)) => Err(Failed(CallError::NotCommitted(e.to_string()))),
+            Err(join) => Err(Failed(CallError::Unavailable(format!("episode hold: {join}")))),
+        }
+    }
+
     /// The exec transition's source: cached, or read on the blocking pool
     /// (an engine's reads may block, and no snapshot is held over the run).
     async fn source(&self) -> Result<Result<Arc<Vec<u8>>, String>, CallError> {
@@ -506,6 +521,9 @@ impl Invocation<'_> {
         // rebased, so calls of one episode still share group commits.
         let lock = self.host.coordinator().episode_lock(&self.call.episode);
         let guard = lock.lock().await;
+        // Other nodes sharing the store run the episode's effects only once
+        // this call's commit is durable: their writers do not queue behind ours.
+        let hold = self.hold_episode().await?;
         let mut brokered = vec![];
         for e in &plan.effects {
             let b = self.broker(e).await?;
@@ -530,7 +548,7 @@ impl Invocation<'_> {
             // its intent is journaled behind the commit, so it runs only after
             // the commit is durable, and the log keeps the episode's effects
             // in the order they ran.
-            let ran = Ran { plan: plan_obj, records, objects, episode: guard };
+            let ran = Ran { plan: plan_obj, records, objects, episode: guard, hold };
             self.commit(outcomes, input, output, Some(ran)).await
         };
         if !ran {
@@ -735,9 +753,9 @@ impl Invocation<'_> {
         output: Value,
         ran: Option<Ran<'_>>,
     ) -> Result<Outcome, Stop> {
-        let (plan, records, mut objects, episode) = match ran {
-            Some(r) => (Some(r.plan), r.records, r.objects, Some(r.episode)),
-            None => (None, vec![], vec![], None),
+        let (plan, records, mut objects, episode, hold) = match ran {
+            Some(r) => (Some(r.plan), r.records, r.objects, Some(r.episode), Some(r.hold)),
+            None => (None, vec![], vec![], None, None),
         };
         let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
         let c = self.call;
@@ -782,7 +800,9 @@ impl Invocation<'_> {
         ops.push(Op::CommitInvocation(commit));
         let queued = self.queue(ops);
         drop(episode);
-        let mut replies = self.settle(queued).await?.into_iter();
+        let settled = self.settle(queued).await;
+        drop(hold);
+        let mut replies = settled?.into_iter();
         for rec in pending {
             match replies.next() {
                 Some(Ok(_)) => self.journaled.push(rec),
@@ -809,6 +829,8 @@ struct Ran<'g> {
     objects: Vec<NewObject>,
     /// The episode's effect lock, let go once the commit is queued.
     episode: tokio::sync::MutexGuard<'g, ()>,
+    /// The episode's hold among nodes, given up once the commit is durable.
+    hold: EpisodeHold,
 }
 
 /// A batch handed to the writer, not yet durable.

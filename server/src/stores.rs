@@ -56,7 +56,7 @@ impl StoreSpec {
                 Ok(Opened { store: Box::new(store), recovery, replayed_frames, torn_bytes })
             }
             StoreSpec::Postgres(url) => {
-                let (store, recovery) = PgStore::open(url, now, PgOptions { on_fatal })?;
+                let (store, recovery) = PgStore::open(url, now, PgOptions { on_fatal, ..PgOptions::default() })?;
                 Ok(Opened { store: Box::new(store), recovery, replayed_frames: 0, torn_bytes: 0 })
             }
         }

@@ -29,6 +29,15 @@ pub trait WorldStore: Reads + Send + Sync {
         self.snapshot()
     }
 
+    /// Waits until this process alone runs `episode`'s effects, among every
+    /// process sharing the store, and keeps it so until the hold is dropped
+    /// (after the call's commit is durable). The embedded engine's file
+    /// belongs to one process, whose own lock suffices: its hold is empty.
+    /// Blocks; refuses with `EpisodeBusy` after a bounded wait.
+    fn hold_episode(&self, _episode: &str) -> Result<EpisodeHold, WriteError> {
+        Ok(EpisodeHold::empty())
+    }
+
     /// Runs a write and waits for it. Not for async contexts.
     fn call(&self, op: Op) -> Result<Reply, WriteError> {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
@@ -39,6 +48,29 @@ pub trait WorldStore: Reads + Send + Sync {
             }),
         );
         rx.recv().unwrap_or_else(|_| Err(WriteError::WriterStopped("the writer dropped the request".into())))
+    }
+}
+
+/// A hold on an episode's effects (`WorldStore::hold_episode`), given up
+/// when dropped; dropping never blocks.
+#[must_use = "the hold is given up when dropped"]
+pub struct EpisodeHold(#[allow(dead_code)] Option<Box<dyn Send>>);
+
+impl EpisodeHold {
+    /// A hold that needs nothing given up.
+    pub fn empty() -> EpisodeHold {
+        EpisodeHold(None)
+    }
+
+    /// A hold whose `release` gives it up when dropped.
+    pub fn new(release: Box<dyn Send>) -> EpisodeHold {
+        EpisodeHold(Some(release))
+    }
+}
+
+impl std::fmt::Debug for EpisodeHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "EpisodeHold(held)" } else { "EpisodeHold(empty)" })
     }
 }
 

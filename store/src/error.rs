@@ -83,6 +83,10 @@ pub enum WriteError {
     /// by themselves once space returns.
     #[error("{0}")]
     OutOfSpace(String),
+    /// Another node ran the episode's effects for the whole bounded wait:
+    /// nothing of the call ran.
+    #[error("episode {episode}'s effects are running on another node; waited {waited_ms} ms")]
+    EpisodeBusy { episode: String, waited_ms: u64 },
     #[error("the store writer has stopped: {0}")]
     WriterStopped(String),
     /// The database cannot be reached: nothing of the request was written;

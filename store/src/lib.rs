@@ -28,7 +28,7 @@ pub mod view;
 pub mod wal;
 mod writer;
 
-pub use backend::{StoreStatus, WorldStore};
+pub use backend::{EpisodeHold, StoreStatus, WorldStore};
 pub use engine::Replayed;
 pub use error::{OpenError, ReadError, WriteError};
 pub use media::{FileMedia, Media, RESERVE_BYTES, WalIo};

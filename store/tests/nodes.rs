@@ -169,6 +169,7 @@ fn a_node_whose_lease_lapsed_is_fenced_and_its_calls_in_flight_are_resolved_by_a
         on_fatal: Some(Box::new(move |_| {
             told.fetch_add(1, Ordering::SeqCst);
         })),
+        ..Default::default()
     };
     let (doomed, _) = PgStore::open(&url, 1, opts).unwrap();
     let journaled = task("in-flight-journaled");
@@ -364,4 +365,96 @@ fn a_node_gone_for_an_hour_with_nothing_in_flight_leaves_no_row_behind() {
     assert!(!left.contains(&gone), "{left:?}");
     assert!(left.contains(&recent), "a node lapsed a minute ago is still named: {left:?}");
     assert!(left.contains(&nodes[0].node().to_string()), "a live node keeps its row: {left:?}");
+}
+
+/// Takes `episode` on `store` on another thread; the receiver hears when it is held.
+fn hold_in_background(store: &Arc<PgStore>, episode: &'static str) -> Waiter {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let store = store.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(store.hold_episode(episode));
+    });
+    rx
+}
+
+type Waiter = std::sync::mpsc::Receiver<Result<EpisodeHold, WriteError>>;
+
+/// The hold the first of two waiters gets, and the other waiter.
+fn first_of(a: Waiter, b: Waiter) -> (EpisodeHold, Waiter) {
+    let deadline = std::time::Instant::now() + HELD_SOON;
+    while std::time::Instant::now() < deadline {
+        if let Ok(held) = a.try_recv() {
+            return (held.unwrap(), b);
+        }
+        if let Ok(held) = b.try_recv() {
+            return (held.unwrap(), a);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    panic!("neither waiter took the episode once it was given up");
+}
+
+const HELD_SOON: std::time::Duration = std::time::Duration::from_secs(3);
+
+#[test]
+fn one_node_at_a_time_runs_an_episode_and_the_next_waits_until_it_is_given_up() {
+    let (_url, nodes, _) = three_nodes();
+    let held = nodes[0].hold_episode("ep").unwrap();
+    let second = hold_in_background(&nodes[1], "ep");
+    let third = hold_in_background(&nodes[2], "ep");
+    // Another episode is not held up by this one.
+    let other = nodes[1].hold_episode("ep-other").unwrap();
+    assert!(second.recv_timeout(std::time::Duration::from_millis(400)).is_err(), "ep taken twice");
+    assert!(third.try_recv().is_err(), "ep taken twice");
+    drop(held);
+    // One waiter gets it; the other, only once that one gives it up.
+    let (next, last) = first_of(second, third);
+    assert!(last.recv_timeout(std::time::Duration::from_millis(400)).is_err(), "ep taken twice");
+    drop(next);
+    drop(last.recv_timeout(HELD_SOON).expect("the last node takes ep").unwrap());
+    drop(other);
+    // Given-up holds leave their connections ready: the same node takes ep again at once.
+    drop(nodes[0].hold_episode("ep").unwrap());
+}
+
+#[test]
+fn an_episode_held_by_a_node_that_lost_its_connection_is_free_for_the_others() {
+    let (url, nodes, _) = three_nodes();
+    let held = nodes[0].hold_episode("ep").unwrap();
+    let waiter = hold_in_background(&nodes[1], "ep");
+    assert!(waiter.recv_timeout(std::time::Duration::from_millis(300)).is_err(), "ep taken twice");
+    // What a node's death does to its sessions: the server ends them.
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let ended = admin
+        .query(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks
+             WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(ended.len(), 1, "one episode hold is held");
+    drop(waiter.recv_timeout(HELD_SOON).expect("the waiting node takes ep").unwrap());
+    // The dead hold is given up without harm, and its node can hold again.
+    drop(held);
+    drop(nodes[0].hold_episode("ep").unwrap());
+}
+
+#[test]
+fn an_episode_held_past_the_bounded_wait_is_refused_as_busy() {
+    let (_url, nodes, _) = three_nodes();
+    let _held = nodes[0].hold_episode("ep").unwrap();
+    let started = std::time::Instant::now();
+    let refused = nodes[1].hold_episode("ep").unwrap_err();
+    assert!(matches!(refused, WriteError::EpisodeBusy { ref episode, .. } if episode == "ep"), "{refused:?}");
+    assert!(started.elapsed() >= world_store::postgres::EPISODE_WAIT.mul_f64(0.9));
+    // The refusal left the node's hold connections usable.
+    drop(nodes[1].hold_episode("ep-other").unwrap());
+}
+
+#[test]
+fn the_embedded_engine_needs_no_hold_beyond_its_process() {
+    let embedded = fresh(Engine::Embedded);
+    let a = embedded.store.hold_episode("ep").unwrap();
+    let b = embedded.store.hold_episode("ep").unwrap();
+    assert_eq!(format!("{a:?} {b:?}"), "EpisodeHold(empty) EpisodeHold(empty)");
 }

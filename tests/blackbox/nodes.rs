@@ -215,3 +215,43 @@ fn while_the_database_is_down_calls_are_refused_typed_health_says_degraded_and_t
         assert_eq!(read(node, &token, &format!("before-{i}"))["result"], before[i]["result"]);
     }
 }
+
+#[test]
+fn the_effects_of_one_episode_run_on_one_node_at_a_time() {
+    let (url, _root, nodes) = nodes(2);
+    let token = mint(&url, "Workspace.Read=worktree:1000");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (held, most) = std::thread::scope(|s| {
+        // Episode holds are advisory locks: watch them while both nodes run the episode.
+        let watch = s.spawn(|| {
+            let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let (mut held, mut most) = (0u32, 0i64);
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let granted: i64 = db
+                    .query_one(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted
+                         AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                        &[],
+                    )
+                    .unwrap()
+                    .get(0);
+                held += u32::from(granted > 0);
+                most = most.max(granted);
+            }
+            (held, most)
+        });
+        let load: Vec<_> = (0..6)
+            .map(|t| {
+                let (node, token) = (&nodes[t % 2], &token);
+                s.spawn(move || (0..10).filter(|i| read_ok(&read(node, token, &format!("ep-{t}-{i}")))).count())
+            })
+            .collect();
+        let ran: usize = load.into_iter().map(|l| l.join().unwrap()).sum();
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(ran, 60);
+        watch.join().unwrap()
+    });
+    assert!(held > 0, "no node ever held the episode");
+    assert_eq!(most, 1, "two nodes held one episode at once");
+    assert_eq!(head(&nodes[0])["revision"], json!(60));
+}

@@ -14,6 +14,7 @@
 //! embedded engine's recovery does at open.
 
 mod conn;
+mod episode;
 mod rows;
 pub mod schema;
 pub(crate) mod verify;
@@ -24,7 +25,7 @@ pub use schema::{Migrated, SCHEMA_VERSION, SchemaError};
 pub use view::PgSnapshot;
 
 use crate::backend::{StoreStatus, WorldStore};
-use crate::error::{OpenError, ReadError};
+use crate::error::{OpenError, ReadError, WriteError};
 use crate::export::ImportError;
 use crate::ops::{Op, RecoveryReport};
 use crate::view::{Reads, Snapshot};
@@ -35,6 +36,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Most connections a node keeps for episode holds (one per episode whose
+/// effects it runs or waits to run at once).
+pub const EPISODE_HOLDS_MAX: usize = 16;
+/// Longest a call waits for another node to give up its episode.
+pub const EPISODE_WAIT: Duration = Duration::from_secs(5);
 /// Most pooled reader connections a node holds.
 pub const POOL_MAX: u32 = 16;
 /// Longest wait for a pooled connection before a read is refused.
@@ -190,6 +196,10 @@ impl Shared {
 pub struct PgOptions {
     /// Told when this node may write no more (its lease lapsed).
     pub on_fatal: Option<OnFatal>,
+    /// How long this node's lease lasts past each renewal (`None`: `LEASE`);
+    /// the node renews it at least three times within it. Shorter, other
+    /// nodes resolve a vanished node's calls sooner, at more renewals.
+    pub lease: Option<Duration>,
 }
 
 /// A node's handle on a PostgreSQL store.
@@ -199,6 +209,7 @@ pub struct PgStore {
     pool: r2d2::Pool<conn::Manager>,
     shared: Arc<Shared>,
     writer: crate::writer::Writer,
+    holds: episode::Holds,
 }
 
 impl PgStore {
@@ -211,7 +222,8 @@ impl PgStore {
         let mut client = config.connect(NoTls).map_err(|e| fail(e.to_string()))?;
         schema::check(&mut client).map_err(|e| fail(e.to_string()))?;
         let node = node_id();
-        writer::register(&mut client, &node).map_err(|e| fail(e.to_string()))?;
+        let lease = opts.lease.unwrap_or(LEASE);
+        writer::register(&mut client, &node, lease).map_err(|e| fail(e.to_string()))?;
         let mut client = conn::Conn::new(client);
         let known = Arc::new(rows::Known::default());
         let report = writer::sweep(&mut client, &node, now, &known).map_err(|e| fail(e.to_string()))?;
@@ -223,8 +235,9 @@ impl PgStore {
             .thread_pool(Arc::new(scheduled_thread_pool::ScheduledThreadPool::new(1)))
             .build_unchecked(conn::Manager { config: config.clone() });
         let shared = Arc::new(Shared::default());
-        let writer = writer::start(client, config, node.clone(), shared.clone(), known, opts.on_fatal);
-        Ok((PgStore { url: redacted(url), node, pool, shared, writer }, report))
+        let holds = episode::Holds::new(config.clone());
+        let writer = writer::start(client, config, node.clone(), shared.clone(), known, opts.on_fatal, lease);
+        Ok((PgStore { url: redacted(url), node, pool, shared, writer, holds }, report))
     }
 
     /// This node's id in the `nodes` table.
@@ -267,6 +280,10 @@ impl WorldStore for PgStore {
 
     fn health(&self) -> Health {
         self.shared.health()
+    }
+
+    fn hold_episode(&self, episode: &str) -> Result<crate::backend::EpisodeHold, WriteError> {
+        self.holds.hold(episode)
     }
 
     fn glance(&self) -> Result<Snapshot, ReadError> {

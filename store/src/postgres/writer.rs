@@ -13,11 +13,11 @@ use postgres::{Client, Config, NoTls};
 use std::sync::mpsc::Receiver;
 use std::time::Instant;
 
-/// Registers `node` with a fresh lease.
-pub(crate) fn register(client: &mut Client, node: &str) -> Result<(), postgres::Error> {
+/// Registers `node` with a fresh lease of `lease`.
+pub(crate) fn register(client: &mut Client, node: &str, lease: Duration) -> Result<(), postgres::Error> {
     client.execute(
         "INSERT INTO nodes (node_id, started_at, lease_until) VALUES ($1, now(), now() + $2 * interval '1 second')",
-        &[&node, &(LEASE.as_secs_f64())],
+        &[&node, &(lease.as_secs_f64())],
     )?;
     Ok(())
 }
@@ -56,8 +56,12 @@ pub(crate) fn start(
     shared: Arc<Shared>,
     known: Arc<Known>,
     on_fatal: Option<OnFatal>,
+    lease: Duration,
 ) -> Writer {
     let mut run = Loop {
+        lease,
+        // Renewed often enough that a slow renewal or two does not lose it.
+        heartbeat: HEARTBEAT.min(lease / 3),
         client: Some(client),
         config,
         node,
@@ -107,6 +111,9 @@ struct Loop {
     shared: Arc<Shared>,
     known: Arc<Known>,
     on_fatal: Option<OnFatal>,
+    /// How long the lease lasts past each renewal, and how often it is renewed while idle.
+    lease: Duration,
+    heartbeat: Duration,
     next_connect: Instant,
     backoff: Duration,
     last_renewal: Instant,
@@ -120,7 +127,7 @@ type Results = Vec<Result<Reply, WriteError>>;
 impl Loop {
     fn run(&mut self, rx: Receiver<Request>) {
         loop {
-            let batch = match next_batch(&rx, HEARTBEAT) {
+            let batch = match next_batch(&rx, self.heartbeat) {
                 Next::Batch(batch) => batch,
                 Next::Idle => {
                     self.tick();
@@ -146,7 +153,7 @@ impl Loop {
         if self.fenced.is_some() {
             return;
         }
-        if self.last_renewal.elapsed() >= HEARTBEAT {
+        if self.last_renewal.elapsed() >= self.heartbeat {
             let _ = self.batch(vec![]);
         }
         let (node, known) = (self.node.clone(), self.known.clone());
@@ -207,7 +214,7 @@ impl Loop {
         }
         let mut last = String::new();
         for attempt in 0..=BATCH_RETRIES {
-            let (node, known) = (self.node.clone(), self.known.clone());
+            let (node, known, lease) = (self.node.clone(), self.known.clone(), self.lease);
             let Some(client) = self.connected() else {
                 let health = self.shared.health();
                 let why = match health {
@@ -216,7 +223,7 @@ impl Loop {
                 };
                 return all(WriteError::Unavailable(why));
             };
-            match transaction(client, &node, &known, ops.clone()) {
+            match transaction(client, &node, lease, &known, ops.clone()) {
                 Ok(results) => {
                     self.last_renewal = Instant::now();
                     if self.shared.health() != Health::Serving {
@@ -258,16 +265,16 @@ impl Loop {
     }
 }
 
-/// One batch as one transaction: renew the lease (refused if it lapsed), apply
+/// One batch as one transaction: renew the lease for `lease` (refused if it lapsed), apply
 /// every request, commit. The lease is renewed inside the transaction, so a
 /// node that another node is sweeping waits for the sweep and then finds its
 /// lease gone.
-fn transaction(conn: &mut Conn, node: &str, known: &Known, ops: Vec<Op>) -> Result<Results, Abort> {
+fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops: Vec<Op>) -> Result<Results, Abort> {
     // One round trip for both; the node id is this process's own ([A-Za-z0-9.-]).
     let begin = format!(
-        "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} seconds' \
+        "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} milliseconds' \
          WHERE node_id = '{node}' AND lease_until >= now() RETURNING 1",
-        LEASE.as_secs()
+        lease.as_millis()
     );
     let renewed = conn.client().simple_query(&begin).map_err(|e| classify(&e))?;
     if !renewed.iter().any(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))) {
