@@ -120,28 +120,162 @@ fn one_task_id_sent_to_three_nodes_at_once_runs_once_and_every_answer_is_that_ru
     assert_eq!(head(&nodes[2])["revision"], json!(5), "one entry per task id");
 }
 
+/// `read`, or `None` when the node gave no answer (it died mid-call).
+fn try_read(node: &Node, token: &str, task: &str) -> Option<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
+        "metadata": {"skill_id": "ailang-read"},
+        "message": {"role": "user", "parts": [{"type": "data", "data": {"path": "hello.txt"}}]}}});
+    let request = ureq::http::Request::builder()
+        .method("POST")
+        .uri(node.daemon.url("/a2a/"))
+        .header("Authorization", format!("Bearer {token}"))
+        .header("Content-Type", "application/json")
+        .body(serde_json::to_vec(&body).unwrap())
+        .unwrap();
+    let mut reply = node.daemon.agent().run(request).ok()?;
+    serde_json::from_slice(&reply.body_mut().read_to_vec().ok()?).ok()
+}
+
+/// The typed answers a call whose outcome the store could not settle gets:
+/// in flight elsewhere, not committed, effects without a commit, or the
+/// store unreachable. Anything else (a hang, a bare failure) is a fault.
+fn typed_refusal(reply: &Value) -> bool {
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    [
+        "task id already used in this session",
+        "invocation was not committed; send a new task id",
+        "effects were requested but the invocation was not confirmed committed",
+        "invocation outcome is not confirmed; resend the same task id",
+        "transition invocation is not available in this daemon",
+    ]
+    .iter()
+    .any(|typed| message.starts_with(typed))
+}
+
+/// `verify --store` finds nothing wrong.
+fn assert_store_verifies(url: &str) {
+    let verified = worldd(&["verify", "--store", url]);
+    assert!(verified.status.success(), "{}{}", stdout(&verified), stderr(&verified));
+    assert!(stdout(&verified).ends_with("; 0 fault(s)\n"), "{}", stdout(&verified));
+}
+
+/// Resends every task id through `node`: each acknowledged result comes back
+/// unchanged, every other id settles to a result or a typed refusal. Returns
+/// how many ids hold a committed result.
+fn replay(node: &Node, token: &str, answers: &[(String, Option<Value>)]) -> usize {
+    let mut committed = 0;
+    for (task, first) in answers {
+        let again = read(node, token, task);
+        match first {
+            Some(r) if read_ok(r) => assert_eq!(again["result"], r["result"], "{task}: an acknowledged result changed"),
+            _ => assert!(read_ok(&again) || typed_refusal(&again), "{task}: {again}"),
+        }
+        committed += usize::from(read_ok(&again));
+    }
+    committed
+}
+
 #[test]
-fn a_node_killed_mid_load_leaves_the_others_serving_the_same_world() {
+fn a_node_killed_mid_load_leaves_the_others_serving_and_its_calls_settle_on_resend_elsewhere() {
     let (url, _root, mut nodes) = nodes(3);
     let token = mint(&url, "Workspace.Read=worktree:1000");
-    std::thread::scope(|s| {
-        let load: Vec<_> = [0usize, 2]
+    let answers: Vec<(String, Option<Value>)> = std::thread::scope(|s| {
+        let load: Vec<_> = [0usize, 1, 2]
             .into_iter()
             .map(|n| {
                 let (node, token) = (&nodes[n], &token);
-                s.spawn(move || (0..20).filter(|i| read_ok(&read(node, token, &format!("load-{n}-{i}")))).count())
+                s.spawn(move || {
+                    let mut answers = vec![];
+                    for i in 0..20 {
+                        let task = format!("load-{n}-{i}");
+                        let reply = try_read(node, token, &task);
+                        let gone = reply.is_none();
+                        answers.push((task, reply));
+                        if gone {
+                            break;
+                        }
+                    }
+                    answers
+                })
             })
             .collect();
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(std::time::Duration::from_millis(150));
         let victim = Command::new("kill").args(["-KILL", &nodes[1].daemon.pid().to_string()]).status().unwrap();
         assert!(victim.success());
-        for (n, l) in load.into_iter().enumerate() {
-            assert_eq!(l.join().unwrap(), 20, "node {} kept serving", [0, 2][n]);
-        }
+        load.into_iter().flat_map(|l| l.join().unwrap()).collect()
     });
     nodes[1].daemon.wait_exit();
+    for (task, reply) in answers.iter().filter(|(t, _)| !t.starts_with("load-1-")) {
+        assert!(reply.as_ref().is_some_and(read_ok), "{task}: the others kept serving: {reply:?}");
+    }
+    // The dead node's call in flight settles once its lease lapses and a live node sweeps it.
+    let (in_flight, _) = answers.iter().find(|(_, r)| r.is_none()).expect("the victim was killed mid-call");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    loop {
+        let again = read(&nodes[0], &token, in_flight);
+        if again["error"]["message"] != "task id already used in this session" {
+            assert!(read_ok(&again) || typed_refusal(&again), "{again}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the dead node's task never settled");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    assert_store_verifies(&url);
+    let committed = replay(&nodes[2], &token, &answers);
+    assert_eq!(replay(&nodes[0], &token, &answers), committed);
     assert_eq!(head(&nodes[0]), head(&nodes[2]));
-    assert_eq!(head(&nodes[0])["revision"], json!(40));
+    assert_eq!(head(&nodes[0])["revision"], json!(committed), "one entry per committed task id");
+}
+
+#[test]
+fn a_database_restarted_mid_load_under_three_nodes_loses_nothing_acknowledged_and_runs_nothing_twice() {
+    let own = cluster::Private::start();
+    let (url, _root, nodes) = nodes_on(own.database(), 3);
+    let token = mint(&url, "Workspace.Read=worktree:100000");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let answers: Vec<(String, Option<Value>)> = std::thread::scope(|s| {
+        let load: Vec<_> = (0..6)
+            .map(|t| {
+                let (node, token, stop) = (&nodes[t % 3], &token, &stop);
+                s.spawn(move || {
+                    let mut answers = vec![];
+                    for i in 0.. {
+                        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        let task = format!("restart-{t}-{i}");
+                        let started = std::time::Instant::now();
+                        let reply = read(node, token, &task);
+                        assert!(started.elapsed() < std::time::Duration::from_secs(20), "{task} hung");
+                        assert!(read_ok(&reply) || typed_refusal(&reply), "{task}: {reply}");
+                        answers.push((task, Some(reply)));
+                    }
+                    answers
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        own.restart();
+        std::thread::sleep(std::time::Duration::from_millis(3000));
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.into_iter().flat_map(|l| l.join().unwrap()).collect()
+    });
+    let refused = answers.iter().filter(|(_, r)| !r.as_ref().is_some_and(read_ok)).count();
+    eprintln!("{} calls during the restart, {refused} refused", answers.len());
+    assert!(refused < answers.len(), "no call succeeded");
+    // Every node comes back by itself.
+    for (i, node) in nodes.iter().enumerate() {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while node.daemon.get("/v1/health").status != 200 {
+            assert!(std::time::Instant::now() < deadline, "node {i} stayed degraded");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+    assert_store_verifies(&url);
+    // Through a node other than the one that answered first, and again through another.
+    let committed = replay(&nodes[1], &token, &answers);
+    assert_eq!(replay(&nodes[2], &token, &answers), committed);
+    assert_eq!(head(&nodes[0])["revision"], json!(committed), "one entry per committed task id");
 }
 
 #[test]
