@@ -389,3 +389,36 @@ fn the_effects_of_one_episode_run_on_one_node_at_a_time() {
     assert_eq!(most, 1, "two nodes held one episode at once");
     assert_eq!(head(&nodes[0])["revision"], json!(60));
 }
+
+#[test]
+fn a_registry_published_into_the_database_is_served_by_every_node_at_once() {
+    let (url, root, nodes) = nodes(3);
+    let token = mint(&url, "world.apply=world:10");
+    let call = |node: &Node, task: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
+            "metadata": {"skill_id": "t.shared"},
+            "message": {"role": "user", "parts": [{"type": "data", "data": {"said": task}}]}}});
+        let auth = format!("Bearer {token}");
+        let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        node.daemon.request("POST", "/a2a/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+    };
+    let before = call(&nodes[1], "before");
+    assert!(before.get("error").is_some(), "not published yet: {before}");
+    let manifest = root.path().join("manifest.json");
+    let entry = json!([{"id": "t.shared", "title": "Shared", "description": "echo, published once for every node",
+        "runtime": {"builtin": {"name": "tools.echo"}}, "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object"}, "access": {"effect": "world.apply", "scope": "world", "cost": 1},
+        "declaredEffects": []}]);
+    std::fs::write(&manifest, serde_json::to_vec(&entry).unwrap()).unwrap();
+    let published = worldd(&["publish", "--store", &url, "--manifest", manifest.to_str().unwrap()]);
+    assert!(published.status.success(), "{}", stderr(&published));
+    for (i, node) in nodes.iter().enumerate() {
+        let task = format!("after-{i}");
+        let reply = call(node, &task);
+        assert_eq!(
+            reply["result"]["artifacts"][0]["parts"][0]["data"]["echo"]["said"],
+            json!(task),
+            "node {i}: {reply}"
+        );
+    }
+}
