@@ -1,12 +1,14 @@
-//! `cargo bench -p world-server --bench nodes`: durable MCP `tools/call` per
-//! second on the embedded engine and on PostgreSQL, one node and three nodes
-//! sharing one database, in the same run, through real release `worldd`
-//! processes over loopback HTTP (see `support/mod.rs` for which binary).
+//! `cargo bench -p world-server --bench nodes`: durable MCP `tools/call` and
+//! A2A `tasks/send` per second on the embedded engine and on PostgreSQL, one
+//! node and three nodes sharing one database, in the same run, through real
+//! release `worldd` processes over loopback HTTP (see `support/mod.rs` for
+//! which binary).
 //!
-//! Rows: `tools_decho` (pure) at 1, 8 and 64 clients and `ailang-read` (one
-//! `Workspace.Read` of a 1 KiB file, one episode) at 8, each client on its own
-//! keep-alive connection, sending back to back; with three nodes the clients
-//! take the nodes in turn. Every row checks that the log grew by exactly the
+//! Rows, on each surface: `tools.echo` (pure) and `ailang-read` (one
+//! `Workspace.Read` of a 1 KiB file, one episode) at 1, 8 and 64 clients, each
+//! client on its own keep-alive connection, sending back to back (A2A with a
+//! fresh task id per call); with three nodes the clients take the nodes in
+//! turn. Every row checks that the log grew by exactly the
 //! calls counted. The PostgreSQL cluster is `BENCH_POSTGRES` (an admin URL)
 //! or a throwaway one started with `scripts/postgres` (fsync on, as the
 //! embedded engine syncs every batch). `BENCH_SECS` sets the seconds per row.
@@ -84,33 +86,72 @@ impl World {
         World { setup, nodes, token }
     }
 
-    /// `clients` clients calling `tool` for `secs`, spread over the nodes.
-    fn durable(&self, tool: &str, clients: usize, secs: f64) -> Row {
+    /// `clients` clients calling `tool` through `surface` for `secs`, spread over the nodes.
+    fn durable(&self, surface: Surface, tool: &str, clients: usize, secs: f64) -> Row {
         let before = log_len(&self.nodes[0].addr);
-        let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
+        let pure = tool == "tools.echo";
+        let args = if pure { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
+        let run = format!("{:x}-{}", std::process::id(), before);
         let make = |client: usize, n: u64| {
-            let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                "params": {"name": tool, "arguments": args}});
+            let addr = &self.nodes[client % self.nodes.len()].addr;
+            let mut headers =
+                vec![("Authorization", format!("Bearer {}", self.token)), ("Content-Type", "application/json".into())];
+            let (path, body) = match surface {
+                Surface::Mcp => {
+                    headers.push(("Accept", "application/json, text/event-stream".into()));
+                    let name = if pure { "tools_decho" } else { tool };
+                    (
+                        "mcp",
+                        json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                        "params": {"name": name, "arguments": args}}),
+                    )
+                }
+                Surface::A2a => (
+                    "a2a",
+                    json!({"jsonrpc": "2.0", "id": n, "method": "tasks/send", "params": {
+                    "id": format!("{run}-{client}-{n}"), "metadata": {"skill_id": tool},
+                    "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}}),
+                ),
+            };
             Request {
                 method: "POST",
                 key: String::new(),
-                url: format!("http://{}/mcp/", self.nodes[client % self.nodes.len()].addr),
-                headers: vec![
-                    ("Authorization", format!("Bearer {}", self.token)),
-                    ("Content-Type", "application/json".into()),
-                    ("Accept", "application/json, text/event-stream".into()),
-                ],
+                url: format!("http://{addr}/{path}/"),
+                headers,
                 body: serde_json::to_vec(&body).unwrap(),
             }
         };
         let check = |_: &str, body: &[u8]| {
-            let out = sse_result(body)?.get("structuredContent").cloned()?;
-            (tool == "tools_decho" || out["ok"] == true).then_some(serde_json::Value::Null)
+            let out = match surface {
+                Surface::Mcp => sse_result(body)?.get("structuredContent").cloned()?,
+                Surface::A2a => {
+                    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+                    (v["result"]["status"]["state"] == "completed").then_some(())?;
+                    v["result"]["artifacts"][0]["parts"][0]["data"].clone()
+                }
+            };
+            (pure || out["ok"] == true).then_some(serde_json::Value::Null)
         };
-        let row = run_load(tool, clients, secs, make, check);
+        let label = format!("{} {tool}", surface.name());
+        let row = run_load(&label, clients, secs, make, check);
         let committed = log_len(&self.nodes[0].addr) - before;
-        assert_eq!(committed, row.calls as u64, "{tool} at {clients}: every call counted is committed");
+        assert_eq!(committed, row.calls as u64, "{label} at {clients}: every call counted is committed");
         row
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Surface {
+    Mcp,
+    A2a,
+}
+
+impl Surface {
+    fn name(self) -> &'static str {
+        match self {
+            Surface::Mcp => "mcp",
+            Surface::A2a => "a2a",
+        }
     }
 }
 
@@ -123,7 +164,14 @@ fn main() {
     }
     let secs = row_secs();
     let cluster = Cluster::get();
-    let loads: [(&str, usize); 4] = [("tools_decho", 1), ("tools_decho", 8), ("tools_decho", 64), ("ailang-read", 8)];
+    let loads: Vec<(Surface, &str, usize)> = [Surface::Mcp, Surface::A2a]
+        .into_iter()
+        .flat_map(|surface| {
+            ["tools.echo", "ailang-read"]
+                .into_iter()
+                .flat_map(move |tool| [1, 8, 64].into_iter().map(move |clients| (surface, tool, clients)))
+        })
+        .collect();
     let mut table: Vec<(String, Vec<Row>)> = vec![];
     let engines: [(&str, MakeWorld); 3] = [
         ("embedded", Box::new(World::embedded)),
@@ -133,18 +181,18 @@ fn main() {
     for (name, world) in &engines {
         let world = world();
         eprintln!("nodes: {name}: {} node(s) of {}", world.nodes.len(), world.setup.worldd.display());
-        let rows = loads.iter().map(|(tool, clients)| world.durable(tool, *clients, secs)).collect();
+        let rows = loads.iter().map(|(surface, tool, clients)| world.durable(*surface, tool, *clients, secs)).collect();
         table.push((name.to_string(), rows));
     }
     println!(
-        "\n{:<20} {:<12} {:>7} {:>10} {:>9} {:>9} {:>7} {:>12}",
+        "\n{:<20} {:<16} {:>7} {:>10} {:>9} {:>9} {:>7} {:>12}",
         "engine", "tool", "clients", "calls/s", "p50 ms", "p99 ms", "errors", "x embedded"
     );
     for (name, rows) in &table {
         for (i, row) in rows.iter().enumerate() {
             let base = table[0].1[i].rate();
             println!(
-                "{:<20} {:<12} {:>7} {:>10.0} {:>9.2} {:>9.2} {:>7} {:>11.2}x",
+                "{:<20} {:<16} {:>7} {:>10.0} {:>9.2} {:>9.2} {:>7} {:>11.2}x",
                 name,
                 row.label,
                 row.clients,
