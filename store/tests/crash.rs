@@ -17,7 +17,15 @@
 //! - the log only grew: every entry seen after an earlier round is unchanged;
 //! - recovery is idempotent: a second open reports nothing to recover.
 //!
+//! The same runs on PostgreSQL, over fewer rounds: each child is a node on one
+//! database, with a short lease; once its lease has lapsed, a new node opens
+//! (its sweep resolves the killed node's calls in flight) and the parent checks
+//! the same invariants. The embedded engine's checkpoints and replay have no
+//! counterpart there.
+//!
 //! Set `WORLD_STORE_CRASH_SEED` to replay a run; the seed is printed on failure.
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -27,10 +35,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use world_store::postgres::{PgOptions, PgStore};
 use world_store::verify::{Options, verify};
 use world_store::*;
 
 const DB_ENV: &str = "WORLD_STORE_CRASH_DB";
+const PG_URL_ENV: &str = "WORLD_STORE_CRASH_PG_URL";
 const ACK_ENV: &str = "WORLD_STORE_CRASH_ACK";
 const CHILD_SEED_ENV: &str = "WORLD_STORE_CRASH_CHILD_SEED";
 const ROUND_ENV: &str = "WORLD_STORE_CRASH_ROUND";
@@ -47,6 +57,17 @@ const TIME_BOUND: Duration = Duration::from_secs(300);
 const CHECKPOINT_CHOICES: [u64; 3] = [16 << 10, 256 << 10, CHECKPOINT_WAL_BYTES];
 /// The child gives up by itself after this long, in case its parent died.
 const CHILD_LIFETIME_MAX: Duration = Duration::from_secs(20);
+
+/// Fewer rounds on PostgreSQL: each waits for the killed node's lease to lapse.
+const PG_ROUNDS: u64 = 8;
+const PG_TIME_BOUND: Duration = Duration::from_secs(240);
+/// The killed node's lease: the parent waits this long, at most, before the
+/// node it opens may resolve the killed node's calls.
+const PG_CHILD_LEASE: Duration = Duration::from_secs(2);
+/// A node takes longer than a file to get going (connections, registration,
+/// a sweep): the kill lands this many ms in, plus up to `PG_KILL_SPREAD_MS`.
+const PG_KILL_AFTER_MS: u64 = 150;
+const PG_KILL_SPREAD_MS: u64 = 600;
 
 const REGISTRY: &str = "world/transition-registry/v1";
 const TRANSITION: &str = "tools.echo";
@@ -116,7 +137,7 @@ fn fail(what: &str) -> ! {
     std::process::exit(3)
 }
 
-fn rest_loop(store: &Store, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Instant) {
+fn rest_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Instant) {
     let mut n = 0u64;
     while Instant::now() < deadline {
         n += 1;
@@ -146,7 +167,7 @@ fn rest_loop(store: &Store, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Ins
     }
 }
 
-fn task_loop(store: &Store, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Instant, transition_fn: Ref) {
+fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Instant, transition_fn: Ref) {
     let mut n = 0u64;
     while Instant::now() < deadline {
         n += 1;
@@ -238,10 +259,33 @@ fn task_loop(store: &Store, acks: &Acks, rng: &mut Rng, tag: &str, deadline: Ins
     }
 }
 
-fn child(db: &Path, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
+/// Where the crash test's world lives.
+#[derive(Clone, Debug)]
+enum Target {
+    Embedded(PathBuf),
+    /// A database of this test's own.
+    Postgres(String),
+}
+
+/// The child's store: on PostgreSQL a node with a short lease, so that the
+/// parent need not wait long for another node to take over its calls.
+fn open_child(target: &Target, checkpoint_bytes: u64) -> Arc<dyn WorldStore> {
+    let open = |e: OpenError| -> ! { fail(&format!("open: {e}")) };
+    match target {
+        Target::Embedded(db) => {
+            let opts = StoreOptions { checkpoint_wal_bytes: Some(checkpoint_bytes), ..StoreOptions::default() };
+            Arc::new(Store::open_with(db, now(), opts).unwrap_or_else(|e| open(e)).0)
+        }
+        Target::Postgres(url) => {
+            let opts = PgOptions { lease: Some(PG_CHILD_LEASE), ..PgOptions::default() };
+            Arc::new(PgStore::open(url, now(), opts).unwrap_or_else(|e| open(e)).0)
+        }
+    }
+}
+
+fn child(target: &Target, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
     let deadline = Instant::now() + CHILD_LIFETIME_MAX;
-    let opts = StoreOptions { checkpoint_wal_bytes: Some(checkpoint_bytes), ..StoreOptions::default() };
-    let (store, _) = Store::open_with(db, now(), opts).unwrap_or_else(|e| fail(&format!("open: {e}")));
+    let store = open_child(target, checkpoint_bytes);
     let file =
         OpenOptions::new().create(true).append(true).open(ack).unwrap_or_else(|e| fail(&format!("ack file: {e}")));
     let acks = Acks(Mutex::new(file));
@@ -266,7 +310,7 @@ fn child(db: &Path, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
             other => fail(&format!("genesis: {other:?}")),
         }
     }
-    let (store, acks) = (Arc::new(store), Arc::new(acks));
+    let acks = Arc::new(acks);
     let threads: Vec<_> = (0..5u64)
         .map(|t| {
             let (store, acks) = (store.clone(), acks.clone());
@@ -274,9 +318,9 @@ fn child(db: &Path, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
             let tag = format!("r{round}t{t}");
             std::thread::spawn(move || {
                 if t < 2 {
-                    rest_loop(&store, &acks, &mut rng, &tag, deadline);
+                    rest_loop(store.as_ref(), &acks, &mut rng, &tag, deadline);
                 } else {
-                    task_loop(&store, &acks, &mut rng, &tag, deadline, transition_fn);
+                    task_loop(store.as_ref(), &acks, &mut rng, &tag, deadline, transition_fn);
                 }
             })
         })
@@ -290,16 +334,21 @@ fn child(db: &Path, ack: &Path, seed: u64, round: u64, checkpoint_bytes: u64) {
 #[test]
 #[ignore = "the child half of the crash test; the parent runs it with the environment set"]
 fn child_loop() {
-    let (Some(db), Some(ack)) = (std::env::var_os(DB_ENV), std::env::var_os(ACK_ENV)) else { return };
-    if std::env::var_os(RECOVER_ONLY_ENV).is_some() {
+    let Some(ack) = std::env::var_os(ACK_ENV) else { return };
+    let target = match (std::env::var_os(DB_ENV), std::env::var(PG_URL_ENV)) {
+        (Some(db), _) => Target::Embedded(PathBuf::from(db)),
+        (None, Ok(url)) => Target::Postgres(url),
+        (None, Err(_)) => return,
+    };
+    if let (Target::Embedded(db), Some(_)) = (&target, std::env::var_os(RECOVER_ONLY_ENV)) {
         // Only the open (replay and recovery), to be killed while it runs.
-        let _store = Store::open(Path::new(&db), now()).unwrap_or_else(|e| fail(&format!("open: {e}")));
+        let _store = Store::open(db, now()).unwrap_or_else(|e| fail(&format!("open: {e}")));
         std::thread::sleep(CHILD_LIFETIME_MAX);
         return;
     }
     let num = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(1u64);
     let checkpoint_bytes = num(CHECKPOINT_ENV);
-    child(Path::new(&db), Path::new(&ack), num(CHILD_SEED_ENV), num(ROUND_ENV), checkpoint_bytes);
+    child(&target, Path::new(&ack), num(CHILD_SEED_ENV), num(ROUND_ENV), checkpoint_bytes);
 }
 
 // ----------------------------------------------------------------- parent ----
@@ -408,22 +457,64 @@ fn all_entry_hashes(snap: &Snapshot) -> Vec<Ref> {
     }
 }
 
-fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64, usize) {
-    let db = dir.join("world.db");
+/// Opens the store after a crash, as the daemon would: on PostgreSQL a new
+/// node, whose sweep resolves the calls of nodes whose lease lapsed.
+fn reopen(target: &Target) -> (Box<dyn WorldStore>, RecoveryReport) {
+    match target {
+        Target::Embedded(db) => {
+            let (store, report) = Store::open(db, now()).expect("reopen after the crash");
+            (Box::new(store), report)
+        }
+        Target::Postgres(url) => {
+            let (store, report) = PgStore::open(url, now(), PgOptions::default()).expect("open a node after the crash");
+            (Box::new(store), report)
+        }
+    }
+}
+
+/// Waits until no node holds a lease on the database at `url` any more (the
+/// killed child's lapses `PG_CHILD_LEASE` after its last renewal).
+fn wait_for_leases_to_lapse(url: &str) {
+    let mut admin = ::postgres::Client::connect(url, ::postgres::NoTls).expect("connect to the test database");
+    let deadline = Instant::now() + 5 * PG_CHILD_LEASE;
+    loop {
+        let held: i64 = admin.query_one("SELECT count(*) FROM nodes WHERE lease_until >= now()", &[]).unwrap().get(0);
+        if held == 0 {
+            return;
+        }
+        assert!(Instant::now() < deadline, "a killed node's lease never lapsed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// What one round saw: acknowledged commits so far, and calls the reopen resolved.
+struct Round {
+    acked_commits: usize,
+    resolved: usize,
+}
+
+fn run_round(target: &Target, dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> Round {
     let ack = dir.join("acks.txt");
     let stderr_path = dir.join(format!("child-{round}.stderr"));
-    let mut child = Command::new(std::env::current_exe().unwrap())
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args(["child_loop", "--exact", "--nocapture", "--test-threads=1", "--ignored"])
-        .env(DB_ENV, &db)
         .env(ACK_ENV, &ack)
         .env(CHILD_SEED_ENV, rng.next().to_string())
         .env(ROUND_ENV, round.to_string())
-        .env(CHECKPOINT_ENV, CHECKPOINT_CHOICES[rng.below(3) as usize].to_string())
         .stdout(Stdio::null())
-        .stderr(File::create(&stderr_path).unwrap())
-        .spawn()
-        .expect("re-execute the test binary as the child");
-    let delay = 30 + rng.below(151);
+        .stderr(File::create(&stderr_path).unwrap());
+    let delay = match target {
+        Target::Embedded(db) => {
+            command.env(DB_ENV, db).env(CHECKPOINT_ENV, CHECKPOINT_CHOICES[rng.below(3) as usize].to_string());
+            30 + rng.below(151)
+        }
+        Target::Postgres(url) => {
+            command.env_remove(DB_ENV).env(PG_URL_ENV, url);
+            PG_KILL_AFTER_MS + rng.below(PG_KILL_SPREAD_MS + 1)
+        }
+    };
+    let mut child = command.spawn().expect("re-execute the test binary as the child");
     std::thread::sleep(Duration::from_millis(delay));
     child.kill().expect("SIGKILL the child");
     let status = child.wait().unwrap();
@@ -434,10 +525,15 @@ fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64
         "round {round}: the child ended by itself ({status}) before the kill:\n{stderr}"
     );
 
-    if rng.below(3) == 0 {
-        kill_during_recovery(&db, rng.below(20));
+    match target {
+        Target::Embedded(db) => {
+            if rng.below(3) == 0 {
+                kill_during_recovery(db, rng.below(20));
+            }
+        }
+        Target::Postgres(url) => wait_for_leases_to_lapse(url),
     }
-    let (store, _report) = Store::open(&db, now()).expect("reopen after the crash");
+    let (store, recovery) = reopen(target);
     let snap = store.snapshot().unwrap();
     let report = verify(&snap, &Options::default());
     assert!(report.is_clean(), "round {round} (killed after {delay} ms): verify found {:#?}", report.faults);
@@ -448,10 +544,15 @@ fn run_round(dir: &Path, round: u64, rng: &mut Rng, seen: &mut Vec<Ref>) -> (u64
     assert_eq!(hashes[..seen.len()], seen[..], "round {round}: an entry that existed before the crash changed");
     *seen = hashes;
     drop(snap);
+    // On PostgreSQL a clean drop gives the lease up at once: the next node's
+    // sweep would take up whatever the first left unresolved.
     drop(store);
-    let (_store, again) = Store::open(&db, now()).expect("second reopen");
+    let (_store, again) = reopen(target);
     assert!(again.is_empty(), "round {round}: recovery was not idempotent: {again:?}");
-    (delay, acked.rest.len() + acked.commits.len())
+    Round {
+        acked_commits: acked.rest.len() + acked.commits.len(),
+        resolved: recovery.tasks.len() + recovery.indeterminate_effects.len(),
+    }
 }
 
 /// Opens the store in a child, which replays the log and recovers, and kills
@@ -471,25 +572,28 @@ fn kill_during_recovery(db: &Path, after_ms: u64) {
     let _ = child.wait();
 }
 
-#[test]
-fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_the_store_verifiable() {
+/// Runs rounds of kill, reopen and check on `target` until `rounds` are done.
+fn crash_rounds(target: &Target, dir: &Path, rounds_wanted: u64, time_bound: Duration) {
     let seed = std::env::var(SEED_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(7));
-    eprintln!("crash test seed {seed} (set {SEED_ENV}={seed} to replay)");
-    let dir = tempfile::tempdir().unwrap();
-    let dir: PathBuf = dir.path().to_path_buf();
+    eprintln!("crash test seed {seed} on {target:?} (set {SEED_ENV}={seed} to replay)");
     let mut rng = Rng::new(seed);
     let started = Instant::now();
     let mut seen = vec![];
     let mut rounds = 0;
     let mut committed = 0;
-    while rounds < ROUNDS && started.elapsed() < TIME_BOUND {
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_round(&dir, rounds, &mut rng, &mut seen)));
+    let mut resolved = 0;
+    while rounds < rounds_wanted && started.elapsed() < time_bound {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_round(target, dir, rounds, &mut rng, &mut seen)
+        }));
         match result {
-            Ok((_, acked)) => committed = acked,
+            Ok(round) => {
+                committed = round.acked_commits;
+                resolved += round.resolved;
+            }
             Err(p) => {
                 eprintln!("crash test failed in round {rounds}; seed {seed} (set {SEED_ENV}={seed} to replay)");
                 std::panic::resume_unwind(p);
@@ -497,7 +601,27 @@ fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_the_store_ve
         }
         rounds += 1;
     }
-    eprintln!("{rounds} rounds, {committed} acknowledged commits, {} log entries, {:?}", seen.len(), started.elapsed());
-    assert!(rounds >= ROUNDS, "only {rounds} of {ROUNDS} rounds fit in {TIME_BOUND:?}");
+    eprintln!(
+        "{rounds} rounds, {committed} acknowledged commits, {} log entries, {resolved} calls resolved by reopening, {:?}",
+        seen.len(),
+        started.elapsed()
+    );
+    assert!(rounds >= rounds_wanted, "only {rounds} of {rounds_wanted} rounds fit in {time_bound:?}");
     assert!(committed > 0, "no commit was ever acknowledged; the child never got going");
+    // Some kill must have caught calls in flight, or recovery went untested.
+    assert!(resolved > 0, "no kill ever left a call in flight to resolve");
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_the_store_verifiable() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::Embedded(dir.path().join("world.db"));
+    crash_rounds(&target, dir.path(), ROUNDS, TIME_BOUND);
+}
+
+#[test]
+fn sigkill_of_a_postgres_node_at_random_moments_loses_no_acknowledged_write_and_another_node_resolves_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = Target::Postgres(common::cluster::fresh_database());
+    crash_rounds(&target, dir.path(), PG_ROUNDS, PG_TIME_BOUND);
 }

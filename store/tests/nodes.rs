@@ -458,3 +458,31 @@ fn the_embedded_engine_needs_no_hold_beyond_its_process() {
     let b = embedded.store.hold_episode("ep").unwrap();
     assert_eq!(format!("{a:?} {b:?}"), "EpisodeHold(empty) EpisodeHold(empty)");
 }
+
+#[test]
+fn a_node_lapsing_while_others_run_has_even_its_finished_calls_intents_resolved_by_their_sweep() {
+    let (url, nodes, f) = three_nodes();
+    // The running nodes' first sweep passes first: this lapse is one they meet later.
+    std::thread::sleep(world_store::postgres::SWEEP_INTERVAL + std::time::Duration::from_secs(2));
+    let (doomed, _) = PgStore::open(&url, 1, Default::default()).unwrap();
+    let finished = task("committed-before-its-outcome");
+    begin(&doomed, &finished);
+    doomed.call(Op::RecordIntent(intent(&finished, 0, "Workspace.Write", 10, b"w"))).unwrap();
+    doomed.call(Op::CommitInvocation(invocation(&finished, f, b"out"))).unwrap();
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    admin
+        .execute("UPDATE nodes SET lease_until = now() - interval '1 second' WHERE node_id = $1", &[&doomed.node()])
+        .unwrap();
+    let deadline = std::time::Instant::now() + 3 * world_store::postgres::SWEEP_INTERVAL;
+    let outcome = loop {
+        let journal = nodes[0].snapshot().unwrap().journal_of(&finished.invocation_id()).unwrap();
+        if let Some(outcome) = &journal[0].outcome {
+            break outcome.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no sweep resolved the lapsed node's intent");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Indeterminate);
+    let task = nodes[0].snapshot().unwrap().task(&finished).unwrap().unwrap();
+    assert_eq!(task.state, TaskState::Committed, "a finished call stays as it finished");
+}

@@ -38,6 +38,13 @@ pub(crate) trait Rows {
     fn log_len(&mut self) -> R<u64>;
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()>;
     fn insert_world(&mut self, world: &World) -> R<()>;
+    /// Appends `entry` and its `world` and selects the world: the three
+    /// writes above, which an engine may send as one.
+    fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
+        self.insert_entry(entry)?;
+        self.insert_world(world)?;
+        self.set_head(SELECTED_HEAD, world.world_ref)
+    }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>>;
     fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()>;
@@ -175,12 +182,6 @@ fn write_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
     rows.insert_objects(objects)
 }
 
-fn append(rows: &mut impl Rows, entry: &LogEntry, world: &World) -> R<()> {
-    rows.insert_entry(entry)?;
-    rows.insert_world(world)?;
-    rows.set_head(SELECTED_HEAD, world.world_ref)
-}
-
 fn put_objects(rows: &mut impl Rows, objects: &[NewObject]) -> R<()> {
     check_objects(objects)?;
     write_objects(rows, objects)
@@ -215,7 +216,7 @@ fn commit_world(rows: &mut impl Rows, c: RestCommit) -> R<Ref> {
         return Err(e);
     }
     write_objects(rows, &c.objects)?;
-    append(rows, &c.entry, &c.next_world)?;
+    rows.append(&c.entry, &c.next_world)?;
     if let Some(id) = &c.invocation_id {
         let receipt = Receipt { request_digest: c.request_digest, result_ref: Some(c.next_world.world_ref) };
         rows.put_receipt(id, &receipt)?;
@@ -387,7 +388,7 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
     };
     let entry = LogEntry { header, entry_hash, transition_ref: c.transition_ref };
     write_objects(rows, &c.objects)?;
-    append(rows, &entry, &world)?;
+    rows.append(&entry, &world)?;
     let committed = Committed { entry_index, entry_hash, world_ref: world.world_ref, output_ref: c.state_root };
     task.state = TaskState::Committed;
     task.committed = Some(committed.clone());

@@ -19,6 +19,10 @@ use postgres::Row;
 use postgres::types::Type;
 use std::collections::{HashMap, HashSet};
 
+/// The most started tasks or open intents one recovery sweep resolves; the
+/// rest wait for the next sweep.
+pub(crate) const RECOVERY_ROWS_MAX: i64 = 10_000;
+
 pub(crate) struct PgRows<'c> {
     conn: &'c mut Conn,
     /// This node: recorded on the tasks it starts.
@@ -43,6 +47,10 @@ pub(crate) struct PgRows<'c> {
     next_index: Option<u64>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
+    /// Whether `open_intents` searches every call of the lapsed nodes, the
+    /// finished ones too, rather than only their started tasks (see
+    /// `writer::sweep`).
+    pub(crate) finished_calls: bool,
 }
 
 /// Immutable rows this node has seen committed: objects that exist and
@@ -116,6 +124,7 @@ impl<'c> PgRows<'c> {
             selected: None,
             next_index: None,
             known,
+            finished_calls: false,
         }
     }
 
@@ -368,6 +377,50 @@ impl Rows for PgRows<'_> {
         Ok(())
     }
 
+    /// The entry, its world, their referrers and the selected head in one
+    /// statement (one round trip instead of three). The head is inserted
+    /// plainly where this transaction read it as absent, as `put` does.
+    fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
+        let h = &entry.header;
+        let index = int(h.entry_index, "entry index")?;
+        let revision = int(world.revision, "revision")?;
+        let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
+            "INSERT INTO heads (name, ref) VALUES ($10, $6)"
+        } else {
+            "INSERT INTO heads (name, ref) VALUES ($10, $6) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
+        };
+        let sql = format!(
+            "WITH e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3) RETURNING entry_index),
+                  er AS (INSERT INTO referrers (target, kind, position) SELECT t, $5, e.entry_index FROM e, unnest($4) AS t
+                         ON CONFLICT DO NOTHING),
+                  w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($6, $7, $8) RETURNING revision),
+                  wr AS (INSERT INTO referrers (target, kind, position) SELECT t, $11, w.revision FROM w, unnest($9) AS t
+                         ON CONFLICT DO NOTHING),
+                  h AS ({head})
+             SELECT 1"
+        );
+        let named = [entry.transition_ref, h.transition_fn, h.interpreter];
+        self.next_index = Some(h.entry_index + 1);
+        self.worlds.push(world.clone());
+        self.q(
+            &sql,
+            &[
+                (&index, Type::INT8),
+                (&entry.entry_hash.0.as_slice(), Type::BYTEA),
+                (&rows::encode(entry), Type::BYTEA),
+                (&ref_array(&named), Type::BYTEA_ARRAY),
+                (&(REFERRER_ENTRY as i16), Type::INT2),
+                (&world.world_ref.0.as_slice(), Type::BYTEA),
+                (&revision, Type::INT8),
+                (&rows::encode(world), Type::BYTEA),
+                (&ref_array(&[world.state_root, world.log_head]), Type::BYTEA_ARRAY),
+                (&SELECTED_HEAD, Type::TEXT),
+                (&(REFERRER_WORLD as i16), Type::INT2),
+            ],
+        )?;
+        Ok(())
+    }
+
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
         let rows = self.q(
             "SELECT transition_fn FROM registry_entries WHERE registry = $1 AND transition_id = $2",
@@ -454,8 +507,8 @@ impl Rows for PgRows<'_> {
         let rows = self.q(
             "SELECT t.surface, t.episode, t.task_id FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
              WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
-             ORDER BY 1, 2, 3 LIMIT 10000",
-            &[(&self.node.to_string(), Type::TEXT)],
+             ORDER BY 1, 2, 3 LIMIT $2",
+            &[(&self.node.to_string(), Type::TEXT), (&RECOVERY_ROWS_MAX, Type::INT8)],
         )?;
         Ok(rows
             .iter()
@@ -513,15 +566,34 @@ impl Rows for PgRows<'_> {
         Ok(())
     }
 
-    /// Intents without an outcome, of the tasks `open_tasks` returns.
+    /// Intents without an outcome, of the calls of nodes that lost their
+    /// lease: of the tasks `open_tasks` returns, and with `finished_calls` of
+    /// their tasks no longer started too (a call may commit or end before an
+    /// effect's outcome is journaled; recovery resolves that intent as well).
     fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
+        if self.finished_calls {
+            // From the intents without an outcome to their task (an invocation
+            // id is `surface:episode:taskId`; surface and episode hold no ':').
+            let rows = self.q(
+                "SELECT i.invocation_id, i.ordinal FROM intents i
+                 JOIN tasks t ON t.surface = split_part(i.invocation_id, ':', 1)
+                   AND t.episode = split_part(i.invocation_id, ':', 2)
+                   AND t.task_id = substr(i.invocation_id, length(t.surface) + length(t.episode) + 3)
+                 LEFT JOIN nodes n ON n.node_id = t.node
+                 WHERE t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
+                   AND NOT EXISTS (SELECT 1 FROM outcomes o WHERE o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal)
+                 ORDER BY 1, 2 LIMIT $2",
+                &[(&self.node.to_string(), Type::TEXT), (&RECOVERY_ROWS_MAX, Type::INT8)],
+            )?;
+            return Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i32>(1) as u32)).collect());
+        }
         let rows = self.q(
             "SELECT i.invocation_id, i.ordinal FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
              JOIN intents i ON i.invocation_id = t.surface || ':' || t.episode || ':' || t.task_id
              WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
                AND NOT EXISTS (SELECT 1 FROM outcomes o WHERE o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal)
-             ORDER BY 1, 2 LIMIT 10000",
-            &[(&self.node.to_string(), Type::TEXT)],
+             ORDER BY 1, 2 LIMIT $2",
+            &[(&self.node.to_string(), Type::TEXT), (&RECOVERY_ROWS_MAX, Type::INT8)],
         )?;
         Ok(rows.iter().map(|r| (r.get(0), r.get::<_, i32>(1) as u32)).collect())
     }

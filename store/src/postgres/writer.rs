@@ -3,7 +3,7 @@
 //! renews the node's lease, and sweeps the calls in flight of lapsed nodes.
 
 use super::conn::Conn;
-use super::rows::{Known, PgRows};
+use super::rows::{Known, PgRows, RECOVERY_ROWS_MAX};
 use super::*;
 use crate::error::WriteError;
 use crate::ops::{Reply, apply, recover};
@@ -26,11 +26,31 @@ pub(crate) fn register(client: &mut Client, node: &str, lease: Duration) -> Resu
 /// transaction that first locks those nodes' rows (so that none of them can
 /// renew and write meanwhile).
 pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64, known: &Known) -> Result<RecoveryReport, String> {
+    sweep_lapsed(conn, node, now, known, None).map(|(report, _)| report)
+}
+
+/// `sweep`, given the lapsed nodes this node's last sweep resolved (`None`:
+/// none yet). A lapsed node writes no more, so once its finished calls'
+/// intents are resolved none appear again: only a sweep that meets a newly
+/// lapsed node searches the whole journal for them; the others look at the
+/// started tasks alone (an index). Returns the lapsed nodes it resolved.
+fn sweep_lapsed(
+    conn: &mut Conn,
+    node: &str,
+    now: u64,
+    known: &Known,
+    swept: Option<&[String]>,
+) -> Result<(RecoveryReport, Vec<String>), String> {
     conn.client().batch_execute("BEGIN").map_err(|e| e.to_string())?;
     let result = (|| {
-        conn.query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
-            .map_err(|e| e.to_string())?;
+        let lapsed: Vec<String> = conn
+            .query("SELECT node_id FROM nodes WHERE lease_until < now() ORDER BY node_id FOR UPDATE", &[])
+            .map_err(|e| e.to_string())?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
         let mut rows = PgRows::new(conn, node, known);
+        rows.finished_calls = swept.is_none_or(|swept| lapsed.iter().any(|n| !swept.contains(n)));
         let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
         // Nodes long gone with nothing left in flight: their rows go.
         conn.query(
@@ -40,7 +60,10 @@ pub(crate) fn sweep(conn: &mut Conn, node: &str, now: u64, known: &Known) -> Res
         )
         .map_err(|e| e.to_string())?;
         conn.client().batch_execute("COMMIT").map_err(|e| e.to_string())?;
-        Ok(report)
+        // A full page may have left some behind: search all again next time.
+        let whole = report.indeterminate_effects.len() < RECOVERY_ROWS_MAX as usize
+            && report.tasks.len() < RECOVERY_ROWS_MAX as usize;
+        Ok((report, if whole { lapsed } else { Vec::new() }))
     })();
     if result.is_err() {
         let _ = conn.client().batch_execute("ROLLBACK");
@@ -72,6 +95,7 @@ pub(crate) fn start(
         backoff: RECONNECT_FIRST,
         last_renewal: Instant::now(),
         last_sweep: Instant::now(),
+        swept: None,
         fenced: None,
     };
     Writer::spawn("world-store-pg-writer", move |rx| run.run(rx))
@@ -118,6 +142,8 @@ struct Loop {
     backoff: Duration,
     last_renewal: Instant,
     last_sweep: Instant,
+    /// The lapsed nodes the last periodic sweep resolved.
+    swept: Option<Vec<String>>,
     /// Set once the lease lapsed: every later request is refused with it.
     fenced: Option<String>,
 }
@@ -156,15 +182,18 @@ impl Loop {
         if self.last_renewal.elapsed() >= self.heartbeat {
             let _ = self.batch(vec![]);
         }
-        let (node, known) = (self.node.clone(), self.known.clone());
+        let (node, known, swept) = (self.node.clone(), self.known.clone(), self.swept.take());
         if self.last_sweep.elapsed() >= SWEEP_INTERVAL
             && let Some(client) = self.connected()
         {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-            if sweep(client, &node, now, &known).is_ok() {
+            if let Ok((_, lapsed)) = sweep_lapsed(client, &node, now, &known, swept.as_deref()) {
+                self.swept = Some(lapsed);
                 self.last_sweep = Instant::now();
+                return;
             }
         }
+        self.swept = swept;
     }
 
     /// A clean stop: the lease is given up at once, so that other nodes
