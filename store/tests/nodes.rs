@@ -352,6 +352,54 @@ fn the_verifier_walks_a_postgres_store_and_finds_a_damaged_payload_and_a_broken_
 }
 
 #[test]
+fn the_verifier_compares_a_postgres_stores_derived_rows_with_those_its_records_give() {
+    let url = cluster::fresh_database();
+    let store = node(&url);
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    let key = task("journaled");
+    begin(&store, &key);
+    store.call(Op::RecordIntent(intent(&key, 0, "Workspace.Write", 5, b"req"))).unwrap();
+    let record = NewObject::derived("world/effect-record/v1", "host/broker", b"{\"rec\":1}".to_vec());
+    let outcome =
+        OutcomeRequest { task: key.clone(), ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 2 };
+    store.call(Op::RecordOutcome(outcome)).unwrap();
+    store.call(Op::CommitInvocation(invocation(&key, f, b"out"))).unwrap();
+    assert_verifies(&store);
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let faults_in = |admin: &mut ::postgres::Client, damage: &str, undo: &str| {
+        admin.batch_execute(&format!("BEGIN; {damage}; COMMIT")).unwrap();
+        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+        admin.batch_execute(&format!("BEGIN; {undo}; COMMIT")).unwrap();
+        assert_verifies(&store);
+        report.faults.iter().map(|f| (f.table, f.kind)).collect::<Vec<_>>()
+    };
+    use world_store::verify::FaultKind::{Dangling, Mismatch};
+    // One row saying that a log entry names an object, lost.
+    let lost = faults_in(
+        &mut admin,
+        "CREATE TEMP TABLE gone AS SELECT * FROM referrers WHERE kind = 2 LIMIT 1;
+         DELETE FROM referrers r USING gone g WHERE (r.target, r.kind, r.position) = (g.target, g.kind, g.position)",
+        "INSERT INTO referrers SELECT * FROM gone; DROP TABLE gone",
+    );
+    assert_eq!(lost, vec![("referrers", Mismatch)]);
+    // A referrer moved to a log position that holds nothing.
+    let moved = faults_in(
+        &mut admin,
+        "UPDATE referrers SET position = position + 1000 WHERE kind = 2 AND position = 1",
+        "UPDATE referrers SET position = position - 1000 WHERE kind = 2 AND position = 1001",
+    );
+    assert!(moved.contains(&("referrers", Dangling)), "{moved:?}");
+    // A record said to be carried by another outcome.
+    let other = faults_in(
+        &mut admin,
+        "UPDATE record_journal SET ordinal = ordinal + 1",
+        "UPDATE record_journal SET ordinal = ordinal - 1",
+    );
+    assert_eq!(other, vec![("record_journal", Mismatch)]);
+}
+
+#[test]
 fn a_node_gone_for_an_hour_with_nothing_in_flight_leaves_no_row_behind() {
     let (url, nodes, _) = three_nodes();
     let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();

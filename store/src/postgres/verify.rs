@@ -4,7 +4,8 @@
 //! hash as it rebuilds, and the embedded verifier then walks the copy (the
 //! chain, world refs, heads, journal pairs, spend against intents, tasks and
 //! receipts). Rows the engines derive (referrers, the record index) are
-//! rebuilt by the import, so they are not what is checked here.
+//! rebuilt by the import; the store's own are then compared with them, as
+//! sums (`verify::derived`), and each referrer must name something.
 
 use super::PgSnapshot;
 use crate::WriteError;
@@ -50,10 +51,59 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
             .map_err(|e| e.to_string())
             .and_then(|c| c.snapshot().map_err(|e| e.to_string()))
         {
-            Ok(copy) => Report { tables: vec![], ..crate::verify::verify(&copy, opts) },
+            Ok(copy) => {
+                let mut report = Report { tables: vec![], ..crate::verify::verify(&copy, opts) };
+                for fault in derived_faults(snap, &copy) {
+                    report.fault_count += 1;
+                    report.faults.push(fault);
+                }
+                report
+            }
             Err(e) => one_fault("-", FaultKind::Engine, format!("the private copy: {e}")),
         },
     }
+}
+
+/// Where the store's derived rows differ from those the copy derived from
+/// the same records (see `verify::derived`).
+fn derived_faults(snap: &PgSnapshot, copy: &crate::Snapshot) -> Vec<Fault> {
+    let Engine::Redb(copy) = copy.engine() else { return vec![] };
+    let rebuilt = match crate::verify::derived::of_embedded(copy) {
+        Ok(d) => d,
+        Err(e) => return vec![fault("referrers", "-", FaultKind::Engine, format!("the copy's derived rows: {e}"))],
+    };
+    let (found, dangling, dangling_count) = match snap.derived() {
+        Ok(d) => d,
+        Err(e) => return vec![fault("referrers", "-", FaultKind::Engine, format!("reading the derived rows: {e}"))],
+    };
+    let mut faults: Vec<Fault> = dangling
+        .into_iter()
+        .map(|key| fault("referrers", key, FaultKind::Dangling, "the row names a position that holds nothing"))
+        .collect();
+    if dangling_count > faults.len() as u64 {
+        let more = dangling_count - faults.len() as u64;
+        faults.push(fault("referrers", "-", FaultKind::Dangling, format!("{more} more rows name nothing")));
+    }
+    let tables = [
+        ("referrers", found.referrers, rebuilt.referrers),
+        ("record_journal", found.record_journal, rebuilt.record_journal),
+    ];
+    for (table, found, rebuilt) in tables {
+        if found != rebuilt {
+            let detail = format!(
+                "{} rows, where the records give {}{}",
+                found.rows,
+                rebuilt.rows,
+                if found.rows == rebuilt.rows { " naming other things" } else { "" }
+            );
+            faults.push(fault(table, "-", FaultKind::Mismatch, detail));
+        }
+    }
+    faults
+}
+
+fn fault(table: &'static str, key: impl Into<String>, kind: FaultKind, detail: impl Into<String>) -> Fault {
+    Fault { table, key: key.into(), kind, detail: detail.into() }
 }
 
 /// What the rebuild refused: the first fault of the store.
@@ -71,6 +121,5 @@ fn refused(e: ImportError) -> Report {
 }
 
 fn one_fault(table: &'static str, kind: FaultKind, detail: impl Into<String>) -> Report {
-    let fault = Fault { table, key: "-".into(), kind, detail: detail.into() };
-    Report { fault_count: 1, faults: vec![fault], ..Report::default() }
+    Report { fault_count: 1, faults: vec![fault(table, "-", kind, detail)], ..Report::default() }
 }

@@ -8,6 +8,7 @@ use crate::model::*;
 use crate::read::{JournalItem, PAGE_MAX, Referrer};
 use crate::refs::Ref;
 use crate::rows;
+use crate::verify::derived::Derived;
 use crate::view::{Engine, View};
 use postgres::Row;
 use postgres::fallible_iterator::FallibleIterator;
@@ -443,4 +444,49 @@ impl PgSnapshot {
         }
         Ok(())
     }
+
+    /// The derived tables, summed up as `verify::derived` does, each
+    /// referrer spelled by the ref at its position. Returns too the rows
+    /// naming a position that holds nothing (at most `DANGLING_KEPT_MAX`,
+    /// with how many there were).
+    pub(crate) fn derived(&self) -> Result<(Derived, Vec<String>, u64), ReadError> {
+        const REFERRERS: &str = "SELECT r.target, r.kind, r.position, coalesce(o.hash, l.entry_hash, w.world_ref)
+             FROM referrers r
+             LEFT JOIN objects o ON r.kind = 1 AND o.seq = r.position
+             LEFT JOIN log l ON r.kind = 2 AND l.log_id = 0 AND l.entry_index = r.position
+             LEFT JOIN worlds w ON r.kind = 3 AND w.revision = r.position";
+        const RECORDS: &str = "SELECT record, invocation_id, ordinal FROM record_journal";
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let no_params: [(&(dyn ToSql + Sync), Type); 0] = [];
+        let (mut derived, mut dangling, mut dangling_count) = (Derived::default(), vec![], 0u64);
+        let mut rows = conn.client().query_typed_raw(REFERRERS, no_params).map_err(read_storage)?;
+        while let Some(row) = rows.next().map_err(read_storage)? {
+            let target = ref_of("referrers", &"derived", row.get(0))?;
+            let (kind, position) = (row.get::<_, i16>(1), row.get::<_, i64>(2));
+            match row.get::<_, Option<&[u8]>>(3) {
+                Some(referrer) => {
+                    let referrer = ref_of("referrers", &target, referrer)?;
+                    derived.referrers.add_referrer(&target, kind as u8, &referrer);
+                }
+                None => {
+                    dangling_count += 1;
+                    if dangling.len() < DANGLING_KEPT_MAX {
+                        dangling.push(format!("{target} {kind} {position}"));
+                    }
+                }
+            }
+        }
+        drop(rows);
+        let no_params: [(&(dyn ToSql + Sync), Type); 0] = [];
+        let mut rows = conn.client().query_typed_raw(RECORDS, no_params).map_err(read_storage)?;
+        while let Some(row) = rows.next().map_err(read_storage)? {
+            let record = ref_of("record_journal", &"derived", row.get(0))?;
+            let key = JournalKey { invocation_id: row.get(1), ordinal: row.get::<_, i32>(2) as u32 };
+            derived.record_journal.add_record(&record, &key);
+        }
+        Ok((derived, dangling, dangling_count))
+    }
 }
+
+/// The most referrer rows naming nothing that a verify names one by one.
+pub(crate) const DANGLING_KEPT_MAX: usize = 100;

@@ -19,6 +19,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod derived;
+
 /// Most faults kept in a report; the count still includes the rest.
 pub const FAULTS_KEPT_MAX: usize = 10_000;
 

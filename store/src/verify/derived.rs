@@ -1,0 +1,119 @@
+//! The rows an engine derives from the records rather than receives: who
+//! names an object (`referrers`) and which outcome carries an effect record
+//! (`record_journal`). Each table is summed up as its row count and an
+//! order-free digest of its rows, each row spelled by refs rather than by
+//! engine-local positions (an object's sequence number differs between two
+//! engines holding the same objects). Two engines holding the same records
+//! and deriving the same rows have equal sums; a row missing, extra or
+//! naming something else changes them.
+
+use crate::model::JournalKey;
+use crate::read::RedbSnapshot;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::{RECORD_JOURNAL, REFERRERS};
+use crate::view::View;
+use redb::{ReadableTable, TableError};
+
+/// A table's rows: how many, and the lane-wise wrapping sum of each row's
+/// BLAKE3 hash (so the order rows are read in does not matter).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowSum {
+    pub rows: u64,
+    lanes: [u64; 4],
+}
+
+impl RowSum {
+    /// Adds one row, given as its fields (each length-prefixed, so that no
+    /// two rows spell the same bytes).
+    pub fn add(&mut self, fields: &[&[u8]]) {
+        let mut h = blake3::Hasher::new();
+        for f in fields {
+            h.update(&(f.len() as u64).to_le_bytes());
+            h.update(f);
+        }
+        let digest = h.finalize();
+        for (lane, chunk) in self.lanes.iter_mut().zip(digest.as_bytes().chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *lane = lane.wrapping_add(u64::from_le_bytes(b));
+        }
+        self.rows += 1;
+    }
+
+    /// A referrer row: `referrer` (of `kind`) names `target`.
+    pub fn add_referrer(&mut self, target: &Ref, kind: u8, referrer: &Ref) {
+        self.add(&[&target.0, &[kind], &referrer.0]);
+    }
+
+    /// A record journal row: `record` is carried by `key`'s outcome.
+    pub fn add_record(&mut self, record: &Ref, key: &JournalKey) {
+        self.add(&[&record.0, key.invocation_id.as_bytes(), &key.ordinal.to_be_bytes()]);
+    }
+}
+
+/// The derived tables of one store, summed up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Derived {
+    pub referrers: RowSum,
+    pub record_journal: RowSum,
+}
+
+/// The derived tables of an embedded store. A referrer row naming a position
+/// that holds nothing is an error here: the embedded verifier's own checks
+/// say where.
+pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
+    let mut derived = Derived::default();
+    if let Some(t) = open(snap, REFERRERS)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
+            let (target, kind, position) = k.value();
+            let target = Ref(target);
+            let referrer = snap
+                .referrer_at(kind, position)
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("referrer {target} {kind} {position} names nothing"))?;
+            derived.referrers.add_referrer(&target, kind, &referrer);
+        }
+    }
+    if let Some(t) = open(snap, RECORD_JOURNAL)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let record = Ref(k.value());
+            let key: JournalKey = rows::decode("record_journal", &record, v.value()).map_err(|e| e.to_string())?;
+            derived.record_journal.add_record(&record, &key);
+        }
+    }
+    Ok(derived)
+}
+
+fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+    snap: &RedbSnapshot,
+    def: redb::TableDefinition<K, V>,
+) -> Result<Option<redb::ReadOnlyTable<K, V>>, String> {
+    match snap.txn().open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sum_ignores_order_and_sees_a_changed_field() {
+        let (a, b, c) = (Ref::of(b"a"), Ref::of(b"b"), Ref::of(b"c"));
+        let (mut one, mut two, mut other) = (RowSum::default(), RowSum::default(), RowSum::default());
+        one.add_referrer(&a, 1, &b);
+        one.add_referrer(&a, 2, &c);
+        two.add_referrer(&a, 2, &c);
+        two.add_referrer(&a, 1, &b);
+        other.add_referrer(&a, 1, &b);
+        other.add_referrer(&a, 3, &c);
+        assert_eq!(one, two);
+        assert_ne!(one, other);
+        assert_eq!(other.rows, 2);
+    }
+}
