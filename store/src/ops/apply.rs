@@ -18,6 +18,14 @@ use std::collections::HashSet;
 
 pub(crate) type R<T> = Result<T, WriteError>;
 
+/// What a commit writes after its checks (see `Rows::append`).
+pub(crate) struct Append<'a> {
+    pub objects: &'a [NewObject],
+    pub entry: &'a LogEntry,
+    pub world: &'a World,
+    pub task: Option<(&'a TaskKey, &'a Task)>,
+}
+
 /// The rows of one write transaction, by domain. An engine implements these
 /// primitives; a row it is asked to insert as new that another writer created
 /// meanwhile is an engine error (the batch is retried), never an overwrite.
@@ -38,12 +46,18 @@ pub(crate) trait Rows {
     fn log_len(&mut self) -> R<u64>;
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()>;
     fn insert_world(&mut self, world: &World) -> R<()>;
-    /// Appends `entry` and its `world` and selects the world: the three
-    /// writes above, which an engine may send as one.
-    fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
-        self.insert_entry(entry)?;
-        self.insert_world(world)?;
-        self.set_head(SELECTED_HEAD, world.world_ref)
+    /// A commit's writes once its checks passed, which an engine may send
+    /// as one: its new objects, the entry, its world (selected), and an
+    /// invocation's task in its end state.
+    fn append(&mut self, a: Append<'_>) -> R<()> {
+        self.insert_objects(a.objects)?;
+        self.insert_entry(a.entry)?;
+        self.insert_world(a.world)?;
+        self.set_head(SELECTED_HEAD, a.world.world_ref)?;
+        match a.task {
+            Some((key, task)) => self.update_task(key, task),
+            None => Ok(()),
+        }
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>>;
@@ -215,8 +229,7 @@ fn commit_world(rows: &mut impl Rows, c: RestCommit) -> R<Ref> {
         }
         return Err(e);
     }
-    write_objects(rows, &c.objects)?;
-    rows.append(&c.entry, &c.next_world)?;
+    rows.append(Append { objects: &c.objects, entry: &c.entry, world: &c.next_world, task: None })?;
     if let Some(id) = &c.invocation_id {
         let receipt = Receipt { request_digest: c.request_digest, result_ref: Some(c.next_world.world_ref) };
         rows.put_receipt(id, &receipt)?;
@@ -387,12 +400,10 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
         log_head: entry_hash,
     };
     let entry = LogEntry { header, entry_hash, transition_ref: c.transition_ref };
-    write_objects(rows, &c.objects)?;
-    rows.append(&entry, &world)?;
     let committed = Committed { entry_index, entry_hash, world_ref: world.world_ref, output_ref: c.state_root };
     task.state = TaskState::Committed;
     task.committed = Some(committed.clone());
-    rows.update_task(&c.task, &task)?;
+    rows.append(Append { objects: &c.objects, entry: &entry, world: &world, task: Some((&c.task, &task)) })?;
     Ok(committed)
 }
 

@@ -11,7 +11,7 @@
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
-use crate::ops::{R, Rows};
+use crate::ops::{Append, R, Rows};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
@@ -139,6 +139,21 @@ impl<'c> PgRows<'c> {
         }
     }
 
+    /// The objects of `objects` not yet in the store as far as this node
+    /// knows, each once, in order.
+    fn new_objects<'o>(&self, objects: &'o [NewObject]) -> Vec<&'o NewObject> {
+        let mut new: Vec<&NewObject> = vec![];
+        for o in objects {
+            if !self.known.has_object(&o.hash)
+                && !self.inserted.contains(&o.hash)
+                && !new.iter().any(|n| n.hash == o.hash)
+            {
+                new.push(o);
+            }
+        }
+        new
+    }
+
     /// Notes that `key` of `table` was read as absent (when `rows` is empty).
     fn note_absent(&mut self, table: &'static str, key: String, rows: &[Row]) {
         if rows.is_empty() {
@@ -203,59 +218,13 @@ impl Rows for PgRows<'_> {
 
     /// The objects and who they name, in one statement.
     fn insert_objects(&mut self, objects: &[NewObject]) -> R<()> {
-        let new: Vec<&NewObject> = objects
-            .iter()
-            .filter(|o| !self.known.has_object(&o.hash) && !self.inserted.contains(&o.hash))
-            .fold(vec![], |mut new: Vec<&NewObject>, o| {
-                if !new.iter().any(|n| n.hash == o.hash) {
-                    new.push(o);
-                }
-                new
-            });
+        let new = self.new_objects(objects);
         if new.len() <= 1 {
             return new.first().map_or(Ok(()), |o| self.insert_object(o));
         }
-        let mut sizes = Vec::with_capacity(new.len());
-        for o in &new {
-            sizes.push(int(o.payload.len() as u64, "payload size")?);
-        }
-        let (mut owners, mut targets) = (vec![], vec![]);
-        for o in &new {
-            for t in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
-                if t != o.hash {
-                    owners.push(o.hash);
-                    targets.push(t);
-                }
-            }
-        }
-        let hashes: Vec<Ref> = new.iter().map(|o| o.hash).collect();
-        let interfaces: Vec<Ref> = new.iter().map(|o| o.interface_hash).collect();
-        let semantic: Vec<&str> = new.iter().map(|o| o.semantic_id.as_str()).collect();
-        let provenance: Vec<&str> = new.iter().map(|o| o.provenance.as_str()).collect();
-        let payloads: Vec<&[u8]> = new.iter().map(|o| o.payload.as_slice()).collect();
-        self.inserted.extend(hashes.iter().copied());
-        // WITH ORDINALITY keeps the batch's order: objects are numbered in the order written.
-        self.q(
-            "WITH o AS (INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
-                        SELECT h, i, s, p, z, b FROM unnest($1::bytea[], $2::bytea[], $3::text[], $4::text[],
-                                                            $5::int8[], $6::bytea[]) WITH ORDINALITY AS n (h, i, s, p, z, b, k)
-                        ORDER BY k
-                        ON CONFLICT (hash) DO NOTHING RETURNING hash, seq)
-             INSERT INTO referrers (target, kind, position)
-             SELECT r.t, $9, o.seq FROM o JOIN unnest($7::bytea[], $8::bytea[]) AS r (owner, t) ON r.owner = o.hash
-             ON CONFLICT DO NOTHING",
-            &[
-                (&ref_array(&hashes), Type::BYTEA_ARRAY),
-                (&ref_array(&interfaces), Type::BYTEA_ARRAY),
-                (&semantic, Type::TEXT_ARRAY),
-                (&provenance, Type::TEXT_ARRAY),
-                (&sizes, Type::INT8_ARRAY),
-                (&payloads, Type::BYTEA_ARRAY),
-                (&ref_array(&owners), Type::BYTEA_ARRAY),
-                (&ref_array(&targets), Type::BYTEA_ARRAY),
-                (&(REFERRER_OBJECT as i16), Type::INT2),
-            ],
-        )?;
+        let c = ObjectColumns::of(&new)?;
+        self.inserted.extend(new.iter().map(|o| o.hash));
+        self.q(&format!("WITH {OBJECTS_CTE} SELECT 1"), &c.params())?;
         Ok(())
     }
 
@@ -377,47 +346,79 @@ impl Rows for PgRows<'_> {
         Ok(())
     }
 
-    /// The entry, its world, their referrers and the selected head in one
-    /// statement (one round trip instead of three). The head is inserted
-    /// plainly where this transaction read it as absent, as `put` does.
-    fn append(&mut self, entry: &LogEntry, world: &World) -> R<()> {
+    /// A commit's writes in one statement (one round trip instead of five):
+    /// its new objects and the refs they name, the entry, its world, who they
+    /// name, the selected head, and an invocation's task. The head is
+    /// inserted plainly where this transaction read it as absent, as `put`
+    /// does. No two parts touch one row, as a statement requires.
+    fn append(&mut self, a: Append<'_>) -> R<()> {
+        let (entry, world) = (a.entry, a.world);
         let h = &entry.header;
         let index = int(h.entry_index, "entry index")?;
         let revision = int(world.revision, "revision")?;
+        let new = self.new_objects(a.objects);
+        let objects = ObjectColumns::of(&new)?;
         let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
-            "INSERT INTO heads (name, ref) VALUES ($10, $6)"
+            "INSERT INTO heads (name, ref) VALUES ($19, $15)"
         } else {
-            "INSERT INTO heads (name, ref) VALUES ($10, $6) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
+            "INSERT INTO heads (name, ref) VALUES ($19, $15) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
+        };
+        let task = match a.task {
+            Some(_) => {
+                ", t AS (UPDATE tasks SET state = $24, task = $25 WHERE surface = $21 AND episode = $22 AND task_id = $23)"
+            }
+            None => "",
         };
         let sql = format!(
-            "WITH e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3) RETURNING entry_index),
-                  er AS (INSERT INTO referrers (target, kind, position) SELECT t, $5, e.entry_index FROM e, unnest($4) AS t
+            "WITH {OBJECTS_CTE},
+                  e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $10, $11, $12) RETURNING entry_index),
+                  er AS (INSERT INTO referrers (target, kind, position) SELECT t, $14, e.entry_index FROM e, unnest($13) AS t
                          ON CONFLICT DO NOTHING),
-                  w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($6, $7, $8) RETURNING revision),
-                  wr AS (INSERT INTO referrers (target, kind, position) SELECT t, $11, w.revision FROM w, unnest($9) AS t
+                  w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($15, $16, $17) RETURNING revision),
+                  wr AS (INSERT INTO referrers (target, kind, position) SELECT t, $18, w.revision FROM w, unnest($20) AS t
                          ON CONFLICT DO NOTHING),
-                  h AS ({head})
+                  h AS ({head}){task}
              SELECT 1"
         );
-        let named = [entry.transition_ref, h.transition_fn, h.interpreter];
+        let entry_names = [entry.transition_ref, h.transition_fn, h.interpreter];
+        let world_names = [world.state_root, world.log_head];
+        let (entry_named, world_named) = (ref_array(&entry_names), ref_array(&world_names));
+        let (entry_row, world_row) = (rows::encode(entry), rows::encode(world));
+        let (entry_hash, world_ref) = (entry.entry_hash.0.as_slice(), world.world_ref.0.as_slice());
+        let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
+        let mut params = objects.params();
+        params.extend_from_slice(&[
+            (&index, Type::INT8),
+            (&entry_hash, Type::BYTEA),
+            (&entry_row, Type::BYTEA),
+            (&entry_named, Type::BYTEA_ARRAY),
+            (&entry_kind, Type::INT2),
+            (&world_ref, Type::BYTEA),
+            (&revision, Type::INT8),
+            (&world_row, Type::BYTEA),
+            (&world_kind, Type::INT2),
+            (&SELECTED_HEAD, Type::TEXT),
+            (&world_named, Type::BYTEA_ARRAY),
+        ]);
+        let task_row = a.task.map(|(key, task)| {
+            (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str(), task.state.as_str(), rows::encode(task))
+        });
+        if let Some((surface, episode, task_id, state, row)) = &task_row {
+            params.extend_from_slice(&[
+                (surface, Type::TEXT),
+                (episode, Type::TEXT),
+                (task_id, Type::TEXT),
+                (state, Type::TEXT),
+                (row, Type::BYTEA),
+            ]);
+        }
+        self.q(&sql, &params)?;
+        self.inserted.extend(new.iter().map(|o| o.hash));
         self.next_index = Some(h.entry_index + 1);
         self.worlds.push(world.clone());
-        self.q(
-            &sql,
-            &[
-                (&index, Type::INT8),
-                (&entry.entry_hash.0.as_slice(), Type::BYTEA),
-                (&rows::encode(entry), Type::BYTEA),
-                (&ref_array(&named), Type::BYTEA_ARRAY),
-                (&(REFERRER_ENTRY as i16), Type::INT2),
-                (&world.world_ref.0.as_slice(), Type::BYTEA),
-                (&revision, Type::INT8),
-                (&rows::encode(world), Type::BYTEA),
-                (&ref_array(&[world.state_root, world.log_head]), Type::BYTEA_ARRAY),
-                (&SELECTED_HEAD, Type::TEXT),
-                (&(REFERRER_WORLD as i16), Type::INT2),
-            ],
-        )?;
+        if let Some((key, task)) = a.task {
+            self.tasks.insert(key.clone(), task.clone());
+        }
         Ok(())
     }
 
@@ -661,5 +662,76 @@ impl Rows for PgRows<'_> {
     fn remove_receipt(&mut self, id: &str) -> R<()> {
         self.q("DELETE FROM receipts WHERE id = $1", &[(&id, Type::TEXT)])?;
         Ok(())
+    }
+}
+
+/// Objects and the refs they name, inserted from arrays ($1-$9; see
+/// `ObjectColumns::params`): only rows new to the database are numbered and
+/// indexed (another node that wrote an object first indexed it too).
+/// WITH ORDINALITY keeps the given order: objects are numbered in the order
+/// written.
+const OBJECTS_CTE: &str = "o AS (INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
+        SELECT h, i, s, p, z, b FROM unnest($1::bytea[], $2::bytea[], $3::text[], $4::text[], $5::int8[], $6::bytea[])
+            WITH ORDINALITY AS n (h, i, s, p, z, b, k)
+        ORDER BY k
+        ON CONFLICT (hash) DO NOTHING RETURNING hash, seq),
+    orf AS (INSERT INTO referrers (target, kind, position)
+        SELECT r.t, $9, o.seq FROM o JOIN unnest($7::bytea[], $8::bytea[]) AS r (owner, t) ON r.owner = o.hash
+        ON CONFLICT DO NOTHING)";
+
+/// New objects as the columns `OBJECTS_CTE` takes.
+struct ObjectColumns<'o> {
+    hashes: Vec<&'o [u8]>,
+    interfaces: Vec<&'o [u8]>,
+    semantic: Vec<&'o str>,
+    provenance: Vec<&'o str>,
+    sizes: Vec<i64>,
+    payloads: Vec<&'o [u8]>,
+    owners: Vec<&'o [u8]>,
+    targets: Vec<Vec<u8>>,
+}
+
+const OBJECT_KIND: i16 = REFERRER_OBJECT as i16;
+
+impl<'o> ObjectColumns<'o> {
+    fn of(new: &[&'o NewObject]) -> R<ObjectColumns<'o>> {
+        let mut sizes = Vec::with_capacity(new.len());
+        for o in new {
+            sizes.push(int(o.payload.len() as u64, "payload size")?);
+        }
+        let (mut owners, mut targets) = (vec![], vec![]);
+        for o in new {
+            for t in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
+                if t != o.hash {
+                    owners.push(o.hash.0.as_slice());
+                    targets.push(t.0.to_vec());
+                }
+            }
+        }
+        Ok(ObjectColumns {
+            hashes: new.iter().map(|o| o.hash.0.as_slice()).collect(),
+            interfaces: new.iter().map(|o| o.interface_hash.0.as_slice()).collect(),
+            semantic: new.iter().map(|o| o.semantic_id.as_str()).collect(),
+            provenance: new.iter().map(|o| o.provenance.as_str()).collect(),
+            sizes,
+            payloads: new.iter().map(|o| o.payload.as_slice()).collect(),
+            owners,
+            targets,
+        })
+    }
+
+    /// $1-$9 of `OBJECTS_CTE`.
+    fn params(&self) -> Vec<Param<'_>> {
+        vec![
+            (&self.hashes, Type::BYTEA_ARRAY),
+            (&self.interfaces, Type::BYTEA_ARRAY),
+            (&self.semantic, Type::TEXT_ARRAY),
+            (&self.provenance, Type::TEXT_ARRAY),
+            (&self.sizes, Type::INT8_ARRAY),
+            (&self.payloads, Type::BYTEA_ARRAY),
+            (&self.owners, Type::BYTEA_ARRAY),
+            (&self.targets, Type::BYTEA_ARRAY),
+            (&OBJECT_KIND, Type::INT2),
+        ]
     }
 }
