@@ -157,6 +157,27 @@ on_both_engines! {
         let nested = store.call(Op::Sequence(vec![Op::Sequence(vec![])])).unwrap();
         assert!(matches!(nested, Reply::Sequence(ref r) if matches!(r[0], Err(WriteError::InvalidCommit(_)))));
     }
+
+    fn a_commit_checks_the_registry_as_an_earlier_publish_in_its_batch_left_it(store) {
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        let f = publish_echo(store);
+        // A publish moving tools.echo elsewhere, then a commit planned against the old entry.
+        let mut moved = echo_registry();
+        let source = NewObject::derived("world/transition-source/v1", "test", b"echo v2".to_vec());
+        let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"r\":2}".to_vec());
+        moved.expected = Some(moved.head);
+        moved.head = registry.hash;
+        moved.entries = vec![("tools.echo".into(), source.hash)];
+        moved.objects = vec![source, registry];
+        let key = task("behind");
+        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"s"), at: 1 };
+        let commit = Op::CommitInvocation(invocation(&key, f, b"{\"late\":1}"));
+        let batch = Op::Sequence(vec![Op::PublishRegistry(moved), create, commit]);
+        let Reply::Sequence(r) = store.call(batch).unwrap() else { panic!() };
+        assert_eq!(r[0], Ok(Reply::Published(PublishOutcome::Moved)));
+        assert!(matches!(r[2], Err(WriteError::TransitionChanged { .. })), "{:?}", r[2]);
+        assert_eq!(store.snapshot().unwrap().log_len().unwrap(), 1);
+    }
 }
 
 #[test]

@@ -45,6 +45,9 @@ pub(crate) struct PgRows<'c> {
     /// index once it appended: the log's length follows from them.
     selected: Option<Option<Ref>>,
     next_index: Option<u64>,
+    /// Registry entries read at the batch's start (`read_registry_entries`)
+    /// or written since, absent ones as `None`.
+    registry: HashMap<(String, String), Option<Ref>>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
     /// Whether `open_intents` searches every call of the lapsed nodes, the
@@ -123,6 +126,7 @@ impl<'c> PgRows<'c> {
             worlds: vec![],
             selected: None,
             next_index: None,
+            registry: HashMap::new(),
             known,
             finished_calls: false,
         }
@@ -137,6 +141,33 @@ impl<'c> PgRows<'c> {
                 Err(WriteError::Storage(detail))
             }
         }
+    }
+
+    /// Reads the registry entries the batch's commits will check, in one
+    /// statement: each commit then finds its entry here. The rows are read
+    /// as `registry_entry` reads them (no lock), only earlier in the batch.
+    pub(crate) fn read_registry_entries(&mut self, wanted: &[(&str, &str)]) -> R<()> {
+        let wanted: Vec<&(&str, &str)> =
+            wanted.iter().filter(|(r, id)| !self.registry.contains_key(&(r.to_string(), id.to_string()))).collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let registries: Vec<&str> = wanted.iter().map(|(r, _)| *r).collect();
+        let ids: Vec<&str> = wanted.iter().map(|(_, id)| *id).collect();
+        let rows = self.q(
+            "SELECT e.registry, e.transition_id, e.transition_fn FROM registry_entries e
+             JOIN unnest($1::text[], $2::text[]) AS w (registry, id) ON e.registry = w.registry AND e.transition_id = w.id",
+            &[(&registries, Type::TEXT_ARRAY), (&ids, Type::TEXT_ARRAY)],
+        )?;
+        for (registry, id) in wanted {
+            self.registry.insert((registry.to_string(), id.to_string()), None);
+        }
+        for row in &rows {
+            let (registry, id): (String, String) = (row.get(0), row.get(1));
+            let f = bytes32("registry_entries", &id, row.get(2))?;
+            self.registry.insert((registry, id), Some(f));
+        }
+        Ok(())
     }
 
     /// The objects of `objects` not yet in the store as far as this node
@@ -423,6 +454,9 @@ impl Rows for PgRows<'_> {
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
+        if let Some(entry) = self.registry.get(&(registry.to_string(), id.to_string())) {
+            return Ok(*entry);
+        }
         let rows = self.q(
             "SELECT transition_fn FROM registry_entries WHERE registry = $1 AND transition_id = $2",
             &[(&registry, Type::TEXT), (&id, Type::TEXT)],
@@ -431,6 +465,7 @@ impl Rows for PgRows<'_> {
     }
 
     fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()> {
+        self.registry.insert((registry.to_string(), id.to_string()), Some(transition_fn));
         self.q(
             "INSERT INTO registry_entries (registry, transition_id, transition_fn) VALUES ($1, $2, $3)
              ON CONFLICT (registry, transition_id) DO UPDATE SET transition_fn = excluded.transition_fn",
@@ -440,6 +475,7 @@ impl Rows for PgRows<'_> {
     }
 
     fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()> {
+        self.registry.retain(|(r, _), _| r != registry);
         self.q("DELETE FROM registry_entries WHERE registry = $1", &[(&registry, Type::TEXT)])?;
         let ids: Vec<&str> = entries.iter().map(|(id, _)| id.as_str()).collect();
         let fns: Vec<&[u8]> = entries.iter().map(|(_, f)| f.0.as_slice()).collect();

@@ -312,6 +312,12 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
     }
     let mut results = Vec::with_capacity(ops.len());
     let mut rows = PgRows::new(conn, node, known);
+    let wanted = registry_entries_checked(&ops);
+    if let Err(e) = rows.read_registry_entries(&wanted) {
+        let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(e.to_string()));
+        let _ = conn.client().batch_execute("ROLLBACK");
+        return Err(abort);
+    }
     for op in ops {
         let r = apply(&mut rows, op);
         if let Err(WriteError::Storage(detail)) = &r {
@@ -333,4 +339,22 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
             other => other,
         }),
     }
+}
+
+/// The registry entries the commits of `ops` check, each once.
+fn registry_entries_checked(ops: &[Op]) -> Vec<(&str, &str)> {
+    let mut wanted: Vec<(&str, &str)> = vec![];
+    let flat = ops.iter().flat_map(|op| match op {
+        Op::Sequence(inner) => inner.iter().collect::<Vec<_>>(),
+        op => vec![op],
+    });
+    for op in flat {
+        if let Op::CommitInvocation(c) = op {
+            let pair = (c.registry.as_str(), c.transition_id.as_str());
+            if !wanted.contains(&pair) {
+                wanted.push(pair);
+            }
+        }
+    }
+    wanted
 }
