@@ -11,7 +11,8 @@
 //! turn. Every row checks that the log grew by exactly the
 //! calls counted. The PostgreSQL cluster is `BENCH_POSTGRES` (an admin URL)
 //! or a throwaway one started with `scripts/postgres` (fsync on, as the
-//! embedded engine syncs every batch). `BENCH_SECS` sets the seconds per row.
+//! embedded engine syncs every batch). `BENCH_SECS` sets the seconds per row,
+//! `BENCH_ROUNDS` how often the whole table runs (medians are printed).
 
 mod support;
 
@@ -155,14 +156,17 @@ impl Surface {
     }
 }
 
-/// Sets up a world on one engine.
-type MakeWorld<'a> = Box<dyn Fn() -> World + 'a>;
+/// Rounds of the whole table (`BENCH_ROUNDS`, default 1): each figure is
+/// the median round's, each ratio the median of the rounds' ratios.
+fn rounds() -> usize {
+    std::env::var("BENCH_ROUNDS").ok().and_then(|s| s.parse().ok()).filter(|&n| n >= 1).unwrap_or(1)
+}
 
 fn main() {
     if !invoked_as_bench("nodes") {
         return;
     }
-    let secs = row_secs();
+    let (secs, rounds) = (row_secs(), rounds());
     let cluster = Cluster::get();
     let loads: Vec<(Surface, &str, usize)> = [Surface::Mcp, Surface::A2a]
         .into_iter()
@@ -172,25 +176,36 @@ fn main() {
                 .flat_map(move |tool| [1, 8, 64].into_iter().map(move |clients| (surface, tool, clients)))
         })
         .collect();
-    let mut table: Vec<(String, Vec<Row>)> = vec![];
-    let engines: [(&str, MakeWorld); 3] = [
-        ("embedded", Box::new(World::embedded)),
-        ("postgres, 1 node", Box::new(|| World::postgres(&cluster.database("bench_one"), 1))),
-        ("postgres, 3 nodes", Box::new(|| World::postgres(&cluster.database("bench_three"), 3))),
+    // Every engine's world stands from the start and each load runs on them
+    // in turn, so that a ratio compares seconds next to each other on this
+    // noisy machine, not minutes apart.
+    let worlds = [
+        ("embedded", World::embedded()),
+        ("postgres, 1 node", World::postgres(&cluster.database("bench_one"), 1)),
+        ("postgres, 3 nodes", World::postgres(&cluster.database("bench_three"), 3)),
     ];
-    for (name, world) in &engines {
-        let world = world();
+    for (name, world) in &worlds {
         eprintln!("nodes: {name}: {} node(s) of {}", world.nodes.len(), world.setup.worldd.display());
-        let rows = loads.iter().map(|(surface, tool, clients)| world.durable(*surface, tool, *clients, secs)).collect();
-        table.push((name.to_string(), rows));
     }
+    // runs[load][engine]: one row per round.
+    let mut runs: Vec<Vec<Vec<Row>>> = loads.iter().map(|_| worlds.iter().map(|_| vec![]).collect()).collect();
+    for _ in 0..rounds {
+        for (l, (surface, tool, clients)) in loads.iter().enumerate() {
+            for (e, (_, world)) in worlds.iter().enumerate() {
+                runs[l][e].push(world.durable(*surface, tool, *clients, secs));
+            }
+        }
+    }
+    println!("\n{rounds} round(s) of {secs} s per row");
     println!(
-        "\n{:<20} {:<16} {:>7} {:>10} {:>9} {:>9} {:>7} {:>12}",
+        "{:<20} {:<16} {:>7} {:>10} {:>9} {:>9} {:>7} {:>12}",
         "engine", "tool", "clients", "calls/s", "p50 ms", "p99 ms", "errors", "x embedded"
     );
-    for (name, rows) in &table {
-        for (i, row) in rows.iter().enumerate() {
-            let base = table[0].1[i].rate();
+    for (e, (name, _)) in worlds.iter().enumerate() {
+        for per_engine in &runs {
+            let rows = &per_engine[e];
+            let ratios: Vec<f64> = (0..rounds).map(|r| rows[r].rate() / per_engine[0][r].rate()).collect();
+            let row = median_by(rows, |r| r.rate());
             println!(
                 "{:<20} {:<16} {:>7} {:>10.0} {:>9.2} {:>9.2} {:>7} {:>11.2}x",
                 name,
@@ -199,9 +214,20 @@ fn main() {
                 row.rate(),
                 row.p50(),
                 row.p99(),
-                row.errors,
-                row.rate() / base
+                rows.iter().map(|r| r.errors).sum::<u64>(),
+                median(ratios)
             );
         }
     }
+}
+
+fn median_by<T>(items: &[T], key: impl Fn(&T) -> f64) -> &T {
+    let mut order: Vec<&T> = items.iter().collect();
+    order.sort_by(|a, b| key(a).total_cmp(&key(b)));
+    order[order.len() / 2]
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
 }

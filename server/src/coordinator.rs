@@ -117,9 +117,23 @@ pub struct Coordinator {
     registry_cache: Mutex<Option<(Ref, Arc<Registry>)>>,
     sources: Mutex<HashMap<Ref, Arc<Vec<u8>>>>,
     in_flight: Mutex<std::collections::HashSet<TaskKey>>,
+    /// A world was seen selected: it stays so (heads are never removed), so
+    /// admission stops asking.
+    world_seen: std::sync::atomic::AtomicBool,
 }
 
 impl Coordinator {
+    /// Whether the store has a selected world, asked of `snap` until one is seen.
+    fn has_world(&self, snap: &Snapshot) -> Result<bool, ReadError> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.world_seen.load(Relaxed) {
+            return Ok(true);
+        }
+        let seen = snap.selected_head()?.is_some();
+        self.world_seen.fetch_or(seen, Relaxed);
+        Ok(seen)
+    }
+
     /// The current registry, parsed once per head.
     pub fn registry(&self, snap: &Snapshot) -> Result<Option<Arc<Registry>>, registry::LoadError> {
         Ok(self.registry_at(snap)?.map(|(_, r)| r))
@@ -213,7 +227,7 @@ async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
         let registry = d.coordinator().registry(&snap).map_err(|e| e.to_string())?;
         let descriptor = registry.and_then(|r| r.get(&id).cloned());
         let existing = snap.task(&key).map_err(|e| e.to_string())?;
-        let has_world = snap.selected_head().map_err(|e| e.to_string())?.is_some();
+        let has_world = d.coordinator().has_world(&snap).map_err(|e| e.to_string())?;
         Ok((descriptor, existing, has_world))
     });
     let (descriptor, existing, has_world) = match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
