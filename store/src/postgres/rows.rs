@@ -41,8 +41,9 @@ pub(crate) struct PgRows<'c> {
     /// Worlds this transaction wrote: known to the node once it commits (the
     /// next call's head world, on a node that appends alone).
     pub(crate) worlds: Vec<World>,
-    /// `world/selected` as this transaction locked it, and the next log
-    /// index once it appended: the log's length follows from them.
+    /// `world/selected` as this transaction locked it (and then moved it),
+    /// and the next log index once it appended: the log's length follows
+    /// from them.
     selected: Option<Option<Ref>>,
     next_index: Option<u64>,
     /// Registry entries read at the batch's start (`read_registry_entries`)
@@ -291,6 +292,12 @@ impl Rows for PgRows<'_> {
     }
 
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
+        // Locked by this transaction already: only its own writes moved it since.
+        if name == SELECTED_HEAD
+            && let Some(selected) = self.selected
+        {
+            return Ok(selected);
+        }
         let rows = self.q("SELECT ref FROM heads WHERE name = $1 FOR UPDATE", &[(&name, Type::TEXT)])?;
         self.note_absent("heads", name.to_string(), &rows);
         let head = rows.first().map(|r| bytes32("heads", &name, r.get(0))).transpose()?;
@@ -301,6 +308,9 @@ impl Rows for PgRows<'_> {
     }
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
+        if name == SELECTED_HEAD {
+            self.selected = Some(Some(r));
+        }
         self.put(
             "heads",
             name.to_string(),
@@ -311,7 +321,7 @@ impl Rows for PgRows<'_> {
     }
 
     fn world(&mut self, r: &Ref) -> R<Option<World>> {
-        if let Some(w) = self.known.world(r) {
+        if let Some(w) = self.known.world(r).or_else(|| self.worlds.iter().find(|w| w.world_ref == *r).cloned()) {
             return Ok(Some(w));
         }
         let rows = self.q("SELECT world FROM worlds WHERE world_ref = $1", &[(&r.0.as_slice(), Type::BYTEA)])?;
@@ -446,6 +456,7 @@ impl Rows for PgRows<'_> {
         self.q(&sql, &params)?;
         self.inserted.extend(new.iter().map(|o| o.hash));
         self.next_index = Some(h.entry_index + 1);
+        self.selected = Some(Some(world.world_ref));
         self.worlds.push(world.clone());
         if let Some((key, task)) = a.task {
             self.tasks.insert(key.clone(), task.clone());
