@@ -60,6 +60,60 @@ fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
 }
 
 #[test]
+fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
+    let (url, nodes, f) = three_nodes();
+    let store = nodes[0].clone();
+    // Another writer holds the head row, as another node's batch would.
+    let mut holder = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    holder.batch_execute("BEGIN; SELECT ref FROM heads WHERE name = 'world/selected' FOR UPDATE").unwrap();
+    let (a, b) = (task("head-first"), task("head-second"));
+    let create = |k: &TaskKey| Op::CreateTask { task: k.clone(), request_digest: Ref::of(b"d"), at: 1 };
+    let batch = Op::Sequence(vec![
+        create(&a),
+        Op::CommitInvocation(invocation(&a, f, b"1")),
+        create(&b),
+        Op::CommitInvocation(invocation(&b, f, b"2")),
+    ]);
+    let call = std::thread::spawn(move || store.call(batch));
+    // While the batch waits for the head, it has written the second task's
+    // row already (after the first commit's checks): an insert of that key
+    // from elsewhere waits on it.
+    let mut probe = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let insert = "INSERT INTO tasks (surface, episode, task_id, state, node, task)
+                  VALUES ('a2a', 'ep1', 'head-second', 'started', 'probe', '\\x00')";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let waited = loop {
+        probe.batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'").unwrap();
+        let outcome = probe.batch_execute(insert);
+        probe.batch_execute("ROLLBACK").unwrap();
+        match outcome {
+            Err(e) if e.code() == Some(&::postgres::error::SqlState::LOCK_NOT_AVAILABLE) => break true,
+            _ if std::time::Instant::now() > deadline => break false,
+            _ => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    };
+    holder.batch_execute("COMMIT").unwrap();
+    let Reply::Sequence(replies) = call.join().unwrap().unwrap() else { panic!("not a sequence") };
+    assert!(waited, "the batch took the head before writing its other rows");
+    let committed: Vec<Committed> = replies
+        .into_iter()
+        .filter_map(|r| match r.unwrap() {
+            Reply::Committed(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    let snap = nodes[1].snapshot().unwrap();
+    assert_eq!(committed.len(), 2);
+    for (key, c) in [(&a, &committed[0]), (&b, &committed[1])] {
+        assert_eq!(snap.log_entry(c.entry_index).unwrap().map(|e| e.entry_hash), Some(c.entry_hash), "{c:?}");
+        assert_eq!(snap.task(key).unwrap().unwrap().committed.as_ref(), Some(c));
+    }
+    assert_eq!(committed[1].entry_index, committed[0].entry_index + 1);
+    assert_eq!(snap.selected_head().unwrap(), Some(committed[1].world_ref));
+    assert_verifies(nodes[2].as_ref());
+}
+
+#[test]
 fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
     let (_url, nodes, f) = three_nodes();
     for round in 0..20 {

@@ -18,6 +18,23 @@ use std::collections::HashSet;
 
 pub(crate) type R<T> = Result<T, WriteError>;
 
+/// An invocation whose checks passed, not yet chained: its commit and its
+/// task as started.
+pub(crate) struct Pending {
+    pub commit: InvocationCommit,
+    pub task: Task,
+}
+
+/// An invocation chained onto the log (see `chain`).
+pub(crate) struct Chained {
+    pub key: TaskKey,
+    pub objects: Vec<NewObject>,
+    pub entry: LogEntry,
+    pub world: World,
+    pub committed: Committed,
+    pub task: Task,
+}
+
 /// What a commit writes after its checks (see `Rows::append`).
 pub(crate) struct Append<'a> {
     pub objects: &'a [NewObject],
@@ -58,6 +75,21 @@ pub(crate) trait Rows {
             Some((key, task)) => self.update_task(key, task),
             None => Ok(()),
         }
+    }
+    /// Whether a world is selected (one stays selected for good).
+    fn world_selected(&mut self) -> R<bool> {
+        Ok(self.head(SELECTED_HEAD)?.is_some())
+    }
+    /// Chains and writes an invocation whose checks passed. An engine may
+    /// defer it to the end of its batch (so that the head is locked last),
+    /// answering a placeholder it replaces once the batch's entries are
+    /// chained.
+    fn append_invocation(&mut self, p: Pending) -> R<Committed> {
+        let head = selected_world(self)?.ok_or(WriteError::NoWorld)?;
+        let c = chain(&head, p);
+        debug_assert_eq!(self.log_len()?, c.entry.header.entry_index, "revision tracks the entry index");
+        self.append(Append { objects: &c.objects, entry: &c.entry, world: &c.world, task: Some((&c.key, &c.task)) })?;
+        Ok(c.committed)
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>>;
@@ -175,7 +207,7 @@ fn object_exists(rows: &mut impl Rows, r: &Ref, offered: &[NewObject]) -> R<bool
     Ok(offered.iter().any(|o| o.hash == *r) || rows.has_object(r)?)
 }
 
-fn selected_world(rows: &mut impl Rows) -> R<Option<World>> {
+fn selected_world<Q: Rows + ?Sized>(rows: &mut Q) -> R<Option<World>> {
     let Some(head) = rows.head(SELECTED_HEAD)? else { return Ok(None) };
     match rows.world(&head)? {
         Some(w) => Ok(Some(w)),
@@ -366,11 +398,13 @@ fn record_outcome(rows: &mut impl Rows, o: OutcomeRequest) -> R<()> {
 }
 
 fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> {
-    let mut task = started_task(rows, &c.task)?;
+    let task = started_task(rows, &c.task)?;
     if rows.registry_entry(&c.registry, &c.transition_id)? != Some(c.transition_fn) {
         return Err(WriteError::TransitionChanged { id: c.transition_id });
     }
-    let head_world = selected_world(rows)?.ok_or(WriteError::NoWorld)?;
+    if !rows.world_selected()? {
+        return Err(WriteError::NoWorld);
+    }
     check_objects(&c.objects)?;
     for (what, r) in [
         ("invocation record", &c.transition_ref),
@@ -382,14 +416,21 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
             return Err(WriteError::InvalidCommit(format!("the {what} {r} is not in the commit or the store")));
         }
     }
-    let entry_index = rows.log_len()?;
-    debug_assert_eq!(entry_index, head_world.revision + 1, "revision tracks the entry index");
+    rows.append_invocation(Pending { commit: c, task })
+}
+
+/// Chains an invocation onto `head`, the selected world: its entry, the
+/// world it selects, what its caller is told, and its task as committed. The
+/// one place an invocation's entry hash and world ref are derived.
+pub(crate) fn chain(head: &World, p: Pending) -> Chained {
+    let c = p.commit;
+    let entry_index = head.revision + 1;
     let header = EntryHeader {
         entry_index,
         semantics_epoch: c.semantics_epoch,
         transition_fn: c.transition_fn,
         interpreter: c.interpreter,
-        prev_entry_hash: head_world.log_head,
+        prev_entry_hash: head.log_head,
         written_by: c.written_by,
     };
     let entry_hash = canonical::entry_hash(&header, &c.transition_ref);
@@ -401,10 +442,10 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
     };
     let entry = LogEntry { header, entry_hash, transition_ref: c.transition_ref };
     let committed = Committed { entry_index, entry_hash, world_ref: world.world_ref, output_ref: c.state_root };
+    let mut task = p.task;
     task.state = TaskState::Committed;
     task.committed = Some(committed.clone());
-    rows.append(Append { objects: &c.objects, entry: &entry, world: &world, task: Some((&c.task, &task)) })?;
-    Ok(committed)
+    Chained { key: c.task, objects: c.objects, entry, world, committed, task }
 }
 
 fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState) -> R<()> {

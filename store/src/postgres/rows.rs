@@ -11,7 +11,7 @@
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
-use crate::ops::{Append, R, Rows};
+use crate::ops::{Append, Chained, Pending, R, Rows, chain};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
@@ -46,6 +46,14 @@ pub(crate) struct PgRows<'c> {
     /// from them.
     selected: Option<Option<Ref>>,
     next_index: Option<u64>,
+    /// Invocations whose checks passed, chained and written at the batch's
+    /// end (`flush`) so that `world/selected` is locked last; their tasks and
+    /// objects.
+    pending: Vec<Pending>,
+    pending_tasks: HashSet<TaskKey>,
+    pending_objects: HashSet<Ref>,
+    /// What each placeholder answer stands for, in order (see `placeholder`).
+    pub(crate) chained: Vec<Committed>,
     /// Registry entries read at the batch's start (`read_registry_entries`)
     /// or written since, absent ones as `None`.
     registry: HashMap<(String, String), Option<Ref>>,
@@ -63,6 +71,8 @@ pub(crate) struct PgRows<'c> {
 pub(crate) struct Known {
     objects: std::sync::Mutex<HashSet<Ref>>,
     worlds: std::sync::Mutex<HashMap<Ref, World>>,
+    /// A world was seen selected (it stays so).
+    selected: std::sync::atomic::AtomicBool,
 }
 
 /// Most objects and worlds `Known` holds; past it, it starts over.
@@ -128,6 +138,10 @@ impl<'c> PgRows<'c> {
             selected: None,
             next_index: None,
             registry: HashMap::new(),
+            pending: vec![],
+            pending_tasks: HashSet::new(),
+            pending_objects: HashSet::new(),
+            chained: vec![],
             known,
             finished_calls: false,
         }
@@ -168,6 +182,101 @@ impl<'c> PgRows<'c> {
             let f = bytes32("registry_entries", &id, row.get(2))?;
             self.registry.insert((registry, id), Some(f));
         }
+        Ok(())
+    }
+
+    /// Chains the pending invocations onto `world/selected`, locked here
+    /// (the batch's last lock), and writes them all in one statement: their
+    /// new objects and who they name, entries, worlds, who those name, the
+    /// head and their tasks.
+    pub(crate) fn flush(&mut self) -> R<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let head = self.head(SELECTED_HEAD)?.ok_or(WriteError::NoWorld)?;
+        let mut world =
+            self.world(&head)?.ok_or_else(|| WriteError::Storage(format!("selected head {head} has no world row")))?;
+        let mut chained = Vec::with_capacity(pending.len());
+        for p in pending {
+            let c = chain(&world, p);
+            world = c.world.clone();
+            chained.push(c);
+        }
+        self.write_chained(&chained)?;
+        self.pending_tasks.clear();
+        self.pending_objects.clear();
+        for c in chained {
+            self.next_index = Some(c.entry.header.entry_index + 1);
+            self.selected = Some(Some(c.world.world_ref));
+            self.worlds.push(c.world);
+            self.tasks.insert(c.key, c.task);
+            self.chained.push(c.committed);
+        }
+        Ok(())
+    }
+
+    /// Flushes first when `key` has a pending commit: its row is read or
+    /// written as that commit leaves it.
+    fn settle(&mut self, key: &TaskKey) -> R<()> {
+        if self.pending_tasks.contains(key) { self.flush() } else { Ok(()) }
+    }
+
+    fn write_chained(&mut self, chained: &[Chained]) -> R<()> {
+        let all: Vec<NewObject> = chained.iter().flat_map(|c| c.objects.iter().cloned()).collect();
+        let new = self.new_objects(&all);
+        let objects = ObjectColumns::of(&new)?;
+        let mut entries = EntryColumns::default();
+        for c in chained {
+            entries.add(c)?;
+        }
+        let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
+            "INSERT INTO heads (name, ref) VALUES ($22, $23)"
+        } else {
+            "INSERT INTO heads (name, ref) VALUES ($22, $23) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
+        };
+        let sql = format!(
+            "WITH {OBJECTS_CTE},
+                  e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry)
+                        SELECT 0, i, h, b FROM unnest($10::int8[], $11::bytea[], $12::bytea[]) AS x (i, h, b)),
+                  er AS (INSERT INTO referrers (target, kind, position)
+                         SELECT t, $14, p FROM unnest($13::bytea[], $15::int8[]) AS r (t, p) ON CONFLICT DO NOTHING),
+                  w AS (INSERT INTO worlds (world_ref, revision, world)
+                        SELECT r, v, b FROM unnest($16::bytea[], $17::int8[], $18::bytea[]) AS x (r, v, b)),
+                  wr AS (INSERT INTO referrers (target, kind, position)
+                         SELECT t, $19, p FROM unnest($20::bytea[], $21::int8[]) AS r (t, p) ON CONFLICT DO NOTHING),
+                  h AS ({head}),
+                  t AS (UPDATE tasks SET state = x.s, task = x.b
+                        FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[]) AS x (su, ep, id, s, b)
+                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
+             SELECT 1"
+        );
+        let last = chained.last().map(|c| c.world.world_ref.0.as_slice()).unwrap_or_default();
+        let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
+        let mut params = objects.params();
+        params.extend_from_slice(&[
+            (&entries.indexes, Type::INT8_ARRAY),
+            (&entries.hashes, Type::BYTEA_ARRAY),
+            (&entries.rows, Type::BYTEA_ARRAY),
+            (&entries.named, Type::BYTEA_ARRAY),
+            (&entry_kind, Type::INT2),
+            (&entries.named_by, Type::INT8_ARRAY),
+            (&entries.world_refs, Type::BYTEA_ARRAY),
+            (&entries.indexes, Type::INT8_ARRAY),
+            (&entries.world_rows, Type::BYTEA_ARRAY),
+            (&world_kind, Type::INT2),
+            (&entries.world_named, Type::BYTEA_ARRAY),
+            (&entries.world_named_by, Type::INT8_ARRAY),
+            (&SELECTED_HEAD, Type::TEXT),
+            (&last, Type::BYTEA),
+            (&entries.surfaces, Type::TEXT_ARRAY),
+            (&entries.episodes, Type::TEXT_ARRAY),
+            (&entries.task_ids, Type::TEXT_ARRAY),
+            (&entries.states, Type::TEXT_ARRAY),
+            (&entries.tasks, Type::BYTEA_ARRAY),
+        ]);
+        self.q(&sql, &params)?;
+        self.inserted.extend(new.iter().map(|o| o.hash));
         Ok(())
     }
 
@@ -237,6 +346,9 @@ fn ref_array(refs: &[Ref]) -> Vec<&[u8]> {
 
 impl Rows for PgRows<'_> {
     fn has_object(&mut self, r: &Ref) -> R<bool> {
+        if self.pending_objects.contains(r) {
+            return Ok(true);
+        }
         if self.known.has_object(r) || self.inserted.contains(r) {
             return Ok(true);
         }
@@ -292,6 +404,9 @@ impl Rows for PgRows<'_> {
     }
 
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
+        if name == SELECTED_HEAD {
+            self.flush()?;
+        }
         // Locked by this transaction already: only its own writes moved it since.
         if name == SELECTED_HEAD
             && let Some(selected) = self.selected
@@ -308,6 +423,9 @@ impl Rows for PgRows<'_> {
     }
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
+        if name == SELECTED_HEAD {
+            self.flush()?;
+        }
         if name == SELECTED_HEAD {
             self.selected = Some(Some(r));
         }
@@ -336,6 +454,7 @@ impl Rows for PgRows<'_> {
     /// With `world/selected` locked, the log ends at its world's revision
     /// (every append moves it in the same transaction); asked otherwise.
     fn log_len(&mut self) -> R<u64> {
+        self.flush()?;
         if let Some(next) = self.next_index {
             return Ok(next);
         }
@@ -464,6 +583,26 @@ impl Rows for PgRows<'_> {
         Ok(())
     }
 
+    /// Without a lock: a world once selected stays so.
+    fn world_selected(&mut self) -> R<bool> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if matches!(self.selected, Some(Some(_))) || !self.pending.is_empty() || self.known.selected.load(Relaxed) {
+            return Ok(true);
+        }
+        let seen = self.exists("SELECT 1 FROM heads WHERE name = $1", &[(&SELECTED_HEAD, Type::TEXT)])?;
+        self.known.selected.fetch_or(seen, Relaxed);
+        Ok(seen)
+    }
+
+    /// Deferred to `flush`: the answer is a placeholder until then.
+    fn append_invocation(&mut self, p: Pending) -> R<Committed> {
+        let answer = placeholder(self.chained.len() + self.pending.len(), p.commit.state_root);
+        self.pending_tasks.insert(p.commit.task.clone());
+        self.pending_objects.extend(p.commit.objects.iter().map(|o| o.hash));
+        self.pending.push(p);
+        Ok(answer)
+    }
+
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
         if let Some(entry) = self.registry.get(&(registry.to_string(), id.to_string())) {
             return Ok(*entry);
@@ -499,6 +638,7 @@ impl Rows for PgRows<'_> {
     }
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
+        self.settle(key)?;
         if let Some(task) = self.tasks.get(key) {
             return Ok(Some(task.clone()));
         }
@@ -520,6 +660,7 @@ impl Rows for PgRows<'_> {
     /// One statement when the key is new (the usual case); a row another
     /// node is inserting is waited for, then read.
     fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+        self.settle(key)?;
         if let Some(existing) = self.tasks.get(key) {
             return Ok(Some(existing.clone()));
         }
@@ -530,10 +671,12 @@ impl Rows for PgRows<'_> {
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.settle(key)?;
         self.insert_task_row(key, task, "").map(|_| ())
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.settle(key)?;
         self.tasks.insert(key.clone(), task.clone());
         self.q(
             "UPDATE tasks SET state = $4, task = $5 WHERE surface = $1 AND episode = $2 AND task_id = $3",
@@ -552,6 +695,7 @@ impl Rows for PgRows<'_> {
     /// database). A live node's calls in flight, this node's own among them,
     /// are never touched.
     fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
+        self.flush()?;
         let rows = self.q(
             "SELECT t.surface, t.episode, t.task_id FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
              WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
@@ -568,7 +712,8 @@ impl Rows for PgRows<'_> {
     }
 
     /// The open set is derived (a started task), so there is nothing to close.
-    fn close_task(&mut self, _key: &TaskKey) -> R<()> {
+    fn close_task(&mut self, key: &TaskKey) -> R<()> {
+        self.settle(key)?;
         Ok(())
     }
 
@@ -619,6 +764,7 @@ impl Rows for PgRows<'_> {
     /// their tasks no longer started too (a call may commit or end before an
     /// effect's outcome is journaled; recovery resolves that intent as well).
     fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
+        self.flush()?;
         if self.finished_calls {
             // From the intents without an outcome to their task (an invocation
             // id is `surface:episode:taskId`; surface and episode hold no ':').
@@ -780,5 +926,66 @@ impl<'o> ObjectColumns<'o> {
             (&self.targets, Type::BYTEA_ARRAY),
             (&OBJECT_KIND, Type::INT2),
         ]
+    }
+}
+
+/// Placeholder answers count down from here; no log reaches them.
+const PLACEHOLDER_TOP: u64 = u64::MAX;
+const PLACEHOLDERS_MAX: u64 = 1 << 32;
+
+/// The answer standing for the `n`th invocation this transaction defers,
+/// until `flush` chains it (see `placeholder_of`).
+fn placeholder(n: usize, output_ref: Ref) -> Committed {
+    Committed { entry_index: PLACEHOLDER_TOP - n as u64, entry_hash: Ref([0; 32]), world_ref: Ref([0; 32]), output_ref }
+}
+
+/// Which deferred invocation an answer stands for, if it is a placeholder.
+pub(crate) fn placeholder_of(c: &Committed) -> Option<usize> {
+    let n = PLACEHOLDER_TOP - c.entry_index;
+    (n < PLACEHOLDERS_MAX && c.entry_hash == Ref([0; 32])).then_some(n as usize)
+}
+
+/// Chained invocations as the columns `write_chained` takes.
+#[derive(Default)]
+struct EntryColumns {
+    indexes: Vec<i64>,
+    hashes: Vec<Vec<u8>>,
+    rows: Vec<Vec<u8>>,
+    named: Vec<Vec<u8>>,
+    named_by: Vec<i64>,
+    world_refs: Vec<Vec<u8>>,
+    world_rows: Vec<Vec<u8>>,
+    world_named: Vec<Vec<u8>>,
+    world_named_by: Vec<i64>,
+    surfaces: Vec<String>,
+    episodes: Vec<String>,
+    task_ids: Vec<String>,
+    states: Vec<String>,
+    tasks: Vec<Vec<u8>>,
+}
+
+impl EntryColumns {
+    fn add(&mut self, c: &Chained) -> R<()> {
+        let (e, w) = (&c.entry, &c.world);
+        let index = int(e.header.entry_index, "entry index")?;
+        self.indexes.push(index);
+        self.hashes.push(e.entry_hash.0.to_vec());
+        self.rows.push(rows::encode(e));
+        for t in [e.transition_ref, e.header.transition_fn, e.header.interpreter] {
+            self.named.push(t.0.to_vec());
+            self.named_by.push(index);
+        }
+        self.world_refs.push(w.world_ref.0.to_vec());
+        self.world_rows.push(rows::encode(w));
+        for t in [w.state_root, w.log_head] {
+            self.world_named.push(t.0.to_vec());
+            self.world_named_by.push(index);
+        }
+        self.surfaces.push(c.key.surface.as_str().to_string());
+        self.episodes.push(c.key.episode.clone());
+        self.task_ids.push(c.key.task_id.clone());
+        self.states.push(c.task.state.as_str().to_string());
+        self.tasks.push(rows::encode(&c.task));
+        Ok(())
     }
 }

@@ -3,9 +3,10 @@
 //! renews the node's lease, and sweeps the calls in flight of lapsed nodes.
 
 use super::conn::Conn;
-use super::rows::{Known, PgRows, RECOVERY_ROWS_MAX};
+use super::rows::{Known, PgRows, RECOVERY_ROWS_MAX, placeholder_of};
 use super::*;
 use crate::error::WriteError;
+use crate::model::Committed;
 use crate::ops::{Reply, apply, recover};
 use crate::writer::{Next, Request, Writer, next_batch};
 use postgres::error::SqlState;
@@ -327,6 +328,14 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
         }
         results.push(r);
     }
+    // The batch's invocations chain onto the head, locked only now.
+    if let Err(e) = rows.flush() {
+        let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(e.to_string()));
+        let _ = conn.client().batch_execute("ROLLBACK");
+        return Err(abort);
+    }
+    let chained = std::mem::take(&mut rows.chained);
+    results.iter_mut().for_each(|r| answer_placeholders(r, &chained));
     let (inserted, worlds) = (std::mem::take(&mut rows.inserted), std::mem::take(&mut rows.worlds));
     match conn.client().batch_execute("COMMIT") {
         Ok(()) => {
@@ -357,4 +366,23 @@ fn registry_entries_checked(ops: &[Op]) -> Vec<(&str, &str)> {
         }
     }
     wanted
+}
+
+/// Replaces a deferred invocation's placeholder answer (in a sequence too)
+/// with what `flush` chained.
+fn answer_placeholders(result: &mut Result<Reply, WriteError>, chained: &[Committed]) {
+    match result {
+        Ok(Reply::Committed(c)) => {
+            if let Some(n) = placeholder_of(c) {
+                debug_assert!(n < chained.len(), "every deferred invocation was chained");
+                *result = chained
+                    .get(n)
+                    .cloned()
+                    .map(Reply::Committed)
+                    .ok_or_else(|| WriteError::Storage(format!("deferred invocation {n} was not chained")));
+            }
+        }
+        Ok(Reply::Sequence(inner)) => inner.iter_mut().for_each(|r| answer_placeholders(r, chained)),
+        _ => {}
+    }
 }
