@@ -26,7 +26,7 @@ pub struct RedbSnapshot {
     txn: ReadTransaction,
 }
 
-fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
+pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     txn: &ReadTransaction,
     def: TableDefinition<K, V>,
 ) -> Result<Option<ReadOnlyTable<K, V>>, ReadError> {

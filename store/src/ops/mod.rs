@@ -6,7 +6,7 @@
 mod apply;
 mod redb;
 
-pub(crate) use apply::{Append, Chained, Pending, R, Rows, apply, chain, import, recover};
+pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
 pub(crate) use redb::W;
 
 use crate::canonical;

@@ -11,7 +11,7 @@
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
-use crate::ops::{Append, Chained, Pending, R, Rows, chain};
+use crate::ops::{Append, Pending, R, Rows, chain};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
@@ -162,8 +162,6 @@ impl<'c> PgRows<'c> {
     /// statement: each commit then finds its entry here. The rows are read
     /// as `registry_entry` reads them (no lock), only earlier in the batch.
     pub(crate) fn read_registry_entries(&mut self, wanted: &[(&str, &str)]) -> R<()> {
-        let wanted: Vec<&(&str, &str)> =
-            wanted.iter().filter(|(r, id)| !self.registry.contains_key(&(r.to_string(), id.to_string()))).collect();
         if wanted.is_empty() {
             return Ok(());
         }
@@ -203,16 +201,11 @@ impl<'c> PgRows<'c> {
             world = c.world.clone();
             chained.push(c);
         }
-        self.write_chained(&chained)?;
+        let appended: Vec<Appended> = chained.iter().map(|c| (&c.entry, &c.world, Some((&c.key, &c.task)))).collect();
+        self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended)?;
         self.pending_tasks.clear();
         self.pending_objects.clear();
-        for c in chained {
-            self.next_index = Some(c.entry.header.entry_index + 1);
-            self.selected = Some(Some(c.world.world_ref));
-            self.worlds.push(c.world);
-            self.tasks.insert(c.key, c.task);
-            self.chained.push(c.committed);
-        }
+        self.chained.extend(chained.into_iter().map(|c| c.committed));
         Ok(())
     }
 
@@ -222,13 +215,23 @@ impl<'c> PgRows<'c> {
         if self.pending_tasks.contains(key) { self.flush() } else { Ok(()) }
     }
 
-    fn write_chained(&mut self, chained: &[Chained]) -> R<()> {
-        let all: Vec<NewObject> = chained.iter().flat_map(|c| c.objects.iter().cloned()).collect();
-        let new = self.new_objects(&all);
+    /// Appended entries in one statement (one round trip, however many):
+    /// their new objects and the refs those name, the entries, their worlds,
+    /// who those name, the selected head (the last world) and the tasks they
+    /// end. The head is inserted plainly where this transaction read it as
+    /// absent, as `put` does. No two parts touch one row, as a statement
+    /// requires.
+    fn write_appended<'o>(
+        &mut self,
+        objects: impl IntoIterator<Item = &'o NewObject>,
+        appended: &[Appended<'_>],
+    ) -> R<()> {
+        let Some((_, last, _)) = appended.last() else { return Ok(()) };
+        let new = self.new_objects(objects);
         let objects = ObjectColumns::of(&new)?;
-        let mut entries = EntryColumns::default();
-        for c in chained {
-            entries.add(c)?;
+        let mut columns = EntryColumns::default();
+        for (entry, world, task) in appended {
+            columns.add(entry, world, *task)?;
         }
         let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
             "INSERT INTO heads (name, ref) VALUES ($22, $23)"
@@ -251,38 +254,46 @@ impl<'c> PgRows<'c> {
                         WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
              SELECT 1"
         );
-        let last = chained.last().map(|c| c.world.world_ref.0.as_slice()).unwrap_or_default();
+        let last_ref = last.world_ref.0.as_slice();
         let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
         let mut params = objects.params();
         params.extend_from_slice(&[
-            (&entries.indexes, Type::INT8_ARRAY),
-            (&entries.hashes, Type::BYTEA_ARRAY),
-            (&entries.rows, Type::BYTEA_ARRAY),
-            (&entries.named, Type::BYTEA_ARRAY),
+            (&columns.indexes, Type::INT8_ARRAY),
+            (&columns.hashes, Type::BYTEA_ARRAY),
+            (&columns.rows, Type::BYTEA_ARRAY),
+            (&columns.named, Type::BYTEA_ARRAY),
             (&entry_kind, Type::INT2),
-            (&entries.named_by, Type::INT8_ARRAY),
-            (&entries.world_refs, Type::BYTEA_ARRAY),
-            (&entries.indexes, Type::INT8_ARRAY),
-            (&entries.world_rows, Type::BYTEA_ARRAY),
+            (&columns.named_by, Type::INT8_ARRAY),
+            (&columns.world_refs, Type::BYTEA_ARRAY),
+            (&columns.indexes, Type::INT8_ARRAY),
+            (&columns.world_rows, Type::BYTEA_ARRAY),
             (&world_kind, Type::INT2),
-            (&entries.world_named, Type::BYTEA_ARRAY),
-            (&entries.world_named_by, Type::INT8_ARRAY),
+            (&columns.world_named, Type::BYTEA_ARRAY),
+            (&columns.world_named_by, Type::INT8_ARRAY),
             (&SELECTED_HEAD, Type::TEXT),
-            (&last, Type::BYTEA),
-            (&entries.surfaces, Type::TEXT_ARRAY),
-            (&entries.episodes, Type::TEXT_ARRAY),
-            (&entries.task_ids, Type::TEXT_ARRAY),
-            (&entries.states, Type::TEXT_ARRAY),
-            (&entries.tasks, Type::BYTEA_ARRAY),
+            (&last_ref, Type::BYTEA),
+            (&columns.surfaces, Type::TEXT_ARRAY),
+            (&columns.episodes, Type::TEXT_ARRAY),
+            (&columns.task_ids, Type::TEXT_ARRAY),
+            (&columns.states, Type::TEXT_ARRAY),
+            (&columns.tasks, Type::BYTEA_ARRAY),
         ]);
         self.q(&sql, &params)?;
         self.inserted.extend(new.iter().map(|o| o.hash));
+        for (entry, world, task) in appended {
+            self.next_index = Some(entry.header.entry_index + 1);
+            self.selected = Some(Some(world.world_ref));
+            self.worlds.push((*world).clone());
+            if let Some((key, task)) = task {
+                self.tasks.insert((*key).clone(), (*task).clone());
+            }
+        }
         Ok(())
     }
 
     /// The objects of `objects` not yet in the store as far as this node
     /// knows, each once, in order.
-    fn new_objects<'o>(&self, objects: &'o [NewObject]) -> Vec<&'o NewObject> {
+    fn new_objects<'o>(&self, objects: impl IntoIterator<Item = &'o NewObject>) -> Vec<&'o NewObject> {
         let mut new: Vec<&NewObject> = vec![];
         for o in objects {
             if !self.known.has_object(&o.hash)
@@ -346,10 +357,7 @@ fn ref_array(refs: &[Ref]) -> Vec<&[u8]> {
 
 impl Rows for PgRows<'_> {
     fn has_object(&mut self, r: &Ref) -> R<bool> {
-        if self.pending_objects.contains(r) {
-            return Ok(true);
-        }
-        if self.known.has_object(r) || self.inserted.contains(r) {
+        if self.known.has_object(r) || self.inserted.contains(r) || self.pending_objects.contains(r) {
             return Ok(true);
         }
         let present = self.exists("SELECT 1 FROM objects WHERE hash = $1", &[(&r.0.as_slice(), Type::BYTEA)])?;
@@ -406,12 +414,10 @@ impl Rows for PgRows<'_> {
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
         if name == SELECTED_HEAD {
             self.flush()?;
-        }
-        // Locked by this transaction already: only its own writes moved it since.
-        if name == SELECTED_HEAD
-            && let Some(selected) = self.selected
-        {
-            return Ok(selected);
+            // Locked by this transaction already: only its own writes moved it since.
+            if let Some(selected) = self.selected {
+                return Ok(selected);
+            }
         }
         let rows = self.q("SELECT ref FROM heads WHERE name = $1 FOR UPDATE", &[(&name, Type::TEXT)])?;
         self.note_absent("heads", name.to_string(), &rows);
@@ -425,8 +431,6 @@ impl Rows for PgRows<'_> {
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
         if name == SELECTED_HEAD {
             self.flush()?;
-        }
-        if name == SELECTED_HEAD {
             self.selected = Some(Some(r));
         }
         self.put(
@@ -506,81 +510,9 @@ impl Rows for PgRows<'_> {
         Ok(())
     }
 
-    /// A commit's writes in one statement (one round trip instead of five):
-    /// its new objects and the refs they name, the entry, its world, who they
-    /// name, the selected head, and an invocation's task. The head is
-    /// inserted plainly where this transaction read it as absent, as `put`
-    /// does. No two parts touch one row, as a statement requires.
+    /// A commit's writes in one statement (see `write_appended`).
     fn append(&mut self, a: Append<'_>) -> R<()> {
-        let (entry, world) = (a.entry, a.world);
-        let h = &entry.header;
-        let index = int(h.entry_index, "entry index")?;
-        let revision = int(world.revision, "revision")?;
-        let new = self.new_objects(a.objects);
-        let objects = ObjectColumns::of(&new)?;
-        let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
-            "INSERT INTO heads (name, ref) VALUES ($19, $15)"
-        } else {
-            "INSERT INTO heads (name, ref) VALUES ($19, $15) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
-        };
-        let task = match a.task {
-            Some(_) => {
-                ", t AS (UPDATE tasks SET state = $24, task = $25 WHERE surface = $21 AND episode = $22 AND task_id = $23)"
-            }
-            None => "",
-        };
-        let sql = format!(
-            "WITH {OBJECTS_CTE},
-                  e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $10, $11, $12) RETURNING entry_index),
-                  er AS (INSERT INTO referrers (target, kind, position) SELECT t, $14, e.entry_index FROM e, unnest($13) AS t
-                         ON CONFLICT DO NOTHING),
-                  w AS (INSERT INTO worlds (world_ref, revision, world) VALUES ($15, $16, $17) RETURNING revision),
-                  wr AS (INSERT INTO referrers (target, kind, position) SELECT t, $18, w.revision FROM w, unnest($20) AS t
-                         ON CONFLICT DO NOTHING),
-                  h AS ({head}){task}
-             SELECT 1"
-        );
-        let entry_names = [entry.transition_ref, h.transition_fn, h.interpreter];
-        let world_names = [world.state_root, world.log_head];
-        let (entry_named, world_named) = (ref_array(&entry_names), ref_array(&world_names));
-        let (entry_row, world_row) = (rows::encode(entry), rows::encode(world));
-        let (entry_hash, world_ref) = (entry.entry_hash.0.as_slice(), world.world_ref.0.as_slice());
-        let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
-        let mut params = objects.params();
-        params.extend_from_slice(&[
-            (&index, Type::INT8),
-            (&entry_hash, Type::BYTEA),
-            (&entry_row, Type::BYTEA),
-            (&entry_named, Type::BYTEA_ARRAY),
-            (&entry_kind, Type::INT2),
-            (&world_ref, Type::BYTEA),
-            (&revision, Type::INT8),
-            (&world_row, Type::BYTEA),
-            (&world_kind, Type::INT2),
-            (&SELECTED_HEAD, Type::TEXT),
-            (&world_named, Type::BYTEA_ARRAY),
-        ]);
-        let task_row = a.task.map(|(key, task)| {
-            (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str(), task.state.as_str(), rows::encode(task))
-        });
-        if let Some((surface, episode, task_id, state, row)) = &task_row {
-            params.extend_from_slice(&[
-                (surface, Type::TEXT),
-                (episode, Type::TEXT),
-                (task_id, Type::TEXT),
-                (state, Type::TEXT),
-                (row, Type::BYTEA),
-            ]);
-        }
-        self.q(&sql, &params)?;
-        self.inserted.extend(new.iter().map(|o| o.hash));
-        self.next_index = Some(h.entry_index + 1);
-        self.selected = Some(Some(world.world_ref));
-        self.worlds.push(world.clone());
-        if let Some((key, task)) = a.task {
-            self.tasks.insert(key.clone(), task.clone());
-        }
-        Ok(())
+        self.write_appended(a.objects, &[(a.entry, a.world, a.task)])
     }
 
     /// Without a lock: a world once selected stays so.
@@ -945,7 +877,10 @@ pub(crate) fn placeholder_of(c: &Committed) -> Option<usize> {
     (n < PLACEHOLDERS_MAX && c.entry_hash == Ref([0; 32])).then_some(n as usize)
 }
 
-/// Chained invocations as the columns `write_chained` takes.
+/// An appended entry, its world and the task it ends, if any.
+type Appended<'a> = (&'a LogEntry, &'a World, Option<(&'a TaskKey, &'a Task)>);
+
+/// Appended entries as the columns `write_appended` takes.
 #[derive(Default)]
 struct EntryColumns {
     indexes: Vec<i64>,
@@ -957,16 +892,15 @@ struct EntryColumns {
     world_rows: Vec<Vec<u8>>,
     world_named: Vec<Vec<u8>>,
     world_named_by: Vec<i64>,
-    surfaces: Vec<String>,
+    surfaces: Vec<&'static str>,
     episodes: Vec<String>,
     task_ids: Vec<String>,
-    states: Vec<String>,
+    states: Vec<&'static str>,
     tasks: Vec<Vec<u8>>,
 }
 
 impl EntryColumns {
-    fn add(&mut self, c: &Chained) -> R<()> {
-        let (e, w) = (&c.entry, &c.world);
+    fn add(&mut self, e: &LogEntry, w: &World, task: Option<(&TaskKey, &Task)>) -> R<()> {
         let index = int(e.header.entry_index, "entry index")?;
         self.indexes.push(index);
         self.hashes.push(e.entry_hash.0.to_vec());
@@ -981,11 +915,13 @@ impl EntryColumns {
             self.world_named.push(t.0.to_vec());
             self.world_named_by.push(index);
         }
-        self.surfaces.push(c.key.surface.as_str().to_string());
-        self.episodes.push(c.key.episode.clone());
-        self.task_ids.push(c.key.task_id.clone());
-        self.states.push(c.task.state.as_str().to_string());
-        self.tasks.push(rows::encode(&c.task));
+        if let Some((key, task)) = task {
+            self.surfaces.push(key.surface.as_str());
+            self.episodes.push(key.episode.clone());
+            self.task_ids.push(key.task_id.clone());
+            self.states.push(task.state.as_str());
+            self.tasks.push(rows::encode(task));
+        }
         Ok(())
     }
 }

@@ -311,29 +311,19 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
         let _ = conn.client().batch_execute("ROLLBACK");
         return Err(Abort::Fenced);
     }
-    let mut results = Vec::with_capacity(ops.len());
     let mut rows = PgRows::new(conn, node, known);
-    let wanted = registry_entries_checked(&ops);
-    if let Err(e) = rows.read_registry_entries(&wanted) {
-        let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(e.to_string()));
-        let _ = conn.client().batch_execute("ROLLBACK");
-        return Err(abort);
-    }
-    for op in ops {
-        let r = apply(&mut rows, op);
-        if let Err(WriteError::Storage(detail)) = &r {
-            let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(detail.clone()));
+    let mut results = match apply_batch(&mut rows, ops) {
+        Ok(results) => results,
+        Err(e) => {
+            let detail = match e {
+                WriteError::Storage(detail) => detail,
+                other => other.to_string(),
+            };
+            let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(detail));
             let _ = conn.client().batch_execute("ROLLBACK");
             return Err(abort);
         }
-        results.push(r);
-    }
-    // The batch's invocations chain onto the head, locked only now.
-    if let Err(e) = rows.flush() {
-        let abort = rows.failure.take().map(|e| classify(&e)).unwrap_or(Abort::Failed(e.to_string()));
-        let _ = conn.client().batch_execute("ROLLBACK");
-        return Err(abort);
-    }
+    };
     let chained = std::mem::take(&mut rows.chained);
     results.iter_mut().for_each(|r| answer_placeholders(r, &chained));
     let (inserted, worlds) = (std::mem::take(&mut rows.inserted), std::mem::take(&mut rows.worlds));
@@ -350,12 +340,28 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
     }
 }
 
+/// Applies every request of a batch, then chains its invocations onto the
+/// head, locked only then. An engine error ends the batch.
+fn apply_batch(rows: &mut PgRows, ops: Vec<Op>) -> Result<Results, WriteError> {
+    rows.read_registry_entries(&registry_entries_checked(&ops))?;
+    let mut results = Vec::with_capacity(ops.len());
+    for op in ops {
+        let r = apply(rows, op);
+        if let Err(WriteError::Storage(detail)) = &r {
+            return Err(WriteError::Storage(detail.clone()));
+        }
+        results.push(r);
+    }
+    rows.flush()?;
+    Ok(results)
+}
+
 /// The registry entries the commits of `ops` check, each once.
 fn registry_entries_checked(ops: &[Op]) -> Vec<(&str, &str)> {
     let mut wanted: Vec<(&str, &str)> = vec![];
     let flat = ops.iter().flat_map(|op| match op {
-        Op::Sequence(inner) => inner.iter().collect::<Vec<_>>(),
-        op => vec![op],
+        Op::Sequence(inner) => inner.as_slice(),
+        op => std::slice::from_ref(op),
     });
     for op in flat {
         if let Op::CommitInvocation(c) = op {

@@ -13,7 +13,7 @@ use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{RECORD_JOURNAL, REFERRERS};
 use crate::view::View;
-use redb::{ReadableTable, TableError};
+use redb::ReadableTable;
 
 /// A table's rows: how many, and the lane-wise wrapping sum of each row's
 /// BLAKE3 hash (so the order rows are read in does not matter).
@@ -91,11 +91,7 @@ fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     snap: &RedbSnapshot,
     def: redb::TableDefinition<K, V>,
 ) -> Result<Option<redb::ReadOnlyTable<K, V>>, String> {
-    match snap.txn().open_table(def) {
-        Ok(t) => Ok(Some(t)),
-        Err(TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(e.to_string()),
-    }
+    crate::read::open(snap.txn(), def).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
