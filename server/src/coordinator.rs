@@ -653,7 +653,11 @@ impl Invocation<'_> {
         let result = output
             .as_ref()
             .map(|v| NewObject::derived(effects::EFFECT_RESULT, effects::BROKER_PROVENANCE, canonical::to_vec(v)));
+        let invocation_id = self.key.invocation_id();
         let record = Record {
+            invocation_id: &invocation_id,
+            ordinal: 0,
+            effect_id: &e.id,
             effect: &e.effect,
             scope: &e.scope,
             cost: e.cost,
@@ -692,7 +696,11 @@ impl Invocation<'_> {
 
     /// A denial is recorded, never debited; it travels with the commit.
     fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Brokered {
+        let invocation_id = self.key.invocation_id();
         let record = Record {
+            invocation_id: &invocation_id,
+            ordinal: 0,
+            effect_id: &e.id,
             effect: &e.effect,
             scope: &e.scope,
             cost: e.cost,

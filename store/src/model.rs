@@ -286,8 +286,11 @@ impl ReceiptState {
     }
 }
 
-/// Where in the journal an effect lives: `(invocationId, ordinal)`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Where in the journal an effect lives: `(invocationId, ordinal)`. Ordered
+/// by invocation id (bytes), then ordinal: an effect record carried by several
+/// outcomes (a v1 record names no invocation, so two alike decisions could
+/// share one) is indexed under the least key, whatever order they came in.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct JournalKey {
     pub invocation_id: String,

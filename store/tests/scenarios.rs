@@ -106,6 +106,30 @@ on_both_engines! {
         assert!(matches!(store.call(Op::RecordOutcome(outcome)), Err(WriteError::OutcomeExists { .. })));
     }
 
+    fn a_record_carried_by_two_outcomes_is_indexed_under_the_least_journal_key_whatever_their_order(store) {
+        // A v1 effect record names no invocation: two alike decisions made it
+        // once for both. Such stores keep verifying, and the index (which the
+        // engines compare) does not depend on the order the outcomes came in.
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        let record = NewObject::derived("world/effect-record/v1", "host/broker", b"alike".to_vec());
+        for id in ["t-b", "t-a", "t-c"] {
+            let key = task(id);
+            store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 1 }).unwrap();
+            store.call(Op::RecordIntent(intent(&key, 0, "Workspace.Read", 5, b"alike"))).unwrap();
+            let outcome = OutcomeRequest {
+                task: key.clone(),
+                ordinal: 0,
+                status: OutcomeStatus::Ok,
+                record: record.clone(),
+                result: None,
+                at: 2,
+            };
+            store.call(Op::RecordOutcome(outcome)).unwrap();
+        }
+        let indexed = store.snapshot().unwrap().record_journal(&record.hash).unwrap();
+        assert_eq!(indexed, Some(JournalKey { invocation_id: "a2a:ep1:t-a".into(), ordinal: 0 }));
+    }
+
     fn every_commit_indexes_who_names_each_object(store) {
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(store);

@@ -36,10 +36,14 @@ fn world() -> World {
 
 /// Reads hello.txt over A2A; returns the effect record's ref.
 fn read_hello(w: &World, task: &str) -> Ref {
+    read_hello_as(w, &w.token, task)
+}
+
+fn read_hello_as(w: &World, token: &str, task: &str) -> Ref {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
         "metadata": {"skill_id": "ailang-read"},
         "message": {"role": "user", "parts": [{"type": "data", "data": {"path": "hello.txt"}}]}}});
-    let auth = format!("Bearer {}", w.token);
+    let auth = format!("Bearer {token}");
     let r = send(
         &w.daemon.agent(),
         "POST",
@@ -82,6 +86,40 @@ fn why_walks_from_an_effect_record_to_its_entry_and_world_verifying_every_link()
     for target in ["1", "head"] {
         assert!(why(&w, target, false).status.success(), "why {target}");
     }
+}
+
+/// Two sessions of one episode whose grants leave the same budget: each pair
+/// of reads is alike to the byte (effect, scope, cost, budget 5 -> 4, request,
+/// decision second), yet every effect has a record of its own that walks to
+/// exactly its call, and the store verifies.
+#[test]
+fn alike_effects_through_two_sessions_of_one_episode_each_have_a_record_that_walks_to_its_own_call() {
+    let w = world();
+    let db = w.store.db.to_str().unwrap();
+    let o =
+        worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", "Workspace.Read=worktree:6", "--yes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let second = stdout(&o).trim().to_string();
+    let mut records = vec![];
+    for pair in 0..3 {
+        records.push((format!("x{pair}"), read_hello(&w, &format!("x{pair}"))));
+        records.push((format!("y{pair}"), read_hello_as(&w, &second, &format!("y{pair}"))));
+    }
+    let distinct: std::collections::HashSet<&Ref> = records.iter().map(|(_, r)| r).collect();
+    assert_eq!(distinct.len(), records.len(), "two effects share a record: {records:?}");
+    for (task, record) in &records {
+        let o = why(&w, &record.to_string(), true);
+        assert!(o.status.success(), "{task}: {}{}", stdout(&o), stderr(&o));
+        let j: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(j["invocation"]["invocationId"], json!(format!("a2a:bb:{task}")), "{j}");
+        let journal = j["links"].as_array().unwrap().iter().any(|l| {
+            l["ok"] == true
+                && l["check"].as_str().unwrap().contains(&format!("is the effect it names (a2a:bb:{task}#0)"))
+        });
+        assert!(journal, "{task}: the journal item was not checked: {j}");
+    }
+    let o = worldd(&["verify", "--db", db]);
+    assert!(o.status.success() && stdout(&o).ends_with("; 0 fault(s)\n"), "{}{}", stdout(&o), stderr(&o));
 }
 
 #[test]

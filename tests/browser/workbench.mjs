@@ -139,7 +139,7 @@ await step('entry to effect record to payload', async () => {
   const budget = await text(page, '#effect-records .effect-budget');
   await page.locator('#effect-records a.effect-link').click();
   await page.waitForLoadState();
-  check('effect record page', (await text(page, '#semantic-id')) === 'world/effect-record/v1');
+  check('effect record page', (await text(page, '#semantic-id')) === 'world/effect-record/v2');
   const referrers = await text(page, '#referrers');
   check('referrers name the invocation record', referrers.includes('world/invocation-record/v2'), referrers);
   await page.locator('a.payload-link').click();

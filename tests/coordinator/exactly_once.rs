@@ -61,7 +61,7 @@ fn sixty_four_concurrent_calls_on_a_budget_of_ten_run_exactly_ten_effects() {
     assert_eq!(befores, (1..=BUDGET).collect::<BTreeSet<u64>>());
 
     // The store's own index of effect records agrees, without going through the replies.
-    let (status, page) = lab.get("/v1/objects/by-semantic-id/world/effect-record/v1?limit=500");
+    let (status, page) = lab.get("/v1/objects/by-semantic-id/world/effect-record/v2?limit=500");
     assert_eq!(status, 200, "{page}");
     let stored: Vec<serde_json::Value> =
         page["items"].as_array().unwrap().iter().map(|o| lab.object_json(o["hash"].as_str().unwrap())).collect();

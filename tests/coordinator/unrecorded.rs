@@ -63,7 +63,7 @@ fn republishing_during_an_effect_reports_effects_unrecorded_with_resolvable_reco
 
     // The effect ran and was recorded, and debited once; no entry was committed.
     let (status, meta) = lab.get(&format!("/v1/objects/{}", records[0]));
-    assert_eq!((status, &meta["semanticId"]), (200, &json!("world/effect-record/v1")));
+    assert_eq!((status, &meta["semanticId"]), (200, &json!("world/effect-record/v2")));
     let record = lab.object_json(&records[0]);
     assert_eq!((&record["allowed"], &record["failed"]), (&json!(true), &json!(false)), "{record}");
     assert_eq!((&record["budgetBefore"], &record["budgetAfter"]), (&json!(5), &json!(4)));

@@ -452,7 +452,7 @@ fn a_tools_call_result_is_one_sse_event_with_the_output_as_text_and_as_structure
     let record = effects[0]["record"].as_str().unwrap();
     assert!(!result.to_string().contains("entry_index"), "an MCP result carries no entry index");
     let meta = lab.get_json(&format!("/v1/objects/{record}"));
-    assert_eq!(meta["semanticId"], "world/effect-record/v1");
+    assert_eq!(meta["semanticId"], "world/effect-record/v2");
     let entry = lab.log().into_iter().rev().find(|e| {
         let inv = lab.object_json(e["transitionRef"].as_str().unwrap());
         inv["effects"].as_array().is_some_and(|refs| refs.contains(&json!(record)))

@@ -118,7 +118,7 @@ fn two_hundred_task_ids_from_sixteen_clients_twice_over_a_sigkill_run_each_effec
         allowed_records.insert(record.as_str().unwrap().to_string());
     }
     assert_eq!(allowed_records.len(), TASKS, "one allowed effect record per task id");
-    let page = lab.get_json("/v1/objects/by-semantic-id/world/effect-record/v1?limit=500");
+    let page = lab.get_json("/v1/objects/by-semantic-id/world/effect-record/v2?limit=500");
     assert_eq!(page["items"].as_array().unwrap().len(), TASKS, "and no other effect record exists");
 
     let report = lab.verify_clean();

@@ -12,7 +12,8 @@ use world_store::{EntryHeader, Ref, canonical};
 
 const RECORD_V1: &str = "world/invocation-record/v1";
 const RECORD_V2: &str = "world/invocation-record/v2";
-const EFFECT_RECORD: &str = "world/effect-record/v1";
+use crate::effects::{EFFECT_RECORD as EFFECT_RECORD_V2, EFFECT_RECORD_V1};
+const EFFECT_RECORDS: [&str; 2] = [EFFECT_RECORD_V1, EFFECT_RECORD_V2];
 
 struct Walk {
     addr: String,
@@ -119,14 +120,14 @@ impl Walk {
         };
         match obj.semantic_id.as_str() {
             RECORD_V1 | RECORD_V2 => self.walk_record(&r, &obj),
-            EFFECT_RECORD => self.walk_effect_record(&r),
+            EFFECT_RECORD_V1 | EFFECT_RECORD_V2 => self.walk_effect_record(&r, &obj),
             "world/effect-request/v1" | "world/effect-result/v1" => {
-                let records = self.naming_objects(&r, &[EFFECT_RECORD])?;
-                let Some((rec, _)) = records.into_iter().next() else {
+                let records = self.naming_objects(&r, &EFFECT_RECORDS)?;
+                let Some((rec, obj)) = records.into_iter().next() else {
                     return Ok(Found::NotFound(format!("no effect record names {r}")));
                 };
                 self.link(true, format!("effect record {rec} names it"));
-                self.walk_effect_record(&rec)
+                self.walk_effect_record(&rec, &obj)
             }
             _ => {
                 let records = self.naming_objects(&r, &[RECORD_V1, RECORD_V2])?;
@@ -154,8 +155,47 @@ impl Walk {
         self.walk_entry(index)
     }
 
-    fn walk_effect_record(&mut self, rec: &Ref) -> Result<Found, String> {
-        let records = self.naming_objects(rec, &[RECORD_V1, RECORD_V2])?;
+    /// From an effect record to the one invocation that decided it. A v2
+    /// record names its invocation, and exactly that invocation's record must
+    /// list it; a v1 record names none, and two decisions alike to the second
+    /// may share it: then every invocation listing it is named.
+    fn walk_effect_record(&mut self, rec: &Ref, obj: &Object) -> Result<Found, String> {
+        let named: Value = serde_json::from_slice(&obj.payload).map_err(|e| format!("effect record {rec}: {e}"))?;
+        let mut records = self.naming_objects(rec, &[RECORD_V1, RECORD_V2])?;
+        if obj.semantic_id == EFFECT_RECORD_V2 {
+            let invocation = named["invocationId"].as_str().unwrap_or_default().to_string();
+            let listing: Vec<Ref> = records.iter().map(|(r, _)| *r).collect();
+            records.retain(|(_, o)| {
+                serde_json::from_slice::<Value>(&o.payload).is_ok_and(|v| v["invocationId"] == json!(invocation))
+            });
+            self.link(
+                listing.len() <= 1 && records.len() == listing.len(),
+                format!("effect record {rec} is listed by the invocation it names only ({} listing)", listing.len()),
+            );
+            if let Some(j) = self.get(&format!("/v1/objects/{rec}/journal"))? {
+                let same = j["invocationId"] == json!(invocation) && j["ordinal"] == named["ordinal"];
+                self.link(
+                    same,
+                    format!("the journal item of {rec} is the effect it names ({invocation}#{})", named["ordinal"]),
+                );
+            }
+            self.notes.push(format!(
+                "effect record {rec} decides effect {} of invocation {invocation}#{}",
+                named["effectId"].as_str().unwrap_or(""),
+                named["ordinal"]
+            ));
+        } else if records.len() > 1 {
+            let ids: Vec<String> = records
+                .iter()
+                .filter_map(|(_, o)| serde_json::from_slice::<Value>(&o.payload).ok())
+                .map(|v| v["invocationId"].as_str().unwrap_or("").to_string())
+                .collect();
+            self.notes.push(format!(
+                "{rec} is a v1 effect record (it names no invocation) shared by {} alike decisions: {}; the first is walked",
+                ids.len(),
+                ids.join(", ")
+            ));
+        }
         if let Some((r, o)) = records.into_iter().next() {
             self.link(true, format!("invocation record {r} lists effect record {rec}"));
             return self.walk_record(&r, &o);

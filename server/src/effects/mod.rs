@@ -7,7 +7,12 @@ use world_store::canonical::FixedObject;
 use world_store::{Grant, Ref, refs};
 
 pub const EFFECT_REQUEST: &str = "world/effect-request/v1";
-pub const EFFECT_RECORD: &str = "world/effect-record/v1";
+/// The effect record written today: the v1 fields, then the decision's
+/// identity (`invocationId`, `ordinal`, `effectId`), so that no two decisions
+/// ever share one record, even with the same request, budget and second.
+pub const EFFECT_RECORD: &str = "world/effect-record/v2";
+/// Records written before they named their invocation; still read and walked.
+pub const EFFECT_RECORD_V1: &str = "world/effect-record/v1";
 pub const EFFECT_RESULT: &str = "world/effect-result/v1";
 pub const BROKER_PROVENANCE: &str = "host/broker";
 
@@ -53,9 +58,14 @@ pub fn request_bytes(effect: &str, scope: &str, cost: u64, now: u64, payload_can
     out
 }
 
-/// One effect's decision and accounting, in the record's fixed field order.
+/// One effect's decision and accounting, in the record's fixed field order,
+/// and the decision it records: the journal key `(invocation_id, ordinal)`
+/// is unique in a store, so the record is too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Record<'a> {
+    pub invocation_id: &'a str,
+    pub ordinal: u32,
+    pub effect_id: &'a str,
     pub effect: &'a str,
     pub scope: &'a str,
     pub cost: u64,
@@ -81,6 +91,9 @@ impl Record<'_> {
             .str("denial", self.denial)
             .str("requestRef", &self.request_ref.to_string())
             .str("resultRef", &refs::optional_text(self.result_ref))
+            .str("invocationId", self.invocation_id)
+            .uint("ordinal", u64::from(self.ordinal))
+            .str("effectId", self.effect_id)
             .finish()
     }
 }
@@ -119,6 +132,9 @@ mod tests {
     #[test]
     fn the_record_has_the_fixed_field_order() {
         let r = Record {
+            invocation_id: "a2a:demo:t1",
+            ordinal: 0,
+            effect_id: "read",
             effect: "Workspace.Read",
             scope: "worktree",
             cost: 1,
@@ -134,7 +150,7 @@ mod tests {
         assert_eq!(
             text,
             format!(
-                "{{\"effect\":\"Workspace.Read\",\"scope\":\"worktree\",\"cost\":1,\"budgetBefore\":50,\"budgetAfter\":49,\"allowed\":true,\"failed\":false,\"denial\":\"\",\"requestRef\":\"{}\",\"resultRef\":\"\"}}",
+                "{{\"effect\":\"Workspace.Read\",\"scope\":\"worktree\",\"cost\":1,\"budgetBefore\":50,\"budgetAfter\":49,\"allowed\":true,\"failed\":false,\"denial\":\"\",\"requestRef\":\"{}\",\"resultRef\":\"\",\"invocationId\":\"a2a:demo:t1\",\"ordinal\":0,\"effectId\":\"read\"}}",
                 Ref::of(b"q")
             )
         );

@@ -252,7 +252,13 @@ impl Rows for W<'_> {
         self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
         if let Some(record) = outcome.record_ref {
             let jk = JournalKey { invocation_id: invocation_id.to_string(), ordinal };
-            self.record_journal.insert(record.0, rows::encode(&jk).as_slice()).map_err(storage)?;
+            let indexed = match self.record_journal.get(record.0).map_err(storage)? {
+                Some(v) => Some(decoded::<JournalKey>("record_journal", &record, v.value())?),
+                None => None,
+            };
+            if indexed.is_none_or(|known| jk < known) {
+                self.record_journal.insert(record.0, rows::encode(&jk).as_slice()).map_err(storage)?;
+            }
         }
         Ok(())
     }

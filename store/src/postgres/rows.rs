@@ -684,7 +684,9 @@ impl Rows for PgRows<'_> {
         if let Some(record) = outcome.record_ref {
             self.q(
                 "INSERT INTO record_journal (record, invocation_id, ordinal) VALUES ($1, $2, $3)
-                 ON CONFLICT (record) DO UPDATE SET invocation_id = excluded.invocation_id, ordinal = excluded.ordinal",
+                 ON CONFLICT (record) DO UPDATE SET invocation_id = excluded.invocation_id, ordinal = excluded.ordinal
+                 WHERE (excluded.invocation_id COLLATE \"C\", excluded.ordinal)
+                     < (record_journal.invocation_id COLLATE \"C\", record_journal.ordinal)",
                 &[(&record.0.as_slice(), Type::BYTEA), (&invocation_id, Type::TEXT), (&ordinal, Type::INT4)],
             )?;
         }

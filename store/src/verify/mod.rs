@@ -616,8 +616,14 @@ impl<'a> Verifier<'a> {
                 match rows::decode::<EffectOutcome>("outcomes", &key, v.value()) {
                     Ok(o) => {
                         if let Some(rec) = o.record_ref {
-                            let mapped = self.snap.journal_of_record(&rec).ok().flatten().map(|(k, _)| k);
-                            if mapped != Some(JournalKey { invocation_id: inv.to_string(), ordinal: ord }) {
+                            // The index names this outcome, or (a record that names no
+                            // invocation, shared by alike decisions) another carrying it.
+                            let mapped = self.snap.journal_of_record(&rec).ok().flatten();
+                            let own = JournalKey { invocation_id: inv.to_string(), ordinal: ord };
+                            let carried = mapped.is_some_and(|(k, item)| {
+                                k == own || item.outcome.and_then(|o| o.record_ref) == Some(rec)
+                            });
+                            if !carried {
                                 self.sink.push(
                                     "record_journal",
                                     rec,
