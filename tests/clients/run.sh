@@ -48,7 +48,8 @@ free_port() { "$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1",
 tmp=$(mktemp -d)
 daemon_pid= proxy_pid=
 cleanup() {
-  [[ -n $proxy_pid ]] && kill "$proxy_pid" 2>/dev/null
+  # shellcheck disable=SC2086
+  [[ -n $proxy_pid ]] && kill $proxy_pid 2>/dev/null
   [[ -n $daemon_pid ]] && kill "$daemon_pid" 2>/dev/null
   rm -rf "$tmp"
 }
@@ -104,10 +105,11 @@ run() { # NAME COMMAND...: prints ok/FAIL lines (other lines are shown as they a
   ((rc == 0)) || sed 's/^/    /' "$tmp/$name.err" | tail -30
 }
 
-conformance() { # NAME PACKAGE_DIR BASELINE [ARGS...]: one run of `conformance server`, a line per scenario
+conformance() { # NAME PACKAGE_DIR BASELINE [ARGS...]: one run of `conformance server` through the
+  # proxy at $via_port, a line per scenario
   local name=$1 dir=$2 baseline=$3 rc=0 required_failed=0 && shift 3
   (cd "$dir" && PATH=$node22_bin:$PATH npx --no-install conformance server \
-    --url "http://127.0.0.1:$proxy_port/mcp/" --expected-failures "$baseline" "$@" \
+    --url "http://127.0.0.1:$via_port/mcp/" --expected-failures "$baseline" "$@" \
     -o "$tmp/$name") >"$tmp/$name.log" 2>&1 || rc=$?
   # One line per scenario from the results: passed, or failed as the baseline
   # expects. A scenario the suite does not score fails the run here only if the
@@ -140,18 +142,27 @@ EOF
   fi
 }
 
-# The conformance suite has no header option: it goes through the bearer-adding proxy.
-proxy_port=$(free_port)
-TOKEN=$(cat "$tmp/conformance.session") "$py" "$here/authproxy.py" "$proxy_port" "$port" &
-proxy_pid=$!
-for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$proxy_port") 2>/dev/null && break || sleep 0.1; done
+# The conformance suite has no header option: it goes through a bearer-adding
+# proxy, one with the conformance session and one with quickstart's demo session.
+start_proxy() { # TOKEN_FILE: starts a proxy adding that session's bearer; its port in $started_port
+  started_port=$(free_port)
+  TOKEN=$(cat "$1") "$py" "$here/authproxy.py" "$started_port" "$port" &
+  proxy_pid+=" $!"
+  for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$started_port") 2>/dev/null && break || sleep 0.1; done
+}
+start_proxy "$tmp/conformance.session" && proxy_port=$started_port
+start_proxy "$tmp/qs/session" && demo_proxy_port=$started_port
 
 run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
 run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
 run mcp_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts_v2.mjs" "http://127.0.0.1:$port/mcp/"
+via_port=$proxy_port
 run conformance conformance conformance "$cache/node" "$here/conformance-baseline.yml"
 run conformance_2026 conformance conformance_2026 "$cache/conformance-2026" "$here/conformance-2026-07-28.yml" \
   --requirements 2026-07-28
+via_port=$demo_proxy_port
+run conformance_2026_quickstart conformance conformance_2026_quickstart "$cache/conformance-2026" \
+  "$here/conformance-quickstart.yml" --scenario http-header-validation
 run a2a_python "$py" "$here/a2a_python.py" "http://127.0.0.1:$port"
 run a2a_js env SDK_DIR="$cache/node" "$node22_bin/node" "$here/a2a_js.mjs" "http://127.0.0.1:$port/"
 run coding_agent "$py" "$root/examples/agent/coding_agent.py" "http://127.0.0.1:$port/mcp/" "$tmp/agent.session" "$worldd"

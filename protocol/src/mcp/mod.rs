@@ -505,22 +505,46 @@ fn params_object(obj: &RawObject) -> Result<Option<Map<String, Value>>, String> 
 
 /// A `tools/call` item: the tool looked up in the session's surface and its
 /// arguments checked against the input schema, or the protocol error.
-fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface) -> Step {
+/// Why a `tools/call` names no call to run.
+enum CallRefusal {
+    /// A protocol error in either era (a bad name, an unknown tool,
+    /// arguments that are not an object): its message.
+    Protocol(String),
+    /// Arguments that fail the tool's input schema: the validator's message.
+    /// The legacy era answers -32602; the modern one a tool error the model
+    /// can read (SEP-1303).
+    InvalidArguments(String),
+}
+
+/// A `tools/call`'s params as a call of a tool the surface holds, with
+/// arguments its schema accepts.
+fn resolve_call(id: &RpcId, params: &Map<String, Value>, surface: &Surface) -> Result<Call, CallRefusal> {
     // A missing name is the empty name, which no surface contains.
     let name = match params.get("name") {
         None => String::new(),
         Some(Value::String(s)) => s.clone(),
-        Some(_) => return invalid_params(id, "name must be a string"),
+        Some(_) => return Err(CallRefusal::Protocol("invalid params: name must be a string".into())),
     };
     let Some(tool) = surface.lookup(&name) else {
-        return answer_error(id, CODE_INVALID_PARAMS, &format!("unknown tool {}", go_quote(&name)));
+        return Err(CallRefusal::Protocol(format!("unknown tool {}", go_quote(&name))));
     };
     // MCP makes `arguments` optional; absent means no arguments.
     let arguments = params.get("arguments").cloned().unwrap_or_else(|| Value::Object(Default::default()));
-    if let Err(e) = tool.validate_arguments(&arguments) {
-        return invalid_params(id, &e);
+    if !arguments.is_object() {
+        return Err(CallRefusal::Protocol("invalid params: arguments must be a JSON object".into()));
     }
-    Step::Call(Call { jsonrpc_id: id, tool_name: name, transition_id: tool.transition_id().to_owned(), arguments })
+    tool.validate_arguments(&arguments).map_err(CallRefusal::InvalidArguments)?;
+    let transition_id = tool.transition_id().to_owned();
+    Ok(Call { jsonrpc_id: id.clone(), tool_name: name, transition_id, arguments })
+}
+
+/// The legacy era's `tools/call`: every refusal is a -32602 protocol error.
+fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface) -> Step {
+    match resolve_call(&id, params, surface) {
+        Ok(call) => Step::Call(call),
+        Err(CallRefusal::Protocol(message)) => answer_error(id, CODE_INVALID_PARAMS, &message),
+        Err(CallRefusal::InvalidArguments(detail)) => invalid_params(id, &detail),
+    }
 }
 
 /// The output object as a text block (upstream MCP returns it twice: as

@@ -5,9 +5,9 @@
 //! server's identity in `_meta`, and lists carry caching hints.
 
 use super::{
-    Answer, CallOutcome, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
-    answer_result, call_output, classify, host_failure, json_reply, params_object, plan_call, tools_list, top_level_id,
-    transport_refusal, trim_ascii_space,
+    Answer, CallOutcome, CallRefusal, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
+    answer_error, answer_result, call_output, classify, host_failure, json_reply, params_object, resolve_call,
+    tools_list, top_level_id, transport_refusal, trim_ascii_space,
 };
 use crate::json::go_quote;
 use crate::rpc::{
@@ -381,12 +381,48 @@ fn dispatch(
                 meta,
             },
         ),
-        "tools/call" => plan_call(id, params, surface),
+        "tools/call" => plan_call(id, params, surface, meta),
         // Removed in this era (initialize, ping, logging/setLevel, …) or never served.
         other => {
             return Err(error_reply(&id, CODE_METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))));
         }
     })
+}
+
+/// The modern era's `tools/call`: arguments that fail the tool's schema are
+/// a tool execution error (HTTP 200, `isError`, the validator's message as
+/// text), so that the model sees what it got wrong (SEP-1303); the rest are
+/// -32602 protocol errors as in the legacy era.
+fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface, meta: ResultMeta<'_>) -> Step {
+    match resolve_call(&id, params, surface) {
+        Ok(call) => Step::Call(call),
+        Err(CallRefusal::Protocol(message)) => answer_error(id, CODE_INVALID_PARAMS, &message),
+        Err(CallRefusal::InvalidArguments(detail)) => {
+            let text = format!("invalid arguments: {detail}");
+            answer_result(
+                id,
+                &ToolError {
+                    result_type: COMPLETE,
+                    content: [TextContent { kind: "text", text }],
+                    is_error: true,
+                    meta,
+                },
+            )
+        }
+    }
+}
+
+/// A tool execution error that never ran: no `structuredContent` (there is
+/// no output to conform to the tool's output schema).
+#[derive(Serialize)]
+struct ToolError<'a> {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    content: [TextContent; 1],
+    #[serde(rename = "isError")]
+    is_error: bool,
+    #[serde(rename = "_meta")]
+    meta: ResultMeta<'a>,
 }
 
 #[derive(Serialize)]

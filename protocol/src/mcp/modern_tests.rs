@@ -384,14 +384,34 @@ fn a_host_failure_keeps_the_seed_envelope_in_the_modern_era() {
 }
 
 #[test]
-fn unknown_tools_and_bad_arguments_are_32602_protocol_errors() {
+fn unknown_tools_and_arguments_that_are_not_an_object_are_32602_protocol_errors() {
     let h = modern_headers("tools/call", Some("nope"));
     let e = assert_error(answer(&h, &request(json!(1), "tools/call", json!({"name": "nope"}))), 400, json!(1), -32602);
     assert_eq!(e["message"], "unknown tool \"nope\"");
     let h = modern_headers("tools/call", Some("tools_decho"));
-    let body = request(json!(2), "tools/call", json!({"name": "tools_decho", "arguments": {"message": 5}}));
+    let body = request(json!(2), "tools/call", json!({"name": "tools_decho", "arguments": "message"}));
     let e = assert_error(answer(&h, &body), 400, json!(2), -32602);
-    assert!(e["message"].as_str().unwrap().starts_with("invalid params: "));
+    assert_eq!(e["message"], "invalid params: arguments must be a JSON object");
+}
+
+#[test]
+fn arguments_that_fail_the_schema_are_a_tool_error_the_model_can_read() {
+    let h = modern_headers("tools/call", Some("tools_decho"));
+    for (id, arguments) in [(2, json!({"message": 5})), (3, json!({}))] {
+        let body = request(json!(id), "tools/call", json!({"name": "tools_decho", "arguments": arguments}));
+        let (status, reply) = answer(&h, &body);
+        assert_eq!(status, 200, "{reply}");
+        let result = &reply["result"];
+        assert_eq!(
+            (&reply["id"], &result["resultType"], &result["isError"]),
+            (&json!(id), &json!("complete"), &json!(true))
+        );
+        let text = result["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("invalid arguments: ") && text.contains("message"), "{text}");
+        assert_eq!(result["content"][0]["type"], "text");
+        assert!(result.get("structuredContent").is_none(), "{reply}");
+        assert!(result["_meta"]["io.modelcontextprotocol/serverInfo"].is_object(), "{reply}");
+    }
 }
 
 #[test]
