@@ -251,28 +251,16 @@ fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
         }
         w.root = Some(root);
     }
+    let visible = crate::confine::commands::Visible::of(&opts.confine.options());
+    let search = std::env::var_os("PATH");
     for item in &opts.exec_allow {
-        let (name, program) = match item.split_once('=') {
-            Some((n, p)) => (n.to_string(), PathBuf::from(p)),
-            None => {
-                (item.clone(), find_in_path(item).ok_or_else(|| format!("--exec-allow {item}: not found on PATH"))?)
-            }
-        };
-        let valid = !name.is_empty()
-            && name.len() <= 32
-            && name.as_bytes()[0].is_ascii_lowercase()
-            && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
-        if !valid {
-            return Err(format!("--exec-allow {item}: the name must match ^[a-z][a-z0-9-]{{0,31}}$"));
+        let allowed = crate::confine::commands::resolve(item, search.as_deref(), &visible)?;
+        if let Some(note) = &allowed.note {
+            eprintln!("worldd: {note}");
         }
-        let program = std::fs::canonicalize(&program).map_err(|e| format!("--exec-allow {item}: {e}"))?;
-        w.exec_allow.insert(name, program);
+        w.exec_allow.insert(allowed.name, allowed.program);
     }
     Ok(w)
-}
-
-fn find_in_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(name)).find(|c| c.is_file()))
 }
 
 async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl std::future::Future<Output = ()>) {

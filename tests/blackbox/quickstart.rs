@@ -44,9 +44,15 @@ fn lines_of(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String>
 
 /// `worldd ARGS…` with its stdout and stderr read line by line.
 fn spawn_worldd(args: &[&str]) -> (Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    spawn_worldd_on(args, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+/// The same, with `path` as its `PATH`.
+fn spawn_worldd_on(args: &[&str], path: &std::ffi::OsStr) -> (Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(WORLDD)
         .args(args)
         .env("RUST_LOG", "warn")
+        .env("PATH", path)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -57,12 +63,16 @@ fn spawn_worldd(args: &[&str]) -> (Child, mpsc::Receiver<String>, mpsc::Receiver
 }
 
 fn quickstart(extra: &[&str]) -> Quickstart {
+    quickstart_on(extra, &std::env::var_os("PATH").unwrap_or_default())
+}
+
+fn quickstart_on(extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
     let addr = format!("127.0.0.1:{}", free_port());
     let mut args = vec!["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr];
     args.extend_from_slice(extra);
-    let (child, stdout, stderr) = spawn_worldd(&args);
+    let (child, stdout, stderr) = spawn_worldd_on(&args, path);
     let deadline = Instant::now() + STARTUP_WAIT;
     loop {
         let line = stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("quickstart listens");
@@ -119,6 +129,68 @@ fn quickstart_prints_ready_to_paste_connections_and_runs_an_allowed_command_for_
     let out = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-c", "print(6 * 7)"]}));
     let out = &out["result"]["artifacts"][0]["parts"][0]["data"];
     assert_eq!((&out["ok"], &out["exit_code"], &out["stdout"]), (&json!(true), &json!(0), &json!("42\n")), "{out}");
+}
+
+/// A version manager's shim, first on PATH: a script under a tree no
+/// confined run can read, which starts a program from beside it.
+fn shims(name: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("shims")).unwrap();
+    let shim = home.path().join("shims").join(name);
+    std::fs::write(&shim, format!("#!/usr/bin/env bash\nexec \"$(dirname \"$0\")/../libexec/{name}\" \"$@\"\n"))
+        .unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home
+}
+
+#[test]
+fn a_short_exec_allow_whose_first_match_is_a_shim_runs_the_visible_program_and_says_which() {
+    let home = shims("python3");
+    let path = std::env::join_paths([home.path().join("shims").as_path(), std::path::Path::new("/usr/bin")]).unwrap();
+    let qs = quickstart_on(&["--exec-allow", "python3"], &path);
+    let out = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-c", "print(6 * 7)"]}));
+    let out = &out["result"]["artifacts"][0]["parts"][0]["data"];
+    assert_eq!((&out["ok"], &out["exit_code"], &out["stdout"]), (&json!(true), &json!(0), &json!("42\n")), "{out}");
+    let real = std::fs::canonicalize("/usr/bin/python3").unwrap();
+    assert_eq!(out["argv"][0], json!(real.display().to_string()), "{out}");
+    drop(qs);
+    // The choice was said on stderr before listening; read it from a fresh start.
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("qs");
+    let (mut child, _stdout, stderr) = spawn_worldd_on(
+        &["quickstart", "--dir", dir.to_str().unwrap(), "--bind", "127.0.0.1:0", "--exec-allow", "python3"],
+        &path,
+    );
+    let said = stderr.recv_timeout(STARTUP_WAIT).expect("a note on stderr");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(said.contains(&format!("--exec-allow python3: using {}", real.display())), "{said}");
+    assert!(said.contains("shims/python3 is first on PATH, but it is a script"), "{said}");
+}
+
+#[test]
+fn a_short_exec_allow_a_confined_run_cannot_start_refuses_to_start_naming_the_fixes() {
+    let home = shims("zzpython");
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("qs");
+    let path = home.path().join("shims");
+    let o = Command::new(WORLDD)
+        .args(["quickstart", "--dir", dir.to_str().unwrap(), "--bind", "127.0.0.1:0", "--exec-allow", "zzpython"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let shim = std::fs::canonicalize(path.join("zzpython")).unwrap();
+    assert!(err.contains(&format!("zzpython resolves to {}", shim.display())), "{err}");
+    assert!(
+        err.contains("a script (#!/usr/bin/env bash) outside the directories a confined command can read"),
+        "{err}"
+    );
+    assert!(err.contains("--exec-allow zzpython=PATH"), "{err}");
+    let tree = std::fs::canonicalize(home.path()).unwrap();
+    assert!(err.contains(&format!("--confine-read {}", tree.display())), "{err}");
 }
 
 #[test]

@@ -11,6 +11,7 @@
 //! digest say so.
 
 mod cgroup;
+pub mod commands;
 pub mod helper;
 pub mod policy;
 mod seccomp;

@@ -245,7 +245,7 @@ pub fn exec(
         kind: Kind::Exec,
         argv: std::iter::once(program_path.display().to_string()).chain(args.iter().cloned()).collect(),
         env: vec![
-            "PATH=/usr/local/bin:/usr/bin:/bin".into(),
+            format!("PATH={}", super::commands::RUN_PATH),
             format!("HOME={home}"),
             "LANG=C".into(),
             "LC_ALL=C".into(),
