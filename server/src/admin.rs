@@ -151,7 +151,7 @@ async fn export(daemon: &Arc<Daemon>, out: PathBuf, with_sessions: bool) -> Admi
     let d = daemon.clone();
     let work = tokio::task::spawn_blocking(move || {
         let snapshot = d.store.snapshot().map_err(|e| e.to_string())?;
-        crate::cli::export::export_to_file(&snapshot, &out, with_sessions)
+        crate::stores::export_to_file(&snapshot, &out, with_sessions)
     });
     match work.await {
         Ok(Ok(records)) => AdminResponse::Exported { records },
@@ -174,7 +174,7 @@ async fn verify(daemon: &Arc<Daemon>, json: bool, w: &mut tokio::net::unix::Owne
         };
         let options = world_store::verify::Options { threads: 0, progress: Some(&progress) };
         let report = world_store::verify::verify(&snapshot, &options);
-        let output = crate::cli::verify::render_report(&d.db_path, &report, json, started.elapsed());
+        let output = crate::report::render_report(&d.db_path, &report, json, started.elapsed());
         Ok(AdminResponse::Verified { output, clean: report.is_clean() })
     });
     // The channel closes when the verify ends and drops its sender.

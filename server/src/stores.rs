@@ -63,6 +63,28 @@ impl StoreSpec {
     }
 }
 
+/// Writes the export of `snap` to `out` whole or not at all: a `.partial`
+/// file, synced, then renamed. Returns the records written.
+pub fn export_to_file(snap: &world_store::Snapshot, out: &std::path::Path, with_sessions: bool) -> Result<u64, String> {
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = std::path::PathBuf::from(tmp);
+    let result = (|| -> Result<u64, String> {
+        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        let n =
+            world_store::export::export(snap, &mut w, with_sessions, crate::clock::now()).map_err(|e| e.to_string())?;
+        let file = w.into_inner().map_err(|e| e.to_string())?;
+        file.sync_all().map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
+        Ok(n)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

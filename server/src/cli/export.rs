@@ -3,11 +3,12 @@
 use super::fail;
 use crate::admin::{AdminRequest, AdminResponse};
 use crate::stores::StoreSpec;
+use crate::stores::export_to_file;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use world_store::export;
-use world_store::{ReadOnlyStore, Reads, Snapshot};
+use world_store::{ReadOnlyStore, Reads};
 
 pub fn export_cmd(spec: &StoreSpec, out: &Path, with_sessions: bool) -> ExitCode {
     let db = match spec {
@@ -64,27 +65,6 @@ fn through_daemon(db: &Path, out: &Path, with_sessions: bool) -> Result<Option<u
         Some(AdminResponse::Error { message }) => Err(message),
         Some(other) => Err(format!("unexpected daemon reply {other:?}")),
     }
-}
-
-/// Writes the export of `snap` to `out` whole or not at all: a `.partial`
-/// file, synced, then renamed. Returns the records written.
-pub fn export_to_file(snap: &Snapshot, out: &Path, with_sessions: bool) -> Result<u64, String> {
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = std::path::PathBuf::from(tmp);
-    let result = (|| -> Result<u64, String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-        let n = export::export(snap, &mut w, with_sessions, crate::clock::now()).map_err(|e| e.to_string())?;
-        let file = w.into_inner().map_err(|e| e.to_string())?;
-        file.sync_all().map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
-        Ok(n)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 pub fn import_cmd(spec: &StoreSpec, input: &Path) -> ExitCode {

@@ -11,8 +11,6 @@ mod session;
 pub(crate) mod verify;
 mod why;
 
-pub use quickstart::connection_snippets;
-
 use crate::limits::{
     CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT,
     SESSION_TTL_DEFAULT_S,
@@ -289,7 +287,7 @@ pub fn run() -> ExitCode {
                 Ok(s) => s,
                 Err(e) => return fail(1, e),
             };
-            serve(crate::daemon::ServeOptions {
+            serve(crate::serve::ServeOptions {
                 store,
                 local,
                 bind,
@@ -297,7 +295,7 @@ pub fn run() -> ExitCode {
                 exec_allow,
                 host_callbacks,
                 cache_bytes: (cache_mib as usize) << 20,
-                confine,
+                confine: confine.options(),
                 print_connections,
             })
         }
@@ -373,13 +371,13 @@ pub fn init_tracing() {
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).try_init();
 }
 
-fn serve(opts: crate::daemon::ServeOptions) -> ExitCode {
+fn serve(opts: crate::serve::ServeOptions) -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(2, format!("daemon startup failed at runtime: {e}")),
     };
-    match runtime.block_on(crate::daemon::serve(opts)) {
+    match runtime.block_on(crate::serve::serve(opts)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(2, e),
     }

@@ -2,8 +2,8 @@
 
 use super::fail;
 use super::session::write_token_file;
-use crate::daemon::ServeOptions;
 use crate::publish::{PublishRequest, publish};
+use crate::serve::ServeOptions;
 use crate::sessions::{self, MintRequest};
 use crate::stores::StoreSpec;
 use std::path::Path;
@@ -91,29 +91,6 @@ fn prepare(dir: &Path, spec: &StoreSpec) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Ready-to-paste ways to point an MCP host at `mcp_url`, the token being in `token`.
-pub fn connection_snippets(mcp_url: &str, token: &Path) -> String {
-    let token = token.display();
-    format!(
-        r#"Connect an MCP host (the token is in {token}):
-  any client's mcpServers configuration (WORLD_TOKEN=$(cat {token}); paste the token itself where variables are not expanded):
-    {{"mcpServers": {{"world": {{"type": "http", "url": "{mcp_url}", "headers": {{"Authorization": "Bearer ${{WORLD_TOKEN}}"}}}}}}}}
-  Claude Code:
-    claude mcp add --transport http world {mcp_url} --header "Authorization: Bearer $(cat {token})"
-  Python (pip install mcp):
-    import asyncio, pathlib, httpx
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-    async def main():
-        token = pathlib.Path("{token}").read_text().strip()
-        async with httpx.AsyncClient(headers={{"Authorization": f"Bearer {{token}}"}}) as http:
-            async with Client(streamable_http_client("{mcp_url}", http_client=http)) as world:
-                print([t.name for t in (await world.list_tools()).tools])
-                print((await world.call_tool("ailang-read", {{"path": "hello.txt"}})).structured_content)
-    asyncio.run(main())"#
-    )
-}
-
 pub fn run(
     dir: &Path,
     store: Option<String>,
@@ -121,7 +98,7 @@ pub fn run(
     exec_allow: Vec<String>,
     confine: super::ConfineArgs,
 ) -> ExitCode {
-    if let Err(e) = crate::daemon::loopback_addr(bind) {
+    if let Err(e) = crate::serve::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
     if let Err(e) = std::fs::create_dir_all(dir) {
@@ -155,7 +132,7 @@ pub fn run(
         "try:  curl -s -H \"Authorization: Bearer $(cat {})\" -H 'Content-Type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/send\",\"params\":{{\"id\":\"read-1\",\"metadata\":{{\"skill_id\":\"ailang-read\"}},\"message\":{{\"role\":\"user\",\"parts\":[{{\"type\":\"data\",\"data\":{{\"path\":\"hello.txt\"}}}}]}}}}}}' http://{bind}/a2a/",
         session.display()
     );
-    println!("{}", connection_snippets(&mcp_url, &session));
+    println!("{}", crate::serve::connection_snippets(&mcp_url, &session));
     if exec_allow.is_empty() {
         println!(
             "workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3"
@@ -169,7 +146,7 @@ pub fn run(
         exec_allow,
         host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
         cache_bytes: world_store::CACHE_BYTES_DEFAULT,
-        confine,
+        confine: confine.options(),
         print_connections: false,
     })
 }

@@ -10,12 +10,10 @@
 //! replaced by a later match it can (said on stderr), or the daemon refuses
 //! to start, naming the command, where it resolved, why, and the fixes.
 
-use super::policy::SYSTEM_DIRS;
+use super::policy::{RUN_PATH, SYSTEM_DIRS};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-/// The `PATH` of a confined command.
-pub const RUN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// How many `#!` interpreters deep a program's start is followed.
 pub const SHEBANG_DEPTH_MAX: usize = 4;
 /// How much of a program is read to find its `#!` line.
@@ -106,6 +104,7 @@ fn by_name(name: String, search: Option<&OsStr>, visible: &Visible) -> Result<Al
             (false, Ok(None)) => why_first = why_first.or(Some(outside(visible))),
         }
     }
+    // A script outside starts its own tree's programs: only a binary is taken.
     if let Ok(Some(note)) = startable(&first, visible, 0).map(|n| n.filter(|_| !is_script(&first))) {
         return Ok(Allowed { name: name.clone(), program: first, note: Some(format!("--exec-allow {name}: {note}")) });
     }
@@ -145,12 +144,6 @@ fn startable(program: &Path, visible: &Visible, depth: usize) -> Result<Option<S
     let Some((interpreter, arg)) = shebang(program) else {
         return Ok((!seen).then(|| format!("{}: only this file is bound into a run", outside(visible))));
     };
-    if !seen {
-        return Err(format!(
-            "it is a script ({}) outside the directories a confined command can read: a run would see that one file, not what it starts from beside it",
-            shebang_text(&interpreter, arg.as_deref())
-        ));
-    }
     let real = std::fs::canonicalize(&interpreter)
         .map_err(|e| format!("its interpreter {} (#!): {e}", interpreter.display()))?;
     if !visible.sees(&real) {
@@ -173,7 +166,14 @@ fn startable(program: &Path, visible: &Visible, depth: usize) -> Result<Option<S
         };
         startable(&next, visible, depth + 1).map_err(|e| format!("{}: {e}", next.display()))?;
     }
-    Ok(None)
+    // Its interpreter starts; what the script itself starts from beside it
+    // does not exist in a run.
+    Ok((!seen).then(|| {
+        format!(
+            "it is a script ({}) outside the directories a confined command can read: a run would see that one file, not what it starts from beside it",
+            shebang_text(&interpreter, arg.as_deref())
+        )
+    }))
 }
 
 /// The `#!` line of `program`: the interpreter and its one optional argument.
@@ -286,7 +286,7 @@ mod tests {
         program(&h.home.join("shims/zz-tool"), "#!/usr/bin/env bash\nexec ../libexec/zz-tool \"$@\"\n");
         let real = program(&h.sys.join("bin/zz-tool"), "\x7fELF");
         let path = search(&[&h.home.join("shims"), &h.sys.join("bin")]);
-        let allowed = resolve("zz-tool", Some(&path), &Visible::trees(&[&h.sys])).unwrap();
+        let allowed = resolve("zz-tool", Some(&path), &Visible::trees(&[&h.sys, Path::new("/usr")])).unwrap();
         assert_eq!(allowed.program, real);
         let note = allowed.note.unwrap();
         assert!(note.contains("using") && note.contains("shims/zz-tool") && note.contains("is a script"), "{note}");
@@ -298,7 +298,7 @@ mod tests {
         let h = host();
         let shim = program(&h.home.join("shims/zzcmd"), "#!/usr/bin/env bash\nexec ../libexec/zzcmd\n");
         let path = search(&[&h.home.join("shims")]);
-        let e = resolve("zzcmd", Some(&path), &Visible::trees(&[&h.sys])).unwrap_err();
+        let e = resolve("zzcmd", Some(&path), &Visible::trees(&[&h.sys, Path::new("/usr")])).unwrap_err();
         assert!(e.contains(&format!("zzcmd resolves to {}", shim.display())), "{e}");
         assert!(e.contains("a script"), "{e}");
         assert!(e.contains("--exec-allow zzcmd=PATH"), "{e}");
@@ -314,6 +314,16 @@ mod tests {
         assert!(e.contains("its interpreter") && e.contains("outside the directories"), "{e}");
         let allowed = resolve(&format!("job={}", script.display()), None, &Visible::trees(&[&h.sys, &h.home]));
         assert_eq!(allowed.unwrap().program, script, "once its tree is readable the script starts");
+    }
+
+    #[test]
+    fn an_explicit_script_outside_whose_interpreter_is_visible_runs_bound_alone_with_a_note() {
+        let h = host();
+        let interp = program(&h.sys.join("bin/sh"), "\x7fELF");
+        let script = program(&h.home.join("libexec/job.sh"), &format!("#!{}\necho hi\n", interp.display()));
+        let allowed = resolve(&format!("job={}", script.display()), None, &Visible::trees(&[&h.sys])).unwrap();
+        assert_eq!(allowed.program, script);
+        assert!(allowed.note.unwrap().contains("a run would see that one file"));
     }
 
     #[test]

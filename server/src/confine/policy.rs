@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 /// Directories of the host that every run sees read-only (or as the host's
 /// symlink, on merged-`/usr` systems).
 pub const SYSTEM_DIRS: &[&str] = &["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+/// The `PATH` of a confined command.
+pub const RUN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Entries of `/etc` a run sees: what dynamic linking, interpreters, TLS and
 /// name lookup read. Nothing secret (no `shadow`, no keys).
@@ -245,7 +247,7 @@ pub fn exec(
         kind: Kind::Exec,
         argv: std::iter::once(program_path.display().to_string()).chain(args.iter().cloned()).collect(),
         env: vec![
-            format!("PATH={}", super::commands::RUN_PATH),
+            format!("PATH={RUN_PATH}"),
             format!("HOME={home}"),
             "LANG=C".into(),
             "LC_ALL=C".into(),

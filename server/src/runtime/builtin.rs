@@ -2,7 +2,7 @@
 //! coding tools, whose plan phase checks arguments and asks for one effect.
 
 use crate::limits::DAEMON_VERSION;
-use crate::registry::{Access, TRANSITION_SOURCE};
+use crate::registry::descriptor::{Access, TRANSITION_SOURCE};
 use serde_json::{Map, Value, json};
 use world_store::{NewObject, canonical};
 
