@@ -7,12 +7,14 @@
 //! - `concurrency`: 8 episodes at once commit onto one valid chain.
 //! - `confinement`: hostile paths are refused and nothing outside changes.
 //! - `exec_runtime`: the Python examples, and transitions that misbehave.
+//! - `bounds`: a run's memory bounded as a whole; eight bombs at once.
 //! - `admission`: idempotency, R8, genesis, the pin, refusals, denial labels.
 //! - `unrecorded`: EffectsUnrecorded produced by republishing mid-effect.
 //! - `hostile`: the escape corpus (tests/hostile/) is blocked by the kernel, pure and exec alike.
 //! - `unavailable`: where runs cannot be confined, `serve` refuses to start unless `--unconfined`.
 
 mod admission;
+mod bounds;
 #[path = "../common/commit.rs"]
 mod commit;
 mod concurrency;

@@ -182,7 +182,18 @@ pub struct ConfineArgs {
     /// An extra host directory that confined runs may read (e.g. a toolchain outside /usr). Repeatable.
     #[arg(long = "confine-read", value_name = "DIR")]
     pub confine_read: Vec<PathBuf>,
+    /// The memory of one `workspace-exec` command, all its processes and its /tmp together
+    /// (default 2048); past it the kernel kills the command (as root: a memory cgroup per run).
+    #[arg(long = "exec-memory-mib", value_name = "MIB", value_parser = clap::value_parser!(u64).range(RUN_MEMORY_MIB_MIN..=RUN_MEMORY_MIB_MAX))]
+    pub exec_memory_mib: Option<u64>,
+    /// The memory of one pure transition phase as a whole (default 512).
+    #[arg(long = "pure-memory-mib", value_name = "MIB", value_parser = clap::value_parser!(u64).range(RUN_MEMORY_MIB_MIN..=RUN_MEMORY_MIB_MAX))]
+    pub pure_memory_mib: Option<u64>,
 }
+
+/// The smallest and largest memory bound a run may be given, in MiB.
+const RUN_MEMORY_MIB_MIN: u64 = 64;
+const RUN_MEMORY_MIB_MAX: u64 = 1 << 20;
 
 impl ConfineArgs {
     pub fn options(&self) -> crate::confine::Options {
@@ -191,6 +202,8 @@ impl ConfineArgs {
             widening: crate::confine::policy::Widening {
                 read_only: self.confine_read.clone(),
                 exec_network: self.exec_network,
+                exec_memory: self.exec_memory_mib.map(|m| m << 20),
+                pure_memory: self.pure_memory_mib.map(|m| m << 20),
             },
         }
     }

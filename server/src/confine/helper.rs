@@ -4,8 +4,9 @@
 //!
 //! Three processes make a run:
 //! - the **helper** stays in the daemon's namespaces: it makes the run's pids
-//!   cgroup, creates the PID namespace, enforces the wall-clock deadline and
-//!   writes the outcome file;
+//!   and memory cgroups, creates the PID namespace, enforces the wall-clock
+//!   deadline and writes the outcome file (a run the kernel cut for memory
+//!   ended `memoryExceeded`);
 //! - the **init**, pid 1 of the new PID namespace (dies with the helper by
 //!   `PR_SET_PDEATHSIG`), joins the cgroup, enters new mount, IPC, UTS and
 //!   network namespaces, builds the run's root and pivots into it, then
@@ -57,9 +58,13 @@ pub fn main(invocation: &str) -> std::process::ExitCode {
             return std::process::ExitCode::from(HELPER_FAILED);
         }
     };
-    let outcome = helper(&inv).unwrap_or_else(|error| Outcome::SetupFailed { error });
-    if let Some(cg) = &inv.cgroup {
-        let _ = std::fs::remove_dir(cg);
+    let mut outcome = helper(&inv).unwrap_or_else(|error| Outcome::SetupFailed { error });
+    if let Some(groups) = &inv.cgroups {
+        // The kernel killed part of the run for memory: that is how it ended.
+        if groups.memory_kills() > 0 && !matches!(outcome, Outcome::SetupFailed { .. }) {
+            outcome = Outcome::MemoryExceeded { limit_bytes: inv.policy.limits.memory };
+        }
+        groups.remove();
     }
     let written = serde_json::to_vec(&outcome).map_err(|e| e.to_string()).and_then(|bytes| {
         let tmp = inv.outcome.with_extension("tmp");
@@ -78,10 +83,8 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
         return Err("the daemon that started this run is gone".into());
     }
     let started = Instant::now();
-    if let Some(cg) = &inv.cgroup {
-        std::fs::create_dir(cg).map_err(ctx(format!("creating the run's cgroup {}", cg.display())))?;
-        std::fs::write(cg.join("pids.max"), inv.policy.limits.processes.to_string())
-            .map_err(ctx("setting the run's pids.max"))?;
+    if let Some(groups) = &inv.cgroups {
+        groups.create(inv.policy.limits.processes, inv.policy.limits.memory)?;
     }
     if !inv.privileged {
         enter_user_namespace()?;
@@ -196,13 +199,8 @@ fn init_run(
     if helper_gone(alive) {
         return Err("the helper is gone".into());
     }
-    if let Some(cg) = &inv.cgroup {
-        // cgroup v1 `tasks` moves just this (single) thread and skips the
-        // global threadgroup lock whose RCU grace period made `cgroup.procs`
-        // cost ~15 ms; v2 has only `cgroup.procs`.
-        let tasks = cg.join("tasks");
-        let file = if tasks.exists() { tasks } else { cg.join("cgroup.procs") };
-        std::fs::write(file, "0").map_err(ctx("joining the run's cgroup"))?;
+    if let Some(groups) = &inv.cgroups {
+        groups.join()?;
     }
     let mut flags = CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS;
     match (inv.policy.network, netns) {

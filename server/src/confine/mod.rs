@@ -51,6 +51,11 @@ pub enum Outcome {
     SetupFailed {
         error: String,
     },
+    /// Its processes together reached the run's memory bound and the kernel
+    /// killed what went over (the rest ended with the run).
+    MemoryExceeded {
+        limit_bytes: u64,
+    },
 }
 
 /// What the daemon hands the helper: the policy and the run's plumbing.
@@ -63,9 +68,9 @@ pub struct Invocation {
     pub root: PathBuf,
     /// Where the helper writes the [`Outcome`].
     pub outcome: PathBuf,
-    /// The run's pids cgroup (a `workspace-exec` command of a uid-0 daemon);
-    /// the helper creates and removes it.
-    pub cgroup: Option<PathBuf>,
+    /// The run's pids and memory cgroups (a uid-0 daemon); the helper
+    /// creates and removes them.
+    pub cgroups: Option<cgroup::RunGroups>,
     /// The uid and gid the target runs as, in a user namespace of its own
     /// (a pure phase of a privileged daemon): its tasks are then counted by
     /// `RLIMIT_NPROC`, which the kernel never applies to uid 0.
@@ -137,6 +142,11 @@ impl Confinement {
         let privileged = caps::has_cap(None, caps::CapSet::Effective, caps::Capability::CAP_SYS_ADMIN).unwrap_or(false);
         // The kernel never counts uid 0's processes against RLIMIT_NPROC, in any user namespace.
         let cgroups = if nix::unistd::geteuid().is_root() { Some(cgroup::Cgroups::create()?) } else { None };
+        if !cgroups.as_ref().is_some_and(cgroup::Cgroups::has_memory) {
+            tracing::warn!(
+                "no memory cgroup for runs (needs root and a memory controller): a run's memory is bounded per process (RLIMIT_AS), not as a whole"
+            );
+        }
         let netns = if privileged { Some(empty_network_namespace()?) } else { None };
         let kernel = Kernel { helper, cgroups, privileged, x32: seccomp::kernel_has_x32(), netns };
         let c = Confinement { mode: Mode::Kernel(kernel), widening: opts.widening, scratch_root: scratch_root.into() };
@@ -200,7 +210,7 @@ impl Confinement {
                     policy: policy.clone(),
                     root: run.root(),
                     outcome: run.outcome(),
-                    cgroup: k.cgroups.as_ref().filter(|_| policy.kind == Kind::Exec).map(|c| c.run(&run.name)),
+                    cgroups: k.cgroups.as_ref().map(|c| c.run(&run.name)),
                     run_as: (k.privileged && policy.kind == Kind::Pure).then_some(PURE_RUN_UID),
                     privileged: k.privileged,
                     x32: k.x32,

@@ -60,12 +60,32 @@ pub const DEV_BYTES: u64 = 64 << 10;
 pub const SHM_BYTES: u64 = 64 << 20;
 
 /// Resource limits of a pure phase (its whole run: the interpreter and any child).
-pub const PURE_LIMITS: Limits =
-    Limits { cpu_seconds: 3, address_space: 2 << 30, file_size: 16 << 20, open_files: 256, processes: 32 };
+pub const PURE_LIMITS: Limits = Limits {
+    cpu_seconds: 3,
+    address_space: 2 << 30,
+    file_size: 16 << 20,
+    open_files: 256,
+    processes: 32,
+    memory: PURE_MEMORY_BYTES,
+};
+/// The memory of a pure phase as a whole (`serve --pure-memory-mib`).
+pub const PURE_MEMORY_BYTES: u64 = 512 << 20;
+/// The memory of a `workspace-exec` command as a whole, its private `/tmp`
+/// and `/dev/shm` included (`serve --exec-memory-mib`): eight at once stay
+/// well inside a small machine.
+pub const EXEC_MEMORY_BYTES: u64 = 2 << 30;
+// A command's private /tmp and /dev/shm are charged to its memory: they fit.
+const _: () = assert!(EXEC_MEMORY_BYTES > EXEC_TMP_BYTES + SHM_BYTES && PURE_MEMORY_BYTES > PURE_SCRATCH_BYTES);
 
 /// Resource limits of a `workspace-exec` command.
-pub const EXEC_LIMITS: Limits =
-    Limits { cpu_seconds: 20, address_space: 8 << 30, file_size: 1 << 30, open_files: 1024, processes: 256 };
+pub const EXEC_LIMITS: Limits = Limits {
+    cpu_seconds: 20,
+    address_space: 8 << 30,
+    file_size: 1 << 30,
+    open_files: 1024,
+    processes: 256,
+    memory: EXEC_MEMORY_BYTES,
+};
 
 /// Which process this is, which decides its syscall profile.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +161,8 @@ pub struct Limits {
     pub open_files: u64,
     /// Tasks of the whole run (a pids cgroup, or `RLIMIT_NPROC` in the run's user namespace).
     pub processes: u64,
+    /// Resident memory of the whole run, swap counted (a memory cgroup, as root).
+    pub memory: u64,
 }
 
 /// Everything the helper needs to build and start one confined run.
@@ -196,6 +218,9 @@ pub struct Widening {
     pub read_only: Vec<PathBuf>,
     /// `workspace-exec` commands may use the network (`serve --exec-network`).
     pub exec_network: bool,
+    /// A run's memory bound other than the default (`--pure-memory-mib`, `--exec-memory-mib`).
+    pub pure_memory: Option<u64>,
+    pub exec_memory: Option<u64>,
 }
 
 /// A pure phase: `interpreter transition` in `work`, a private tmpfs holding
@@ -217,7 +242,7 @@ pub fn pure(host: &impl Host, interpreter: &Path, work: &Path, widening: &Wideni
         mounts,
         writable: vec![work.to_path_buf()],
         network: Network::None,
-        limits: PURE_LIMITS,
+        limits: Limits { memory: widening.pure_memory.unwrap_or(PURE_MEMORY_BYTES), ..PURE_LIMITS },
         deadline_ms,
     }
 }
@@ -257,7 +282,7 @@ pub fn exec(
         mounts,
         writable: vec![worktree.to_path_buf(), "/tmp".into(), "/dev/shm".into()],
         network,
-        limits: EXEC_LIMITS,
+        limits: Limits { memory: widening.exec_memory.unwrap_or(EXEC_MEMORY_BYTES), ..EXEC_LIMITS },
         deadline_ms,
     }
 }
@@ -423,7 +448,7 @@ mod tests {
 
     #[test]
     fn the_operator_widens_exec_with_network_and_extra_read_only_trees() {
-        let widening = Widening { read_only: vec!["/opt/tools".into()], exec_network: true };
+        let widening = Widening { read_only: vec!["/opt/tools".into()], exec_network: true, ..Default::default() };
         let p = exec(&host(), Path::new("/opt/tools/bin/cargo"), &[], Path::new("/ws/ep"), &widening, 9000);
         assert_eq!(p.network, Network::Host);
         assert!(binds(&p).contains(&("/etc/resolv.conf".into(), false)));
@@ -431,6 +456,17 @@ mod tests {
         let pure = pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &widening, 2000);
         assert_eq!(pure.network, Network::None, "the network flag never reaches a pure phase");
         assert!(binds(&pure).contains(&("/opt/tools".into(), false)));
+    }
+
+    #[test]
+    fn each_kind_of_run_has_its_memory_bound_and_the_operator_may_change_it() {
+        let wt = Path::new("/ws/ep");
+        let exec_default = exec(&host(), Path::new("/usr/bin/sh"), &[], wt, &Widening::default(), 9000);
+        let pure_default = pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &Widening::default(), 2000);
+        assert_eq!((exec_default.limits.memory, pure_default.limits.memory), (EXEC_MEMORY_BYTES, PURE_MEMORY_BYTES));
+        let set = Widening { exec_memory: Some(256 << 20), pure_memory: Some(128 << 20), ..Default::default() };
+        assert_eq!(exec(&host(), Path::new("/usr/bin/sh"), &[], wt, &set, 9000).limits.memory, 256 << 20);
+        assert_eq!(pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &set, 2000).limits.memory, 128 << 20);
     }
 
     #[test]

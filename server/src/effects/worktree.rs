@@ -448,12 +448,21 @@ async fn run_exec(
     // Both pipes end when the run does (its deadline included); the wait reports how.
     let ((stdout, stderr), outcome) =
         tokio::join!(async { tokio::join!(drain(out), drain(err)) }, async { confinement.wait(&run, spawned).await });
-    let (code, signal, timed_out) = match outcome {
-        Outcome::Exited { code } => (Some(code), None, false),
-        Outcome::Signaled { signal } => (None, Some(signal), false),
-        Outcome::TimedOut => (None, None, true),
+    let (code, signal, timed_out, memory) = match outcome {
+        Outcome::Exited { code } => (Some(code), None, false, None),
+        Outcome::Signaled { signal } => (None, Some(signal), false, None),
+        Outcome::TimedOut => (None, None, true, None),
+        Outcome::MemoryExceeded { limit_bytes } => (None, Some(libc::SIGKILL), false, Some(limit_bytes)),
         Outcome::SetupFailed { error } => return Err(format!("workspace-exec could not start the command: {error}")),
     };
+    let mut stderr = stderr;
+    if let Some(limit) = memory {
+        let note = format!(
+            "\nworldd: the command's processes together exceeded its memory bound of {} MiB; the kernel killed them\n",
+            limit >> 20
+        );
+        stderr.push(note.as_bytes());
+    }
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(code == Some(0)));
     m.insert("exit_code".into(), json!(code));
@@ -461,6 +470,7 @@ async fn run_exec(
         m.insert("signal".into(), json!(s));
     }
     m.insert("timed_out".into(), json!(timed_out));
+    m.insert("memory_exceeded".into(), json!(memory.is_some()));
     m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
     m.insert(
         "argv".into(),

@@ -139,6 +139,12 @@ impl ExecRuntime {
                 return Err(PhaseError::Failed(format!("killed after {} ms (phase deadline)", deadline.as_millis())));
             }
             Outcome::SetupFailed { error } => return Err(PhaseError::Failed(format!("confinement: {error}"))),
+            Outcome::MemoryExceeded { limit_bytes } => {
+                return Err(PhaseError::Failed(format!(
+                    "killed by the kernel: the phase's processes together exceeded its memory bound of {} MiB",
+                    limit_bytes >> 20
+                )));
+            }
             Outcome::Exited { code } => {
                 return Err(PhaseError::Failed(format!("exit status: {code}; stderr: {}", tail())));
             }
