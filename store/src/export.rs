@@ -343,7 +343,7 @@ pub fn import(target: &Path, input: &mut impl Read) -> Result<u64, ImportError> 
     let result = import_into(&tmp, input);
     let cleanup = |p: &Path| {
         let _ = std::fs::remove_file(p);
-        let _ = std::fs::remove_file(crate::lock_path(p));
+        let _ = std::fs::remove_file(crate::media::lock_path(p));
     };
     match result {
         Ok(n) => {

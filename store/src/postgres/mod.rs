@@ -24,12 +24,11 @@ mod writer;
 pub use schema::{Migrated, SCHEMA_VERSION, SchemaError};
 pub use view::PgSnapshot;
 
-use crate::backend::{StoreStatus, WorldStore};
+use crate::backend::{Done, Health, OnFatal, StoreStatus, WorldStore, WriterStats};
 use crate::error::{OpenError, ReadError, WriteError};
 use crate::export::ImportError;
 use crate::ops::{Op, RecoveryReport};
 use crate::view::{Reads, Snapshot};
-use crate::writer::{Done, Health, OnFatal, WriterStats};
 use postgres::{Config, NoTls};
 use std::str::FromStr;
 use std::sync::atomic::Ordering;

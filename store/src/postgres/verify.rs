@@ -8,7 +8,7 @@
 //! sums (`verify::derived`), and each referrer must name something.
 
 use super::PgSnapshot;
-use crate::WriteError;
+use crate::error::WriteError;
 use crate::export::ImportError;
 use crate::verify::{Fault, FaultKind, Options, Report};
 use crate::view::{Engine, Reads};
@@ -47,7 +47,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
         (Err(_), _) => one_fault("-", FaultKind::Engine, "the export of the snapshot panicked"),
         (Ok(Err(e)), _) => one_fault("-", FaultKind::Engine, format!("reading the store: {e}")),
         (Ok(Ok(_)), Err(e)) => refused(e),
-        (Ok(Ok(_)), Ok(_)) => match crate::ReadOnlyStore::open(copy)
+        (Ok(Ok(_)), Ok(_)) => match crate::embedded::ReadOnlyStore::open(copy)
             .map_err(|e| e.to_string())
             .and_then(|c| c.snapshot().map_err(|e| e.to_string()))
         {
@@ -66,7 +66,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
 
 /// Where the store's derived rows differ from those the copy derived from
 /// the same records (see `verify::derived`).
-fn derived_faults(snap: &PgSnapshot, copy: &crate::Snapshot) -> Vec<Fault> {
+fn derived_faults(snap: &PgSnapshot, copy: &crate::view::Snapshot) -> Vec<Fault> {
     let Engine::Redb(copy) = copy.engine() else { return vec![] };
     let rebuilt = match crate::verify::derived::of_embedded(copy) {
         Ok(d) => d,

@@ -7,6 +7,7 @@
 //! panics while reading are reported as faults, never a crash of the tool.
 
 use crate::canonical;
+use crate::error::guard_panic;
 use crate::model::*;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
@@ -194,7 +195,7 @@ type Step = Result<(), String>;
 
 impl<'a> Verifier<'a> {
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
-        match crate::guard_panic(|| f(self)) {
+        match guard_panic(|| f(self)) {
             Ok(Ok(())) => {}
             Ok(Err(e)) | Err(e) => self.sink.engine(table, e),
         }
