@@ -10,10 +10,11 @@
 
 use crate::error::{ReadError, WriteError};
 use crate::model::*;
+use crate::postgres::PgSnapshot;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::tables::*;
-use crate::view::{Engine, Snapshot, View};
+use crate::view::{Snapshot, View};
 use redb::{ReadableTable, TableDefinition, TableError};
 use serde::{Deserialize, Serialize};
 use std::io::{Read, Write};
@@ -211,14 +212,23 @@ fn redb_records(
 /// Writes the whole snapshot; returns the number of records. Both engines
 /// write the same records in the same order.
 pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
-    export_engine(snap.engine(), out, with_sessions, now)
+    let engine = snap.as_any();
+    if let Some(snap) = engine.downcast_ref::<RedbSnapshot>() {
+        write_stream(out, with_sessions, now, |put| redb_records(snap, with_sessions, put))
+    } else if let Some(snap) = engine.downcast_ref::<PgSnapshot>() {
+        write_stream(out, with_sessions, now, |put| snap.records(with_sessions, put))
+    } else {
+        Err(ReadError::Storage("the snapshot is of no engine the export knows".into()).into())
+    }
 }
 
-pub(crate) fn export_engine(
-    engine: Engine<'_>,
+/// A whole stream: `MAGIC`, the Header, what `scan` puts, the End. Returns
+/// the number of records.
+pub(crate) fn write_stream(
     out: &mut impl Write,
     with_sessions: bool,
     now: u64,
+    scan: impl FnOnce(&mut dyn FnMut(Record) -> Result<(), ExportError>) -> Result<(), ExportError>,
 ) -> Result<u64, ExportError> {
     out.write_all(MAGIC)?;
     let mut n = 0u64;
@@ -227,10 +237,7 @@ pub(crate) fn export_engine(
         frame(&mut WriteAdapter(&mut *out), &r).map_err(ExportError::Io)
     };
     put(Record::Header { format: EXPORT_FORMAT, created_at: now, with_sessions })?;
-    match engine {
-        Engine::Redb(snap) => redb_records(snap, with_sessions, &mut put)?,
-        Engine::Postgres(snap) => snap.records(with_sessions, &mut put)?,
-    }
+    scan(&mut put)?;
     let records = n + 1;
     frame(out, &Record::End { records })?;
     out.flush()?;

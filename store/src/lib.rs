@@ -41,7 +41,7 @@ pub use error::{OpenError, ReadError, WriteError};
 pub use media::{FileMedia, Media, RESERVE_BYTES, WalIo, lock_path};
 pub use model::*;
 pub use ops::*;
-pub use read::{JournalItem, PAGE_DEFAULT, PAGE_MAX, Referrer, page_limit};
+pub use read::{PAGE_DEFAULT, PAGE_MAX, page_limit};
 pub use refs::{Ref, RefError};
 pub use view::{Reads, Snapshot, View};
 pub use writer::{BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, WRITE_QUEUE_MAX};

@@ -10,8 +10,9 @@
 use super::PgSnapshot;
 use crate::error::WriteError;
 use crate::export::ImportError;
+use crate::read::RedbSnapshot;
 use crate::verify::{Fault, FaultKind, Options, Report};
-use crate::view::{Engine, Reads};
+use crate::view::Reads;
 use std::io::{BufReader, BufWriter, Write};
 
 pub(crate) fn verify(snap: &PgSnapshot, opts: &Options<'_>) -> Report {
@@ -36,7 +37,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
     let (imported, exported) = std::thread::scope(|s| {
         let exporter = s.spawn(move || {
             let mut out = BufWriter::with_capacity(1 << 20, writer);
-            let n = crate::export::export_engine(Engine::Postgres(snap), &mut out, true, 0)?;
+            let n = crate::export::write_stream(&mut out, true, 0, |put| snap.records(true, put))?;
             out.flush()?;
             Ok::<u64, crate::export::ExportError>(n)
         });
@@ -67,7 +68,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
 /// Where the store's derived rows differ from those the copy derived from
 /// the same records (see `verify::derived`).
 fn derived_faults(snap: &PgSnapshot, copy: &crate::view::Snapshot) -> Vec<Fault> {
-    let Engine::Redb(copy) = copy.engine() else { return vec![] };
+    let Some(copy) = copy.as_any().downcast_ref::<RedbSnapshot>() else { return vec![] };
     let rebuilt = match crate::verify::derived::of_embedded(copy) {
         Ok(d) => d,
         Err(e) => return vec![fault("referrers", "-", FaultKind::Engine, format!("the copy's derived rows: {e}"))],

@@ -9,11 +9,12 @@
 use crate::canonical;
 use crate::error::guard_panic;
 use crate::model::*;
+use crate::postgres::PgSnapshot;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
-use crate::view::{Engine, Snapshot, View};
+use crate::view::{Snapshot, View};
 use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
@@ -138,9 +139,17 @@ impl Sink {
 
 /// Verifies everything visible in `snapshot`.
 pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
-    let snapshot = match snapshot.engine() {
-        Engine::Redb(s) => s,
-        Engine::Postgres(snap) => return crate::postgres::verify::verify(snap, opts),
+    let engine = snapshot.as_any();
+    if let Some(snap) = engine.downcast_ref::<PgSnapshot>() {
+        return crate::postgres::verify::verify(snap, opts);
+    }
+    let Some(snapshot) = engine.downcast_ref::<RedbSnapshot>() else {
+        let detail = "the snapshot is of no engine the verifier knows".into();
+        return Report {
+            fault_count: 1,
+            faults: vec![Fault { table: "-", key: "-".into(), kind: FaultKind::Engine, detail }],
+            ..Report::default()
+        };
     };
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let mut counts = Counts::default();
