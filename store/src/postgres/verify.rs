@@ -9,7 +9,7 @@
 
 use super::PgSnapshot;
 use crate::error::WriteError;
-use crate::export::ImportError;
+use crate::export::stream::{self, ExportError, ImportError};
 use crate::read::RedbSnapshot;
 use crate::verify::{Fault, FaultKind, Options, Report};
 use crate::view::Reads;
@@ -37,11 +37,11 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
     let (imported, exported) = std::thread::scope(|s| {
         let exporter = s.spawn(move || {
             let mut out = BufWriter::with_capacity(1 << 20, writer);
-            let n = crate::export::write_stream(&mut out, true, 0, |put| snap.records(true, put))?;
+            let n = stream::write(&mut out, true, 0, |put| snap.records(true, put))?;
             out.flush()?;
-            Ok::<u64, crate::export::ExportError>(n)
+            Ok::<u64, ExportError>(n)
         });
-        let imported = crate::export::import(copy, &mut BufReader::with_capacity(1 << 20, reader));
+        let imported = crate::export::redb::import(copy, &mut BufReader::with_capacity(1 << 20, reader));
         (imported, exporter.join())
     });
     match (exported, imported) {

@@ -3,8 +3,9 @@
 
 use super::Pooled;
 use crate::error::{ReadError, read_storage};
-use crate::export::{ExportError, Record};
+use crate::export::stream::ExportError;
 use crate::model::*;
+use crate::ops::record::Record;
 use crate::read::PAGE_MAX;
 use crate::refs::Ref;
 use crate::rows;
