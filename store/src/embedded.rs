@@ -275,9 +275,16 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
+impl ReadOnlyStore {
+    /// A snapshot as the embedded engine's own, for the readers that walk its tables.
+    pub(crate) fn begin(&self) -> Result<RedbSnapshot, ReadError> {
+        RedbSnapshot::begin(&self.db)
+    }
+}
+
 impl Reads for ReadOnlyStore {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        Ok(Box::new(RedbSnapshot::begin(&self.db)?))
+        Ok(Box::new(self.begin()?))
     }
 }
 

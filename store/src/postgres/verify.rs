@@ -11,8 +11,7 @@ use super::PgSnapshot;
 use crate::error::WriteError;
 use crate::export::stream::{self, ExportError, ImportError};
 use crate::read::RedbSnapshot;
-use crate::verify::{Fault, FaultKind, Options, Report};
-use crate::view::Reads;
+use crate::verify::report::{Fault, FaultKind, Options, Report};
 use std::io::{BufReader, BufWriter, Write};
 
 pub(crate) fn verify(snap: &PgSnapshot, opts: &Options<'_>) -> Report {
@@ -50,10 +49,10 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
         (Ok(Ok(_)), Err(e)) => refused(e),
         (Ok(Ok(_)), Ok(_)) => match crate::embedded::ReadOnlyStore::open(copy)
             .map_err(|e| e.to_string())
-            .and_then(|c| c.snapshot().map_err(|e| e.to_string()))
+            .and_then(|c| c.begin().map_err(|e| e.to_string()))
         {
             Ok(copy) => {
-                let mut report = Report { tables: vec![], ..crate::verify::verify(&copy, opts) };
+                let mut report = Report { tables: vec![], ..crate::verify::redb::verify(&copy, opts) };
                 for fault in derived_faults(snap, &copy) {
                     report.fault_count += 1;
                     report.faults.push(fault);
@@ -67,8 +66,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
 
 /// Where the store's derived rows differ from those the copy derived from
 /// the same records (see `verify::derived`).
-fn derived_faults(snap: &PgSnapshot, copy: &crate::view::Snapshot) -> Vec<Fault> {
-    let Some(copy) = copy.as_any().downcast_ref::<RedbSnapshot>() else { return vec![] };
+fn derived_faults(snap: &PgSnapshot, copy: &RedbSnapshot) -> Vec<Fault> {
     let rebuilt = match crate::verify::derived::of_embedded(copy) {
         Ok(d) => d,
         Err(e) => return vec![fault("referrers", "-", FaultKind::Engine, format!("the copy's derived rows: {e}"))],
