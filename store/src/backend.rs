@@ -1,14 +1,49 @@
 //! The store as the daemon sees it, whichever engine holds the world: named
 //! write transactions submitted as plain data (`Op`, answered by a `Reply` or a
 //! typed `WriteError`, refusals included), group-committed, and consistent
-//! read snapshots (`View`). The embedded engine (`Store`) implements it.
+//! read snapshots (`View`). Both engines (`Store`, `PgStore`) implement it.
+//! What a writer reports (`Done`, `Health`, `WriterStats`, the `Footprint`)
+//! lives here, below both engines and their writers, which share it.
 
-use crate::Footprint;
-use crate::error::WriteError;
+use crate::error::{ReadError, WriteError};
+use crate::media::wal_path;
 use crate::ops::{Op, Reply};
-use crate::view::Reads;
-use crate::writer::{Done, Health};
+use crate::view::{Reads, Snapshot};
 use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+
+/// Called exactly once with the request's result, on the writer thread, after
+/// its batch is durable (or failed). Keep it short: send on a channel.
+pub type Done = Box<dyn FnOnce(Result<Reply, WriteError>) + Send>;
+
+/// Whether the store takes writes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Health {
+    Serving,
+    /// Reads go on; writes are refused until the cause passes by itself.
+    Degraded(String),
+    /// Nothing more is written by this process; reopen the store.
+    Failed(String),
+}
+
+/// Told once, on the writer thread, when the store becomes `Failed`.
+pub type OnFatal = Box<dyn Fn(&str) + Send + Sync>;
+
+/// What a writer thread has done, counted as it goes.
+#[derive(Default)]
+pub struct WriterStats {
+    pub batches: AtomicU64,
+    pub requests: AtomicU64,
+    /// Nanoseconds spent applying requests (checks and inserts) and encoding frames.
+    pub apply_ns: AtomicU64,
+    /// Nanoseconds spent writing and syncing the log.
+    pub wal_ns: AtomicU64,
+    /// Nanoseconds spent in redb's (non-durable) commit.
+    pub commit_ns: AtomicU64,
+    /// Checkpoints run.
+    pub checkpoints: AtomicU64,
+}
 
 /// A world store: where the daemon's writes go and its reads come from.
 pub trait WorldStore: Reads + Send + Sync {
@@ -25,7 +60,7 @@ pub trait WorldStore: Reads + Send + Sync {
     /// admission, a call's): each read sees the latest committed state, but
     /// two reads may see two states. Cheaper than a snapshot where a snapshot
     /// costs round trips; the embedded engine's is a snapshot.
-    fn glance(&self) -> Result<crate::view::Snapshot, crate::error::ReadError> {
+    fn glance(&self) -> Result<Snapshot, ReadError> {
         self.snapshot()
     }
 
@@ -87,4 +122,43 @@ pub struct StoreStatus {
     /// Write batches and the requests they carried since the store opened.
     pub batches: u64,
     pub requests: u64,
+}
+
+/// The sizes of a store's files (0 for a file that is not there).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSizes {
+    /// The database file's length. The engine extends it ahead of use (by
+    /// doubling, up to 4 GiB), and the part never written holds no disk.
+    pub file_bytes: u64,
+    /// Disk the database file occupies (its allocated blocks).
+    pub allocated_bytes: u64,
+    pub wal_bytes: u64,
+}
+
+impl FileSizes {
+    /// The files of the store at `path`, as they are now.
+    pub fn of(path: &Path) -> FileSizes {
+        use std::os::unix::fs::MetadataExt;
+        let db = std::fs::metadata(path).ok();
+        FileSizes {
+            file_bytes: db.as_ref().map_or(0, |m| m.len()),
+            allocated_bytes: db.as_ref().map_or(0, |m| m.blocks() * 512),
+            wal_bytes: std::fs::metadata(wal_path(path)).map_or(0, |m| m.len()),
+        }
+    }
+}
+
+/// What a store occupies: its files, the room left beside them, its cache's bound.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Footprint {
+    #[serde(flatten)]
+    pub files: FileSizes,
+    /// Space on the store's file system this process may still use (`None`: unknown).
+    pub free_bytes: Option<u64>,
+    /// The page cache's bound. What it holds now is not counted: redb counts
+    /// it only with its `cache_metrics` feature, which slowed the writer's
+    /// apply by about a tenth in the store bench.
+    pub cache_bytes_max: u64,
 }

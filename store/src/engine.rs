@@ -1,12 +1,12 @@
 //! The database and its log, as the writer drives them: open and replay,
 //! commit a batch through the log, checkpoint, reopen after an engine error.
 
-use crate::error::{OpenError, WriteError};
+use crate::backend::{Health, WriterStats};
+use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::tables::{META, STORE_FORMAT};
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
-use crate::writer::{Health, WriterStats};
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -373,7 +373,7 @@ const MAINTENANCE_CACHE_BYTES: usize = 16 << 20;
 pub(crate) fn compact(media: &dyn Media) -> Result<(), OpenFailure> {
     let mut db = open_database(media, MAINTENANCE_CACHE_BYTES)?;
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("compact the database: {e}"));
-    crate::guard_panic(|| db.compact()).map_err(|e| engine(&e))?.map_err(|e| engine(&e))?;
+    guard_panic(|| db.compact()).map_err(|e| engine(&e))?.map_err(|e| engine(&e))?;
     Ok(())
 }
 
@@ -408,7 +408,7 @@ fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: usize) -> Res
     let mut builder = Builder::new();
     builder.set_concurrency_mode(ConcurrencyMode::ExclusiveWriter);
     builder.set_cache_size(cache_bytes);
-    crate::guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))?.map_err(|e| e.to_string())
+    guard_panic(|| builder.create_with_backend(crate::media::Backend(backend)))?.map_err(|e| e.to_string())
 }
 
 struct Meta {

@@ -112,3 +112,15 @@ pub(crate) fn storage<E: std::fmt::Display>(e: E) -> WriteError {
 pub(crate) fn read_storage<E: std::fmt::Display>(e: E) -> ReadError {
     ReadError::Storage(e.to_string())
 }
+
+/// The engine may panic on a damaged file; that is a reported failure, not a crash.
+pub(crate) fn guard_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        format!("storage engine panicked: {msg}")
+    })
+}

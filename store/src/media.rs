@@ -86,6 +86,13 @@ impl StorageBackend for Backend {
     }
 }
 
+/// The path of the writer lock beside a store.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".writer.lock");
+    PathBuf::from(s)
+}
+
 /// The path of the write-ahead log beside a store.
 pub fn wal_path(db: &Path) -> PathBuf {
     beside(db, ".wal")

@@ -2,6 +2,7 @@
 //! shapes (camelCase JSON) come from the same derives.
 
 use crate::refs::Ref;
+use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD};
 use serde::{Deserialize, Serialize};
 
 /// Metadata of an immutable object. The payload lives in its own table so that
@@ -295,6 +296,36 @@ impl ReceiptState {
 pub struct JournalKey {
     pub invocation_id: String,
     pub ordinal: u32,
+}
+
+/// One intent of an invocation's journal, with its outcome once recorded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalItem {
+    pub ordinal: u32,
+    pub intent: EffectIntent,
+    pub outcome: Option<EffectOutcome>,
+}
+
+/// One thing that names an object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Referrer {
+    /// `tables::REFERRER_OBJECT`, `REFERRER_ENTRY` or `REFERRER_WORLD`.
+    pub kind: u8,
+    /// The naming object's ref, entry hash or world ref.
+    pub referrer: Ref,
+    /// For an entry, its index.
+    pub entry_index: Option<u64>,
+}
+
+impl Referrer {
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            REFERRER_OBJECT => "object",
+            REFERRER_ENTRY => "entry",
+            REFERRER_WORLD => "world",
+            _ => "unknown",
+        }
+    }
 }
 
 /// Payloads as a CBOR byte string, not an array of numbers.

@@ -3,10 +3,12 @@
 
 use crate::error::{ReadError, read_storage};
 use crate::model::*;
+/// Plain values, defined in `model`; `read::JournalItem` still names them.
+pub use crate::model::{JournalItem, Referrer};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
-use crate::view::{Engine, View};
+use crate::view::View;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError};
 
 /// Default page size of every paged read.
@@ -48,8 +50,8 @@ impl RedbSnapshot {
 }
 
 impl View for RedbSnapshot {
-    fn engine(&self) -> Engine<'_> {
-        Engine::Redb(self)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
@@ -293,34 +295,5 @@ impl View for RedbSnapshot {
         let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
         let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };
         Ok(Some(rows::decode("record_journal", record, v.value())?))
-    }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct JournalItem {
-    pub ordinal: u32,
-    pub intent: EffectIntent,
-    pub outcome: Option<EffectOutcome>,
-}
-
-/// One thing that names an object.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Referrer {
-    /// `tables::REFERRER_OBJECT`, `REFERRER_ENTRY` or `REFERRER_WORLD`.
-    pub kind: u8,
-    /// The naming object's ref, entry hash or world ref.
-    pub referrer: Ref,
-    /// For an entry, its index.
-    pub entry_index: Option<u64>,
-}
-
-impl Referrer {
-    pub fn kind_name(&self) -> &'static str {
-        match self.kind {
-            REFERRER_OBJECT => "object",
-            REFERRER_ENTRY => "entry",
-            REFERRER_WORLD => "world",
-            _ => "unknown",
-        }
     }
 }

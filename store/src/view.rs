@@ -5,7 +5,6 @@
 
 use crate::error::ReadError;
 use crate::model::*;
-use crate::read::{JournalItem, Referrer};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, SELECTED_HEAD};
@@ -18,18 +17,13 @@ pub trait Reads {
     fn snapshot(&self) -> Result<Snapshot, ReadError>;
 }
 
-/// What an engine's snapshot is, for the few readers that walk an engine's own
-/// tables (the verifier's index checks, the export's table scans).
-pub enum Engine<'a> {
-    Redb(&'a crate::read::RedbSnapshot),
-    Postgres(&'a crate::postgres::PgSnapshot),
-}
-
 /// One consistent snapshot of the store. Paged reads return at most
 /// `read::PAGE_MAX` items.
 pub trait View: Send + Sync {
-    /// The engine behind this snapshot.
-    fn engine(&self) -> Engine<'_>;
+    /// The engine's own snapshot, for the few readers that walk an engine's
+    /// own tables (the verifier's index checks, the export's table scans):
+    /// they downcast it, so that this trait, below the engines, names none.
+    fn as_any(&self) -> &dyn std::any::Any;
 
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError>;
     /// The object's sequence number: its place in the order objects were first written.

@@ -14,11 +14,12 @@
 //! reopens the database and replays the log; anything else (a failed sync)
 //! makes the store `Failed`: nothing more is written, and the owner is told.
 
+use crate::backend::{Done, Health, OnFatal};
 use crate::engine::{self, Engine, Fault};
 use crate::error::WriteError;
-use crate::ops::{Op, Reply};
+use crate::ops::Op;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,42 +36,11 @@ pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 pub const SPACE_PROBE_FIRST: Duration = Duration::from_millis(100);
 pub const SPACE_PROBE_MAX: Duration = Duration::from_secs(2);
 
-/// Called exactly once with the request's result, on the writer thread, after
-/// its batch is durable (or failed). Keep it short: send on a channel.
-pub type Done = Box<dyn FnOnce(Result<Reply, WriteError>) + Send>;
-
 /// A queued write and who to tell.
 pub(crate) struct Request {
     pub op: Op,
     pub done: Done,
 }
-
-#[derive(Default)]
-pub struct WriterStats {
-    pub batches: AtomicU64,
-    pub requests: AtomicU64,
-    /// Nanoseconds spent applying requests (checks and inserts) and encoding frames.
-    pub apply_ns: AtomicU64,
-    /// Nanoseconds spent writing and syncing the log.
-    pub wal_ns: AtomicU64,
-    /// Nanoseconds spent in redb's (non-durable) commit.
-    pub commit_ns: AtomicU64,
-    /// Checkpoints run.
-    pub checkpoints: AtomicU64,
-}
-
-/// Whether the store takes writes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Health {
-    Serving,
-    /// Reads go on; writes are refused until the cause passes by itself.
-    Degraded(String),
-    /// Nothing more is written by this process; reopen the store.
-    Failed(String),
-}
-
-/// Told once, on the writer thread, when the store becomes `Failed`.
-pub type OnFatal = Box<dyn Fn(&str) + Send + Sync>;
 
 pub(crate) struct Writer {
     queue: Mutex<Option<SyncSender<Request>>>,

@@ -8,6 +8,7 @@
 //! exception, kept on purpose: a REST commit that fails its checks drops its
 //! own receipt). Only an engine error aborts the batch.
 
+use super::record::Record;
 use super::*;
 use crate::canonical;
 use crate::error::WriteError;
@@ -530,8 +531,8 @@ pub(crate) fn recover(rows: &mut impl Rows, at: u64) -> R<RecoveryReport> {
 
 /// Writes one record of an export stream into a fresh store. Derived rows
 /// (indexes, open sets) are rebuilt here, never taken from the stream.
-pub(crate) fn import(rows: &mut impl Rows, record: crate::export::Record) -> R<()> {
-    use crate::export::Record as X;
+pub(crate) fn import(rows: &mut impl Rows, record: Record) -> R<()> {
+    use Record as X;
     match record {
         X::Header { .. } | X::End { .. } => Ok(()),
         X::Object { hash, meta, payload } => {

@@ -4,6 +4,7 @@
 //! embedded engine's rows.
 
 mod apply;
+pub(crate) mod record;
 mod redb;
 
 pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};

@@ -24,12 +24,11 @@ mod writer;
 pub use schema::{Migrated, SCHEMA_VERSION, SchemaError};
 pub use view::PgSnapshot;
 
-use crate::backend::{StoreStatus, WorldStore};
+use crate::backend::{Done, Health, OnFatal, StoreStatus, WorldStore, WriterStats};
 use crate::error::{OpenError, ReadError, WriteError};
-use crate::export::ImportError;
+use crate::export::stream::{FrameError, ImportError, read_frames};
 use crate::ops::{Op, RecoveryReport};
 use crate::view::{Reads, Snapshot};
-use crate::writer::{Done, Health, OnFatal, WriterStats};
 use postgres::{Config, NoTls};
 use std::str::FromStr;
 use std::sync::atomic::Ordering;
@@ -151,11 +150,11 @@ pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportEr
     let known = rows::Known::default();
     let mut rows = rows::PgRows::new(&mut conn, IMPORT_NODE, &known);
     let mut refused = None;
-    let read = crate::export::read_frames(input, |offset, record| {
+    let read = read_frames(input, |offset, record| {
         crate::ops::import(&mut rows, record).map_err(|source| {
             let detail = source.to_string();
             refused = Some(ImportError::Refused { offset, source });
-            crate::export::FrameError { offset, detail }
+            FrameError { offset, detail }
         })
     });
     let client = conn.client();

@@ -8,10 +8,10 @@
 //! sums (`verify::derived`), and each referrer must name something.
 
 use super::PgSnapshot;
-use crate::WriteError;
-use crate::export::ImportError;
-use crate::verify::{Fault, FaultKind, Options, Report};
-use crate::view::{Engine, Reads};
+use crate::error::WriteError;
+use crate::export::stream::{self, ExportError, ImportError};
+use crate::read::RedbSnapshot;
+use crate::verify::report::{Fault, FaultKind, Options, Report};
 use std::io::{BufReader, BufWriter, Write};
 
 pub(crate) fn verify(snap: &PgSnapshot, opts: &Options<'_>) -> Report {
@@ -36,23 +36,23 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
     let (imported, exported) = std::thread::scope(|s| {
         let exporter = s.spawn(move || {
             let mut out = BufWriter::with_capacity(1 << 20, writer);
-            let n = crate::export::export_engine(Engine::Postgres(snap), &mut out, true, 0)?;
+            let n = stream::write(&mut out, true, 0, |put| snap.records(true, put))?;
             out.flush()?;
-            Ok::<u64, crate::export::ExportError>(n)
+            Ok::<u64, ExportError>(n)
         });
-        let imported = crate::export::import(copy, &mut BufReader::with_capacity(1 << 20, reader));
+        let imported = crate::export::redb::import(copy, &mut BufReader::with_capacity(1 << 20, reader));
         (imported, exporter.join())
     });
     match (exported, imported) {
         (Err(_), _) => one_fault("-", FaultKind::Engine, "the export of the snapshot panicked"),
         (Ok(Err(e)), _) => one_fault("-", FaultKind::Engine, format!("reading the store: {e}")),
         (Ok(Ok(_)), Err(e)) => refused(e),
-        (Ok(Ok(_)), Ok(_)) => match crate::ReadOnlyStore::open(copy)
+        (Ok(Ok(_)), Ok(_)) => match crate::embedded::ReadOnlyStore::open(copy)
             .map_err(|e| e.to_string())
-            .and_then(|c| c.snapshot().map_err(|e| e.to_string()))
+            .and_then(|c| c.begin().map_err(|e| e.to_string()))
         {
             Ok(copy) => {
-                let mut report = Report { tables: vec![], ..crate::verify::verify(&copy, opts) };
+                let mut report = Report { tables: vec![], ..crate::verify::redb::verify(&copy, opts) };
                 for fault in derived_faults(snap, &copy) {
                     report.fault_count += 1;
                     report.faults.push(fault);
@@ -66,8 +66,7 @@ fn through_copy(snap: &PgSnapshot, copy: &std::path::Path, opts: &Options<'_>) -
 
 /// Where the store's derived rows differ from those the copy derived from
 /// the same records (see `verify::derived`).
-fn derived_faults(snap: &PgSnapshot, copy: &crate::Snapshot) -> Vec<Fault> {
-    let Engine::Redb(copy) = copy.engine() else { return vec![] };
+fn derived_faults(snap: &PgSnapshot, copy: &RedbSnapshot) -> Vec<Fault> {
     let rebuilt = match crate::verify::derived::of_embedded(copy) {
         Ok(d) => d,
         Err(e) => return vec![fault("referrers", "-", FaultKind::Engine, format!("the copy's derived rows: {e}"))],

@@ -3,13 +3,14 @@
 
 use super::Pooled;
 use crate::error::{ReadError, read_storage};
-use crate::export::{ExportError, Record};
+use crate::export::stream::ExportError;
 use crate::model::*;
-use crate::read::{JournalItem, PAGE_MAX, Referrer};
+use crate::ops::record::Record;
+use crate::read::PAGE_MAX;
 use crate::refs::Ref;
 use crate::rows;
 use crate::verify::derived::Derived;
-use crate::view::{Engine, View};
+use crate::view::View;
 use postgres::Row;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{ToSql, Type};
@@ -93,8 +94,8 @@ fn meta(row: &Row, key: &Ref) -> Result<ObjectMeta, ReadError> {
 }
 
 impl View for PgSnapshot {
-    fn engine(&self) -> Engine<'_> {
-        Engine::Postgres(self)
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {

@@ -1,0 +1,653 @@
+//! The walk of an embedded snapshot, table by table; the PostgreSQL verifier
+//! runs it over an embedded copy of its store (`postgres::verify`).
+
+use super::report::{Counts, FAULTS_KEPT_MAX, Fault, FaultKind, Options, Report, TableFootprint};
+use crate::canonical;
+use crate::error::guard_panic;
+use crate::model::*;
+use crate::read::RedbSnapshot;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::*;
+use crate::view::View;
+use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Sink {
+    faults: Mutex<Vec<Fault>>,
+    count: AtomicU64,
+}
+
+impl Sink {
+    fn push(&self, table: &'static str, key: impl ToString, kind: FaultKind, detail: impl Into<String>) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+        if faults.len() < FAULTS_KEPT_MAX {
+            faults.push(Fault { table, key: key.to_string(), kind, detail: detail.into() });
+        }
+    }
+
+    fn engine(&self, table: &'static str, e: impl std::fmt::Display) {
+        self.push(table, "-", FaultKind::Engine, e.to_string());
+    }
+
+    fn corrupt(&self, c: rows::Corruption) {
+        self.push(c.table, c.key, FaultKind::Decode, c.detail);
+    }
+}
+
+/// Verifies everything visible in an embedded snapshot.
+pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
+    let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
+    let mut counts = Counts::default();
+    let mut v = Verifier { snap: snapshot, sink: &sink };
+    let mut paired = None;
+    v.guarded("payloads", |v| {
+        paired = Some(v.payloads(opts, &mut counts)?);
+        Ok(())
+    });
+    v.guarded("objects", |v| v.objects(paired, &mut counts));
+    v.guarded("by_semantic_id", |v| v.semantic_index());
+    let mut entry_hashes = vec![];
+    v.guarded("log", |v| {
+        entry_hashes = v.log(&mut counts)?;
+        Ok(())
+    });
+    v.guarded("worlds", |v| v.worlds(&entry_hashes, &mut counts));
+    v.guarded("heads", |v| v.heads(entry_hashes.len() as u64, &mut counts));
+    v.guarded("registry_entries", |v| v.registry_entries());
+    v.guarded("intents", |v| v.journal(&mut counts));
+    v.guarded("tasks", |v| v.tasks(&entry_hashes, &mut counts));
+    v.guarded("sessions", |v| v.sessions(&mut counts));
+    v.guarded("receipts", |v| v.receipts(&mut counts));
+    let mut tables = vec![];
+    v.guarded("(footprint)", |v| {
+        tables = v.footprint()?;
+        Ok(())
+    });
+    let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
+    faults.sort_by(|a, b| (a.table, &a.key).cmp(&(b.table, &b.key)));
+    Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
+}
+
+struct Verifier<'a> {
+    snap: &'a RedbSnapshot,
+    sink: &'a Sink,
+}
+
+type Step = Result<(), String>;
+
+impl<'a> Verifier<'a> {
+    fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
+        match guard_panic(|| f(self)) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => self.sink.engine(table, e),
+        }
+    }
+
+    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+        &self,
+        def: TableDefinition<K, V>,
+    ) -> Result<Option<ReadOnlyTable<K, V>>, String> {
+        match self.snap.txn().open_table(def) {
+            Ok(t) => Ok(Some(t)),
+            Err(TableError::TableDoesNotExist(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Each table's rows and pages, from the engine's own accounting (a walk
+    /// of every table's tree).
+    fn footprint(&self) -> Result<Vec<TableFootprint>, String> {
+        let txn = self.snap.txn();
+        let mut tables = vec![];
+        for handle in txn.list_tables().map_err(|e| e.to_string())? {
+            let table = txn.open_untyped_table(handle).map_err(|e| e.to_string())?;
+            let stats = table.stats().map_err(|e| e.to_string())?;
+            tables.push(TableFootprint {
+                table: redb::TableHandle::name(&table).to_string(),
+                rows: table.len().map_err(|e| e.to_string())?,
+                stored_bytes: stats.stored_bytes(),
+                metadata_bytes: stats.metadata_bytes(),
+                fragmented_bytes: stats.fragmented_bytes(),
+            });
+        }
+        tables.sort_by_key(|t| std::cmp::Reverse(t.page_bytes()));
+        Ok(tables)
+    }
+
+    fn has_object(&self, r: &Ref) -> bool {
+        self.snap.has_object(r).unwrap_or(false)
+    }
+
+    /// The one pass over payload bytes (they dominate the store): rehashes each
+    /// payload, in parallel over ranges of sequence numbers, and checks it
+    /// against the object its number names and that object's row. Returns how
+    /// many payloads pair up exactly with a row, so that `objects` can tell
+    /// whether any object lacks a payload without reading the payloads again.
+    fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Result<u64, String> {
+        let Some(payloads) = self.table(PAYLOADS)? else { return Ok(0) };
+        let objects = self.table(OBJECTS)?;
+        let numbers = self.table(OBJECT_SEQ)?;
+        let total = payloads.len().map_err(|e| e.to_string())?;
+        let end = payloads.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
+        let threads = match opts.threads {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            n => n,
+        }
+        .clamp(1, 64) as u64;
+        let done = AtomicU64::new(0);
+        let bytes = AtomicU64::new(0);
+        let paired = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            for part in 0..threads {
+                let (payloads, objects, numbers) = (&payloads, &objects, &numbers);
+                let (done, bytes, paired) = (&done, &bytes, &paired);
+                s.spawn(move || {
+                    let (lo, hi) = (split(end, part, threads), split(end, part + 1, threads));
+                    let range = match payloads.range(lo..hi) {
+                        Ok(r) => r,
+                        Err(e) => return self.sink.engine("payloads", e),
+                    };
+                    for item in range {
+                        let (k, v) = match item {
+                            Ok(kv) => kv,
+                            Err(e) => return self.sink.engine("payloads", e),
+                        };
+                        let (seq, payload) = (k.value(), v.value());
+                        let actual = Ref::of(payload);
+                        let named = match numbers.as_ref().map(|t| t.get(seq)) {
+                            Some(Ok(n)) => n.map(|n| Ref(n.value())),
+                            None => None,
+                            Some(Err(e)) => return self.sink.engine("object_seq", e),
+                        };
+                        let r = match named {
+                            Some(r) => r,
+                            None => {
+                                let detail = format!("payload {seq} (hashing to {actual}) has no object number");
+                                self.sink.push("object_seq", seq, FaultKind::Missing, detail);
+                                actual
+                            }
+                        };
+                        if actual != r {
+                            let detail = format!("payload hashes to {actual}");
+                            self.sink.push("payloads", r, FaultKind::HashMismatch, detail);
+                        }
+                        let row = match objects.as_ref().map(|t| t.get(r.0)) {
+                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectRow>("objects", &r, row.value())),
+                            Some(Ok(None)) | None => None,
+                            Some(Err(e)) => return self.sink.engine("objects", e),
+                        };
+                        match row {
+                            None => self.sink.push("objects", r, FaultKind::Missing, "payload has no metadata row"),
+                            // A row that does not decode is reported by `objects`.
+                            Some(Err(_)) => {}
+                            Some(Ok(row)) if row.seq != seq => {
+                                let detail = format!("row says payload {} but object number {seq} names it", row.seq);
+                                self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                            }
+                            Some(Ok(row)) => {
+                                paired.fetch_add(1, Ordering::Relaxed);
+                                if row.size != payload.len() as u64 {
+                                    let detail =
+                                        format!("metadata says {} bytes, payload has {}", row.size, payload.len());
+                                    self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                                }
+                            }
+                        }
+                        bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if let Some(p) = opts.progress
+                            && (n % 256 == 0 || n == total)
+                        {
+                            p(n, total);
+                        }
+                    }
+                });
+            }
+        });
+        counts.payload_bytes = bytes.load(Ordering::Relaxed);
+        Ok(paired.load(Ordering::Relaxed))
+    }
+
+    /// Metadata rows and their index rows. Which payloads lack a row, and sizes, were
+    /// checked by `payloads`; `paired` payloads had their row, so every object has a
+    /// payload exactly when `paired` equals the number of objects. Only when it does
+    /// not (or that pass failed) are payloads looked up one by one, to name the missing.
+    fn objects(&self, paired: Option<u64>, counts: &mut Counts) -> Step {
+        let Some(objects) = self.table(OBJECTS)? else { return Ok(()) };
+        let payloads = self.table(PAYLOADS)?;
+        let numbers = self.table(OBJECT_SEQ)?;
+        let index = self.table(BY_SEMANTIC_ID)?;
+        for item in objects.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.objects += 1;
+            let r = Ref(k.value());
+            let meta: ObjectMeta = match rows::decode("objects", &r, v.value()) {
+                Ok(m) => m,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let indexed = index.as_ref().and_then(|t| t.get((meta.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
+            if !indexed {
+                self.sink.push(
+                    "by_semantic_id",
+                    format!("{} {r}", meta.semantic_id),
+                    FaultKind::Missing,
+                    "object is not indexed",
+                );
+            }
+        }
+        if paired != Some(counts.objects) {
+            for item in objects.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let r = Ref(k.value());
+                let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) else { continue };
+                let present = payloads.as_ref().map(|t| t.get(row.seq).map(|p| p.is_some())).transpose();
+                if !present.map_err(|e| e.to_string())?.unwrap_or(false) {
+                    self.sink.push("payloads", r, FaultKind::Missing, "object has no payload");
+                }
+                let named = numbers.as_ref().map(|t| t.get(row.seq).map(|n| n.map(|n| Ref(n.value())))).transpose();
+                if named.map_err(|e| e.to_string())?.flatten() != Some(r) {
+                    self.sink.push("object_seq", row.seq, FaultKind::Mismatch, format!("does not name object {r}"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn semantic_index(&self) -> Step {
+        let Some(index) = self.table(BY_SEMANTIC_ID)? else { return Ok(()) };
+        for item in index.iter().map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
+            let (name, r) = k.value();
+            let r = Ref(r);
+            match self.snap.object_meta(&r) {
+                Ok(Some(m)) if m.semantic_id == name => {}
+                Ok(Some(m)) => self.sink.push(
+                    "by_semantic_id",
+                    format!("{name} {r}"),
+                    FaultKind::Mismatch,
+                    format!("object's semanticId is {}", m.semantic_id),
+                ),
+                Ok(None) => self.sink.push(
+                    "by_semantic_id",
+                    format!("{name} {r}"),
+                    FaultKind::Dangling,
+                    "names an absent object",
+                ),
+                Err(e) => self.sink.push("objects", r, FaultKind::Decode, e.to_string()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks the log in order; returns each present entry's hash by index.
+    fn log(&self, counts: &mut Counts) -> Result<Vec<Ref>, String> {
+        let Some(log) = self.table(LOG)? else { return Ok(vec![]) };
+        let mut hashes: Vec<Ref> = vec![];
+        let mut prev: Option<(u64, Ref)> = None;
+        for item in log.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let index = k.value();
+            counts.log_entries += 1;
+            let expected = hashes.len() as u64;
+            if index != expected {
+                self.sink.push("log", index, FaultKind::ChainBreak, format!("entries {expected}..{index} are missing"));
+            }
+            let entry: LogEntry = match rows::decode("log", &index, v.value()) {
+                Ok(e) => e,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    hashes.resize(index as usize + 1, Ref([0; 32]));
+                    prev = None;
+                    continue;
+                }
+            };
+            self.entry(index, &entry, prev);
+            hashes.resize(index as usize, Ref([0; 32]));
+            hashes.push(entry.entry_hash);
+            prev = Some((index, entry.entry_hash));
+        }
+        Ok(hashes)
+    }
+
+    fn entry(&self, index: u64, entry: &LogEntry, prev: Option<(u64, Ref)>) {
+        let h = &entry.header;
+        if h.entry_index != index {
+            self.sink.push("log", index, FaultKind::Mismatch, format!("header says entryIndex {}", h.entry_index));
+        }
+        let recomputed = canonical::entry_hash(h, &entry.transition_ref);
+        if recomputed != entry.entry_hash {
+            self.sink.push(
+                "log",
+                index,
+                FaultKind::HashMismatch,
+                format!("entryHash {} recomputes to {recomputed}", entry.entry_hash),
+            );
+        }
+        if let Some((pi, ph)) = prev
+            && pi + 1 == index
+            && h.prev_entry_hash != ph
+        {
+            self.sink.push(
+                "log",
+                index,
+                FaultKind::ChainBreak,
+                format!("prevEntryHash {} is not entry {pi}'s hash {ph}", h.prev_entry_hash),
+            );
+        }
+        let mut must_resolve = vec![("transitionRef", entry.transition_ref)];
+        if h.written_by.starts_with("coordinator:") {
+            must_resolve.push(("transitionFn", h.transition_fn));
+            must_resolve.push(("interpreter", h.interpreter));
+        }
+        for (field, r) in must_resolve {
+            if !self.has_object(&r) {
+                self.sink.push("log", index, FaultKind::Dangling, format!("{field} {r} names no object"));
+            }
+        }
+    }
+
+    fn worlds(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+        let Some(worlds) = self.table(WORLDS)? else { return Ok(()) };
+        let mut heads_seen = HashSet::new();
+        for item in worlds.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.worlds += 1;
+            let r = Ref(k.value());
+            let w: World = match rows::decode("worlds", &r, v.value()) {
+                Ok(w) => w,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let recomputed = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
+            if w.world_ref != r || recomputed != r {
+                self.sink.push("worlds", r, FaultKind::HashMismatch, format!("world ref recomputes to {recomputed}"));
+            }
+            if self.snap.world_at(w.revision).ok().flatten() != Some(r) {
+                let detail = format!("does not name world {r}");
+                self.sink.push("world_by_revision", w.revision, FaultKind::Missing, detail);
+            }
+            for target in [w.state_root, w.log_head] {
+                if !self.snap.has_referrer(&target, REFERRER_WORLD, &r).unwrap_or(false) {
+                    self.sink.push(
+                        "referrers",
+                        format!("{target} <- world {r}"),
+                        FaultKind::Missing,
+                        "the world is not indexed as a referrer",
+                    );
+                }
+            }
+            match entry_hashes.get(w.revision as usize) {
+                Some(h) if *h == w.log_head => {
+                    heads_seen.insert(w.revision);
+                }
+                _ => self.sink.push(
+                    "worlds",
+                    r,
+                    FaultKind::Dangling,
+                    format!("logHead {} is not the hash of entry {}", w.log_head, w.revision),
+                ),
+            }
+        }
+        for (i, h) in entry_hashes.iter().enumerate() {
+            if !heads_seen.contains(&(i as u64)) && h.0 != [0; 32] {
+                self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
+            }
+        }
+        Ok(())
+    }
+
+    fn heads(&self, log_len: u64, counts: &mut Counts) -> Step {
+        let heads = self.snap.heads().map_err(|e| e.to_string())?;
+        counts.heads = heads.len() as u64;
+        for (name, r) in heads {
+            if name == SELECTED_HEAD {
+                match self.snap.world(&r) {
+                    Ok(Some(w)) if w.revision + 1 == log_len => {}
+                    Ok(Some(w)) => self.sink.push(
+                        "heads",
+                        &name,
+                        FaultKind::Mismatch,
+                        format!("selected world has revision {} but the log has {log_len} entries", w.revision),
+                    ),
+                    Ok(None) => self.sink.push("heads", &name, FaultKind::Dangling, format!("names absent world {r}")),
+                    Err(e) => self.sink.push("worlds", r, FaultKind::Decode, e.to_string()),
+                }
+            } else if !self.has_object(&r) {
+                self.sink.push("heads", &name, FaultKind::Dangling, format!("names absent object {r}"));
+            }
+        }
+        if log_len > 0 && self.snap.selected_head().ok().flatten().is_none() {
+            self.sink.push("heads", SELECTED_HEAD, FaultKind::Missing, "the log has entries but no world is selected");
+        }
+        Ok(())
+    }
+
+    fn registry_entries(&self) -> Step {
+        let Some(t) = self.table(REGISTRY_ENTRIES)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let (name, id) = k.value();
+            if !self.has_object(&Ref(v.value())) {
+                self.sink.push(
+                    "registry_entries",
+                    format!("{name} {id}"),
+                    FaultKind::Dangling,
+                    "transitionFn names no object",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn journal(&self, counts: &mut Counts) -> Step {
+        let Some(intents) = self.table(INTENTS)? else { return Ok(()) };
+        let outcomes = self.table(OUTCOMES)?;
+        let open = self.table(OPEN_INTENTS)?;
+        let mut spend: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        for item in intents.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.intents += 1;
+            let (inv, ord) = k.value();
+            let key = format!("{inv}#{ord}");
+            let intent: EffectIntent = match rows::decode("intents", &key, v.value()) {
+                Ok(i) => i,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            *spend.entry((intent.episode.clone(), intent.effect.clone(), intent.scope.clone())).or_default() +=
+                intent.cost;
+            if !self.has_object(&intent.request_ref) {
+                self.sink.push(
+                    "intents",
+                    &key,
+                    FaultKind::Dangling,
+                    format!("requestRef {} names no object", intent.request_ref),
+                );
+            }
+            if intent.budget_before < intent.cost || intent.budget_after != intent.budget_before - intent.cost {
+                self.sink.push("intents", &key, FaultKind::Mismatch, "budgetAfter is not budgetBefore - cost");
+            }
+            let has_outcome = outcomes.as_ref().and_then(|t| t.get((inv, ord)).ok().flatten()).is_some();
+            let is_open = open.as_ref().and_then(|t| t.get((inv, ord)).ok().flatten()).is_some();
+            if has_outcome == is_open {
+                let detail =
+                    if has_outcome { "has an outcome but is still open" } else { "has no outcome and is not open" };
+                self.sink.push("intents", &key, FaultKind::Mismatch, detail);
+            }
+            if let Some(task) = TaskKey::from_invocation_id(inv)
+                && self.snap.task(&task).ok().flatten().is_none()
+            {
+                self.sink.push("intents", &key, FaultKind::Dangling, "its task does not exist");
+            }
+        }
+        if let Some(outcomes) = outcomes {
+            for item in outcomes.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                counts.outcomes += 1;
+                let (inv, ord) = k.value();
+                let key = format!("{inv}#{ord}");
+                if intents.get((inv, ord)).map_err(|e| e.to_string())?.is_none() {
+                    self.sink.push("outcomes", &key, FaultKind::Dangling, "outcome without an intent");
+                }
+                match rows::decode::<EffectOutcome>("outcomes", &key, v.value()) {
+                    Ok(o) => {
+                        if let Some(rec) = o.record_ref {
+                            // The index names this outcome, or (a record that names no
+                            // invocation, shared by alike decisions) another carrying it.
+                            let mapped = self.snap.journal_of_record(&rec).ok().flatten();
+                            let own = JournalKey { invocation_id: inv.to_string(), ordinal: ord };
+                            let carried = mapped.is_some_and(|(k, item)| {
+                                k == own || item.outcome.and_then(|o| o.record_ref) == Some(rec)
+                            });
+                            if !carried {
+                                self.sink.push(
+                                    "record_journal",
+                                    rec,
+                                    FaultKind::Missing,
+                                    format!("does not map back to {key}"),
+                                );
+                            }
+                        }
+                        for r in o.record_ref.iter().chain(o.result_ref.iter()) {
+                            if !self.has_object(r) {
+                                self.sink.push("outcomes", &key, FaultKind::Dangling, format!("{r} names no object"));
+                            }
+                        }
+                    }
+                    Err(c) => self.sink.corrupt(c),
+                }
+            }
+        }
+        self.spend(&spend)
+    }
+
+    fn spend(&self, expected: &BTreeMap<(String, String, String), u64>) -> Step {
+        let mut stored: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+        if let Some(t) = self.table(SPEND)? {
+            for item in t.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let (a, b, c) = k.value();
+                stored.insert((a.to_string(), b.to_string(), c.to_string()), v.value());
+            }
+        }
+        let keys: HashSet<_> = expected.keys().chain(stored.keys()).collect();
+        for key in keys {
+            let (want, have) = (expected.get(key).copied().unwrap_or(0), stored.get(key).copied().unwrap_or(0));
+            if want != have {
+                let name = format!("{} {} {}", key.0, key.1, key.2);
+                self.sink.push(
+                    "spend",
+                    name,
+                    FaultKind::Mismatch,
+                    format!("spend is {have} but intents sum to {want}"),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+        let Some(tasks) = self.table(TASKS)? else { return Ok(()) };
+        let open = self.table(OPEN_TASKS)?;
+        for item in tasks.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.tasks += 1;
+            let (surface, episode, task_id) = k.value();
+            let key = format!("{surface}:{episode}:{task_id}");
+            let task: Task = match rows::decode("tasks", &key, v.value()) {
+                Ok(t) => t,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            let is_open = open.as_ref().and_then(|t| t.get((surface, episode, task_id)).ok().flatten()).is_some();
+            if is_open != (task.state == TaskState::Started) {
+                self.sink.push(
+                    "tasks",
+                    &key,
+                    FaultKind::Mismatch,
+                    format!("state {} disagrees with the open-task set", task.state.as_str()),
+                );
+            }
+            match (&task.state, &task.committed) {
+                (TaskState::Committed, Some(c)) => {
+                    if entry_hashes.get(c.entry_index as usize) != Some(&c.entry_hash) {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("committed entry {} is not in the log", c.entry_index),
+                        );
+                    }
+                    if self.snap.world(&c.world_ref).ok().flatten().is_none() {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("world {} does not exist", c.world_ref),
+                        );
+                    }
+                }
+                (TaskState::Committed, None) => {
+                    self.sink.push("tasks", &key, FaultKind::Missing, "committed without a result")
+                }
+                (_, Some(_)) => {
+                    self.sink.push("tasks", &key, FaultKind::Mismatch, "a result on a task that is not committed")
+                }
+                _ => {}
+            }
+            for r in &task.effect_records {
+                if !self.has_object(r) {
+                    self.sink.push("tasks", &key, FaultKind::Dangling, format!("effect record {r} names no object"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn sessions(&self, counts: &mut Counts) -> Step {
+        let Some(t) = self.table(SESSIONS)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.sessions += 1;
+            if let Err(c) = rows::decode::<Session>("sessions", &Ref(k.value()), v.value()) {
+                self.sink.corrupt(c);
+            }
+        }
+        Ok(())
+    }
+
+    fn receipts(&self, counts: &mut Counts) -> Step {
+        let Some(t) = self.table(RECEIPTS)? else { return Ok(()) };
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            counts.receipts += 1;
+            let id = k.value();
+            match rows::decode::<Receipt>("receipts", &id, v.value()) {
+                Ok(Receipt { result_ref: Some(w), .. }) if self.snap.world(&w).ok().flatten().is_none() => {
+                    self.sink.push("receipts", id, FaultKind::Dangling, format!("resolved to absent world {w}"));
+                }
+                Ok(_) => {}
+                Err(c) => self.sink.corrupt(c),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The start of part `part` of `parts` of the range `0..end`.
+fn split(end: u64, part: u64, parts: u64) -> u64 {
+    (end as u128 * part as u128 / parts as u128) as u64
+}
