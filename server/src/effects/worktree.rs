@@ -9,6 +9,7 @@
 //! so its effectful calls are refused before planning (R8).
 
 use super::beneath::{self, Beneath, Refusal};
+use crate::confine::policy::Policy;
 use crate::confine::{Confinement, Outcome};
 use nix::fcntl::OFlag;
 use serde_json::{Value, json};
@@ -134,8 +135,14 @@ impl Worktrees {
         let Some(program) = self.exec_allow.get(command) else {
             return Ok(refusal(format!("command {command:?} is not on this daemon's exec allow-list")));
         };
-        let confinement = self.confinement.as_ref().ok_or("no exec confinement is configured")?;
-        run_exec(confinement, program, &args, &wt.dir).await
+        let confinement = self.confinement.clone().ok_or("no exec confinement is configured")?;
+        // Walks the worktree for every `.git` to bind read-only: off the async threads.
+        let (c, program, cwd) = (confinement.clone(), program.clone(), wt.dir.clone());
+        let built = tokio::task::spawn_blocking(move || c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT));
+        match built.await.map_err(|e| e.to_string())? {
+            Ok(policy) => run_exec(&confinement, &policy).await,
+            Err(why) => Ok(refusal(format!("workspace-exec refused: {why}"))),
+        }
     }
 }
 
@@ -506,16 +513,10 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
     c
 }
 
-async fn run_exec(
-    confinement: &Confinement,
-    program: &Path,
-    args: &[String],
-    cwd: &Path,
-) -> Result<serde_json::Map<String, Value>, String> {
+async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<serde_json::Map<String, Value>, String> {
     let started = std::time::Instant::now();
     let run = confinement.run_dir()?;
-    let policy = confinement.exec_policy(program, args, cwd, EXEC_TIMEOUT);
-    let mut spawned = confinement.spawn(&run, &policy, |cmd| {
+    let mut spawned = confinement.spawn(&run, policy, |cmd| {
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     })?;
     let (out, err) = (spawned.child.stdout.take(), spawned.child.stderr.take());
@@ -537,10 +538,7 @@ async fn run_exec(
     }
     m.insert("timed_out".into(), json!(timed_out));
     m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
-    m.insert(
-        "argv".into(),
-        json!(std::iter::once(program.display().to_string()).chain(args.iter().cloned()).collect::<Vec<_>>()),
-    );
+    m.insert("argv".into(), json!(policy.argv));
     stdout.into_fields("stdout", &mut m);
     stderr.into_fields("stderr", &mut m);
     Ok(m)
