@@ -97,6 +97,10 @@ pub enum Mount {
     Bind { path: PathBuf, writable: bool },
     /// A host file or tree shown at another path inside, read-only.
     BindAt { src: PathBuf, dst: PathBuf },
+    /// `path`, inside the writable `tree` bound earlier, bound read-only over
+    /// itself: looked up beneath the tree with no symlink on the way, and
+    /// nothing made for it (a `.git` of a worktree).
+    Protect { tree: PathBuf, path: PathBuf },
     /// A private, size-limited tmpfs.
     Tmpfs { path: PathBuf, bytes: u64 },
     /// A symlink, as the host has it (`/bin -> usr/bin`).
@@ -111,7 +115,10 @@ impl Mount {
     /// Where the mount lands inside the run.
     pub fn target(&self) -> &Path {
         match self {
-            Mount::Bind { path, .. } | Mount::Tmpfs { path, .. } | Mount::Symlink { path, .. } => path,
+            Mount::Bind { path, .. }
+            | Mount::Protect { path, .. }
+            | Mount::Tmpfs { path, .. }
+            | Mount::Symlink { path, .. } => path,
             Mount::BindAt { dst, .. } => dst,
             Mount::Dev => Path::new("/dev"),
             Mount::Proc => Path::new("/proc"),
@@ -238,7 +245,8 @@ pub fn exec(
     mounts.extend(program(program_path));
     mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
     mounts.push(Mount::Bind { path: worktree.to_path_buf(), writable: true });
-    mounts.extend(git_dirs(worktree)?.into_iter().map(|path| Mount::Bind { path, writable: false }));
+    let tree = worktree.to_path_buf();
+    mounts.extend(git_dirs(worktree)?.into_iter().map(|path| Mount::Protect { tree: tree.clone(), path }));
     mounts.push(Mount::Tmpfs { path: "/tmp".into(), bytes: EXEC_TMP_BYTES });
     mounts.extend([Mount::Dev, Mount::Tmpfs { path: "/dev/shm".into(), bytes: SHM_BYTES }, Mount::Proc]);
     let mounts = in_mount_order(mounts);
@@ -361,6 +369,7 @@ mod tests {
             .iter()
             .filter_map(|m| match m {
                 Mount::Bind { path, writable } => Some((path.display().to_string(), *writable)),
+                Mount::Protect { path, .. } => Some((path.display().to_string(), false)),
                 _ => None,
             })
             .collect()
