@@ -832,6 +832,48 @@ mod tests {
         assert!(written.starts_with("write src/pipe: "), "{written}");
     }
 
+    /// Runs `f` on a thread whose `openat2` fails with ENOSYS, as on a kernel without it.
+    fn without_openat2<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+        std::thread::spawn(move || {
+            let rules = [(libc::SYS_openat2, vec![])].into_iter().collect();
+            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
+            let filter = SeccompFilter::new(rules, SeccompAction::Allow, enosys, TargetArch::x86_64).unwrap();
+            let program: BpfProgram = filter.try_into().unwrap();
+            // SAFETY: a plain prctl on this thread; it only forbids gaining privileges.
+            assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
+            seccompiler::apply_filter(&program).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn without_openat2_every_file_tool_refuses_and_nothing_falls_back() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        let answers = without_openat2(move || {
+            let calls = [
+                ("read", json!({"path": "src/a.txt"})),
+                ("write", json!({"path": "src/a.txt", "content": "x"})),
+                ("write", json!({"path": "new/f.txt", "content": "x"})),
+                ("edit", json!({"path": "src/a.txt", "old_text": "hello", "new_text": "x"})),
+                ("list", json!({"path": "src"})),
+                ("search", json!({"path": ".", "query": "hello"})),
+            ];
+            calls.map(|(op, args)| refused(&wt, op, args))
+        });
+        for why in answers {
+            assert!(
+                why.ends_with(": this kernel has no openat2 (Linux 5.6 or later), so the file tools open nothing"),
+                "{why}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "hello\n");
+        assert!(!root.join("ep/new").exists());
+    }
+
     #[test]
     fn an_episode_without_a_real_directory_has_no_handlers() {
         let (_d, root) = setup();
