@@ -276,6 +276,49 @@ fn benign_programs_still_work_when_confined() {
     lab.verify_clean();
 }
 
+/// Tries to change every `.git` below the top, then writes beside them; says what it managed.
+const NESTED_GIT_SCRIPT: &str = r#"for f in sub/.git/HEAD a/b/.git lib/.GIT/config; do
+  (echo evil >> "$f") 2>/dev/null && echo "WROTE $f"
+done
+(echo x > sub/.git/new) 2>/dev/null && echo "WROTE sub/.git/new"
+mv sub/.git sub/moved 2>/dev/null && echo MOVED
+rm -f a/b/.git 2>/dev/null; [ -e a/b/.git ] || echo REMOVED
+echo fine > sub/ok.txt && echo OK
+"#;
+
+#[test]
+fn a_command_cannot_change_a_nested_git_at_any_depth_in_any_case() {
+    let lab = Lab::new(LabOptions { episodes: &["nested"], exec_allow: &["sh=/bin/sh"], ..Default::default() });
+    let wt = lab.worktree("nested");
+    for d in ["sub/.git", "a/b", "lib/.GIT"] {
+        std::fs::create_dir_all(wt.join(d)).unwrap();
+    }
+    std::fs::write(wt.join("sub/.git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::write(wt.join("a/b/.git"), "gitdir: ../../.git/modules/b\n").unwrap();
+    std::fs::write(wt.join("lib/.GIT/config"), "[core]\n").unwrap();
+    let before = [tree(&wt.join("sub")), tree(&wt.join("a")), tree(&wt.join("lib"))];
+    let client = lab.client(&lab.mint("nested", &["Workspace.Exec=worktree:10"]));
+    let r = client.send("nested-1", "workspace-exec", &json!({"command": "sh", "args": ["-c", NESTED_GIT_SCRIPT]}));
+    let out = r.output();
+    assert_eq!((&out["exit_code"], &out["stdout"]), (&json!(0), &json!("OK\n")), "{out}");
+    let wrote = std::fs::read_to_string(wt.join("sub/ok.txt")).unwrap();
+    assert_eq!(wrote, "fine\n", "the rest of the worktree stays writable");
+    std::fs::remove_file(wt.join("sub/ok.txt")).unwrap();
+    let after = [tree(&wt.join("sub")), tree(&wt.join("a")), tree(&wt.join("lib"))];
+    assert_eq!(after, before, "every nested .git is as it was");
+
+    // More .git than a run may bind (GIT_BINDS_MAX, 256): the command is refused, not run half protected.
+    for n in 0..256 {
+        std::fs::create_dir_all(wt.join(format!("many/{n}/.git"))).unwrap();
+    }
+    let r = client.send("nested-2", "workspace-exec", &json!({"command": "sh", "args": ["-c", "echo ran > ran.txt"]}));
+    let refused = r.output()["refused"].as_str().unwrap_or_default().to_string();
+    assert!(refused.starts_with("workspace-exec refused: the worktree has more than"), "{}", r.0);
+    assert!(refused.ends_with("so no command runs in it"), "{refused}");
+    assert!(!wt.join("ran.txt").exists());
+    lab.verify_clean();
+}
+
 // ---------------------------------------------------------------------------
 // Running the corpus.
 // ---------------------------------------------------------------------------

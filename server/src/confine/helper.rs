@@ -320,6 +320,11 @@ fn apply(root: &Path, m: &Mount, run_as: Option<u32>) -> Result<()> {
     match m {
         Mount::Bind { path, writable } => bind(path, &inside(root, path), *writable),
         Mount::BindAt { src, dst } => bind(src, &inside(root, dst), false),
+        Mount::Protect { tree, path } => {
+            let rel =
+                path.strip_prefix(tree).map_err(|_| format!("{} is not in {}", path.display(), tree.display()))?;
+            protect(&inside(root, tree), rel)
+        }
         Mount::Tmpfs { path, bytes } => {
             let dst = inside(root, path);
             std::fs::create_dir_all(&dst).map_err(ctx("mkdir"))?;
@@ -407,6 +412,29 @@ fn bind(src: &Path, dst: &Path, writable: bool) -> Result<()> {
         flags |= MsFlags::MS_RDONLY;
     }
     remount(dst, flags)
+}
+
+/// Binds what `rel` names beneath `tree` (a writable bind of the run) read-
+/// only over itself. It is looked up beneath the tree with no symlink on the
+/// way and nothing is made for it, so a component swapped for a symlink
+/// after the policy was built fails the run instead of moving the bind; the
+/// remount goes through a descriptor of the new mount (a lookup that meets
+/// anything else is no mount root, and the remount fails).
+fn protect(tree: &Path, rel: &Path) -> Result<()> {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+    let none: Option<&str> = None;
+    let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let dir =
+        nix::fcntl::open(tree, flags, nix::sys::stat::Mode::empty()).map_err(ctx(format!("{}", tree.display())))?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let open = || nix::fcntl::openat2(&dir, rel, how).map_err(ctx(format!("{} in {}", rel.display(), tree.display())));
+    let by_fd = |fd: &std::os::fd::OwnedFd| PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    let target = open()?;
+    mount(Some(&by_fd(&target)), &by_fd(&target), none, MsFlags::MS_BIND, none).map_err(ctx("bind"))?;
+    let mounted = open()?;
+    remount_read_only(&by_fd(&mounted), MsFlags::MS_NOSUID | MsFlags::MS_NODEV)
 }
 
 fn remount_read_only(path: &Path, flags: MsFlags) -> Result<()> {
@@ -585,6 +613,48 @@ fn landlock(policy: &Policy) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `f` on a thread in a mount namespace of its own; `None` without
+    /// the privilege to make one.
+    fn in_own_mount_namespace<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+        let none: Option<&str> = None;
+        let run = move || {
+            unshare(CloneFlags::CLONE_NEWNS).ok()?;
+            mount(none, "/", none, MsFlags::MS_REC | MsFlags::MS_PRIVATE, none).ok()?;
+            Some(f())
+        };
+        std::thread::spawn(run).join().expect("the namespace thread")
+    }
+
+    #[test]
+    fn a_git_bind_is_read_only_and_never_follows_a_symlink_to_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let (wt, outside) = (root.join("wt"), root.join("outside"));
+        for d in ["wt/sub/.git", "outside/.git"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        std::fs::write(wt.join("sub/.git/HEAD"), "main\n").unwrap();
+        std::os::unix::fs::symlink(&outside, wt.join("link")).unwrap();
+        std::os::unix::fs::symlink("sub/.git", wt.join("git-link")).unwrap();
+        let (wt2, outside2) = (wt.clone(), outside.clone());
+        let seen = in_own_mount_namespace(move || {
+            let bound = protect(&wt2, Path::new("sub/.git"));
+            let written = std::fs::write(wt2.join("sub/.git/HEAD"), "evil\n").map_err(|e| e.raw_os_error());
+            let refused = ["link/.git", "git-link", "../outside/.git"].map(|p| protect(&wt2, Path::new(p)).is_err());
+            let outside_written = std::fs::write(outside2.join(".git/HEAD"), "not bound\n").is_ok();
+            (bound, written, refused, outside_written)
+        });
+        let Some((bound, written, refused, outside_written)) = seen else {
+            eprintln!("skipped: making a mount namespace needs CAP_SYS_ADMIN");
+            return;
+        };
+        assert_eq!(bound, Ok(()));
+        assert_eq!(written, Err(Some(libc::EROFS)), "bound read-only");
+        assert_eq!(refused, [true; 3], "through a symlink, a trailing symlink, out of the tree: refused");
+        assert!(outside_written, "nothing outside was bound");
+        assert_eq!(std::fs::read_to_string(wt.join("sub/.git/HEAD")).unwrap(), "main\n");
+    }
 
     #[test]
     fn the_report_names_the_target_end_and_a_setup_failure_wins() {

@@ -179,7 +179,14 @@ impl Confinement {
         policy::pure(&RealHost, interpreter, &run.work(), &self.widening, deadline.as_millis() as u64)
     }
 
-    pub fn exec_policy(&self, program: &Path, args: &[String], worktree: &Path, deadline: Duration) -> Policy {
+    /// The policy of a `workspace-exec` command; an error says why it must not run.
+    pub fn exec_policy(
+        &self,
+        program: &Path,
+        args: &[String],
+        worktree: &Path,
+        deadline: Duration,
+    ) -> Result<Policy, String> {
         policy::exec(&RealHost, program, args, worktree, &self.widening, deadline.as_millis() as u64)
     }
 

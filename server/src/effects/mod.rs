@@ -1,6 +1,7 @@
 //! The effect broker's pure parts: the decision law, the request encoding and
 //! the effect record; and the handlers (`worktree`).
 
+mod beneath;
 pub mod worktree;
 
 use world_store::canonical::FixedObject;

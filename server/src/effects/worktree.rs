@@ -1,18 +1,24 @@
 //! The `Workspace.*` handlers, confined to `<workspace-root>/<episode>`.
 //!
-//! Confinement: paths are relative, without `..` or a leading `-`; every
-//! existing component is resolved, and one that is a symlink must land inside
-//! the worktree; the final open never follows a symlink; anything under `.git`
-//! (any case) is read-only. An episode without a real worktree directory has
-//! no handlers, so its effectful calls are refused before planning (R8).
+//! Confinement: paths are relative, without `..` or a leading `-`, and the
+//! kernel opens them beneath a descriptor of the worktree (`beneath`): a
+//! symlink may lead anywhere inside by a relative target, never out, and
+//! nothing swapped in mid-call redirects a read or a write. Anything inside a
+//! directory named `.git` (any case, any depth, reached by any path) is
+//! read-only. An episode without a real worktree directory has no handlers,
+//! so its effectful calls are refused before planning (R8).
 
+use super::beneath::{self, Beneath, Refusal};
+use crate::confine::policy::Policy;
 use crate::confine::{Confinement, Outcome};
+use nix::fcntl::OFlag;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 
@@ -23,6 +29,8 @@ pub const LIST_ENTRIES_MAX: usize = 1000;
 /// `search` bounds: files looked at, bytes per file, matches returned.
 pub const SEARCH_FILES_MAX: usize = 10_000;
 pub const SEARCH_MATCHES_MAX: usize = 100;
+/// Directories one `search` descends at most (each holds a descriptor open).
+pub const SEARCH_DEPTH_MAX: usize = 64;
 /// `exec`: deadline, and how much of each stream is kept (head + tail).
 pub const EXEC_TIMEOUT: Duration = Duration::from_secs(9);
 pub const EXEC_HEAD_BYTES: usize = 8 << 10;
@@ -67,7 +75,7 @@ impl Worktrees {
             return None;
         }
         let confinement = self.confinement.as_ref().map(|c| c.describe_exec());
-        let policy = json!({"worktree": canon.display().to_string(), "gitReadOnly": true, "symlinks": "confined",
+        let policy = json!({"worktree": canon.display().to_string(), "gitReadOnly": true, "symlinks": "beneath",
             "exec": self.exec_allow.keys().collect::<Vec<_>>(), "confinement": confinement});
         let policy_digest = hex::encode(Sha256::digest(world_store::canonical::to_vec(&policy)));
         Some(Worktree { dir: canon, policy_digest })
@@ -127,8 +135,14 @@ impl Worktrees {
         let Some(program) = self.exec_allow.get(command) else {
             return Ok(refusal(format!("command {command:?} is not on this daemon's exec allow-list")));
         };
-        let confinement = self.confinement.as_ref().ok_or("no exec confinement is configured")?;
-        run_exec(confinement, program, &args, &wt.dir).await
+        let confinement = self.confinement.clone().ok_or("no exec confinement is configured")?;
+        // Walks the worktree for every `.git` to bind read-only: off the async threads.
+        let (c, program, cwd) = (confinement.clone(), program.clone(), wt.dir.clone());
+        let built = tokio::task::spawn_blocking(move || c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT));
+        match built.await.map_err(|e| e.to_string())? {
+            Ok(policy) => run_exec(&confinement, &policy).await,
+            Err(why) => Ok(refusal(format!("workspace-exec refused: {why}"))),
+        }
     }
 }
 
@@ -140,176 +154,191 @@ fn refusal(reason: String) -> serde_json::Map<String, Value> {
 }
 
 fn is_git(c: &str) -> bool {
-    c.eq_ignore_ascii_case(".git")
+    beneath::is_git(c.as_bytes())
 }
 
-/// Resolves `rel` inside `root` without letting a symlink lead out. For a
-/// write, missing trailing components are allowed (they will be created).
-pub fn confine(root: &Path, rel: &str, for_write: bool) -> Result<PathBuf, String> {
+/// The components of a tool's path, after the checks made before any lookup:
+/// relative, non-empty, no NUL, no leading `-`, no `..` segment.
+fn components(rel: &str) -> Result<Vec<&str>, String> {
     if rel.is_empty() || rel.starts_with('/') || rel.starts_with('-') || rel.contains('\0') {
         return Err("must be relative and non-empty, with no leading \"-\"".into());
     }
-    let mut cur = root.to_path_buf();
     let parts: Vec<&str> = rel.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
-    // Checked for every segment up front: a write joins the segments after the
-    // first missing one unresolved, so a later ".." would climb out of the root.
     if parts.contains(&"..") {
         return Err("has a \"..\" segment".into());
     }
-    for (i, part) in parts.iter().enumerate() {
-        let next = cur.join(part);
-        match std::fs::symlink_metadata(&next) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::canonicalize(&next)
-                    .map_err(|_| format!("escapes sandbox {:?}", root.display().to_string()))?;
-                if !target.starts_with(root) {
-                    return Err(format!("escapes sandbox {:?}", root.display().to_string()));
-                }
-                cur = target;
-            }
-            Ok(_) => cur = next,
-            Err(_) if for_write => {
-                cur = next;
-                // Pushed one by one: joining an empty rest would add a trailing
-                // "/", and opening "new.txt/" to create it fails (EISDIR).
-                cur.extend(&parts[i + 1..]);
-                break;
-            }
-            Err(_) => return Err("does not exist".into()),
-        }
-    }
-    if !cur.starts_with(root) {
-        return Err(format!("escapes sandbox {:?}", root.display().to_string()));
-    }
-    Ok(cur)
+    Ok(parts)
 }
 
-fn under_git(root: &Path, path: &Path) -> bool {
-    path.strip_prefix(root)
-        .map(|p| p.components().any(|c| matches!(c, Component::Normal(s) if is_git(&s.to_string_lossy()))))
-        .unwrap_or(false)
+/// Why a file tool did not do what it was asked, before it is worded.
+enum Refused {
+    /// The path was not opened.
+    Path(Refusal),
+    /// Said after `"<op> <path>: "`.
+    Said(String),
+    /// Said in full.
+    Whole(String),
+    /// Not a refusal: the handler failed (e.g. a write that did not reach the disk).
+    Failed(String),
+}
+
+impl From<Refusal> for Refused {
+    fn from(r: Refusal) -> Refused {
+        Refused::Path(r)
+    }
+}
+
+type Done = Result<serde_json::Map<String, Value>, Refused>;
+
+/// A refusal's text, as the handlers have always worded it.
+fn worded(op: &str, rel: &str, root: &Path, why: Refused) -> Result<String, String> {
+    let path = |what: String| format!("{op} {rel}: path {rel:?} {what}");
+    Ok(match why {
+        Refused::Path(Refusal::Escapes) => path(format!("escapes sandbox {:?}", root.display().to_string())),
+        Refused::Path(Refusal::Missing(_)) if matches!(op, "read" | "list" | "search") => path("does not exist".into()),
+        Refused::Path(Refusal::Missing(e) | Refusal::Os(e)) => format!("{op} {rel}: {e}"),
+        Refused::Path(Refusal::Git) => format!("{op} {rel}: .git/ is read-only to the lane's tools"),
+        Refused::Path(Refusal::NoOpenat2) => {
+            format!("{op} {rel}: this kernel has no openat2 (Linux 5.6 or later), so the file tools open nothing")
+        }
+        Refused::Path(Refusal::Changed) => format!("{op} {rel}: the worktree changed while the path was looked up"),
+        Refused::Said(s) => format!("{op} {rel}: {s}"),
+        Refused::Whole(s) => s,
+        Refused::Failed(s) => return Err(s),
+    })
 }
 
 fn file_op(wt: &Worktree, op: &str, payload: &Value) -> Result<serde_json::Map<String, Value>, String> {
     let rel = payload["path"].as_str().unwrap_or_default();
-    let for_write = matches!(op, "write" | "edit");
-    let git_named = rel.split('/').any(is_git);
-    if for_write && git_named {
+    if matches!(op, "write" | "edit") && rel.split('/').any(is_git) {
         return Ok(refusal(format!("{op} {rel}: .git/ is read-only to the lane's tools")));
     }
-    let path = match confine(&wt.dir, rel, for_write) {
+    let parts = match components(rel) {
         Ok(p) => p,
         Err(why) => return Ok(refusal(format!("{op} {rel}: path {rel:?} {why}"))),
     };
-    if for_write && under_git(&wt.dir, &path) {
-        return Ok(refusal(format!("{op} {rel}: .git/ is read-only to the lane's tools")));
-    }
-    match op {
-        "read" => read_file(&path, rel),
-        "write" => write_file(&path, rel, payload["content"].as_str().unwrap_or_default().as_bytes()),
-        "edit" => edit_file(&path, rel, payload),
-        "list" => list_dir(&wt.dir, &path, rel),
-        "search" => search(&wt.dir, &path, payload["query"].as_str().unwrap_or_default()),
-        _ => Err(format!("unknown op {op}")),
+    let done = Beneath::open(&wt.dir).map_err(Refused::from).and_then(|b| match op {
+        "read" => read_file(&b, &parts),
+        "write" => write_file(&b, &parts, rel, payload["content"].as_str().unwrap_or_default().as_bytes()),
+        "edit" => edit_file(&b, &parts, rel, payload),
+        "list" => list_dir(&b, &parts),
+        "search" => search(&b, &parts, payload["query"].as_str().unwrap_or_default()),
+        _ => Err(Refused::Failed(format!("unknown op {op}"))),
+    });
+    match done {
+        Ok(m) => Ok(m),
+        Err(why) => worded(op, rel, &wt.dir, why).map(refusal),
     }
 }
 
-fn open_nofollow(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
-}
-
-fn read_limited(path: &Path) -> Result<Result<Vec<u8>, String>, String> {
-    let f = match open_nofollow(path) {
-        Ok(f) => f,
-        Err(e) => return Ok(Err(e.to_string())),
-    };
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        return Ok(Err("is a directory".into()));
+/// All of a regular file, if it has at most [`FILE_BYTES_MAX`] bytes.
+fn read_limited(f: &std::fs::File) -> Result<Vec<u8>, Refused> {
+    let meta = f.metadata().map_err(|e| Refused::Said(e.to_string()))?;
+    if meta.is_dir() {
+        return Err(Refused::Said("is a directory".into()));
+    }
+    if !meta.is_file() {
+        return Err(Refused::Said("is not a regular file".into()));
     }
     let mut buf = Vec::new();
-    f.take(FILE_BYTES_MAX + 1).read_to_end(&mut buf).map_err(|e| e.to_string())?;
+    f.take(FILE_BYTES_MAX + 1).read_to_end(&mut buf).map_err(|e| Refused::Failed(e.to_string()))?;
     if buf.len() as u64 > FILE_BYTES_MAX {
-        return Ok(Err(format!("is larger than {FILE_BYTES_MAX} bytes")));
+        return Err(Refused::Said(format!("is larger than {FILE_BYTES_MAX} bytes")));
     }
-    Ok(Ok(buf))
+    Ok(buf)
 }
 
-fn read_file(path: &Path, rel: &str) -> Result<serde_json::Map<String, Value>, String> {
-    let bytes = match read_limited(path)? {
-        Ok(b) => b,
-        Err(why) => return Ok(refusal(format!("read {rel}: {why}"))),
-    };
-    let Ok(text) = String::from_utf8(bytes) else { return Ok(refusal(format!("read {rel}: not UTF-8 text"))) };
+fn read_file(b: &Beneath, parts: &[&str]) -> Done {
+    let bytes = read_limited(&b.open_read(parts)?)?;
+    let Ok(text) = String::from_utf8(bytes) else { return Err(Refused::Said("not UTF-8 text".into())) };
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(true));
     m.insert("content".into(), json!(text));
     Ok(m)
 }
 
-fn write_file(path: &Path, rel: &str, content: &[u8]) -> Result<serde_json::Map<String, Value>, String> {
-    if content.len() as u64 > FILE_BYTES_MAX {
-        return Ok(refusal(format!("write {rel}: content is larger than {FILE_BYTES_MAX} bytes")));
-    }
-    if let Some(parent) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(parent)
-    {
-        return Ok(refusal(format!("write {rel}: {e}")));
-    }
-    let opened =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_NOFOLLOW).open(path);
-    let mut f = match opened {
-        Ok(f) => f,
-        Err(e) => return Ok(refusal(format!("write {rel}: {e}"))),
-    };
-    std::io::Write::write_all(&mut f, content).map_err(|e| format!("write {rel}: {e}"))?;
-    f.sync_all().map_err(|e| format!("write {rel}: {e}"))?;
+/// Replaces what `f` holds with `content`, durably.
+fn replace_contents(mut f: &std::fs::File, rel: &str, content: &[u8]) -> Done {
+    use std::io::{Seek, Write};
+    let failed = |e: std::io::Error| Refused::Failed(format!("write {rel}: {e}"));
+    f.set_len(0).map_err(failed)?;
+    f.rewind().map_err(failed)?;
+    f.write_all(content).map_err(failed)?;
+    f.sync_all().map_err(failed)?;
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(true));
     m.insert("bytes".into(), json!(content.len()));
     Ok(m)
 }
 
-fn edit_file(path: &Path, rel: &str, payload: &Value) -> Result<serde_json::Map<String, Value>, String> {
+fn too_large(rel: &str) -> Refused {
+    Refused::Whole(format!("write {rel}: content is larger than {FILE_BYTES_MAX} bytes"))
+}
+
+fn write_file(b: &Beneath, parts: &[&str], rel: &str, content: &[u8]) -> Done {
+    if content.len() as u64 > FILE_BYTES_MAX {
+        return Err(too_large(rel));
+    }
+    let dir = b.make_dirs(&parts[..parts.len().saturating_sub(1)])?;
+    let target = b.write_target(dir, parts)?;
+    let f = b.open_target(&target, OFlag::O_WRONLY | OFlag::O_CREAT)?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(Refused::Said("is not a regular file".into()));
+    }
+    replace_contents(&f, rel, content)
+}
+
+fn edit_file(b: &Beneath, parts: &[&str], rel: &str, payload: &Value) -> Done {
     let old = payload["old_text"].as_str().unwrap_or_default();
     let new = payload["new_text"].as_str().unwrap_or_default();
-    let bytes = match read_limited(path)? {
-        Ok(b) => b,
-        Err(why) => return Ok(refusal(format!("edit {rel}: {why}"))),
-    };
-    let Ok(text) = String::from_utf8(bytes) else { return Ok(refusal(format!("edit {rel}: not UTF-8 text"))) };
+    let dir = b.open_dir(&parts[..parts.len().saturating_sub(1)])?;
+    let f = b.open_target(&b.write_target(dir, parts)?, OFlag::O_RDWR)?;
+    let Ok(text) = String::from_utf8(read_limited(&f)?) else { return Err(Refused::Said("not UTF-8 text".into())) };
     match text.matches(old).count() {
-        0 => Ok(refusal("old_text not found — the file may have changed; read it again".into())),
-        1 => write_file(path, rel, text.replacen(old, new, 1).as_bytes()),
-        n => Ok(refusal(format!("edit {rel}: old_text occurs {n} times; give more context so it occurs once"))),
+        0 => Err(Refused::Whole("old_text not found — the file may have changed; read it again".into())),
+        1 => {
+            let edited = text.replacen(old, new, 1);
+            if edited.len() as u64 > FILE_BYTES_MAX {
+                return Err(too_large(rel));
+            }
+            replace_contents(&f, rel, edited.as_bytes())
+        }
+        n => Err(Refused::Said(format!("old_text occurs {n} times; give more context so it occurs once"))),
     }
 }
 
-fn kind(meta: &std::fs::Metadata) -> &'static str {
-    if meta.file_type().is_symlink() {
+fn kind(e: &beneath::Entry) -> &'static str {
+    if e.is_symlink() {
         "symlink"
-    } else if meta.is_dir() {
+    } else if e.is_dir() {
         "dir"
     } else {
         "file"
     }
 }
 
-fn list_dir(root: &Path, path: &Path, rel: &str) -> Result<serde_json::Map<String, Value>, String> {
-    let rd = match std::fs::read_dir(path) {
-        Ok(r) => r,
-        Err(e) => return Ok(refusal(format!("list {rel}: {e}"))),
-    };
-    let mut entries = vec![];
-    let mut truncated = false;
-    for item in rd.flatten() {
-        if entries.len() >= LIST_ENTRIES_MAX {
-            truncated = true;
-            break;
-        }
-        let Ok(meta) = item.path().symlink_metadata() else { continue };
-        let name = item.path().strip_prefix(root).map(|p| p.display().to_string()).unwrap_or_default();
-        entries.push(json!({"path": name, "kind": kind(&meta), "size": meta.len()}));
+/// A directory to list or search: what `parts` names, if it is one.
+fn open_listed(b: &Beneath, parts: &[&str]) -> Result<std::fs::File, Refused> {
+    let f = b.open_read(parts)?;
+    match f.metadata() {
+        Ok(m) if m.is_dir() => Ok(f),
+        Ok(_) => Err(Refusal::Os(std::io::Error::from_raw_os_error(libc::ENOTDIR)).into()),
+        Err(e) => Err(Refusal::Os(e).into()),
     }
+}
+
+fn list_dir(b: &Beneath, parts: &[&str]) -> Done {
+    let dir = open_listed(b, parts)?;
+    // Entries are named from the worktree, by where the directory really is.
+    let base = b.name_of(dir.as_fd()).unwrap_or_else(|| parts.iter().collect());
+    let (_, found, truncated) = beneath::entries(dir, LIST_ENTRIES_MAX)?;
+    let mut entries: Vec<Value> = found
+        .iter()
+        .map(|e| {
+            let name = base.join(std::ffi::OsStr::from_bytes(&e.name)).display().to_string();
+            json!({"path": name, "kind": kind(e), "size": e.stat.st_size})
+        })
+        .collect();
     entries.sort_by(|a, b| a["path"].as_str().cmp(&b["path"].as_str()));
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(true));
@@ -318,49 +347,102 @@ fn list_dir(root: &Path, path: &Path, rel: &str) -> Result<serde_json::Map<Strin
     Ok(m)
 }
 
-fn search(root: &Path, start: &Path, query: &str) -> Result<serde_json::Map<String, Value>, String> {
-    let mut matches = vec![];
-    let mut stack = vec![start.to_path_buf()];
-    let mut files = 0usize;
-    let mut truncated = false;
-    'walk: while let Some(dir) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else { continue };
-        let mut items: Vec<_> = rd.flatten().collect();
-        items.sort_by_key(|e| e.file_name());
-        for item in items {
-            let p = item.path();
-            let Ok(meta) = p.symlink_metadata() else { continue };
-            if meta.file_type().is_symlink() || is_git(&item.file_name().to_string_lossy()) {
-                continue;
-            }
-            if meta.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            files += 1;
-            if files > SEARCH_FILES_MAX || matches.len() >= SEARCH_MATCHES_MAX {
-                truncated = true;
-                break 'walk;
-            }
-            let Ok(Ok(bytes)) = read_limited(&p) else { continue };
-            let Ok(text) = std::str::from_utf8(&bytes) else { continue };
-            for (n, line) in text.lines().enumerate() {
-                if line.contains(query) {
-                    let rel = p.strip_prefix(root).map(|r| r.display().to_string()).unwrap_or_default();
-                    matches.push(json!({"path": rel, "line": n + 1, "text": truncate_line(line)}));
-                    if matches.len() >= SEARCH_MATCHES_MAX {
-                        truncated = true;
-                        break 'walk;
-                    }
-                }
-            }
-        }
+/// One directory of a search: its descriptor, its entries by name, the next to look at.
+struct Level {
+    dir: std::os::fd::OwnedFd,
+    entries: Vec<beneath::Entry>,
+    next: usize,
+    /// Where it is, from the worktree (for the matches' paths).
+    path: PathBuf,
+}
+
+/// What a search has found so far.
+#[derive(Default)]
+struct Found {
+    matches: Vec<Value>,
+    files: usize,
+    truncated: bool,
+}
+
+/// What one step of a search does next.
+enum Step {
+    Next,
+    Descend(std::fs::File, PathBuf),
+    Stop,
+}
+
+fn search(b: &Beneath, parts: &[&str], query: &str) -> Done {
+    let mut found = Found::default();
+    let start = b.open_read(parts)?;
+    // A file, not a directory: nothing to search, as before.
+    if start.metadata().is_ok_and(|m| m.is_dir()) {
+        let base = b.name_of(start.as_fd()).unwrap_or_else(|| parts.iter().collect());
+        walk(b, start, base, query, &mut found);
     }
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(true));
-    m.insert("matches".into(), Value::Array(matches));
-    m.insert("truncated".into(), json!(truncated));
+    m.insert("matches".into(), Value::Array(found.matches));
+    m.insert("truncated".into(), json!(found.truncated));
     Ok(m)
+}
+
+/// Depth first, entries in name order, each directory opened from its
+/// parent's descriptor; symlinks and `.git` are skipped.
+fn walk(b: &Beneath, start: std::fs::File, base: PathBuf, query: &str, found: &mut Found) {
+    let mut stack: Vec<Level> = level(start, base, found).into_iter().collect();
+    loop {
+        let deep = stack.len() >= SEARCH_DEPTH_MAX;
+        let Some(top) = stack.last_mut() else { return };
+        match step(b, top, deep, query, found) {
+            None => {
+                stack.pop();
+            }
+            Some(Step::Next) => {}
+            Some(Step::Descend(dir, path)) => stack.extend(level(dir, path, found)),
+            Some(Step::Stop) => return,
+        }
+    }
+}
+
+fn level(dir: std::fs::File, path: PathBuf, found: &mut Found) -> Option<Level> {
+    let (dir, mut entries, more) = beneath::entries(dir, SEARCH_FILES_MAX).ok()?;
+    found.truncated |= more;
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    Some(Level { dir, entries, next: 0, path })
+}
+
+/// Looks at the next entry of `top`; `None` when it has none left.
+fn step(b: &Beneath, top: &mut Level, deep: bool, query: &str, found: &mut Found) -> Option<Step> {
+    let e = top.entries.get(top.next)?;
+    top.next += 1;
+    if e.is_symlink() || beneath::is_git(&e.name) {
+        return Some(Step::Next);
+    }
+    let path = top.path.join(std::ffi::OsStr::from_bytes(&e.name));
+    if e.is_dir() {
+        found.truncated |= deep;
+        let opened = (!deep).then(|| b.open_entry(top.dir.as_fd(), &e.name, OFlag::O_RDONLY | OFlag::O_DIRECTORY));
+        return Some(opened.and_then(Result::ok).map_or(Step::Next, |dir| Step::Descend(dir, path)));
+    }
+    found.files += 1;
+    if found.files > SEARCH_FILES_MAX || found.matches.len() >= SEARCH_MATCHES_MAX {
+        found.truncated = true;
+        return Some(Step::Stop);
+    }
+    if !e.is_file() {
+        return Some(Step::Next);
+    }
+    let Ok(f) = b.open_entry(top.dir.as_fd(), &e.name, OFlag::O_RDONLY) else { return Some(Step::Next) };
+    let Ok(bytes) = read_limited(&f) else { return Some(Step::Next) };
+    let Ok(text) = std::str::from_utf8(&bytes) else { return Some(Step::Next) };
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| l.contains(query)) {
+        found.matches.push(json!({"path": path.display().to_string(), "line": n + 1, "text": truncate_line(line)}));
+        if found.matches.len() >= SEARCH_MATCHES_MAX {
+            found.truncated = true;
+            return Some(Step::Stop);
+        }
+    }
+    Some(Step::Next)
 }
 
 fn truncate_line(line: &str) -> String {
@@ -431,16 +513,10 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
     c
 }
 
-async fn run_exec(
-    confinement: &Confinement,
-    program: &Path,
-    args: &[String],
-    cwd: &Path,
-) -> Result<serde_json::Map<String, Value>, String> {
+async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<serde_json::Map<String, Value>, String> {
     let started = std::time::Instant::now();
     let run = confinement.run_dir()?;
-    let policy = confinement.exec_policy(program, args, cwd, EXEC_TIMEOUT);
-    let mut spawned = confinement.spawn(&run, &policy, |cmd| {
+    let mut spawned = confinement.spawn(&run, policy, |cmd| {
         cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
     })?;
     let (out, err) = (spawned.child.stdout.take(), spawned.child.stderr.take());
@@ -472,10 +548,7 @@ async fn run_exec(
     m.insert("timed_out".into(), json!(timed_out));
     m.insert("memory_exceeded".into(), json!(memory.is_some()));
     m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
-    m.insert(
-        "argv".into(),
-        json!(std::iter::once(program.display().to_string()).chain(args.iter().cloned()).collect::<Vec<_>>()),
-    );
+    m.insert("argv".into(), json!(policy.argv));
     stdout.into_fields("stdout", &mut m);
     stderr.into_fields("stderr", &mut m);
     Ok(m)
@@ -484,6 +557,8 @@ async fn run_exec(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
 
     fn setup() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
@@ -500,18 +575,26 @@ mod tests {
     #[test]
     fn symlinks_may_point_inside_but_never_out() {
         let (_d, root) = setup();
-        let wt = root.join("ep");
-        assert_eq!(confine(&wt, "inner/a.txt", false).unwrap(), wt.join("src/a.txt"));
-        assert!(confine(&wt, "out", false).unwrap_err().contains("escapes sandbox"));
-        assert!(confine(&wt, "../secret", false).is_err());
-        assert!(confine(&wt, "/etc/hosts", false).is_err());
-        assert!(confine(&wt, "-rf", false).is_err());
-        assert!(confine(&wt, "a\0b", true).is_err());
-        assert_eq!(confine(&wt, "new/dir/f.txt", true).unwrap(), wt.join("new/dir/f.txt"));
-        assert!(confine(&wt, "missing/../../secret", true).is_err(), "a \"..\" after a missing segment");
-        // Compared as bytes: `PathBuf` equality ignores a trailing "/", the kernel does not.
-        let new_file = confine(&wt, "src/new.txt", true).unwrap();
-        assert_eq!(new_file.as_os_str(), wt.join("src/new.txt").as_os_str());
+        let wt = worktree_of(&root);
+        let escapes = format!("escapes sandbox {:?}", wt.dir.display().to_string());
+        assert_eq!(call(&wt, "read", json!({"path": "inner/a.txt"})).unwrap()["content"], "hello\n");
+        assert_eq!(refused(&wt, "read", json!({"path": "out"})), format!("read out: path \"out\" {escapes}"));
+        assert!(refused(&wt, "read", json!({"path": "../secret"})).contains("has a \"..\" segment"));
+        assert!(refused(&wt, "read", json!({"path": "/etc/hosts"})).contains("must be relative"));
+        assert!(refused(&wt, "read", json!({"path": "-rf"})).contains("no leading \"-\""));
+        assert!(refused(&wt, "write", json!({"path": "a\0b", "content": ""})).contains("must be relative"));
+        let why = refused(&wt, "write", json!({"path": "missing/../../secret", "content": "x"}));
+        assert!(why.contains("has a \"..\" segment"), "a \"..\" after a missing segment: {why}");
+        call(&wt, "write", json!({"path": "new/dir/f.txt", "content": "f"})).unwrap();
+        assert_eq!(std::fs::read_to_string(wt.dir.join("new/dir/f.txt")).unwrap(), "f");
+        call(&wt, "write", json!({"path": "src/new.txt/", "content": "n"})).unwrap();
+        assert_eq!(std::fs::read_to_string(wt.dir.join("src/new.txt")).unwrap(), "n");
+        assert_eq!(
+            refused(&wt, "read", json!({"path": "src/nothing"})),
+            "read src/nothing: path \"src/nothing\" does not exist"
+        );
+        assert_eq!(refused(&wt, "read", json!({"path": "src"})), "read src: is a directory");
+        assert_eq!(std::fs::read_to_string(root.join("secret")).unwrap(), "outside");
     }
 
     #[tokio::test]
@@ -539,6 +622,266 @@ mod tests {
         assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "bye\n");
         let out = w.run("ep", WRITE, &edit("hello")).await.unwrap();
         assert_eq!(out["refused"], "old_text not found — the file may have changed; read it again");
+    }
+
+    fn worktree_of(root: &Path) -> Worktree {
+        Worktree { dir: root.join("ep"), policy_digest: String::new() }
+    }
+
+    /// One file tool call; a refusal is its text, success the output object.
+    fn call(wt: &Worktree, op: &str, args: Value) -> Result<serde_json::Map<String, Value>, String> {
+        let mut payload = args;
+        payload["op"] = json!(op);
+        let out = file_op(wt, op, &payload).expect("no handler failure");
+        match out.get("refused") {
+            Some(why) => Err(why.as_str().unwrap_or_default().to_string()),
+            None => Ok(out),
+        }
+    }
+
+    fn refused(wt: &Worktree, op: &str, args: Value) -> String {
+        call(wt, op, args.clone()).err().unwrap_or_else(|| panic!("{op} {args} should be refused"))
+    }
+
+    /// Exchanges `a` and `b` (a directory and a symlink) atomically, over and
+    /// over, until `stop`; returns how many exchanges it made.
+    fn keep_exchanging(a: PathBuf, b: PathBuf, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        std::thread::spawn(move || {
+            let a = std::ffi::CString::new(a.as_os_str().as_bytes()).unwrap();
+            let b = std::ffi::CString::new(b.as_os_str().as_bytes()).unwrap();
+            let mut n = 0;
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: two NUL-terminated paths that outlive the call.
+                let r = unsafe {
+                    libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), libc::RENAME_EXCHANGE)
+                };
+                n += u64::from(r == 0);
+            }
+            n
+        })
+    }
+
+    #[test]
+    fn a_parent_swapped_for_an_outside_symlink_mid_call_never_leaks_a_byte() {
+        let (_d, root) = setup();
+        let (wt, outside) = (worktree_of(&root), root.join("outside"));
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("f.txt"), "OUTSIDE\n").unwrap();
+        std::fs::write(outside.join("leak-marker.txt"), "OUTSIDE\n").unwrap();
+        std::fs::create_dir_all(wt.dir.join("d")).unwrap();
+        std::fs::write(wt.dir.join("d/f.txt"), "inside\n").unwrap();
+        std::os::unix::fs::symlink(&outside, wt.dir.join("swap")).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let swapper = keep_exchanging(wt.dir.join("d"), wt.dir.join("swap"), stop.clone());
+        let deadline = std::time::Instant::now() + Duration::from_secs(3);
+        let mut calls = 0;
+        while std::time::Instant::now() < deadline {
+            if let Ok(out) = call(&wt, "read", json!({"path": "d/f.txt"})) {
+                assert_eq!(out["content"], "inside\n", "read a byte from outside");
+            }
+            if let Ok(out) = call(&wt, "list", json!({"path": "d"})) {
+                assert!(!out["entries"].to_string().contains("leak-marker"), "listed outside: {out:?}");
+            }
+            if let Ok(out) = call(&wt, "search", json!({"path": "d", "query": "OUTSIDE"})) {
+                assert_eq!(out["matches"], json!([]), "searched outside");
+            }
+            let _ = call(&wt, "write", json!({"path": "d/w.txt", "content": "pwned\n"}));
+            let _ = call(&wt, "write", json!({"path": "d/new/deeper.txt", "content": "pwned\n"}));
+            let _ = call(&wt, "edit", json!({"path": "d/f.txt", "old_text": "OUTSIDE", "new_text": "pwned"}));
+            calls += 1;
+        }
+        stop.store(true, Ordering::Relaxed);
+        let swaps = swapper.join().unwrap();
+        assert!(swaps > 1000 && calls > 100, "the race ran: {swaps} exchanges, {calls} rounds of calls");
+        assert_eq!(names_in(&outside), ["f.txt", "leak-marker.txt"], "nothing was written outside");
+        assert_eq!(std::fs::read_to_string(outside.join("f.txt")).unwrap(), "OUTSIDE\n");
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> =
+            std::fs::read_dir(dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn links_out_of_the_worktree_are_refused_as_escapes() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        let link = |target: &str, name: &str| std::os::unix::fs::symlink(target, wt.dir.join(name)).unwrap();
+        link("/etc", "etc-link");
+        link("..", "up");
+        link("src/../..", "up-deep");
+        link("/proc/self/root", "proc-root");
+        link("/proc/self/cwd", "proc-cwd");
+        link(&wt.dir.join("src").display().to_string(), "abs-inside");
+        let escapes = format!("escapes sandbox {:?}", wt.dir.display().to_string());
+        for path in [
+            "etc-link/passwd",
+            "out",
+            "up/secret",
+            "up-deep/secret",
+            "proc-root/etc/passwd",
+            "proc-cwd/Cargo.toml",
+            "abs-inside/a.txt",
+        ] {
+            for op in ["read", "list", "search"] {
+                let why = refused(&wt, op, json!({"path": path, "query": "x"}));
+                assert!(why.contains(&escapes), "{op} {path}: {why}");
+            }
+            let why = refused(&wt, "write", json!({"path": path, "content": "pwned"}));
+            assert!(why.contains(&escapes), "write {path}: {why}");
+        }
+        for dir in ["etc-link", "up", "proc-root", "abs-inside"] {
+            let why = refused(&wt, "write", json!({"path": format!("{dir}/new/f.txt"), "content": "pwned"}));
+            assert!(why.contains(&escapes), "write {dir}/new/f.txt: {why}");
+        }
+        assert_eq!(
+            refused(&wt, "read", json!({"path": "../secret"})),
+            "read ../secret: path \"../secret\" has a \"..\" segment"
+        );
+        assert_eq!(std::fs::read_to_string(root.join("secret")).unwrap(), "outside");
+        assert!(!root.join("new").exists() && !Path::new("/etc/new").exists());
+    }
+
+    #[test]
+    fn links_inside_the_worktree_still_work_for_every_tool() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        std::os::unix::fs::symlink("src/a.txt", wt.dir.join("a-link")).unwrap();
+        std::os::unix::fs::symlink("../src", wt.dir.join("src/self")).unwrap();
+        assert_eq!(call(&wt, "read", json!({"path": "inner/a.txt"})).unwrap()["content"], "hello\n");
+        assert_eq!(call(&wt, "read", json!({"path": "a-link"})).unwrap()["content"], "hello\n");
+        assert_eq!(call(&wt, "read", json!({"path": "src/self/self/a.txt"})).unwrap()["content"], "hello\n");
+        call(&wt, "write", json!({"path": "inner/new/b.txt", "content": "b\n"})).unwrap();
+        assert_eq!(std::fs::read_to_string(wt.dir.join("src/new/b.txt")).unwrap(), "b\n");
+        call(&wt, "edit", json!({"path": "a-link", "old_text": "hello", "new_text": "bye"})).unwrap();
+        assert_eq!(std::fs::read_to_string(wt.dir.join("src/a.txt")).unwrap(), "bye\n");
+        assert!(wt.dir.join("a-link").is_symlink(), "written through, not replaced");
+        call(&wt, "write", json!({"path": "a-link", "content": "again\n"})).unwrap();
+        assert_eq!(std::fs::read_to_string(wt.dir.join("src/a.txt")).unwrap(), "again\n");
+        let listed = call(&wt, "list", json!({"path": "inner"})).unwrap();
+        let paths: Vec<&str> =
+            listed["entries"].as_array().unwrap().iter().filter_map(|e| e["path"].as_str()).collect();
+        assert_eq!(paths, ["src/a.txt", "src/new", "src/self"], "named by where they are");
+        let found = call(&wt, "search", json!({"path": "inner", "query": "again"})).unwrap();
+        assert_eq!(found["matches"], json!([{"path": "src/a.txt", "line": 1, "text": "again"}]));
+    }
+
+    #[test]
+    fn no_link_lets_a_write_or_edit_reach_a_git_directory_at_any_depth() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        for dir in [".git/hooks", "sub/.git", "a/b/.GIT"] {
+            std::fs::create_dir_all(wt.dir.join(dir)).unwrap();
+        }
+        std::fs::write(wt.dir.join(".git/config"), "[core]\n").unwrap();
+        std::fs::write(wt.dir.join("sub/.git/config"), "[core]\n").unwrap();
+        std::fs::write(wt.dir.join("sub/.git/HEAD"), "ref: main\n").unwrap();
+        let link = |target: &str, name: &str| std::os::unix::fs::symlink(target, wt.dir.join(name)).unwrap();
+        link(".git", "git-link");
+        link(".git/config", "config-link");
+        link(".git/hooks/pre-commit", "hook-link");
+        link("sub/.git", "sub-git-link");
+        link("sub/.git/HEAD", "sub-head-link");
+        link("a/b/.GIT", "deep-git-link");
+        link("../.git", "src/up-git");
+        let git = ".git/ is read-only to the lane's tools";
+        for path in [
+            "git-link/config",
+            "git-link/hooks/new",
+            "git-link/newdir/f",
+            "config-link",
+            "hook-link",
+            "sub/.git/config",
+            "sub/.GIT/new",
+            "a/b/.GIT/config",
+            "sub-git-link/config",
+            "sub-git-link/newdir/f",
+            "sub-head-link",
+            "deep-git-link/x",
+            "src/up-git/config",
+            "inner/up-git/newdir/f",
+        ] {
+            let why = refused(&wt, "write", json!({"path": path, "content": "pwned"}));
+            assert!(why.contains(git), "write {path}: {why}");
+            // An edit makes no directory: a missing one is just missing.
+            let why = refused(&wt, "edit", json!({"path": path, "old_text": "core", "new_text": "pwned"}));
+            assert!(
+                why.contains(git) || path.contains("newdir/") && why.contains("(os error 2)"),
+                "edit {path}: {why}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(wt.dir.join(".git/config")).unwrap(), "[core]\n");
+        assert_eq!(std::fs::read_to_string(wt.dir.join("sub/.git/config")).unwrap(), "[core]\n");
+        assert_eq!(std::fs::read_to_string(wt.dir.join("sub/.git/HEAD")).unwrap(), "ref: main\n");
+        assert_eq!(names_in(&wt.dir.join(".git")), ["config", "hooks"]);
+        assert!(names_in(&wt.dir.join(".git/hooks")).is_empty());
+        assert_eq!(names_in(&wt.dir.join("sub/.git")), ["HEAD", "config"]);
+        assert!(names_in(&wt.dir.join("a/b/.GIT")).is_empty());
+        assert_eq!(call(&wt, "read", json!({"path": "sub-head-link"})).unwrap()["content"], "ref: main\n");
+    }
+
+    #[test]
+    fn a_fifo_in_the_worktree_neither_blocks_a_read_nor_a_search() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        nix::unistd::mkfifo(&wt.dir.join("src/pipe"), nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let wt2 = wt.clone();
+        std::thread::spawn(move || {
+            let read = refused(&wt2, "read", json!({"path": "src/pipe"}));
+            let found = call(&wt2, "search", json!({"path": ".", "query": "hello"})).unwrap();
+            let written = refused(&wt2, "write", json!({"path": "src/pipe", "content": "x"}));
+            let _ = tx.send((read, found, written));
+        });
+        let (read, found, written) = rx.recv_timeout(Duration::from_secs(10)).expect("the tools did not block");
+        assert_eq!(read, "read src/pipe: is not a regular file");
+        assert_eq!(found["matches"], json!([{"path": "src/a.txt", "line": 1, "text": "hello"}]));
+        assert!(written.starts_with("write src/pipe: "), "{written}");
+    }
+
+    /// Runs `f` on a thread whose `openat2` fails with ENOSYS, as on a kernel without it.
+    fn without_openat2<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+        std::thread::spawn(move || {
+            let rules = [(libc::SYS_openat2, vec![])].into_iter().collect();
+            let enosys = SeccompAction::Errno(libc::ENOSYS as u32);
+            let filter = SeccompFilter::new(rules, SeccompAction::Allow, enosys, TargetArch::x86_64).unwrap();
+            let program: BpfProgram = filter.try_into().unwrap();
+            // SAFETY: a plain prctl on this thread; it only forbids gaining privileges.
+            assert_eq!(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }, 0);
+            seccompiler::apply_filter(&program).unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn without_openat2_every_file_tool_refuses_and_nothing_falls_back() {
+        let (_d, root) = setup();
+        let wt = worktree_of(&root);
+        let answers = without_openat2(move || {
+            let calls = [
+                ("read", json!({"path": "src/a.txt"})),
+                ("write", json!({"path": "src/a.txt", "content": "x"})),
+                ("write", json!({"path": "new/f.txt", "content": "x"})),
+                ("edit", json!({"path": "src/a.txt", "old_text": "hello", "new_text": "x"})),
+                ("list", json!({"path": "src"})),
+                ("search", json!({"path": ".", "query": "hello"})),
+            ];
+            calls.map(|(op, args)| refused(&wt, op, args))
+        });
+        for why in answers {
+            assert!(
+                why.ends_with(": this kernel has no openat2 (Linux 5.6 or later), so the file tools open nothing"),
+                "{why}"
+            );
+        }
+        assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "hello\n");
+        assert!(!root.join("ep/new").exists());
     }
 
     #[test]
