@@ -33,6 +33,8 @@ pub struct ServeOptions {
     pub cache_bytes: usize,
     /// How runs for agents are confined.
     pub confine: crate::confine::Options,
+    /// What each episode's worktree may hold.
+    pub worktree_quota_bytes: u64,
     /// Print ready-to-paste agent connections on stdout once listening
     /// (`quickstart` prints its own, with its token file, before serving).
     pub print_connections: bool,
@@ -204,8 +206,13 @@ fn scratch_dir(db: &std::path::Path) -> Result<PathBuf, String> {
 /// workspace root, or agents could edit it through their tools.
 fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
     let interpreter = crate::registry::builtin_interpreter();
-    let mut w =
-        Worktrees { root: None, exec_allow: Default::default(), tool: interpreter.hash.to_string(), confinement: None };
+    let mut w = Worktrees {
+        root: None,
+        exec_allow: Default::default(),
+        tool: interpreter.hash.to_string(),
+        confinement: None,
+        quotas: Arc::new(crate::effects::quota::Quotas::new(opts.worktree_quota_bytes)),
+    };
     if let Some(root) = &opts.workspace_root {
         let root = std::fs::canonicalize(root).map_err(|e| format!("--workspace-root {}: {e}", root.display()))?;
         let db_dir = opts.local.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));

@@ -52,3 +52,58 @@ fn eight_memory_bombs_at_once_are_each_killed_at_their_bound_while_another_episo
     assert_eq!(status, 200, "{health}");
     lab.verify_clean();
 }
+
+/// Writes 16 MiB files, one after another, up to 512 MiB; then says so.
+const DISK_FILLER: &str = "import os\nfor i in range(32):\n    with open(f'fill-{i}', 'wb') as f:\n        f.write(os.urandom(1 << 20) * 16)\nprint('filled')\n";
+
+/// The bytes the files beneath `dir` hold.
+fn bytes_beneath(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum()
+}
+
+#[test]
+fn a_disk_filler_is_stopped_at_its_worktrees_quota_and_then_nothing_grows_it_while_another_episode_is_served() {
+    let lab = Lab::new(LabOptions {
+        episodes: &["filler", "calm"],
+        exec_allow: &["python3=/usr/bin/python3"],
+        serve_args: &["--worktree-quota-mib", "64"],
+        ..Default::default()
+    });
+    std::fs::write(lab.worktree("calm").join("hello.txt"), "calm\n").unwrap();
+    let filler = lab.client(&lab.mint("filler", &["Workspace.Exec=worktree:10", "Workspace.Write=worktree:10"]));
+    let calm = lab.client(&lab.mint("calm", &["Workspace.Read=worktree:10"]));
+    let run = |task: &str| {
+        filler
+            .send(task, "workspace-exec", &json!({"command": "python3", "args": ["-c", DISK_FILLER]}))
+            .output()
+            .clone()
+    };
+    let out = run("fill-1");
+    assert_eq!((&out["quota_exceeded"], &out["ok"]), (&json!(true), &json!(false)), "{out}");
+    assert!(out["stderr"].as_str().unwrap().contains("MiB left in its quota; it was killed"), "{out}");
+    assert!(!out["stdout"].as_str().unwrap().contains("filled"), "{out}");
+    let held = bytes_beneath(&lab.worktree("filler"));
+    assert!(held < 128 << 20, "the worktree holds {held} bytes: no file outgrew the room, and the run was cut");
+    // At its quota: the next command does not run, and the file tools grow nothing.
+    let again = run("fill-2");
+    assert_eq!((&again["quota_exceeded"], &again["exit_code"]), (&json!(true), &json!(null)), "{again}");
+    assert!(again["stderr"].as_str().unwrap().contains("the command did not run"), "{again}");
+    assert_eq!(bytes_beneath(&lab.worktree("filler")), held, "a refused command wrote nothing");
+    let write = filler.send("write-1", "ailang-write", &json!({"path": "more.txt", "content": "x".repeat(8192)}));
+    assert!(
+        write.output()["refused"].as_str().unwrap_or_default().contains("past its quota of 64 MiB"),
+        "{:?}",
+        write.output()
+    );
+    assert!(!lab.worktree("filler").join("more.txt").exists());
+    assert_eq!(calm.send("read-1", "ailang-read", &json!({"path": "hello.txt"})).output()["content"], "calm\n");
+    let (status, health) = lab.get("/v1/health");
+    assert_eq!(status, 200, "{health}");
+    lab.verify_clean();
+}

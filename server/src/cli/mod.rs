@@ -168,7 +168,7 @@ enum Command {
     },
 }
 
-/// How `serve` confines the processes it starts for agents.
+/// How `serve` confines and bounds what it runs for agents.
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ConfineArgs {
     /// Run transitions and exec commands WITHOUT kernel confinement (they can
@@ -189,13 +189,24 @@ pub struct ConfineArgs {
     /// The memory of one pure transition phase as a whole (default 512).
     #[arg(long = "pure-memory-mib", value_name = "MIB", value_parser = clap::value_parser!(u64).range(RUN_MEMORY_MIB_MIN..=RUN_MEMORY_MIB_MAX))]
     pub pure_memory_mib: Option<u64>,
+    /// What one episode's worktree may hold (default 4096): past it commands stop and the
+    /// file tools refuse to grow it.
+    #[arg(long = "worktree-quota-mib", value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=WORKTREE_QUOTA_MIB_MAX))]
+    pub worktree_quota_mib: Option<u64>,
 }
+
+/// The largest worktree quota, in MiB (16 TiB).
+const WORKTREE_QUOTA_MIB_MAX: u64 = 16 << 20;
 
 /// The smallest and largest memory bound a run may be given, in MiB.
 const RUN_MEMORY_MIB_MIN: u64 = 64;
 const RUN_MEMORY_MIB_MAX: u64 = 1 << 20;
 
 impl ConfineArgs {
+    pub fn worktree_quota_bytes(&self) -> u64 {
+        self.worktree_quota_mib.map_or(crate::effects::quota::WORKTREE_QUOTA_BYTES, |m| m << 20)
+    }
+
     pub fn options(&self) -> crate::confine::Options {
         crate::confine::Options {
             unconfined: self.unconfined,
@@ -309,6 +320,7 @@ pub fn run() -> ExitCode {
                 host_callbacks,
                 cache_bytes: (cache_mib as usize) << 20,
                 confine: confine.options(),
+                worktree_quota_bytes: confine.worktree_quota_bytes(),
                 print_connections,
             })
         }

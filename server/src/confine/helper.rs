@@ -114,6 +114,9 @@ fn helper(inv: &Invocation) -> Result<Outcome> {
             let mut report = String::new();
             let _ = (&report_r).take(64 << 10).read_to_string(&mut report);
             drop(alive_w);
+            if let Some(n) = report.lines().find_map(|l| l.strip_prefix("written ")) {
+                let _ = std::fs::write(&inv.written, n);
+            }
             match ended {
                 None => Ok(Outcome::TimedOut),
                 Some(status) => Ok(parse_report(&report, status)),
@@ -153,6 +156,9 @@ fn parse_report(report: &str, init: WaitStatus) -> Outcome {
         return Outcome::SetupFailed { error: error.to_string() };
     }
     let last = report.lines().last().unwrap_or("");
+    if let Some(written_bytes) = last.strip_prefix("disk ").and_then(|n| n.trim().parse().ok()) {
+        return Outcome::DiskExceeded { written_bytes };
+    }
     let number = |p: &str| last.strip_prefix(p).and_then(|n| n.trim().parse::<i32>().ok());
     match (number("exit "), number("signal "), init) {
         (Some(code), _, _) => Outcome::Exited { code },
@@ -231,7 +237,10 @@ fn init_run(
         }
         ForkResult::Parent { child } => {
             release_stdio();
-            let line = reap_until(child);
+            let line = match inv.policy.limits.disk_writes {
+                None => reap_until(child),
+                Some(allowed) => reap_within(child, allowed, report),
+            };
             let _ = writeln!(report, "{line}");
             Ok(())
         }
@@ -284,6 +293,60 @@ fn reap_until(target: Pid) -> String {
             Err(e) => return format!("setup waiting for the target: {e}"),
         }
     }
+}
+
+/// How often the init counts what the run wrote while it waits.
+const WRITES_POLL: Duration = Duration::from_millis(20);
+
+/// Reaps like [`reap_until`], counting on the way what the run's processes
+/// wrote to storage; past `allowed` it kills every process of the namespace
+/// (the init is its pid 1) and reports `disk <bytes>`. Always reports
+/// `written <bytes>` first.
+fn reap_within(target: Pid, allowed: u64, report: &mut std::io::PipeWriter) -> String {
+    let mut chld = SigSet::empty();
+    chld.add(Signal::SIGCHLD);
+    let ts = libc::timespec { tv_sec: 0, tv_nsec: WRITES_POLL.as_nanos() as i64 };
+    let ended = loop {
+        match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == target => break format!("exit {code}"),
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == target => break format!("signal {}", sig as i32),
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => {}
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return format!("setup waiting for the target: {e}"),
+        }
+        let written = written_in_namespace();
+        if written > allowed {
+            // SAFETY: kill(-1) from pid 1 signals every other process of the namespace.
+            unsafe { libc::kill(-1, libc::SIGKILL) };
+            let _ = reap_until(target);
+            let _ = writeln!(report, "written {written}");
+            return format!("disk {written}");
+        }
+        // SAFETY: plain syscall on a valid signal set and timespec (SIGCHLD is blocked).
+        unsafe { libc::sigtimedwait(chld.as_ref(), std::ptr::null_mut(), &ts) };
+    };
+    let _ = writeln!(report, "written {}", written_in_namespace());
+    ended
+}
+
+/// What the processes of this PID namespace wrote to storage: each live
+/// process's `write_bytes` less its `cancelled_write_bytes` (truncated before
+/// writeback), which include the children it reaped. Only the worktree is on
+/// storage in a run; `/tmp` and `/dev/shm` are memory.
+fn written_in_namespace() -> u64 {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };
+    let mut total = 0u64;
+    for e in entries.flatten() {
+        if !e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(io) = std::fs::read_to_string(e.path().join("io")) else { continue };
+        let field = |name: &str| {
+            io.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse::<u64>().ok()).unwrap_or(0)
+        };
+        total = total.saturating_add(field("write_bytes:").saturating_sub(field("cancelled_write_bytes:")));
+    }
+    total
 }
 
 // ---- the run's root ----

@@ -56,6 +56,12 @@ pub enum Outcome {
     MemoryExceeded {
         limit_bytes: u64,
     },
+    /// Its processes wrote more to storage than the run was allowed
+    /// (`Limits::disk_writes`: the room left in the worktree's quota); the
+    /// run was killed when it was seen.
+    DiskExceeded {
+        written_bytes: u64,
+    },
 }
 
 /// What the daemon hands the helper: the policy and the run's plumbing.
@@ -68,6 +74,8 @@ pub struct Invocation {
     pub root: PathBuf,
     /// Where the helper writes the [`Outcome`].
     pub outcome: PathBuf,
+    /// Where the helper writes the bytes the run wrote to storage.
+    pub written: PathBuf,
     /// The run's pids and memory cgroups (a uid-0 daemon); the helper
     /// creates and removes them.
     pub cgroups: Option<cgroup::RunGroups>,
@@ -217,6 +225,7 @@ impl Confinement {
                     policy: policy.clone(),
                     root: run.root(),
                     outcome: run.outcome(),
+                    written: run.written(),
                     cgroups: k.cgroups.as_ref().map(|c| c.run(&run.name)),
                     run_as: (k.privileged && policy.kind == Kind::Pure).then_some(PURE_RUN_UID),
                     privileged: k.privileged,
@@ -260,6 +269,12 @@ impl Confinement {
             c.remove(&c.run(&run.name)).await;
         }
         outcome
+    }
+
+    /// The bytes a finished run's processes wrote to storage (counted only
+    /// for a run given `Limits::disk_writes`; 0 otherwise).
+    pub fn written(&self, run: &RunDir) -> u64 {
+        std::fs::read_to_string(run.written()).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
     }
 
     async fn self_check(&self) -> Result<(), String> {
@@ -357,6 +372,11 @@ impl RunDir {
 
     fn root(&self) -> PathBuf {
         self.path.join("root")
+    }
+
+    /// What the run's processes wrote to storage, as the helper counted it.
+    fn written(&self) -> PathBuf {
+        self.path.join("written")
     }
 
     fn outcome(&self) -> PathBuf {

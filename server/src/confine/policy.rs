@@ -68,6 +68,7 @@ pub const PURE_LIMITS: Limits = Limits {
     open_files: 256,
     processes: 32,
     memory: PURE_MEMORY_BYTES,
+    disk_writes: None,
 };
 /// The memory of a pure phase as a whole (`serve --pure-memory-mib`).
 pub const PURE_MEMORY_BYTES: u64 = 512 << 20;
@@ -86,6 +87,7 @@ pub const EXEC_LIMITS: Limits = Limits {
     open_files: 1024,
     processes: 256,
     memory: EXEC_MEMORY_BYTES,
+    disk_writes: None,
 };
 
 /// Which process this is, which decides its syscall profile.
@@ -171,6 +173,11 @@ pub struct Limits {
     pub processes: u64,
     /// Resident memory of the whole run, swap counted (a memory cgroup, as root).
     pub memory: u64,
+    /// Bytes the run's processes together may write to storage (a command:
+    /// the room left in its worktree's quota); counted and enforced by the
+    /// run's init as it goes.
+    #[serde(default)]
+    pub disk_writes: Option<u64>,
 }
 
 /// Everything the helper needs to build and start one confined run.

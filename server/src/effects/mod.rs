@@ -1,7 +1,9 @@
 //! The effect broker's pure parts: the decision law, the request encoding and
-//! the effect record; and the handlers (`worktree`).
+//! the effect record; and the handlers (`worktree`, with its paths opened
+//! `beneath` the worktree and its disk `quota`).
 
 mod beneath;
+pub mod quota;
 pub mod worktree;
 
 use world_store::canonical::FixedObject;

@@ -9,6 +9,7 @@
 //! so its effectful calls are refused before planning (R8).
 
 use super::beneath::{self, Beneath, Refusal};
+use super::quota::{self, Quotas};
 use crate::confine::policy::Policy;
 use crate::confine::{Confinement, Outcome};
 use nix::fcntl::OFlag;
@@ -53,6 +54,8 @@ pub struct Worktrees {
     pub tool: String,
     /// How `exec` commands are confined; without it there is no exec handler.
     pub confinement: Option<std::sync::Arc<Confinement>>,
+    /// Each worktree's disk quota and what it holds.
+    pub quotas: std::sync::Arc<Quotas>,
 }
 
 /// One episode's worktree, checked to be a real directory inside the root.
@@ -60,6 +63,7 @@ pub struct Worktrees {
 pub struct Worktree {
     pub dir: PathBuf,
     pub policy_digest: String,
+    pub quotas: std::sync::Arc<Quotas>,
 }
 
 impl Worktrees {
@@ -78,7 +82,7 @@ impl Worktrees {
         let policy = json!({"worktree": canon.display().to_string(), "gitReadOnly": true, "symlinks": "beneath",
             "exec": self.exec_allow.keys().collect::<Vec<_>>(), "confinement": confinement});
         let policy_digest = hex::encode(Sha256::digest(world_store::canonical::to_vec(&policy)));
-        Some(Worktree { dir: canon, policy_digest })
+        Some(Worktree { dir: canon, policy_digest, quotas: self.quotas.clone() })
     }
 
     /// R8: what keeps `effect` from having a handler in this episode, said so
@@ -136,14 +140,55 @@ impl Worktrees {
             return Ok(refusal(format!("command {command:?} is not on this daemon's exec allow-list")));
         };
         let confinement = self.confinement.clone().ok_or("no exec confinement is configured")?;
-        // Walks the worktree for every `.git` to bind read-only: off the async threads.
-        let (c, program, cwd) = (confinement.clone(), program.clone(), wt.dir.clone());
-        let built = tokio::task::spawn_blocking(move || c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT));
-        match built.await.map_err(|e| e.to_string())? {
-            Ok(policy) => run_exec(&confinement, &policy).await,
-            Err(why) => Ok(refusal(format!("workspace-exec refused: {why}"))),
+        // Walks the worktree for every `.git` to bind read-only, and (once)
+        // to measure it: off the async threads.
+        let (c, program, cwd, quotas) = (confinement.clone(), program.clone(), wt.dir.clone(), wt.quotas.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let room = quotas.room(&cwd)?;
+            c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT).map(|p| (p, room))
+        });
+        let (mut policy, room) = match built.await.map_err(|e| e.to_string())? {
+            Ok(built) => built,
+            Err(why) => return Ok(refusal(format!("workspace-exec refused: {why}"))),
+        };
+        if room == 0 {
+            return Ok(quota_full(&wt.quotas, &wt.dir));
         }
+        // No one file may outgrow the room left; the run as a whole is held to it as it goes.
+        policy.limits.file_size = policy.limits.file_size.min(room);
+        policy.limits.disk_writes = Some(room);
+        let (out, written) = run_exec(&confinement, &policy).await?;
+        // A run cut short by its deadline reported nothing of its writes.
+        if written > 0 || out["timed_out"] == true {
+            wt.quotas.changed(&wt.dir, i64::try_from(written).unwrap_or(i64::MAX));
+            wt.quotas.remeasure_later(&wt.dir);
+        }
+        Ok(out)
     }
+}
+
+/// A command that cannot run because its worktree is at its quota: the
+/// shape of a command's output, saying why on stderr.
+fn quota_full(quotas: &Quotas, dir: &Path) -> serde_json::Map<String, Value> {
+    let mut stderr = Captured::new();
+    let used = quotas.usage(dir).unwrap_or(0);
+    stderr.push(
+        format!(
+            "worldd: the worktree holds {} MiB, at its quota of {} MiB: the command did not run; remove files to make room\n",
+            used >> 20,
+            quotas.limit() >> 20
+        )
+        .as_bytes(),
+    );
+    let mut m = serde_json::Map::new();
+    m.insert("ok".into(), json!(false));
+    m.insert("exit_code".into(), Value::Null);
+    m.insert("timed_out".into(), json!(false));
+    m.insert("memory_exceeded".into(), json!(false));
+    m.insert("quota_exceeded".into(), json!(true));
+    Captured::new().into_fields("stdout", &mut m);
+    stderr.into_fields("stderr", &mut m);
+    m
 }
 
 fn refusal(reason: String) -> serde_json::Map<String, Value> {
@@ -217,10 +262,11 @@ fn file_op(wt: &Worktree, op: &str, payload: &Value) -> Result<serde_json::Map<S
         Ok(p) => p,
         Err(why) => return Ok(refusal(format!("{op} {rel}: path {rel:?} {why}"))),
     };
+    let room = Room { quotas: &wt.quotas, dir: &wt.dir };
     let done = Beneath::open(&wt.dir).map_err(Refused::from).and_then(|b| match op {
         "read" => read_file(&b, &parts),
-        "write" => write_file(&b, &parts, rel, payload["content"].as_str().unwrap_or_default().as_bytes()),
-        "edit" => edit_file(&b, &parts, rel, payload),
+        "write" => write_file(&b, &parts, rel, payload["content"].as_str().unwrap_or_default().as_bytes(), &room),
+        "edit" => edit_file(&b, &parts, rel, payload, &room),
         "list" => list_dir(&b, &parts),
         "search" => search(&b, &parts, payload["query"].as_str().unwrap_or_default()),
         _ => Err(Refused::Failed(format!("unknown op {op}"))),
@@ -257,14 +303,40 @@ fn read_file(b: &Beneath, parts: &[&str]) -> Done {
     Ok(m)
 }
 
-/// Replaces what `f` holds with `content`, durably.
-fn replace_contents(mut f: &std::fs::File, rel: &str, content: &[u8]) -> Done {
+/// The quota a write answers to: its worktree's ledger.
+struct Room<'a> {
+    quotas: &'a Quotas,
+    dir: &'a Path,
+}
+
+impl Room<'_> {
+    /// How much a file going from `old` to `new` bytes grows the worktree;
+    /// refused past the quota.
+    fn admit(&self, old: u64, new: u64) -> Result<i64, Refused> {
+        let delta = quota::charged(new) as i64 - quota::charged(old) as i64;
+        let room = if delta > 0 { self.quotas.room(self.dir).map_err(Refused::Failed)? } else { u64::MAX };
+        if delta > 0 && delta as u64 > room {
+            let used = self.quotas.usage(self.dir).unwrap_or(0);
+            return Err(Refused::Said(format!(
+                "the worktree would grow past its quota of {} MiB ({} MiB in use); remove files to make room",
+                self.quotas.limit() >> 20,
+                used >> 20
+            )));
+        }
+        Ok(delta)
+    }
+}
+
+/// Replaces what `f` holds with `content`, durably, within the quota.
+fn replace_contents(mut f: &std::fs::File, rel: &str, content: &[u8], room: &Room) -> Done {
     use std::io::{Seek, Write};
     let failed = |e: std::io::Error| Refused::Failed(format!("write {rel}: {e}"));
+    let delta = room.admit(f.metadata().map_err(failed)?.len(), content.len() as u64)?;
     f.set_len(0).map_err(failed)?;
     f.rewind().map_err(failed)?;
     f.write_all(content).map_err(failed)?;
     f.sync_all().map_err(failed)?;
+    room.quotas.changed(room.dir, delta);
     let mut m = serde_json::Map::new();
     m.insert("ok".into(), json!(true));
     m.insert("bytes".into(), json!(content.len()));
@@ -275,20 +347,23 @@ fn too_large(rel: &str) -> Refused {
     Refused::Whole(format!("write {rel}: content is larger than {FILE_BYTES_MAX} bytes"))
 }
 
-fn write_file(b: &Beneath, parts: &[&str], rel: &str, content: &[u8]) -> Done {
+fn write_file(b: &Beneath, parts: &[&str], rel: &str, content: &[u8], room: &Room) -> Done {
     if content.len() as u64 > FILE_BYTES_MAX {
         return Err(too_large(rel));
     }
+    // Past the quota nothing is made, not even a parent directory.
+    let existing = b.open_read(parts).ok().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+    room.admit(existing, content.len() as u64)?;
     let dir = b.make_dirs(&parts[..parts.len().saturating_sub(1)])?;
     let target = b.write_target(dir, parts)?;
     let f = b.open_target(&target, OFlag::O_WRONLY | OFlag::O_CREAT)?;
     if !f.metadata().is_ok_and(|m| m.is_file()) {
         return Err(Refused::Said("is not a regular file".into()));
     }
-    replace_contents(&f, rel, content)
+    replace_contents(&f, rel, content, room)
 }
 
-fn edit_file(b: &Beneath, parts: &[&str], rel: &str, payload: &Value) -> Done {
+fn edit_file(b: &Beneath, parts: &[&str], rel: &str, payload: &Value, room: &Room) -> Done {
     let old = payload["old_text"].as_str().unwrap_or_default();
     let new = payload["new_text"].as_str().unwrap_or_default();
     let dir = b.open_dir(&parts[..parts.len().saturating_sub(1)])?;
@@ -301,7 +376,7 @@ fn edit_file(b: &Beneath, parts: &[&str], rel: &str, payload: &Value) -> Done {
             if edited.len() as u64 > FILE_BYTES_MAX {
                 return Err(too_large(rel));
             }
-            replace_contents(&f, rel, edited.as_bytes())
+            replace_contents(&f, rel, edited.as_bytes(), room)
         }
         n => Err(Refused::Said(format!("old_text occurs {n} times; give more context so it occurs once"))),
     }
@@ -513,7 +588,8 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
     c
 }
 
-async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<serde_json::Map<String, Value>, String> {
+/// Runs a command; its output object and what it wrote to storage.
+async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<(serde_json::Map<String, Value>, u64), String> {
     let started = std::time::Instant::now();
     let run = confinement.run_dir()?;
     let mut spawned = confinement.spawn(&run, policy, |cmd| {
@@ -524,18 +600,29 @@ async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<serde_js
     // Both pipes end when the run does (its deadline included); the wait reports how.
     let ((stdout, stderr), outcome) =
         tokio::join!(async { tokio::join!(drain(out), drain(err)) }, async { confinement.wait(&run, spawned).await });
-    let (code, signal, timed_out, memory) = match outcome {
-        Outcome::Exited { code } => (Some(code), None, false, None),
-        Outcome::Signaled { signal } => (None, Some(signal), false, None),
-        Outcome::TimedOut => (None, None, true, None),
-        Outcome::MemoryExceeded { limit_bytes } => (None, Some(libc::SIGKILL), false, Some(limit_bytes)),
+    let written = confinement.written(&run);
+    let (code, signal, timed_out) = match &outcome {
+        Outcome::Exited { code } => (Some(*code), None, false),
+        Outcome::Signaled { signal } => (None, Some(*signal), false),
+        Outcome::TimedOut => (None, None, true),
+        Outcome::MemoryExceeded { .. } | Outcome::DiskExceeded { .. } => (None, Some(libc::SIGKILL), false),
         Outcome::SetupFailed { error } => return Err(format!("workspace-exec could not start the command: {error}")),
     };
+    let memory = if let Outcome::MemoryExceeded { limit_bytes } = outcome { Some(limit_bytes) } else { None };
+    let disk = if let Outcome::DiskExceeded { written_bytes } = outcome { Some(written_bytes) } else { None };
     let mut stderr = stderr;
     if let Some(limit) = memory {
         let note = format!(
             "\nworldd: the command's processes together exceeded its memory bound of {} MiB; the kernel killed them\n",
             limit >> 20
+        );
+        stderr.push(note.as_bytes());
+    }
+    if let Some(written) = disk {
+        let note = format!(
+            "\nworldd: the command wrote {} MiB to the worktree, past the {} MiB left in its quota; it was killed\n",
+            written >> 20,
+            policy.limits.disk_writes.unwrap_or(0) >> 20
         );
         stderr.push(note.as_bytes());
     }
@@ -547,11 +634,12 @@ async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<serde_js
     }
     m.insert("timed_out".into(), json!(timed_out));
     m.insert("memory_exceeded".into(), json!(memory.is_some()));
+    m.insert("quota_exceeded".into(), json!(disk.is_some()));
     m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
     m.insert("argv".into(), json!(policy.argv));
     stdout.into_fields("stdout", &mut m);
     stderr.into_fields("stderr", &mut m);
-    Ok(m)
+    Ok((m, written))
 }
 
 #[cfg(test)]
@@ -600,8 +688,7 @@ mod tests {
     #[tokio::test]
     async fn git_is_read_only_in_any_spelling() {
         let (_d, root) = setup();
-        let w =
-            Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
+        let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         for p in [".git/config", ".GIT/HEAD", "src/../.git/x", "sub/.Git/y"] {
             let out = w.run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"})).await.unwrap();
             assert_eq!(out["ok"], false, "{p}");
@@ -615,8 +702,7 @@ mod tests {
     #[tokio::test]
     async fn edit_replaces_exactly_one_occurrence() {
         let (_d, root) = setup();
-        let w =
-            Worktrees { root: Some(root.clone()), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
+        let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         let edit = |old: &str| json!({"op": "edit", "path": "src/a.txt", "old_text": old, "new_text": "bye"});
         assert_eq!(w.run("ep", WRITE, &edit("hello")).await.unwrap()["ok"], true);
         assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "bye\n");
@@ -624,8 +710,25 @@ mod tests {
         assert_eq!(out["refused"], "old_text not found — the file may have changed; read it again");
     }
 
+    #[test]
+    fn past_the_quota_a_write_or_edit_refuses_and_makes_nothing_while_shrinking_is_allowed() {
+        let (_dir, root) = setup();
+        let wt = Worktree { quotas: std::sync::Arc::new(Quotas::new(1 << 20)), ..worktree_of(&root) };
+        let kib = |n: usize| "x".repeat(n << 10);
+        call(&wt, "write", json!({"path": "a.txt", "content": format!("start{}", kib(400))})).unwrap();
+        call(&wt, "write", json!({"path": "c.txt", "content": kib(400)})).unwrap();
+        let why = call(&wt, "write", json!({"path": "new/dir/b.txt", "content": kib(300)})).unwrap_err();
+        assert!(why.contains("would grow past its quota of 1 MiB"), "{why}");
+        assert!(!root.join("ep/new").exists(), "not even a parent directory was made");
+        let why = call(&wt, "edit", json!({"path": "a.txt", "old_text": "start", "new_text": kib(300)})).unwrap_err();
+        assert!(why.contains("past its quota"), "{why}");
+        assert_eq!(std::fs::metadata(root.join("ep/a.txt")).unwrap().len(), (400 << 10) + 5, "the file is unchanged");
+        call(&wt, "write", json!({"path": "c.txt", "content": "small"})).unwrap();
+        call(&wt, "write", json!({"path": "new/dir/b.txt", "content": kib(300)})).unwrap();
+    }
+
     fn worktree_of(root: &Path) -> Worktree {
-        Worktree { dir: root.join("ep"), policy_digest: String::new() }
+        Worktree { dir: root.join("ep"), policy_digest: String::new(), quotas: Default::default() }
     }
 
     /// One file tool call; a refusal is its text, success the output object.
@@ -888,7 +991,7 @@ mod tests {
     fn an_episode_without_a_real_directory_has_no_handlers() {
         let (_d, root) = setup();
         std::os::unix::fs::symlink(root.join("ep"), root.join("alias")).unwrap();
-        let w = Worktrees { root: Some(root), exec_allow: BTreeMap::new(), tool: "t".into(), confinement: None };
+        let w = Worktrees { root: Some(root), tool: "t".into(), ..Default::default() };
         assert!(w.missing("ep", READ).is_none());
         assert!(w.missing("alias", READ).is_some());
         assert!(w.missing("missing", READ).is_some());

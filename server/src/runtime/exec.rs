@@ -145,6 +145,9 @@ impl ExecRuntime {
                     limit_bytes >> 20
                 )));
             }
+            Outcome::DiskExceeded { written_bytes } => {
+                return Err(PhaseError::Failed(format!("killed after writing {written_bytes} bytes to storage")));
+            }
             Outcome::Exited { code } => {
                 return Err(PhaseError::Failed(format!("exit status: {code}; stderr: {}", tail())));
             }
