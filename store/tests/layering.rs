@@ -1,79 +1,64 @@
-//! The store's modules form layers, and every import points down.
-//!
-//! The imports are read from the sources, as paths: a `use` of `crate::…`,
-//! `super::…` or `self::…` (grouped uses included) or such a path written
-//! inline, outside `#[cfg(test)]` items. A module is a file (an inline module
-//! counts as part of its file). A path names the deepest module it goes
-//! through; a path that names no module names the crate root. A module's own
-//! ancestors are not counted (a parent declares and re-exports its children,
-//! children use their parent's items), except the crate root: it only
-//! re-exports, so nothing below it uses it.
+//! The store's modules form layers, and every import points down: the
+//! shared reader (tests/common/layering.rs) reads the imports of `store/src`,
+//! this file says where each module sits.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+#[path = "../../tests/common/layering.rs"]
+mod layering;
+
+use layering::{Graph, ROOT, imports};
+use std::collections::BTreeSet;
 use std::path::Path;
 
-/// The store's modules, bottom to top. A module sits in the layer of the
-/// longest entry that is the module or one of its ancestors (`ops` holds
-/// `ops::apply`), so one module's parts may sit apart: `export::stream` (the
-/// stream format) lies below the engines, `export` (which engine's records to
-/// stream) above them. The crate root is above every layer.
-const LAYERS: &[&str] = &[
-    "refs",
-    "rows",
-    "tables",
-    "media",
-    "model",
-    "canonical",
-    "error",
-    "ops",
-    "wal",
-    "view",
-    "backend",
-    "engine",
-    "writer",
-    "read",
-    "export::stream",
-    "export::redb",
-    "embedded",
-    "verify::report",
-    "verify::derived",
-    "verify::redb",
-    "postgres",
-    "export",
-    "verify",
-    "fuzz",
+/// The store's layers, bottom to top, one module each. A module sits in the
+/// layer of its longest entry (`ops` holds `ops::apply`), so one module's
+/// parts may sit apart: `export::stream` (the stream format) lies below the
+/// engines, `export` (which engine's records to stream) above them. The crate
+/// root is above every layer.
+const LAYERS: &[&[&str]] = &[
+    &["refs"],
+    &["rows"],
+    &["tables"],
+    &["media"],
+    &["model"],
+    &["canonical"],
+    &["error"],
+    &["ops"],
+    &["wal"],
+    &["view"],
+    &["backend"],
+    &["engine"],
+    &["writer"],
+    &["read"],
+    &["export::stream"],
+    &["export::redb"],
+    &["embedded"],
+    &["verify::report"],
+    &["verify::derived"],
+    &["verify::redb"],
+    &["postgres"],
+    &["export"],
+    &["verify"],
+    &["fuzz"],
 ];
 
-const ROOT: &str = "crate";
+fn store() -> Graph {
+    Graph::of(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+}
 
 #[test]
 fn the_store_has_no_import_circle() {
-    let graph = Graph::of_store();
+    let graph = store();
     let circles: Vec<String> = graph.circles().iter().map(|c| graph.spell(c)).collect();
     assert!(circles.is_empty(), "import circles in store/src:\n{}", circles.join("\n"));
 }
 
 #[test]
 fn every_import_in_the_store_points_down() {
-    let graph = Graph::of_store();
-    let mut wrong = vec![];
-    for module in graph.edges.keys() {
-        if layer(module).is_none() {
-            wrong.push(format!("{module} is in no layer: place it in LAYERS (tests/layering.rs)"));
-        }
-    }
-    for (from, tos) in &graph.edges {
-        for (to, path) in tos {
-            if let (Some((below, _)), Some((above, entry))) = (layer(from), layer(to))
-                && below < above
-            {
-                wrong.push(format!("{from} uses {to} (layer `{entry}`, above its own) through `{path}`"));
-            }
-        }
-    }
+    let wrong = store().upward(LAYERS);
     assert!(wrong.is_empty(), "imports pointing up in store/src:\n{}", wrong.join("\n"));
 }
 
+// The shared reader's own test: here, so that it runs once.
 #[test]
 fn the_import_reader_sees_grouped_and_inline_paths_and_skips_tests() {
     let modules: BTreeSet<String> = ["a", "a::b", "c", "d", "e", "f", "g"].iter().map(|m| m.to_string()).collect();
@@ -91,343 +76,4 @@ fn the_import_reader_sees_grouped_and_inline_paths_and_skips_tests() {
     let found: BTreeSet<String> = imports(src, "a::b", &modules).into_keys().collect();
     let expected: BTreeSet<String> = ["c", "d", ROOT].iter().map(|m| m.to_string()).collect();
     assert_eq!(found, expected, "`a` is an ancestor of `a::b`, `e` and `f` are test code, `g` a comment and a string");
-}
-
-/// The layer a module sits in: its index in `LAYERS` and the entry that places it.
-fn layer(module: &str) -> Option<(usize, &'static str)> {
-    if module == ROOT {
-        return Some((LAYERS.len(), ROOT));
-    }
-    LAYERS
-        .iter()
-        .enumerate()
-        .filter(|(_, entry)| module == **entry || module.starts_with(&format!("{entry}::")))
-        .max_by_key(|(_, entry)| entry.len())
-        .map(|(i, entry)| (i, *entry))
-}
-
-/// Which module uses which, each edge with one path that makes it.
-struct Graph {
-    edges: BTreeMap<String, BTreeMap<String, String>>,
-}
-
-impl Graph {
-    fn of_store() -> Graph {
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-        let mut files = BTreeMap::new();
-        read_dir(&src, &src, &mut files);
-        let modules: BTreeSet<String> = files.keys().cloned().collect();
-        let edges = files.iter().map(|(module, text)| (module.clone(), imports(text, module, &modules))).collect();
-        Graph { edges }
-    }
-
-    /// One circle through each group of modules that reach each other.
-    fn circles(&self) -> Vec<Vec<String>> {
-        let mut seen = BTreeSet::new();
-        let mut circles = vec![];
-        for start in self.edges.keys() {
-            if seen.contains(start) {
-                continue;
-            }
-            if let Some(circle) = self.shortest_way(start, start) {
-                seen.extend(self.edges.keys().filter(|m| self.reaches(start, m) && self.reaches(m, start)).cloned());
-                circles.push(circle);
-            }
-        }
-        circles
-    }
-
-    /// The modules on a shortest way from `from` to `to` (both included), by at least one edge.
-    fn shortest_way(&self, from: &str, to: &str) -> Option<Vec<String>> {
-        let mut came_from: BTreeMap<&str, &str> = BTreeMap::new();
-        let mut queue: VecDeque<&str> = VecDeque::from([from]);
-        while let Some(at) = queue.pop_front() {
-            for next in self.edges.get(at).into_iter().flat_map(|e| e.keys()) {
-                if next == to {
-                    let mut way = vec![to.to_string(), at.to_string()];
-                    let mut back = at;
-                    while back != from {
-                        back = came_from[back];
-                        way.push(back.to_string());
-                    }
-                    way.reverse();
-                    return Some(way);
-                }
-                if next != from && !came_from.contains_key(next.as_str()) {
-                    came_from.insert(next, at);
-                    queue.push_back(next);
-                }
-            }
-        }
-        None
-    }
-
-    fn reaches(&self, from: &str, to: &str) -> bool {
-        from == to || self.shortest_way(from, to).is_some()
-    }
-
-    /// `a -> b (crate::b::X) -> a (super::a::Y)`.
-    fn spell(&self, circle: &[String]) -> String {
-        let mut out = circle[0].clone();
-        for pair in circle.windows(2) {
-            out.push_str(&format!(" -> {} ({})", pair[1], self.edges[&pair[0]][&pair[1]]));
-        }
-        out
-    }
-}
-
-/// Every `.rs` file under `dir`, by module path (`ops/mod.rs` is `ops`, `lib.rs` the root).
-fn read_dir(root: &Path, dir: &Path, files: &mut BTreeMap<String, String>) {
-    for entry in std::fs::read_dir(dir).expect("read the store's sources") {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            read_dir(root, &path, files);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            let rel = path.strip_prefix(root).expect("under src").with_extension("");
-            let parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
-            let module = match parts.as_slice() {
-                [only] if only == "lib" => ROOT.to_string(),
-                [dirs @ .., last] if last == "mod" => dirs.join("::"),
-                all => all.join("::"),
-            };
-            files.insert(module, std::fs::read_to_string(&path).expect("read a source file"));
-        }
-    }
-}
-
-/// The modules `module`'s source uses, each with one path that names it.
-fn imports(src: &str, module: &str, modules: &BTreeSet<String>) -> BTreeMap<String, String> {
-    let code = without_test_items(&code_only(src));
-    let mut paths = vec![];
-    let mut rest = String::new();
-    let mut at = 0;
-    while let Some(start) = find_word(&code, "use", at) {
-        let end = start + code[start..].find(';').expect("a use ends with ;");
-        rest.push_str(&code[at..start]);
-        let tree: String = code[start + 3..end].split_whitespace().collect::<Vec<_>>().join(" ");
-        expand("", &tree.replace(" :: ", "::").replace(":: ", "::"), &mut paths);
-        at = end + 1;
-    }
-    rest.push_str(&code[at..]);
-    paths.extend(inline_paths(&rest));
-
-    let mut found = BTreeMap::new();
-    for path in paths {
-        let Some(target) = resolve(&path, module, modules) else { continue };
-        let own = target == module || (target != ROOT && module.starts_with(&format!("{target}::")));
-        if !own {
-            found.entry(target).or_insert(path);
-        }
-    }
-    found
-}
-
-/// The deepest module a path goes through, the root if none; `None` when
-/// the path does not start in this crate.
-fn resolve(path: &str, module: &str, modules: &BTreeSet<String>) -> Option<String> {
-    let segments: Vec<&str> = path.split("::").collect();
-    let mut absolute: Vec<&str> = match segments[0] {
-        "crate" => vec![],
-        "super" | "self" if module == ROOT => vec![],
-        "super" | "self" => module.split("::").collect(),
-        _ => return None,
-    };
-    let mut rest = &segments[..];
-    if rest[0] == "crate" || rest[0] == "self" {
-        rest = &rest[1..];
-    }
-    while rest.first() == Some(&"super") {
-        absolute.pop();
-        rest = &rest[1..];
-    }
-    absolute.extend(rest.iter().filter(|s| **s != "self"));
-    (1..=absolute.len())
-        .rev()
-        .map(|n| absolute[..n].join("::"))
-        .find(|m| modules.contains(m))
-        .or_else(|| Some(ROOT.to_string()))
-}
-
-/// The paths of one use tree: `crate::{a::X, b::{self, Y as Z}}` gives
-/// `crate::a::X`, `crate::b::self`, `crate::b::Y`.
-fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
-    let tree = tree.trim();
-    let Some(open) = tree.find('{') else {
-        let path = tree.split(" as ").next().unwrap_or(tree).trim();
-        out.push(format!("{prefix}{path}"));
-        return;
-    };
-    let close = tree.rfind('}').expect("a use group closes");
-    let prefix = format!("{prefix}{}", &tree[..open]);
-    let (mut depth, mut from) = (0, open + 1);
-    for (i, c) in tree.char_indices().take(close).skip(open + 1) {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            ',' if depth == 0 => {
-                expand(&prefix, &tree[from..i], out);
-                from = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if !tree[from..close].trim().is_empty() {
-        expand(&prefix, &tree[from..close], out);
-    }
-}
-
-/// Paths starting at `crate::`, `super::` or `self::` written in code.
-fn inline_paths(code: &str) -> Vec<String> {
-    let mut out = vec![];
-    for head in ["crate::", "super::", "self::"] {
-        let mut at = 0;
-        while let Some(start) = find_word(code, head.trim_end_matches(':'), at) {
-            at = start + 1;
-            if !code[start..].starts_with(head) || code[..start].ends_with('$') {
-                continue;
-            }
-            let mut end = start;
-            loop {
-                let ident = code[end..].find(|c: char| !is_ident(c)).map_or(code.len(), |n| end + n);
-                end = ident;
-                if code[end..].starts_with("::") && code[end + 2..].starts_with(is_ident) {
-                    end += 2;
-                } else {
-                    break;
-                }
-            }
-            out.push(code[start..end].to_string());
-        }
-    }
-    out
-}
-
-fn is_ident(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Where `word` next starts at or after `from`, as a whole word.
-fn find_word(text: &str, word: &str, from: usize) -> Option<usize> {
-    let mut at = from;
-    while let Some(n) = text[at..].find(word) {
-        let start = at + n;
-        let before = text[..start].chars().next_back();
-        let after = text[start + word.len()..].chars().next();
-        if !before.is_some_and(is_ident) && !after.is_some_and(is_ident) {
-            return Some(start);
-        }
-        at = start + word.len();
-    }
-    None
-}
-
-/// The source without comments and without the text of string and character
-/// literals (their quotes stay), so that only code is read.
-fn code_only(src: &str) -> String {
-    let chars: Vec<char> = src.chars().collect();
-    let mut out = String::with_capacity(src.len());
-    let mut i = 0;
-    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
-    while i < chars.len() {
-        let c = chars[i];
-        if c == '/' && at(i + 1) == '/' {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-        } else if c == '/' && at(i + 1) == '*' {
-            let mut depth = 0;
-            while i < chars.len() {
-                if chars[i] == '/' && at(i + 1) == '*' {
-                    depth += 1;
-                    i += 2;
-                } else if chars[i] == '*' && at(i + 1) == '/' {
-                    depth -= 1;
-                    i += 2;
-                    if depth == 0 {
-                        break;
-                    }
-                } else {
-                    i += 1;
-                }
-            }
-            out.push(' ');
-        } else if c == 'r' && (at(i + 1) == '"' || at(i + 1) == '#') && !is_ident(at(i.wrapping_sub(1))) {
-            let mut hashes = 0;
-            let mut j = i + 1;
-            while at(j) == '#' {
-                hashes += 1;
-                j += 1;
-            }
-            if at(j) != '"' {
-                out.push(c);
-                i += 1;
-                continue;
-            }
-            j += 1;
-            while j < chars.len() && !(chars[j] == '"' && (1..=hashes).all(|h| at(j + h) == '#')) {
-                j += 1;
-            }
-            out.push_str("\"\"");
-            i = j + 1 + hashes;
-        } else if c == '"' {
-            i += 1;
-            while i < chars.len() && chars[i] != '"' {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            out.push_str("\"\"");
-            i += 1;
-        } else if c == '\'' && (at(i + 1) == '\\' || at(i + 2) == '\'') {
-            // A character literal; a lifetime has no closing quote.
-            i += 1;
-            while i < chars.len() && chars[i] != '\'' {
-                i += if chars[i] == '\\' { 2 } else { 1 };
-            }
-            out.push_str("' '");
-            i += 1;
-        } else {
-            out.push(c);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The code without the items marked `#[cfg(test)]`.
-fn without_test_items(code: &str) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut at = 0;
-    while let Some(n) = code[at..].find("#[cfg(test)]") {
-        let start = at + n;
-        out.push_str(&code[at..start]);
-        let bytes = code.as_bytes();
-        let (mut i, mut depth) = (start, 0i32);
-        // The attributes, then the item: up to its `;`, or its closing brace.
-        loop {
-            match bytes[i] {
-                b'(' | b'[' => depth += 1,
-                b')' | b']' => depth -= 1,
-                b';' if depth == 0 => break,
-                b'{' if depth == 0 => {
-                    let mut braces = 0;
-                    loop {
-                        match bytes[i] {
-                            b'{' => braces += 1,
-                            b'}' => braces -= 1,
-                            _ => {}
-                        }
-                        if braces == 0 {
-                            break;
-                        }
-                        i += 1;
-                    }
-                    break;
-                }
-                _ => {}
-            }
-            i += 1;
-        }
-        at = i + 1;
-    }
-    out.push_str(&code[at..]);
-    out
 }
