@@ -67,6 +67,21 @@ fn read(node: &Node, token: &str, task: &str) -> Value {
     node.daemon.request("POST", "/a2a/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
 }
 
+/// `n` calls at once, call `i` made by `call(i)`; their answers in order.
+fn at_once<T: Send>(n: usize, call: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let calls: Vec<_> = (0..n)
+            .map(|i| {
+                s.spawn({
+                    let call = &call;
+                    move || call(i)
+                })
+            })
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    })
+}
+
 fn read_ok(reply: &Value) -> bool {
     reply["result"]["artifacts"][0]["parts"][0]["data"]["ok"] == json!(true)
 }
@@ -98,15 +113,7 @@ fn nodes_started_by_quickstart_on_one_database_serve_one_world_and_a_session_min
 fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
     let (url, _root, nodes) = nodes(3);
     let token = mint(&url, "Workspace.Read=worktree:5");
-    let replies: Vec<Value> = std::thread::scope(|s| {
-        let calls: Vec<_> = (0..15)
-            .map(|i| {
-                let (node, token) = (&nodes[i % 3], &token);
-                s.spawn(move || read(node, token, &format!("budget-{i}")))
-            })
-            .collect();
-        calls.into_iter().map(|c| c.join().unwrap()).collect()
-    });
+    let replies = at_once(15, |i| read(&nodes[i % 3], &token, &format!("budget-{i}")));
     let paid = replies.iter().filter(|r| read_ok(r)).count();
     assert_eq!(paid, 5, "{replies:#?}");
     // A call whose effect the budget denied still commits, saying so.
@@ -119,10 +126,7 @@ fn one_task_id_sent_to_three_nodes_at_once_runs_once_and_every_answer_is_that_ru
     let token = mint(&url, "Workspace.Read=worktree:100");
     for round in 0..5 {
         let task = format!("same-{round}");
-        let replies: Vec<Value> = std::thread::scope(|s| {
-            let calls: Vec<_> = nodes.iter().map(|node| s.spawn(|| read(node, &token, &task))).collect();
-            calls.into_iter().map(|c| c.join().unwrap()).collect()
-        });
+        let replies = at_once(nodes.len(), |i| read(&nodes[i], &token, &task));
         let done: Vec<&Value> = replies.iter().filter(|r| read_ok(r)).collect();
         assert!(!done.is_empty(), "round {round}: {replies:#?}");
         assert!(done.iter().all(|r| r["result"] == done[0]["result"]), "round {round}: {replies:#?}");
@@ -452,26 +456,10 @@ fn alike_effects_racing_on_three_nodes_each_get_their_own_record_and_the_store_v
     for round in 0..4 {
         let episode = format!("shared{round}");
         let first = mint_in(&url, &nodes, &episode, "Workspace.Read=worktree:5");
-        let replies: Vec<Value> = std::thread::scope(|s| {
-            let calls: Vec<_> = (0..24)
-                .map(|i| {
-                    let (node, token) = (&nodes[i % 3], &first);
-                    s.spawn(move || read(node, token, &format!("b-{i}")))
-                })
-                .collect();
-            calls.into_iter().map(|c| c.join().unwrap()).collect()
-        });
+        let replies = at_once(24, |i| read(&nodes[i % 3], &first, &format!("b-{i}")));
         assert_eq!(replies.iter().filter(|r| read_ok(r)).count(), 5, "round {round}");
         let second = mint_in(&url, &nodes, &episode, "Workspace.Read=worktree:15");
-        let mut later: Vec<Value> = std::thread::scope(|s| {
-            let calls: Vec<_> = (0..10)
-                .map(|i| {
-                    let (node, token) = (&nodes[i % 2], &second);
-                    s.spawn(move || read(node, token, &format!("c-{}", i / 2)))
-                })
-                .collect();
-            calls.into_iter().map(|c| c.join().unwrap()).collect()
-        });
+        let mut later = at_once(10, |i| read(&nodes[i % 2], &second, &format!("c-{}", i / 2)));
         later.extend((5..13).map(|i| read(&nodes[2], &second, &format!("c-{i}"))));
         let ran_later: std::collections::HashSet<String> =
             later.iter().filter(|r| read_ok(r)).filter_map(record_of).collect();
