@@ -107,3 +107,28 @@ fn a_disk_filler_is_stopped_at_its_worktrees_quota_and_then_nothing_grows_it_whi
     assert_eq!(status, 200, "{health}");
     lab.verify_clean();
 }
+
+/// `fallocate -n` reserves blocks without writing them (and, keeping the
+/// size, past any file-size limit): a command's `fallocate` is refused, so
+/// nothing reaches the worktree that its count of writes cannot see.
+#[test]
+fn a_command_cannot_reserve_blocks_its_worktrees_quota_would_not_see() {
+    let lab = Lab::new(LabOptions {
+        episodes: &["reserver"],
+        exec_allow: &["fallocate=/usr/bin/fallocate"],
+        serve_args: &["--worktree-quota-mib", "64"],
+        ..Default::default()
+    });
+    let client = lab.client(&lab.mint("reserver", &["Workspace.Exec=worktree:10"]));
+    std::fs::write(lab.worktree("reserver").join("big"), "").unwrap();
+    let out =
+        client.send("reserve", "workspace-exec", &json!({"command": "fallocate", "args": ["-n", "-l", "256M", "big"]}));
+    let out = out.output();
+    assert_eq!(out["ok"], false, "{out}");
+    assert!(out["stderr"].as_str().unwrap_or_default().contains("unsupported"), "{out}");
+    let held = std::fs::metadata(lab.worktree("reserver").join("big")).map_or(0, |m| {
+        use std::os::unix::fs::MetadataExt;
+        m.blocks() * 512
+    });
+    assert!(held < 64 << 20, "{held} bytes reserved");
+}

@@ -44,15 +44,22 @@ impl RunGroups {
         }
         write(&self.pids.join("pids.max"), &tasks.to_string())?;
         let Some(mem) = &self.memory else { return Ok(()) };
-        if mem.join("memory.max").exists() {
+        if self.is_v2() {
             write(&mem.join("memory.max"), &memory.to_string())?;
             write(&mem.join("memory.swap.max"), "0").or_else(|e| ignore_absent(&mem.join("memory.swap.max"), e))?;
+            // Past the bound the kernel ends the whole run, not one process of it.
+            write(&mem.join("memory.oom.group"), "1")?;
         } else {
             write(&mem.join("memory.limit_in_bytes"), &memory.to_string())?;
             let memsw = mem.join("memory.memsw.limit_in_bytes");
             write(&memsw, &memory.to_string()).or_else(|e| ignore_absent(&memsw, e))?;
         }
         Ok(())
+    }
+
+    /// One v2 group holds both controllers (v1 keeps one hierarchy each).
+    fn is_v2(&self) -> bool {
+        self.memory.as_deref() == Some(self.pids.as_path())
     }
 
     /// Moves the calling thread (single-threaded: the process) into the groups.
@@ -72,8 +79,7 @@ impl RunGroups {
     pub fn memory_kills(&self) -> u64 {
         let Some(mem) = &self.memory else { return 0 };
         let read = |f: &str| std::fs::read_to_string(mem.join(f)).unwrap_or_default();
-        let events =
-            if mem.join("memory.events").exists() { read("memory.events") } else { read("memory.oom_control") };
+        let events = if self.is_v2() { read("memory.events") } else { read("memory.oom_control") };
         events.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
     }
 
@@ -105,7 +111,8 @@ impl Cgroups {
             .ok_or("no pids cgroup controller is mounted (needed to bound a run's processes when running as root)")?;
         let pids = daemon_group(&pids, "pids")?;
         let memory = match hierarchy(&mountinfo, &membership, "memory") {
-            Some(own) if Some(own.as_path()) == pids.parent() => Some(pids.clone()),
+            // One v2 hierarchy: its runs have memory only if the daemon's group passes it down.
+            Some(own) if Some(own.as_path()) == pids.parent() => passes_down(&pids, "memory").then(|| pids.clone()),
             Some(own) => daemon_group(&own, "memory").ok(),
             None => None,
         };
@@ -128,6 +135,15 @@ impl Cgroups {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         }
+    }
+}
+
+/// Whether a v2 group enables `controller` in its children (its
+/// `cgroup.subtree_control`); a v1 group's children always have it.
+fn passes_down(group: &Path, controller: &str) -> bool {
+    match std::fs::read_to_string(group.join("cgroup.subtree_control")) {
+        Ok(enabled) => enabled.split_whitespace().any(|c| c == controller),
+        Err(_) => true,
     }
 }
 
@@ -216,6 +232,16 @@ fn hierarchy(mountinfo: &str, membership: &str, controller: &str) -> Option<Path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_v2_group_gives_its_runs_memory_only_if_it_passes_the_controller_down() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(passes_down(dir.path(), "memory"), "a v1 group has no subtree_control: its children have it");
+        std::fs::write(dir.path().join("cgroup.subtree_control"), "pids\n").unwrap();
+        assert!(!passes_down(dir.path(), "memory") && passes_down(dir.path(), "pids"));
+        std::fs::write(dir.path().join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        assert!(passes_down(dir.path(), "memory"));
+    }
 
     #[test]
     fn the_pids_and_memory_hierarchies_are_found_in_a_v1_hybrid() {

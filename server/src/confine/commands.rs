@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub const SHEBANG_DEPTH_MAX: usize = 4;
 /// How much of a program is read to find its `#!` line.
 const SHEBANG_BYTES_MAX: usize = 256;
+/// The longest name an allowed command may have.
+const COMMAND_NAME_MAX: usize = 32;
 /// How many `PATH` entries are searched for a short name.
 const PATH_ENTRIES_MAX: usize = 256;
 
@@ -209,7 +211,7 @@ fn is_executable(path: &Path) -> bool {
 
 fn is_command_name(name: &str) -> bool {
     !name.is_empty()
-        && name.len() <= 32
+        && name.len() <= COMMAND_NAME_MAX
         && name.as_bytes()[0].is_ascii_lowercase()
         && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
 }

@@ -325,8 +325,10 @@ fn reap_within(target: Pid, allowed: u64, report: &mut std::io::PipeWriter) -> S
         // SAFETY: plain syscall on a valid signal set and timespec (SIGCHLD is blocked).
         unsafe { libc::sigtimedwait(chld.as_ref(), std::ptr::null_mut(), &ts) };
     };
-    let _ = writeln!(report, "written {}", written_in_namespace());
-    ended
+    // What was written since the last look, or by a child left behind, counts too.
+    let written = written_in_namespace();
+    let _ = writeln!(report, "written {written}");
+    if written > allowed { format!("disk {written}") } else { ended }
 }
 
 /// What the processes of this PID namespace wrote to storage: each live
@@ -567,6 +569,9 @@ fn prepare_target(inv: &Invocation) -> Result<(Vec<CString>, Vec<CString>)> {
     }
     let main = super::seccomp::filter(policy.kind, inv.x32)?;
     seccompiler::apply_filter(&super::seccomp::clone3_filter(inv.x32)?).map_err(ctx("seccomp"))?;
+    if policy.kind == Kind::Exec {
+        seccompiler::apply_filter(&super::seccomp::fallocate_filter(inv.x32)?).map_err(ctx("seccomp"))?;
+    }
     seccompiler::apply_filter(&main).map_err(ctx("seccomp"))?;
     Ok((argv, env))
 }

@@ -271,10 +271,11 @@ impl Confinement {
         outcome
     }
 
-    /// The bytes a finished run's processes wrote to storage (counted only
-    /// for a run given `Limits::disk_writes`; 0 otherwise).
-    pub fn written(&self, run: &RunDir) -> u64 {
-        std::fs::read_to_string(run.written()).ok().and_then(|t| t.trim().parse().ok()).unwrap_or(0)
+    /// The bytes a finished run's processes wrote to storage, as its init
+    /// counted them (a run given `Limits::disk_writes`); `None` when no count
+    /// came back (the run was cut short, or not counted).
+    pub fn written(&self, run: &RunDir) -> Option<u64> {
+        std::fs::read_to_string(run.written()).ok().and_then(|t| t.trim().parse().ok())
     }
 
     async fn self_check(&self) -> Result<(), String> {

@@ -155,6 +155,18 @@ pub fn clone3_filter(x32: bool) -> Result<BpfProgram, String> {
     f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
+/// A command's `fallocate` answers `EOPNOTSUPP`: it would reserve blocks of
+/// the worktree without writing them, which the run's count of what it wrote
+/// (and so its worktree's quota) cannot see; the C library's
+/// `posix_fallocate` then writes the blocks, which are counted.
+pub fn fallocate_filter(x32: bool) -> Result<BpfProgram, String> {
+    let mut rules = Rules { map: BTreeMap::new(), x32 };
+    rules.deny(libc::SYS_fallocate, vec![]);
+    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(libc::EOPNOTSUPP as u32), arch())
+        .map_err(|e| e.to_string())?;
+    f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

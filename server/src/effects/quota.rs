@@ -70,11 +70,25 @@ impl Quotas {
     }
 
     /// A write the daemon made or a run's writes: the usage moved by `delta`.
+    /// A worktree not measured yet is left so: its first use measures it,
+    /// this write included.
     pub fn changed(&self, dir: &Path, delta: i64) {
+        if let Some(l) = self.ledgers().get_mut(dir) {
+            l.bytes = l.bytes.saturating_add_signed(delta);
+            l.generation += 1;
+        }
+    }
+
+    /// Measures the worktree now and keeps the figure: at the quota, the
+    /// ledger's upper bounds (rewrites, deletions) must not refuse a worktree
+    /// that has room.
+    pub fn remeasure_now(&self, dir: &Path) -> Result<u64, String> {
+        let bytes = measure(dir)?;
         let mut ledgers = self.ledgers();
         let l = ledgers.entry(dir.to_path_buf()).or_default();
-        l.bytes = l.bytes.saturating_add_signed(delta);
+        l.bytes = bytes;
         l.generation += 1;
+        Ok(self.limit.saturating_sub(bytes))
     }
 
     /// Measures the worktree again on the blocking pool; the result replaces
@@ -104,9 +118,15 @@ impl Quotas {
     }
 }
 
-/// The blocks a file of `len` bytes takes.
+/// The blocks a file of `len` bytes takes, once written.
 pub fn charged(len: u64) -> u64 {
-    len.div_ceil(BLOCK) * BLOCK
+    len.div_ceil(BLOCK).saturating_mul(BLOCK)
+}
+
+/// The bytes a file takes now: its allocated blocks (a sparse file takes
+/// fewer than its length says).
+pub fn allocated(meta: &std::fs::Metadata) -> u64 {
+    meta.blocks().saturating_mul(512)
 }
 
 /// One walk: the allocated bytes of every entry beneath `dir`, hard links
@@ -117,17 +137,28 @@ pub fn measure(dir: &Path) -> Result<u64, String> {
     let (mut bytes, mut entries) = (0u64, 0u64);
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
-        let Ok(items) = std::fs::read_dir(&d) else { continue };
-        for item in items.flatten() {
+        let items = match std::fs::read_dir(&d) {
+            Ok(items) => items,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", d.display())),
+        };
+        for item in items {
+            let item = item.map_err(|e| format!("{}: {e}", d.display()))?;
             entries += 1;
             if entries > MEASURE_ENTRIES_MAX {
                 return Err(format!("{} holds more than {MEASURE_ENTRIES_MAX} entries", dir.display()));
             }
-            let Ok(meta) = item.path().symlink_metadata() else { continue };
+            // An entry that cannot be read fails the measurement (the ledger
+            // keeps its figure) rather than counting as empty.
+            let meta = match item.path().symlink_metadata() {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(format!("{}: {e}", item.path().display())),
+            };
             if meta.dev() != root.dev() || (meta.nlink() > 1 && !meta.is_dir() && !seen_links.insert(meta.ino())) {
                 continue;
             }
-            bytes += meta.blocks() * 512;
+            bytes = bytes.saturating_add(allocated(&meta));
             if meta.is_dir() {
                 pending.push(item.path());
             }
@@ -158,6 +189,9 @@ mod tests {
         let q = Quotas::new(10 << 20);
         assert!(q.usage(dir.path()).unwrap() < 64 * 1024);
         q.changed(dir.path(), 3 << 20);
+        let untouched = tempfile::tempdir().unwrap();
+        q.changed(untouched.path(), -(1 << 20));
+        assert!(q.usage(untouched.path()).is_ok(), "a write to an unmeasured worktree leaves it to be measured");
         assert!(q.room(dir.path()).unwrap() <= 7 << 20);
         q.changed(dir.path(), 20 << 20);
         assert_eq!(q.room(dir.path()).unwrap(), 0, "past the quota there is no room");

@@ -144,7 +144,11 @@ impl Worktrees {
         // to measure it: off the async threads.
         let (c, program, cwd, quotas) = (confinement.clone(), program.clone(), wt.dir.clone(), wt.quotas.clone());
         let built = tokio::task::spawn_blocking(move || {
-            let room = quotas.room(&cwd)?;
+            // At the quota the ledger's upper bounds are measured away first.
+            let room = match quotas.room(&cwd)? {
+                0 => quotas.remeasure_now(&cwd)?,
+                room => room,
+            };
             c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT).map(|p| (p, room))
         });
         let (mut policy, room) = match built.await.map_err(|e| e.to_string())? {
@@ -157,13 +161,15 @@ impl Worktrees {
         // No one file may outgrow the room left; the run as a whole is held to it as it goes.
         policy.limits.file_size = policy.limits.file_size.min(room);
         policy.limits.disk_writes = Some(room);
-        let (out, written) = run_exec(&confinement, &policy).await?;
-        // A run cut short by its deadline reported nothing of its writes.
-        if written > 0 || out["timed_out"] == true {
+        let ran = run_exec(&confinement, &policy).await;
+        // A run that reported no count (cut short, or failed) may have used
+        // all its room: charged so until the background measurement says.
+        let written = ran.as_ref().ok().and_then(|(_, w)| *w).unwrap_or(room);
+        if written > 0 {
             wt.quotas.changed(&wt.dir, i64::try_from(written).unwrap_or(i64::MAX));
             wt.quotas.remeasure_later(&wt.dir);
         }
-        Ok(out)
+        ran.map(|(out, _)| out)
     }
 }
 
@@ -310,12 +316,18 @@ struct Room<'a> {
 }
 
 impl Room<'_> {
-    /// How much a file going from `old` to `new` bytes grows the worktree;
-    /// refused past the quota.
+    /// How much a file taking `old` bytes (allocated) grows the worktree when
+    /// it holds `new` bytes; refused past the quota (measured again first).
     fn admit(&self, old: u64, new: u64) -> Result<i64, Refused> {
-        let delta = quota::charged(new) as i64 - quota::charged(old) as i64;
-        let room = if delta > 0 { self.quotas.room(self.dir).map_err(Refused::Failed)? } else { u64::MAX };
-        if delta > 0 && delta as u64 > room {
+        let (old, new) =
+            (i64::try_from(old).unwrap_or(i64::MAX), i64::try_from(quota::charged(new)).unwrap_or(i64::MAX));
+        let delta = new.saturating_sub(old);
+        let grows = u64::try_from(delta).unwrap_or(0);
+        let mut room = if grows > 0 { self.quotas.room(self.dir).map_err(Refused::Failed)? } else { u64::MAX };
+        if grows > room {
+            room = self.quotas.remeasure_now(self.dir).map_err(Refused::Failed)?;
+        }
+        if grows > room {
             let used = self.quotas.usage(self.dir).unwrap_or(0);
             return Err(Refused::Said(format!(
                 "the worktree would grow past its quota of {} MiB ({} MiB in use); remove files to make room",
@@ -331,7 +343,7 @@ impl Room<'_> {
 fn replace_contents(mut f: &std::fs::File, rel: &str, content: &[u8], room: &Room) -> Done {
     use std::io::{Seek, Write};
     let failed = |e: std::io::Error| Refused::Failed(format!("write {rel}: {e}"));
-    let delta = room.admit(f.metadata().map_err(failed)?.len(), content.len() as u64)?;
+    let delta = room.admit(quota::allocated(&f.metadata().map_err(failed)?), content.len() as u64)?;
     f.set_len(0).map_err(failed)?;
     f.rewind().map_err(failed)?;
     f.write_all(content).map_err(failed)?;
@@ -352,7 +364,7 @@ fn write_file(b: &Beneath, parts: &[&str], rel: &str, content: &[u8], room: &Roo
         return Err(too_large(rel));
     }
     // Past the quota nothing is made, not even a parent directory.
-    let existing = b.open_read(parts).ok().and_then(|f| f.metadata().ok()).map_or(0, |m| m.len());
+    let existing = b.open_read(parts).ok().and_then(|f| f.metadata().ok()).map_or(0, |m| quota::allocated(&m));
     room.admit(existing, content.len() as u64)?;
     let dir = b.make_dirs(&parts[..parts.len().saturating_sub(1)])?;
     let target = b.write_target(dir, parts)?;
@@ -588,8 +600,11 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
     c
 }
 
-/// Runs a command; its output object and what it wrote to storage.
-async fn run_exec(confinement: &Confinement, policy: &Policy) -> Result<(serde_json::Map<String, Value>, u64), String> {
+/// Runs a command; its output object and what it wrote to storage, if counted.
+async fn run_exec(
+    confinement: &Confinement,
+    policy: &Policy,
+) -> Result<(serde_json::Map<String, Value>, Option<u64>), String> {
     let started = std::time::Instant::now();
     let run = confinement.run_dir()?;
     let mut spawned = confinement.spawn(&run, policy, |cmd| {
@@ -725,6 +740,18 @@ mod tests {
         assert_eq!(std::fs::metadata(root.join("ep/a.txt")).unwrap().len(), (400 << 10) + 5, "the file is unchanged");
         call(&wt, "write", json!({"path": "c.txt", "content": "small"})).unwrap();
         call(&wt, "write", json!({"path": "new/dir/b.txt", "content": kib(300)})).unwrap();
+    }
+
+    #[test]
+    fn a_sparse_file_emptied_by_a_write_gives_back_only_the_blocks_it_held() {
+        let (_dir, root) = setup();
+        let wt = Worktree { quotas: std::sync::Arc::new(Quotas::new(1 << 20)), ..worktree_of(&root) };
+        call(&wt, "write", json!({"path": "real.txt", "content": "x".repeat(400 << 10)})).unwrap();
+        // A file 100 MiB long that holds no block (as `truncate -s` makes).
+        std::fs::File::create(root.join("ep/sparse")).unwrap().set_len(100 << 20).unwrap();
+        call(&wt, "write", json!({"path": "sparse", "content": ""})).unwrap();
+        let why = call(&wt, "write", json!({"path": "more.txt", "content": "x".repeat(700 << 10)})).unwrap_err();
+        assert!(why.contains("past its quota"), "the 400 KiB written still count: {why}");
     }
 
     fn worktree_of(root: &Path) -> Worktree {
