@@ -148,11 +148,7 @@ pub fn filter(kind: Kind, x32: bool) -> Result<BpfProgram, String> {
 /// `clone3` answers `ENOSYS`, so the C library falls back to `clone`, whose
 /// flags the main filter can see (`clone3` passes them in memory).
 pub fn clone3_filter(x32: bool) -> Result<BpfProgram, String> {
-    let mut rules = Rules { map: BTreeMap::new(), x32 };
-    rules.deny(libc::SYS_clone3, vec![]);
-    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch())
-        .map_err(|e| e.to_string())?;
-    f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+    answering(libc::SYS_clone3, libc::ENOSYS, x32)
 }
 
 /// A command's `fallocate` answers `EOPNOTSUPP`: it would reserve blocks of
@@ -160,9 +156,14 @@ pub fn clone3_filter(x32: bool) -> Result<BpfProgram, String> {
 /// (and so its worktree's quota) cannot see; the C library's
 /// `posix_fallocate` then writes the blocks, which are counted.
 pub fn fallocate_filter(x32: bool) -> Result<BpfProgram, String> {
+    answering(libc::SYS_fallocate, libc::EOPNOTSUPP, x32)
+}
+
+/// A filter under which syscall `nr` fails with `errno` and nothing else changes.
+fn answering(nr: i64, errno: i32, x32: bool) -> Result<BpfProgram, String> {
     let mut rules = Rules { map: BTreeMap::new(), x32 };
-    rules.deny(libc::SYS_fallocate, vec![]);
-    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(libc::EOPNOTSUPP as u32), arch())
+    rules.deny(nr, vec![]);
+    let f = SeccompFilter::new(rules.map, SeccompAction::Allow, SeccompAction::Errno(errno as u32), arch())
         .map_err(|e| e.to_string())?;
     f.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
 }
