@@ -26,6 +26,7 @@ pub trait Host: Send + Sync + 'static {
     fn coordinator(&self) -> &Coordinator;
     fn runtimes(&self) -> &Runtimes;
     fn worktrees(&self) -> &Worktrees;
+    fn metrics(&self) -> &crate::metrics::Metrics;
 }
 
 /// The host a call runs against, shared with the call's own task.
@@ -108,6 +109,29 @@ pub enum CallError {
     /// The store's disk is full; nothing of the call is durable.
     #[error("{0}")]
     OutOfSpace(String),
+}
+
+impl CallError {
+    /// A bounded name of the error's kind, as metrics label it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::NotAuthorized => "not_authorized",
+            CallError::PinMismatch => "pin_mismatch",
+            CallError::TaskIdInUse => "task_id_in_use",
+            CallError::EffectsUnrecorded { .. } => "effects_unrecorded",
+            CallError::NoHandler { .. } => "no_handler",
+            CallError::NoWorld => "no_world",
+            CallError::Convention(_) => "convention",
+            CallError::ExecutionFailed(_) => "execution_failed",
+            CallError::NotAnObject => "not_an_object",
+            CallError::Deadline => "deadline",
+            CallError::Unconfirmed => "unconfirmed",
+            CallError::NotCommitted(_) => "not_committed",
+            CallError::HeadMoved => "head_moved",
+            CallError::Unavailable(_) => "unavailable",
+            CallError::OutOfSpace(_) => "out_of_space",
+        }
+    }
 }
 
 /// Coordinator state shared by every call.
@@ -193,6 +217,19 @@ impl Coordinator {
 
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
 pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    let (surface, tool) = (call.surface, call.transition_id.clone());
+    let started = std::time::Instant::now();
+    let _in_flight = host.metrics().in_flight();
+    let ended = invoke_detached(host, call).await;
+    let outcome = match &ended {
+        Ok(_) => "committed",
+        Err(e) => e.kind(),
+    };
+    host.metrics().call(surface.as_str(), &tool, outcome, started.elapsed().as_secs_f64());
+    ended
+}
+
+async fn invoke_detached(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     let d = host.clone();
     let task = tokio::spawn(async move { run(&d, call).await });
     match tokio::time::timeout(INVOCATION_DEADLINE, task).await {
@@ -672,6 +709,8 @@ impl Invocation<'_> {
         let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
         let record_ref = record.hash;
         let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
+        let label = if failed { "failed" } else { "ok" };
+        self.host.metrics().effect(&e.effect, &e.scope, label, e.cost, None);
         let outcome =
             OutcomeRequest { task: self.key.clone(), ordinal: 0, status, record, result, at: crate::clock::now() };
         Ok(Brokered {
@@ -696,6 +735,7 @@ impl Invocation<'_> {
 
     /// A denial is recorded, never debited; it travels with the commit.
     fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Brokered {
+        self.host.metrics().effect(&e.effect, &e.scope, "denied", e.cost, Some(label));
         let invocation_id = self.key.invocation_id();
         let record = Record {
             invocation_id: &invocation_id,

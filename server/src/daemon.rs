@@ -26,6 +26,8 @@ pub struct Daemon {
     pub host_callbacks: Arc<Semaphore>,
     /// Session tool views, built once per registry revision and visible set.
     pub tools: crate::tools::ToolsCache,
+    /// What `GET /metrics` serves.
+    pub metrics: crate::metrics::Metrics,
 }
 
 impl crate::coordinator::Host for Daemon {
@@ -40,5 +42,8 @@ impl crate::coordinator::Host for Daemon {
     }
     fn worktrees(&self) -> &Worktrees {
         &self.worktrees
+    }
+    fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
     }
 }

@@ -9,6 +9,7 @@ mod daemon;
 mod effects;
 mod http;
 mod limits;
+mod metrics;
 mod publish;
 mod registry;
 mod report;
@@ -43,7 +44,7 @@ mod layers {
     /// layer or below (its longest listed entry places it); the crate root,
     /// above every layer, only declares the modules and `main`.
     const LAYERS: &[&[&str]] = &[
-        &["registry::descriptor", "limits", "clock"],
+        &["registry::descriptor", "limits", "clock", "metrics"],
         &["runtime::builtin", "sessions", "stores", "report", "writes"],
         &["registry"],
         &["effects", "runtime", "publish", "confine"],

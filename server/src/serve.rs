@@ -132,6 +132,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
         tools: Default::default(),
+        metrics: crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine()),
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;

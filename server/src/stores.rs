@@ -22,6 +22,14 @@ pub struct Opened {
 }
 
 impl StoreSpec {
+    /// The engine's name, as metrics label it.
+    pub fn engine(&self) -> &'static str {
+        match self {
+            StoreSpec::Embedded(_) => "embedded",
+            StoreSpec::Postgres(_) => "postgres",
+        }
+    }
+
     /// From a verb's `--db` and `--store` (clap makes them exclusive).
     pub fn from_args(db: Option<PathBuf>, store: Option<String>) -> Result<StoreSpec, String> {
         match (db, store) {

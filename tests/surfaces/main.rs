@@ -9,6 +9,7 @@
 //! - `card`: the agent card, and that it and `tools/list` are one view.
 //! - `reliability`: 200 task ids from 16 clients, twice, across a SIGKILL.
 //! - `full_disk`: the store on a small tmpfs, filled: typed refusals, reads go on, writes resume.
+//! - `metrics`: `GET /metrics` counts a known mix of calls exactly.
 //! - `store`: registries `worldd publish` refuses, written through the store API.
 
 mod a2a;
@@ -19,6 +20,7 @@ mod full_disk;
 mod harness;
 mod mcp;
 mod mcp_modern;
+mod metrics;
 #[path = "../common/process.rs"]
 mod process;
 mod reliability;

@@ -1,5 +1,6 @@
 //! `GET /v1/store`: what the store occupies on disk and in memory, for
-//! operators watching a daemon that runs for months.
+//! operators watching a daemon that runs for months; `GET /metrics`: the
+//! daemon's counters for a monitoring stack.
 
 use super::{State, json};
 use axum::Router;
@@ -9,7 +10,7 @@ use axum::routing::get;
 use serde::Serialize;
 
 pub fn routes() -> Router<State> {
-    Router::new().route("/v1/store", get(store_status))
+    Router::new().route("/v1/store", get(store_status)).route("/metrics", get(metrics))
 }
 
 #[derive(Serialize)]
@@ -32,4 +33,14 @@ fn resident_bytes() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     u64::try_from(page).ok().map(|p| pages * p)
+}
+
+/// The OpenMetrics text; the store's state is read as it is scraped.
+async fn metrics(AxState(state): AxState<State>) -> Response {
+    let degraded = !matches!(state.store.health(), world_store::Health::Serving);
+    state.metrics.store_degraded(degraded);
+    let mut response = Response::new(axum::body::Body::from(state.metrics.encode()));
+    let value = axum::http::HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
+    response
 }

@@ -1,0 +1,54 @@
+//! `GET /metrics`: a known mix of calls on both surfaces moves each counter
+//! by exactly what happened, with bounded labels only.
+
+use crate::harness::*;
+use serde_json::json;
+
+/// The sample of `series` (name and labels as the text spells them), or 0.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
+}
+
+#[test]
+fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
+    let lab = Lab::new(LabOptions { episodes: &["ep"], ..Default::default() });
+    std::fs::write(lab.worktree("ep").join("hello.txt"), "hello\n").unwrap();
+    let token = lab.mint("ep", &["world.apply=world:10", "Workspace.Read=worktree:2"]);
+    lab.mcp_call_ok(&token, "tools_decho", &json!({"message": "hi"}));
+    let read = json!({"path": "hello.txt"});
+    for task in ["r1", "r2", "r3"] {
+        // Two reads are paid for; the third is denied over budget, and still commits.
+        lab.send(&token, task, "ailang-read", &read);
+    }
+    let refused = lab.send(&token, "r4", "ailang-read", &json!({"path": "../outside"}));
+    assert!(refused.get("result").is_some(), "a path the plan refuses commits without an effect: {refused}");
+    lab.send(&token, "r1", "ailang-read", &read);
+    let reused = lab.send(&token, "r1", "ailang-read", &json!({"path": "other.txt"}));
+    assert_eq!(reused["error"]["message"], "task id already used in this session", "{reused}");
+
+    let reply = lab.get("/metrics");
+    assert_eq!(reply.status, 200);
+    assert!(reply.header("Content-Type").unwrap_or_default().starts_with("application/openmetrics-text"));
+    let text = reply.text();
+    let expect = [
+        ("worldd_calls_total{surface=\"mcp\",tool=\"tools.echo\",outcome=\"committed\"}", 1.0),
+        // r1, r2, r3, r4 and r1 resent with its own request (its committed result, nothing run).
+        ("worldd_calls_total{surface=\"a2a\",tool=\"ailang-read\",outcome=\"committed\"}", 5.0),
+        ("worldd_calls_total{surface=\"a2a\",tool=\"ailang-read\",outcome=\"task_id_in_use\"}", 1.0),
+        ("worldd_effects_total{effect=\"Workspace.Read\",status=\"ok\"}", 2.0),
+        ("worldd_effects_total{effect=\"Workspace.Read\",status=\"denied\"}", 1.0),
+        ("worldd_effect_denials_total{effect=\"Workspace.Read\",label=\"denied:budget\"}", 1.0),
+        ("worldd_effect_cost_total{effect=\"Workspace.Read\",scope=\"worktree\"}", 2.0),
+        ("worldd_call_duration_seconds_count{surface=\"a2a\",outcome=\"committed\"}", 5.0),
+        ("worldd_calls_in_flight", 0.0),
+        ("worldd_store_degraded", 0.0),
+    ];
+    for (series, value) in expect {
+        assert_eq!(sample(&text, series), value, "{series}\n{text}");
+    }
+    assert!(text.contains("worldd_build_info{version=\"") && text.contains("engine=\"embedded\"} 1"), "{text}");
+    for private in ["ep", "r1", &token] {
+        assert!(!text.contains(&format!("\"{private}\"")), "a label names {private}: {text}");
+    }
+    assert!(text.ends_with("# EOF\n"));
+}
