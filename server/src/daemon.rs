@@ -24,6 +24,8 @@ pub struct Daemon {
     pub worktrees: Worktrees,
     /// MCP host callbacks running at once; the next one is refused at once.
     pub host_callbacks: Arc<Semaphore>,
+    /// How many slots `host_callbacks` has.
+    pub host_callbacks_max: usize,
     /// Session tool views, built once per registry revision and visible set.
     pub tools: crate::tools::ToolsCache,
     /// What `GET /metrics` serves.

@@ -17,8 +17,9 @@ use std::sync::Mutex;
 pub const TOOL_LABELS_MAX: usize = 64;
 /// Effect names kept as labels; further ones count as `other`.
 pub const EFFECT_LABELS_MAX: usize = 32;
-/// The content type of the answer.
+/// The content type of the answer, and of the classic text format older scrapers ask for.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const CONTENT_TYPE_CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
@@ -52,6 +53,18 @@ pub struct CostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: String,
+}
+
+/// What a scrape reads of the store and the daemon as it happens.
+pub struct Scrape {
+    pub degraded: bool,
+    pub store: world_store::StoreStatus,
+    pub callbacks_in_use: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: String,
     engine: String,
@@ -67,6 +80,14 @@ pub struct Metrics {
     cost: Family<CostLabels, Counter>,
     in_flight: Gauge,
     store_degraded: Gauge,
+    store_bytes: Family<KindLabels, Gauge>,
+    store_free_bytes: Gauge,
+    store_batches: Counter,
+    store_requests: Counter,
+    store_checkpoints: Counter,
+    /// The store's own running totals as last seen, so that the counters move by their growth.
+    store_seen: Mutex<(u64, u64, u64)>,
+    callbacks_in_use: Gauge,
     /// The tool ids and effect names seen so far, up to their caps.
     tools: Mutex<HashSet<String>>,
     effect_names: Mutex<HashSet<String>>,
@@ -105,6 +126,25 @@ impl Metrics {
             "1 while the store refuses writes (full disk, failed sync)",
             store_degraded.clone(),
         );
+        let store_bytes = Family::<KindLabels, Gauge>::default();
+        registry.register(
+            "store_bytes",
+            "The store's files: database length, its allocated disk, the log",
+            store_bytes.clone(),
+        );
+        let store_free_bytes = Gauge::default();
+        registry.register(
+            "store_free_bytes",
+            "Free space beside the store this process may use",
+            store_free_bytes.clone(),
+        );
+        let (store_batches, store_requests, store_checkpoints) =
+            (Counter::default(), Counter::default(), Counter::default());
+        registry.register("store_batches", "Write batches (group commits) since start", store_batches.clone());
+        registry.register("store_requests", "Write requests the batches carried since start", store_requests.clone());
+        registry.register("store_checkpoints", "Checkpoints since start", store_checkpoints.clone());
+        let callbacks_in_use = Gauge::default();
+        registry.register("callback_slots_in_use", "MCP host callbacks running now", callbacks_in_use.clone());
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: version.into(), engine: engine.into() }).set(1);
         registry.register("build_info", "The daemon's version and store engine", build);
@@ -117,6 +157,13 @@ impl Metrics {
             cost,
             in_flight,
             store_degraded,
+            store_bytes,
+            store_free_bytes,
+            store_batches,
+            store_requests,
+            store_checkpoints,
+            store_seen: Mutex::default(),
+            callbacks_in_use,
             tools: Mutex::default(),
             effect_names: Mutex::default(),
         }
@@ -149,8 +196,27 @@ impl Metrics {
         InFlight(&self.in_flight)
     }
 
-    pub fn store_degraded(&self, degraded: bool) {
-        self.store_degraded.set(i64::from(degraded));
+    /// Reads the store's state and the daemon's slots into the gauges.
+    pub fn observe(&self, now: &Scrape) {
+        self.store_degraded.set(i64::from(now.degraded));
+        self.callbacks_in_use.set(i64::try_from(now.callbacks_in_use).unwrap_or(i64::MAX));
+        let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(f) = &now.store.footprint {
+            for (kind, bytes) in
+                [("file", f.files.file_bytes), ("allocated", f.files.allocated_bytes), ("wal", f.files.wal_bytes)]
+            {
+                self.store_bytes.get_or_create(&KindLabels { kind: kind.into() }).set(gauge(bytes));
+            }
+            if let Some(free) = f.free_bytes {
+                self.store_free_bytes.set(gauge(free));
+            }
+        }
+        let mut seen = self.store_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let (b, r, c) = (now.store.batches, now.store.requests, now.store.checkpoints);
+        self.store_batches.inc_by(b.saturating_sub(seen.0));
+        self.store_requests.inc_by(r.saturating_sub(seen.1));
+        self.store_checkpoints.inc_by(c.saturating_sub(seen.2));
+        *seen = (seen.0.max(b), seen.1.max(r), seen.2.max(c));
     }
 
     /// The OpenMetrics text.
@@ -161,6 +227,33 @@ impl Metrics {
         }
         out
     }
+}
+
+/// The classic text format (0.0.4) of an OpenMetrics text: a counter's
+/// family is named with its `_total` suffix, and there is no `# EOF` or
+/// `# UNIT` line.
+pub fn classic(openmetrics: &str) -> String {
+    let counters: HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].into_iter().find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let suffix = if counters.contains(name) { "_total" } else { "" };
+                out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 /// A call in flight: counted down when dropped, however the call ends.
@@ -206,6 +299,9 @@ mod tests {
         assert!(text.contains("worldd_effect_denials_total{effect=\"Workspace.Read\",label=\"denied:budget\"} 1"));
         assert!(text.contains("worldd_build_info{version=\"0.1.0\",engine=\"embedded\"} 1"), "{text}");
         assert!(text.ends_with("# EOF\n"));
+        let classic = classic(&text);
+        assert!(classic.contains("# TYPE worldd_calls_total counter\n") && !classic.contains("# EOF"), "{classic}");
+        assert!(classic.contains("# TYPE worldd_calls_in_flight gauge\n"), "{classic}");
         let _guard = m.in_flight();
         assert!(m.encode().contains("worldd_calls_in_flight 1"));
     }

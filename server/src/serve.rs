@@ -131,6 +131,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         runtimes: Runtimes::new(confinement),
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
+        host_callbacks_max: opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX),
         tools: Default::default(),
         metrics: crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine()),
     });

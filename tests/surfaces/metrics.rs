@@ -26,7 +26,7 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     let reused = lab.send(&token, "r1", "ailang-read", &json!({"path": "other.txt"}));
     assert_eq!(reused["error"]["message"], "task id already used in this session", "{reused}");
 
-    let reply = lab.get("/metrics");
+    let reply = http(lab.addr(), "GET", "/metrics", &[("Accept", "application/openmetrics-text; version=1.0.0")], b"");
     assert_eq!(reply.status, 200);
     assert!(reply.header("Content-Type").unwrap_or_default().starts_with("application/openmetrics-text"));
     let text = reply.text();
@@ -51,4 +51,16 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
         assert!(!text.contains(&format!("\"{private}\"")), "a label names {private}: {text}");
     }
     assert!(text.ends_with("# EOF\n"));
+    assert!(sample(&text, "worldd_store_batches_total") >= 7.0, "the calls' group commits: {text}");
+    assert!(sample(&text, "worldd_store_bytes{kind=\"file\"}") > 0.0, "{text}");
+    assert_eq!(sample(&text, "worldd_callback_slots_in_use"), 0.0, "{text}");
+
+    // A scraper that does not ask for OpenMetrics gets the classic text format.
+    let classic = lab.get("/metrics");
+    assert_eq!(classic.header("Content-Type"), Some("text/plain; version=0.0.4; charset=utf-8"));
+    let classic = classic.text();
+    assert!(classic.contains("# TYPE worldd_calls_total counter"), "{classic}");
+    assert!(!classic.contains("# EOF"), "{classic}");
+    let series = "worldd_calls_total{surface=\"mcp\",tool=\"tools.echo\",outcome=\"committed\"}";
+    assert_eq!(sample(&classic, series), 1.0, "{classic}");
 }

@@ -35,12 +35,23 @@ fn resident_bytes() -> Option<u64> {
     u64::try_from(page).ok().map(|p| pages * p)
 }
 
-/// The OpenMetrics text; the store's state is read as it is scraped.
-async fn metrics(AxState(state): AxState<State>) -> Response {
-    let degraded = !matches!(state.store.health(), world_store::Health::Serving);
-    state.metrics.store_degraded(degraded);
-    let mut response = Response::new(axum::body::Body::from(state.metrics.encode()));
-    let value = axum::http::HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+/// The OpenMetrics text (the classic format for a scraper that does not
+/// ask for OpenMetrics); the store's state is read as it is scraped.
+async fn metrics(AxState(state): AxState<State>, headers: axum::http::HeaderMap) -> Response {
+    let scrape = crate::metrics::Scrape {
+        degraded: !matches!(state.store.health(), world_store::Health::Serving),
+        store: state.store.status(),
+        callbacks_in_use: state.host_callbacks_max.saturating_sub(state.host_callbacks.available_permits()) as u64,
+    };
+    state.metrics.observe(&scrape);
+    let accept = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let (body, content_type) = if accept.contains("application/openmetrics-text") {
+        (state.metrics.encode(), crate::metrics::CONTENT_TYPE)
+    } else {
+        (crate::metrics::classic(&state.metrics.encode()), crate::metrics::CONTENT_TYPE_CLASSIC)
+    };
+    let mut response = Response::new(axum::body::Body::from(body));
+    let value = axum::http::HeaderValue::from_static(content_type);
     response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
     response
 }
