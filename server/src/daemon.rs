@@ -29,7 +29,7 @@ pub struct Daemon {
     /// Session tool views, built once per registry revision and visible set.
     pub tools: crate::tools::ToolsCache,
     /// What `GET /metrics` serves.
-    pub metrics: crate::metrics::Metrics,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl crate::coordinator::Host for Daemon {

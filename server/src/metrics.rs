@@ -53,6 +53,12 @@ pub struct CostLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RunLabels {
+    pub kind: String,
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: String,
 }
@@ -88,6 +94,8 @@ pub struct Metrics {
     /// The store's own running totals as last seen, so that the counters move by their growth.
     store_seen: Mutex<(u64, u64, u64)>,
     callbacks_in_use: Gauge,
+    runs: Family<RunLabels, Counter>,
+    run_seconds: Family<KindLabels, Histogram>,
     /// The tool ids and effect names seen so far, up to their caps.
     tools: Mutex<HashSet<String>>,
     effect_names: Mutex<HashSet<String>>,
@@ -145,6 +153,12 @@ impl Metrics {
         registry.register("store_checkpoints", "Checkpoints since start", store_checkpoints.clone());
         let callbacks_in_use = Gauge::default();
         registry.register("callback_slots_in_use", "MCP host callbacks running now", callbacks_in_use.clone());
+        let runs = Family::<RunLabels, Counter>::default();
+        registry.register("confined_runs", "Confined runs by kind (pure, exec) and how they ended", runs.clone());
+        let run_seconds = Family::<KindLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.001, 2.0, 15))
+        });
+        registry.register("confined_run_duration_seconds", "How long confined runs took, by kind", run_seconds.clone());
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: version.into(), engine: engine.into() }).set(1);
         registry.register("build_info", "The daemon's version and store engine", build);
@@ -164,6 +178,8 @@ impl Metrics {
             store_checkpoints,
             store_seen: Mutex::default(),
             callbacks_in_use,
+            runs,
+            run_seconds,
             tools: Mutex::default(),
             effect_names: Mutex::default(),
         }
@@ -188,6 +204,12 @@ impl Metrics {
         } else if cost > 0 {
             self.cost.get_or_create(&CostLabels { effect, scope: scope.into() }).inc_by(cost);
         }
+    }
+
+    /// A confined run ended: its kind (`pure`, `exec`) and outcome class.
+    pub fn run(&self, kind: &str, outcome: &str, seconds: f64) {
+        self.runs.get_or_create(&RunLabels { kind: kind.into(), outcome: outcome.into() }).inc();
+        self.run_seconds.get_or_create(&KindLabels { kind: kind.into() }).observe(seconds);
     }
 
     /// A call started; the guard counts it in flight until dropped.

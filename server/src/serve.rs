@@ -118,7 +118,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     }
     let db_path = std::fs::canonicalize(&opts.local).unwrap_or(opts.local.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
-    let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch).await?;
+    let metrics = Arc::new(crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine()));
+    let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch, metrics.clone()).await?;
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
     let daemon = Arc::new(Daemon {
@@ -133,7 +134,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
         host_callbacks_max: opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX),
         tools: Default::default(),
-        metrics: crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine()),
+        metrics,
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
@@ -170,6 +171,7 @@ async fn start_confinement(
     db_path: &std::path::Path,
     workspace: Option<&std::path::Path>,
     scratch: &std::path::Path,
+    metrics: Arc<crate::metrics::Metrics>,
 ) -> Result<Arc<crate::confine::Confinement>, StartupError> {
     let options = opts.confine.clone();
     let store_dir = db_path.parent().unwrap_or(std::path::Path::new("/"));
@@ -183,7 +185,7 @@ async fn start_confinement(
             ));
         }
     }
-    let confinement = crate::confine::Confinement::start(options, scratch).await.map_err(|e| {
+    let confinement = crate::confine::Confinement::start(options, scratch, metrics).await.map_err(|e| {
         fail("confinement", format!("{e}; pass --unconfined to run transitions and exec commands without confinement"))
     })?;
     if !confinement.is_confined() {

@@ -11,9 +11,12 @@ fn sample(text: &str, series: &str) -> f64 {
 
 #[test]
 fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
-    let lab = Lab::new(LabOptions { episodes: &["ep"], ..Default::default() });
+    let lab =
+        Lab::new(LabOptions { episodes: &["ep"], exec: &[("greet", "#!/bin/sh\necho hi\n")], ..Default::default() });
     std::fs::write(lab.worktree("ep").join("hello.txt"), "hello\n").unwrap();
-    let token = lab.mint("ep", &["world.apply=world:10", "Workspace.Read=worktree:2"]);
+    let token = lab.mint("ep", &["world.apply=world:10", "Workspace.Read=worktree:2", "Workspace.Exec=worktree:1"]);
+    let ran = lab.send(&token, "x1", "workspace-exec", &json!({"command": "greet"}));
+    assert_eq!(ran["result"]["artifacts"][0]["parts"][0]["data"]["stdout"], "hi\n", "{ran}");
     lab.mcp_call_ok(&token, "tools_decho", &json!({"message": "hi"}));
     let read = json!({"path": "hello.txt"});
     for task in ["r1", "r2", "r3"] {
@@ -34,12 +37,17 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
         ("worldd_calls_total{surface=\"mcp\",tool=\"tools.echo\",outcome=\"committed\"}", 1.0),
         // r1, r2, r3, r4 and r1 resent with its own request (its committed result, nothing run).
         ("worldd_calls_total{surface=\"a2a\",tool=\"ailang-read\",outcome=\"committed\"}", 5.0),
+        ("worldd_calls_total{surface=\"a2a\",tool=\"workspace-exec\",outcome=\"committed\"}", 1.0),
+        ("worldd_effects_total{effect=\"Workspace.Exec\",status=\"ok\"}", 1.0),
+        ("worldd_confined_runs_total{kind=\"exec\",outcome=\"exited_zero\"}", 1.0),
+        // The start-up self-check confines one shell.
+        ("worldd_confined_runs_total{kind=\"pure\",outcome=\"exited_zero\"}", 1.0),
         ("worldd_calls_total{surface=\"a2a\",tool=\"ailang-read\",outcome=\"task_id_in_use\"}", 1.0),
         ("worldd_effects_total{effect=\"Workspace.Read\",status=\"ok\"}", 2.0),
         ("worldd_effects_total{effect=\"Workspace.Read\",status=\"denied\"}", 1.0),
         ("worldd_effect_denials_total{effect=\"Workspace.Read\",label=\"denied:budget\"}", 1.0),
         ("worldd_effect_cost_total{effect=\"Workspace.Read\",scope=\"worktree\"}", 2.0),
-        ("worldd_call_duration_seconds_count{surface=\"a2a\",outcome=\"committed\"}", 5.0),
+        ("worldd_call_duration_seconds_count{surface=\"a2a\",outcome=\"committed\"}", 6.0),
         ("worldd_calls_in_flight", 0.0),
         ("worldd_store_degraded", 0.0),
     ];

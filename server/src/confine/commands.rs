@@ -144,6 +144,12 @@ fn startable(program: &Path, visible: &Visible, depth: usize) -> Result<Option<S
     }
     let seen = visible.sees(program);
     let Some((interpreter, arg)) = shebang(program) else {
+        if !is_elf(program) {
+            return Err(format!(
+                "{} is neither an ELF program nor a #! script: the kernel cannot start it",
+                program.display()
+            ));
+        }
         return Ok((!seen).then(|| format!("{}: only this file is bound into a run", outside(visible))));
     };
     let real = std::fs::canonicalize(&interpreter)
@@ -198,6 +204,12 @@ fn shebang_text(interpreter: &Path, arg: Option<&str>) -> String {
         Some(a) => format!("#!{} {a}", interpreter.display()),
         None => format!("#!{}", interpreter.display()),
     }
+}
+
+fn is_elf(program: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(program).and_then(|mut f| f.read_exact(&mut magic)).is_ok() && magic == *b"\x7fELF"
 }
 
 fn is_script(program: &Path) -> bool {
@@ -336,6 +348,14 @@ mod tests {
         let allowed = allowed.unwrap();
         assert_eq!(allowed.program, tool);
         assert!(allowed.note.unwrap().contains("only this file is bound"));
+    }
+
+    #[test]
+    fn a_file_the_kernel_cannot_start_is_refused_at_start() {
+        let h = host();
+        let text = program(&h.sys.join("bin/notes"), "echo hi\n");
+        let e = resolve(&format!("notes={}", text.display()), None, &Visible::trees(&[&h.sys])).unwrap_err();
+        assert!(e.contains("neither an ELF program nor a #! script"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,21 @@ pub enum Outcome {
     },
 }
 
+impl Outcome {
+    /// A bounded name of how the run ended, as metrics label it.
+    pub fn class(&self) -> &'static str {
+        match self {
+            Outcome::Exited { code: 0 } => "exited_zero",
+            Outcome::Exited { .. } => "exited_nonzero",
+            Outcome::Signaled { .. } => "signaled",
+            Outcome::TimedOut => "timed_out",
+            Outcome::SetupFailed { .. } => "setup_failed",
+            Outcome::MemoryExceeded { .. } => "memory_exceeded",
+            Outcome::DiskExceeded { .. } => "disk_exceeded",
+        }
+    }
+}
+
 /// What the daemon hands the helper: the policy and the run's plumbing.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 #[serde(rename_all = "camelCase")]
@@ -122,23 +137,36 @@ pub struct Confinement {
     mode: Mode,
     widening: Widening,
     scratch_root: PathBuf,
+    /// Where each run's kind, outcome and duration are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Confinement {
     /// Checks that this kernel can confine runs by confining one (a shell
     /// that checks its own restrictions); an error names what is missing.
-    pub async fn start(opts: Options, scratch_root: &Path) -> Result<Arc<Confinement>, String> {
+    pub async fn start(
+        opts: Options,
+        scratch_root: &Path,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Result<Arc<Confinement>, String> {
         if opts.unconfined {
             return Ok(Arc::new(Confinement {
                 mode: Mode::Unconfined,
                 widening: opts.widening,
                 scratch_root: scratch_root.into(),
+                metrics,
             }));
         }
-        Confinement::start_kernel(opts, scratch_root).await.map_err(|e| format!("this kernel cannot confine runs: {e}"))
+        Confinement::start_kernel(opts, scratch_root, metrics)
+            .await
+            .map_err(|e| format!("this kernel cannot confine runs: {e}"))
     }
 
-    async fn start_kernel(opts: Options, scratch_root: &Path) -> Result<Arc<Confinement>, String> {
+    async fn start_kernel(
+        opts: Options,
+        scratch_root: &Path,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Result<Arc<Confinement>, String> {
         if !cfg!(target_arch = "x86_64") {
             return Err("confinement is built for x86-64 only".into());
         }
@@ -157,7 +185,12 @@ impl Confinement {
         }
         let netns = if privileged { Some(empty_network_namespace()?) } else { None };
         let kernel = Kernel { helper, cgroups, privileged, x32: seccomp::kernel_has_x32(), netns };
-        let c = Confinement { mode: Mode::Kernel(kernel), widening: opts.widening, scratch_root: scratch_root.into() };
+        let c = Confinement {
+            mode: Mode::Kernel(kernel),
+            widening: opts.widening,
+            scratch_root: scratch_root.into(),
+            metrics,
+        };
         c.self_check().await?;
         Ok(Arc::new(c))
     }
@@ -245,12 +278,21 @@ impl Confinement {
         cmd.stdin(std::process::Stdio::null()).process_group(0).kill_on_drop(true);
         stdio(&mut cmd);
         let child = cmd.spawn().map_err(|e| format!("starting {program}: {e}"))?;
-        Ok(Spawned { child, deadline: Duration::from_millis(policy.deadline_ms) })
+        let (kind, started) = (policy.kind, std::time::Instant::now());
+        Ok(Spawned { child, deadline: Duration::from_millis(policy.deadline_ms), kind, started })
     }
 
     /// Waits for a run to end and says how; afterwards nothing of it is left.
     pub async fn wait(&self, run: &RunDir, spawned: Spawned) -> Outcome {
-        let Spawned { mut child, deadline } = spawned;
+        let (kind, started) = (spawned.kind, spawned.started);
+        let outcome = self.wait_for(run, spawned).await;
+        let kind = if kind == Kind::Pure { "pure" } else { "exec" };
+        self.metrics.run(kind, outcome.class(), started.elapsed().as_secs_f64());
+        outcome
+    }
+
+    async fn wait_for(&self, run: &RunDir, spawned: Spawned) -> Outcome {
+        let Spawned { mut child, deadline, .. } = spawned;
         let pgid = child.id();
         let confined = self.is_confined();
         let limit = if confined { deadline + HELPER_GRACE } else { deadline };
@@ -347,6 +389,8 @@ fn read_outcome(path: &Path, helper: std::process::ExitStatus) -> Outcome {
 pub struct Spawned {
     pub child: tokio::process::Child,
     deadline: Duration,
+    kind: Kind,
+    started: std::time::Instant,
 }
 
 /// One run's private directory beside the store: `work/` (a pure phase's
