@@ -122,6 +122,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch, metrics.clone()).await?;
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();
+    let host_callbacks = opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX);
     let daemon = Arc::new(Daemon {
         store,
         store_label: opts.store.label(),
@@ -131,8 +132,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         coordinator: Coordinator::default(),
         runtimes: Runtimes::new(confinement),
         worktrees,
-        host_callbacks: Arc::new(Semaphore::new(opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX))),
-        host_callbacks_max: opts.host_callbacks.clamp(1, HOST_CALLBACKS_MAX),
+        host_callbacks: Arc::new(Semaphore::new(host_callbacks)),
+        host_callbacks_max: host_callbacks,
         tools: Default::default(),
         metrics,
     });

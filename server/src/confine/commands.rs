@@ -87,10 +87,10 @@ fn by_name(name: String, search: Option<&OsStr>, visible: &Visible) -> Result<Al
     let Some(first) = found.first().cloned() else {
         return Err(format!("--exec-allow {name}: not found on PATH"));
     };
-    let mut why_first = None;
+    let (mut why_first, mut first_alone) = (None, None);
     for program in &found {
-        match (visible.sees(program), startable(program, visible, 0)) {
-            (true, Ok(_)) => {
+        match startable(program, visible, 0) {
+            Ok(None) => {
                 let note = (*program != first).then(|| {
                     format!(
                         "--exec-allow {name}: using {} ({} is first on PATH, but {}; name it to silence this: --exec-allow {name}={})",
@@ -102,12 +102,17 @@ fn by_name(name: String, search: Option<&OsStr>, visible: &Visible) -> Result<Al
                 });
                 return Ok(Allowed { name, program: program.clone(), note });
             }
-            (_, Err(why)) | (false, Ok(Some(why))) => why_first = why_first.or(Some(why)),
-            (false, Ok(None)) => why_first = why_first.or(Some(outside(visible))),
+            // A script outside starts its own tree's programs: only a binary may run bound alone.
+            Ok(Some(why)) if *program == first && !is_script(program) => {
+                first_alone = Some(why.clone());
+                why_first.get_or_insert(why);
+            }
+            Ok(Some(why)) | Err(why) => {
+                why_first.get_or_insert(why);
+            }
         }
     }
-    // A script outside starts its own tree's programs: only a binary is taken.
-    if let Ok(Some(note)) = startable(&first, visible, 0).map(|n| n.filter(|_| !is_script(&first))) {
+    if let Some(note) = first_alone {
         return Ok(Allowed { name: name.clone(), program: first, note: Some(format!("--exec-allow {name}: {note}")) });
     }
     let why = why_first.unwrap_or_else(|| outside(visible));
@@ -118,18 +123,24 @@ fn by_name(name: String, search: Option<&OsStr>, visible: &Visible) -> Result<Al
 /// `PATH`, canonical and without repeats, in that order.
 fn candidates(name: &str, search: Option<&OsStr>) -> Vec<PathBuf> {
     let operator = search.map(|s| std::env::split_paths(s).collect::<Vec<_>>()).unwrap_or_default();
-    let run = std::env::split_paths(OsStr::new(RUN_PATH));
+    let on_operator_path = operator.into_iter().take(PATH_ENTRIES_MAX).map(|d| d.join(name));
     let mut out: Vec<PathBuf> = vec![];
-    for dir in operator.into_iter().take(PATH_ENTRIES_MAX).chain(run) {
-        let candidate = dir.join(name);
-        if is_executable(&candidate)
-            && let Ok(real) = std::fs::canonicalize(&candidate)
-            && !out.contains(&real)
-        {
+    for real in executables(on_operator_path).chain(on_run_path(name)) {
+        if !out.contains(&real) {
             out.push(real);
         }
     }
     out
+}
+
+/// Executable files named `name` in a confined run's own `PATH`, canonical.
+fn on_run_path(name: &str) -> impl Iterator<Item = PathBuf> {
+    executables(std::env::split_paths(OsStr::new(RUN_PATH)).map(|d| d.join(name)).collect::<Vec<_>>().into_iter())
+}
+
+/// The paths among `paths` that are executable files, canonical.
+fn executables(paths: impl Iterator<Item = PathBuf>) -> impl Iterator<Item = PathBuf> {
+    paths.filter(|p| is_executable(p)).filter_map(|p| std::fs::canonicalize(p).ok())
 }
 
 /// Whether a run can start `program`: `Ok(None)` if all it needs is
@@ -164,12 +175,7 @@ fn startable(program: &Path, visible: &Visible, depth: usize) -> Result<Option<S
     if real.file_name() == Some(OsStr::new("env"))
         && let Some(target) = arg.as_deref().filter(|a| !a.starts_with('-'))
     {
-        let on_run_path = std::env::split_paths(OsStr::new(RUN_PATH))
-            .map(|d| d.join(target))
-            .find(|c| is_executable(c))
-            .and_then(|c| std::fs::canonicalize(c).ok())
-            .filter(|c| visible.sees(c));
-        let Some(next) = on_run_path else {
+        let Some(next) = on_run_path(target).next().filter(|c| visible.sees(c)) else {
             return Err(format!("its #!{} finds no {target} on a confined run's PATH ({RUN_PATH})", real.display()));
         };
         startable(&next, visible, depth + 1).map_err(|e| format!("{}: {e}", next.display()))?;
@@ -235,10 +241,8 @@ fn outside(visible: &Visible) -> String {
 
 /// The refusal to start: the command, where it resolved, why, and the fixes.
 fn refusal(item: &str, name: &str, program: &Path, why: &str, visible: &Visible) -> String {
-    let equivalent = std::env::split_paths(OsStr::new(RUN_PATH))
-        .map(|d| d.join(name))
-        .filter_map(|c| std::fs::canonicalize(c).ok())
-        .find(|c| visible.sees(c) && startable(c, visible, 0).is_ok());
+    // A program a run can start as it is (`Ok(None)`: visible, and all it needs too).
+    let equivalent = on_run_path(name).find(|c| startable(c, visible, 0) == Ok(None));
     let named = match equivalent {
         Some(p) => format!("--exec-allow {name}={}", p.display()),
         None => format!("--exec-allow {name}=PATH with a program under {}", SYSTEM_DIRS.join(", ")),

@@ -96,10 +96,8 @@ impl Quotas {
     pub fn remeasure_later(self: &Arc<Self>, dir: &Path) {
         let generation = {
             let mut ledgers = self.ledgers();
-            let l = ledgers.entry(dir.to_path_buf()).or_default();
-            if l.measuring {
-                return;
-            }
+            // An unmeasured worktree is measured at its first use, never read as empty meanwhile.
+            let Some(l) = ledgers.get_mut(dir).filter(|l| !l.measuring) else { return };
             l.measuring = true;
             l.generation
         };

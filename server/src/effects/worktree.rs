@@ -156,7 +156,7 @@ impl Worktrees {
             Err(why) => return Ok(refusal(format!("workspace-exec refused: {why}"))),
         };
         if room == 0 {
-            return Ok(quota_full(&wt.quotas, &wt.dir));
+            return Ok(quota_full(&wt.quotas, &wt.dir, &policy.argv));
         }
         // No one file may outgrow the room left; the run as a whole is held to it as it goes.
         policy.limits.file_size = policy.limits.file_size.min(room);
@@ -173,26 +173,51 @@ impl Worktrees {
     }
 }
 
-/// A command that cannot run because its worktree is at its quota: the
-/// shape of a command's output, saying why on stderr.
-fn quota_full(quotas: &Quotas, dir: &Path) -> serde_json::Map<String, Value> {
-    let mut stderr = Captured::new();
+/// A command that cannot run because its worktree is at its quota: a
+/// command's output, saying why on stderr.
+fn quota_full(quotas: &Quotas, dir: &Path, argv: &[String]) -> serde_json::Map<String, Value> {
     let used = quotas.usage(dir).unwrap_or(0);
-    stderr.push(
-        format!(
-            "worldd: the worktree holds {} MiB, at its quota of {} MiB: the command did not run; remove files to make room\n",
-            used >> 20,
-            quotas.limit() >> 20
-        )
-        .as_bytes(),
+    let note = format!(
+        "worldd: the worktree holds {} MiB, at its quota of {} MiB: the command did not run; remove files to make room\n",
+        used >> 20,
+        quotas.limit() >> 20
     );
+    let end = CommandEnd { quota_exceeded: true, ..CommandEnd::default() };
+    command_output(&end, 0, argv, Captured::new(), Captured::new(), &note)
+}
+
+/// How a command ended, as its output says.
+#[derive(Default)]
+struct CommandEnd {
+    code: Option<i32>,
+    signal: Option<i32>,
+    timed_out: bool,
+    memory_exceeded: bool,
+    quota_exceeded: bool,
+}
+
+/// A command's output object; `note`, if any, ends its stderr.
+fn command_output(
+    end: &CommandEnd,
+    duration_ms: u64,
+    argv: &[String],
+    stdout: Captured,
+    mut stderr: Captured,
+    note: &str,
+) -> serde_json::Map<String, Value> {
+    stderr.push(note.as_bytes());
     let mut m = serde_json::Map::new();
-    m.insert("ok".into(), json!(false));
-    m.insert("exit_code".into(), Value::Null);
-    m.insert("timed_out".into(), json!(false));
-    m.insert("memory_exceeded".into(), json!(false));
-    m.insert("quota_exceeded".into(), json!(true));
-    Captured::new().into_fields("stdout", &mut m);
+    m.insert("ok".into(), json!(end.code == Some(0)));
+    m.insert("exit_code".into(), json!(end.code));
+    if let Some(s) = end.signal {
+        m.insert("signal".into(), json!(s));
+    }
+    m.insert("timed_out".into(), json!(end.timed_out));
+    m.insert("memory_exceeded".into(), json!(end.memory_exceeded));
+    m.insert("quota_exceeded".into(), json!(end.quota_exceeded));
+    m.insert("duration_ms".into(), json!(duration_ms));
+    m.insert("argv".into(), json!(argv));
+    stdout.into_fields("stdout", &mut m);
     stderr.into_fields("stderr", &mut m);
     m
 }
@@ -616,45 +641,30 @@ async fn run_exec(
     let ((stdout, stderr), outcome) =
         tokio::join!(async { tokio::join!(drain(out), drain(err)) }, async { confinement.wait(&run, spawned).await });
     let written = confinement.written(&run);
-    let (code, signal, timed_out) = match &outcome {
-        Outcome::Exited { code } => (Some(*code), None, false),
-        Outcome::Signaled { signal } => (None, Some(*signal), false),
-        Outcome::TimedOut => (None, None, true),
-        Outcome::MemoryExceeded { .. } | Outcome::DiskExceeded { .. } => (None, Some(libc::SIGKILL), false),
+    let killed = Some(libc::SIGKILL);
+    let (end, note) = match outcome {
+        Outcome::Exited { code } => (CommandEnd { code: Some(code), ..CommandEnd::default() }, String::new()),
+        Outcome::Signaled { signal } => (CommandEnd { signal: Some(signal), ..CommandEnd::default() }, String::new()),
+        Outcome::TimedOut => (CommandEnd { timed_out: true, ..CommandEnd::default() }, String::new()),
+        Outcome::MemoryExceeded { limit_bytes } => (
+            CommandEnd { signal: killed, memory_exceeded: true, ..CommandEnd::default() },
+            format!(
+                "\nworldd: the command's processes together exceeded its memory bound of {} MiB; the kernel killed them\n",
+                limit_bytes >> 20
+            ),
+        ),
+        Outcome::DiskExceeded { written_bytes } => (
+            CommandEnd { signal: killed, quota_exceeded: true, ..CommandEnd::default() },
+            format!(
+                "\nworldd: the command wrote {} MiB to the worktree, past the {} MiB left in its quota; it was killed\n",
+                written_bytes >> 20,
+                policy.limits.disk_writes.unwrap_or(0) >> 20
+            ),
+        ),
         Outcome::SetupFailed { error } => return Err(format!("workspace-exec could not start the command: {error}")),
     };
-    let memory = if let Outcome::MemoryExceeded { limit_bytes } = outcome { Some(limit_bytes) } else { None };
-    let disk = if let Outcome::DiskExceeded { written_bytes } = outcome { Some(written_bytes) } else { None };
-    let mut stderr = stderr;
-    if let Some(limit) = memory {
-        let note = format!(
-            "\nworldd: the command's processes together exceeded its memory bound of {} MiB; the kernel killed them\n",
-            limit >> 20
-        );
-        stderr.push(note.as_bytes());
-    }
-    if let Some(written) = disk {
-        let note = format!(
-            "\nworldd: the command wrote {} MiB to the worktree, past the {} MiB left in its quota; it was killed\n",
-            written >> 20,
-            policy.limits.disk_writes.unwrap_or(0) >> 20
-        );
-        stderr.push(note.as_bytes());
-    }
-    let mut m = serde_json::Map::new();
-    m.insert("ok".into(), json!(code == Some(0)));
-    m.insert("exit_code".into(), json!(code));
-    if let Some(s) = signal {
-        m.insert("signal".into(), json!(s));
-    }
-    m.insert("timed_out".into(), json!(timed_out));
-    m.insert("memory_exceeded".into(), json!(memory.is_some()));
-    m.insert("quota_exceeded".into(), json!(disk.is_some()));
-    m.insert("duration_ms".into(), json!(started.elapsed().as_millis() as u64));
-    m.insert("argv".into(), json!(policy.argv));
-    stdout.into_fields("stdout", &mut m);
-    stderr.into_fields("stderr", &mut m);
-    Ok((m, written))
+    let duration_ms = started.elapsed().as_millis() as u64;
+    Ok((command_output(&end, duration_ms, &policy.argv, stdout, stderr, &note), written))
 }
 
 #[cfg(test)]
