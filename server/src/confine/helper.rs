@@ -287,11 +287,23 @@ fn release_stdio() {
 fn reap_until(target: Pid) -> String {
     loop {
         match waitpid(None::<Pid>, None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == target => return format!("exit {code}"),
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == target => return format!("signal {}", sig as i32),
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(status) => match target_end(status, target) {
+                Some(line) => return line,
+                None => continue,
+            },
+            Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return format!("setup waiting for the target: {e}"),
         }
+    }
+}
+
+/// The report line of the target's end (`exit <code>`, `signal <n>`), if
+/// `status` is it.
+fn target_end(status: WaitStatus, target: Pid) -> Option<String> {
+    match status {
+        WaitStatus::Exited(pid, code) if pid == target => Some(format!("exit {code}")),
+        WaitStatus::Signaled(pid, sig, _) if pid == target => Some(format!("signal {}", sig as i32)),
+        _ => None,
     }
 }
 
@@ -308,10 +320,12 @@ fn reap_within(target: Pid, allowed: u64, report: &mut std::io::PipeWriter) -> S
     let ts = libc::timespec { tv_sec: 0, tv_nsec: WRITES_POLL.as_nanos() as i64 };
     let ended = loop {
         match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::Exited(pid, code)) if pid == target => break format!("exit {code}"),
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid == target => break format!("signal {}", sig as i32),
             Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => {}
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(status) => match target_end(status, target) {
+                Some(line) => break line,
+                None => continue,
+            },
+            Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return format!("setup waiting for the target: {e}"),
         }
         let written = written_in_namespace();
