@@ -415,6 +415,8 @@ struct Brokered {
     objects: Vec<NewObject>,
     /// The outcome still to be made durable (with the commit, when possible).
     outcome: Option<OutcomeRequest>,
+    /// How the episode view tells it.
+    told: CallEffect,
 }
 
 fn phase_error(e: PhaseError) -> CallError {
@@ -491,6 +493,7 @@ impl Invocation<'_> {
             task: self.key.clone(),
             request_digest: self.digest,
             at: crate::clock::now(),
+            transition: self.d.id.clone(),
         })
     }
 
@@ -553,7 +556,7 @@ impl Invocation<'_> {
             }
             _ => TaskState::NotCommitted,
         };
-        let _ = self.write(vec![Op::EndTask { task: self.key.clone(), state }]).await;
+        let _ = self.write(vec![Op::EndTask { task: self.key.clone(), state, at: crate::clock::now() }]).await;
     }
 
     async fn execute(&mut self) -> Result<Outcome, Stop> {
@@ -595,11 +598,13 @@ impl Invocation<'_> {
             let output = self.compose(&args, &plan, &brokered, plan_obj.hash).await?;
             let objects: Vec<NewObject> = brokered.iter().flat_map(|b| b.objects.clone()).collect();
             let records = brokered.iter().map(|b| b.record).collect();
+            let mut told: Vec<CallEffect> = brokered.iter().map(|b| b.told.clone()).collect();
+            told.extend(plan.effects.iter().skip(brokered.len()).map(planned));
             // The episode's next effect may run once this commit is queued:
             // its intent is journaled behind the commit, so it runs only after
             // the commit is durable, and the log keeps the episode's effects
             // in the order they ran.
-            let ran = Ran { plan: plan_obj, records, objects, episode: guard, hold };
+            let ran = Ran { plan: plan_obj, records, told, objects, episode: guard, hold };
             self.commit(outcomes, input, output, Some(ran)).await
         };
         if !ran {
@@ -713,6 +718,13 @@ impl Invocation<'_> {
         self.host.metrics().effect(&e.effect, &e.scope, label, e.cost, None);
         let outcome =
             OutcomeRequest { task: self.key.clone(), ordinal: 0, status, record, result, at: crate::clock::now() };
+        let told = CallEffect {
+            status: if failed { EffectStatus::Failed } else { EffectStatus::Ok },
+            budget_before: debit.budget_before,
+            budget_after: debit.budget_after,
+            record: Some(record_ref),
+            ..planned(e)
+        };
         Ok(Brokered {
             id: e.id.clone(),
             effect: e.effect.clone(),
@@ -721,6 +733,7 @@ impl Invocation<'_> {
             output,
             objects: vec![],
             outcome: Some(outcome),
+            told,
         })
     }
 
@@ -753,6 +766,14 @@ impl Invocation<'_> {
             result_ref: None,
         };
         let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
+        let told = CallEffect {
+            status: EffectStatus::Denied,
+            denial: Some(label.to_string()),
+            budget_before: remaining,
+            budget_after: remaining,
+            record: Some(record.hash),
+            ..planned(e)
+        };
         Brokered {
             id: e.id.clone(),
             effect: e.effect.clone(),
@@ -761,6 +782,7 @@ impl Invocation<'_> {
             output: None,
             objects: vec![request, record],
             outcome: None,
+            told,
         }
     }
 
@@ -815,9 +837,9 @@ impl Invocation<'_> {
         output: Value,
         ran: Option<Ran<'_>>,
     ) -> Result<Outcome, Stop> {
-        let (plan, records, mut objects, episode, hold) = match ran {
-            Some(r) => (Some(r.plan), r.records, r.objects, Some(r.episode), Some(r.hold)),
-            None => (None, vec![], vec![], None, None),
+        let (plan, records, told, mut objects, episode, hold) = match ran {
+            Some(r) => (Some(r.plan), r.records, r.told, r.objects, Some(r.episode), Some(r.hold)),
+            None => (None, vec![], vec![], vec![], None, None),
         };
         let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
         let c = self.call;
@@ -856,6 +878,8 @@ impl Invocation<'_> {
                 objects.push(record);
                 objects
             },
+            effects: told,
+            at: crate::clock::now(),
         };
         let pending = outcome_records(&outcomes);
         let mut ops = outcomes;
@@ -887,6 +911,8 @@ struct Ran<'g> {
     plan: NewObject,
     /// The effect records, in the order the effects ran.
     records: Vec<Ref>,
+    /// Every planned effect as the episode view tells it, in plan order.
+    told: Vec<CallEffect>,
     /// Objects only the commit carries (denials).
     objects: Vec<NewObject>,
     /// The episode's effect lock, let go once the commit is queued.
@@ -900,6 +926,22 @@ struct Queued {
     /// The batch begins with the task row.
     creating: bool,
     reply: writes::QueuedWrite,
+}
+
+/// A planned effect as the episode view tells it, before it is brokered
+/// (as it stays when it is skipped: an earlier one was denied or failed).
+fn planned(e: &PlannedEffect) -> CallEffect {
+    CallEffect {
+        id: e.id.clone(),
+        effect: e.effect.clone(),
+        scope: e.scope.clone(),
+        cost: e.cost,
+        status: EffectStatus::Skipped,
+        denial: None,
+        budget_before: 0,
+        budget_after: 0,
+        record: None,
+    }
 }
 
 /// The effect records the `RecordOutcome` ops among `ops` would make durable.

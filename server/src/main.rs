@@ -7,6 +7,7 @@ mod confine;
 mod coordinator;
 mod daemon;
 mod effects;
+mod episodes;
 mod http;
 mod limits;
 mod metrics;
@@ -49,7 +50,7 @@ mod layers {
         &["registry"],
         &["effects", "runtime", "publish", "confine"],
         &["coordinator"],
-        &["tools"],
+        &["tools", "episodes"],
         &["daemon"],
         &["admin", "http"],
         &["serve"],

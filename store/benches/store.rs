@@ -147,6 +147,8 @@ fn invocation(task: TaskKey, f: Ref) -> InvocationCommit {
         transition_ref: record.hash,
         state_root: output.hash,
         objects: vec![output, record],
+        effects: vec![],
+        at: 1,
     }
 }
 
@@ -155,7 +157,12 @@ fn invocation_commits(store: &Arc<Store>, dir: &Path, f: Ref, committers: usize,
     for chunk in (0..total).collect::<Vec<_>>().chunks(BATCH_MAX) {
         pipelined(
             store,
-            chunk.iter().map(|&i| Op::BeginTask { task: key(&prefix, i), request_digest: Ref::of(b"d"), at: 1 }),
+            chunk.iter().map(|&i| Op::BeginTask {
+                task: key(&prefix, i),
+                request_digest: Ref::of(b"d"),
+                at: 1,
+                transition: "tools.echo".into(),
+            }),
         );
     }
     let (batches0, requests0) = store.writer_stats();

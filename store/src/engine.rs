@@ -5,8 +5,9 @@ use crate::backend::{Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
-use crate::tables::{META, STORE_FORMAT};
+use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_UPGRADABLE};
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
+use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -134,9 +135,13 @@ impl Engine {
         txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
         let report = {
             let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
+            let was = meta.get("format").map_err(|e| engine(&e))?.map(|v| v.value());
             meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
+            if was == Some(STORE_FORMAT_UPGRADABLE) {
+                crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
+            }
             let mut w = W::open(&txn).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
@@ -287,7 +292,7 @@ fn open_parts(
     }
     let db = open_database(media, cache_bytes)?;
     let meta = read_meta(&db)?;
-    if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT) {
+    if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT && *f != STORE_FORMAT_UPGRADABLE) {
         return Err(OpenFailure::Format(found));
     }
     let log = media.wal().map_err(|e| io("open the log", e))?;

@@ -213,6 +213,190 @@ pub struct Task {
     pub committed: Option<Committed>,
     /// Effect records journaled for this task, named when it ends uncertain.
     pub effect_records: Vec<Ref>,
+    /// The transition the call ran (empty on rows written before it was kept).
+    #[serde(default)]
+    pub transition: String,
+    /// When the task left `started`.
+    #[serde(default)]
+    pub ended_at: Option<u64>,
+    /// The call's effects as the episode view tells them, set when it ends.
+    #[serde(default)]
+    pub effects: Vec<CallEffect>,
+}
+
+/// How one planned effect of a call ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EffectStatus {
+    Ok,
+    Failed,
+    /// Refused by the broker; never debited.
+    Denied,
+    /// Not run: an earlier effect of the plan was denied or failed.
+    Skipped,
+    /// Recovery found the intent without an outcome.
+    Indeterminate,
+}
+
+impl EffectStatus {
+    pub const ALL: [EffectStatus; 5] = [
+        EffectStatus::Ok,
+        EffectStatus::Failed,
+        EffectStatus::Denied,
+        EffectStatus::Skipped,
+        EffectStatus::Indeterminate,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectStatus::Ok => "ok",
+            EffectStatus::Failed => "failed",
+            EffectStatus::Denied => "denied",
+            EffectStatus::Skipped => "skipped",
+            EffectStatus::Indeterminate => "indeterminate",
+        }
+    }
+}
+
+impl From<OutcomeStatus> for EffectStatus {
+    fn from(s: OutcomeStatus) -> EffectStatus {
+        match s {
+            OutcomeStatus::Ok => EffectStatus::Ok,
+            OutcomeStatus::Failed => EffectStatus::Failed,
+            OutcomeStatus::Indeterminate => EffectStatus::Indeterminate,
+        }
+    }
+}
+
+/// One planned effect of a call: what it asked, how it ended, what it cost.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallEffect {
+    pub id: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub status: EffectStatus,
+    /// The broker's label when denied (`denied:budget`, …).
+    #[serde(default)]
+    pub denial: Option<String>,
+    pub budget_before: u64,
+    pub budget_after: u64,
+    /// Its effect record (none for a skipped effect).
+    #[serde(default)]
+    pub record: Option<Ref>,
+}
+
+impl CallEffect {
+    /// Units this effect debited: a run effect's cost, nothing else.
+    pub fn debited(&self) -> u64 {
+        match self.status {
+            EffectStatus::Ok | EffectStatus::Failed | EffectStatus::Indeterminate => self.cost,
+            EffectStatus::Denied | EffectStatus::Skipped => 0,
+        }
+    }
+}
+
+/// Buckets in an episode's activity histogram (see `Activity`).
+pub const ACTIVITY_BUCKETS: usize = 48;
+/// The first bucket width, in seconds.
+pub const ACTIVITY_WIDTH_MIN: u64 = 60;
+/// Most distinct keys an episode's counters keep; the rest count under `other`.
+pub const EPISODE_LABELS_MAX: usize = 64;
+
+/// Calls over an episode's life in at most `ACTIVITY_BUCKETS` equal buckets
+/// from `origin`: when a call falls past the last bucket, neighbours merge
+/// and the width doubles. Bounded whatever the episode's length.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    pub origin: u64,
+    pub width: u64,
+    pub counts: Vec<u64>,
+}
+
+impl Activity {
+    pub fn add(&mut self, at: u64) {
+        if self.width == 0 {
+            self.width = ACTIVITY_WIDTH_MIN;
+            self.origin = at - at % ACTIVITY_WIDTH_MIN;
+        }
+        let mut i = (at.saturating_sub(self.origin) / self.width) as usize;
+        while i >= ACTIVITY_BUCKETS {
+            let merged = self.counts.chunks(2).map(|c| c.iter().sum()).collect();
+            self.counts = merged;
+            self.width = self.width.saturating_mul(2);
+            i = (at.saturating_sub(self.origin) / self.width) as usize;
+        }
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+    }
+}
+
+/// What an episode has done, summed by the writes that make it: kept by the
+/// commit (both engines) so that a summary is one row, whatever its length.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpisodeRow {
+    /// Tasks ever created; the next call's position in the episode.
+    pub calls: u64,
+    /// Calls by task state.
+    pub states: std::collections::BTreeMap<String, u64>,
+    /// Effects by status.
+    pub effects: std::collections::BTreeMap<String, u64>,
+    /// Denied effects by label.
+    pub denials: std::collections::BTreeMap<String, u64>,
+    pub first_at: u64,
+    pub last_at: u64,
+    /// Calls over time, by when they started.
+    pub activity: Activity,
+}
+
+impl EpisodeRow {
+    fn bump(map: &mut std::collections::BTreeMap<String, u64>, key: &str, by: i64) {
+        let key = if map.contains_key(key) || map.len() < EPISODE_LABELS_MAX { key } else { "other" };
+        let n = map.entry(key.to_string()).or_insert(0);
+        *n = n.saturating_add_signed(by);
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+
+    /// A new task at `at`: its position is the count before it.
+    pub fn created(&mut self, task: &Task) -> u64 {
+        let seq = self.calls;
+        self.calls += 1;
+        if seq == 0 {
+            self.first_at = task.started_at;
+        }
+        self.touch(task.started_at);
+        self.activity.add(task.started_at);
+        Self::bump(&mut self.states, task.state.as_str(), 1);
+        if task.state != TaskState::Started {
+            self.ended(task, false);
+        }
+        seq
+    }
+
+    /// A task left `started` (`moved`: it was counted as started until now).
+    pub fn ended(&mut self, task: &Task, moved: bool) {
+        if moved {
+            Self::bump(&mut self.states, TaskState::Started.as_str(), -1);
+            Self::bump(&mut self.states, task.state.as_str(), 1);
+        }
+        self.touch(task.ended_at.unwrap_or(task.started_at));
+        for e in &task.effects {
+            Self::bump(&mut self.effects, e.status.as_str(), 1);
+            if let Some(label) = &e.denial {
+                Self::bump(&mut self.denials, label, 1);
+            }
+        }
+    }
+
+    fn touch(&mut self, at: u64) {
+        self.last_at = self.last_at.max(at);
+    }
 }
 
 /// The durable intent of one effect: written, with its debit, before the handler runs.
@@ -350,4 +534,20 @@ pub(crate) mod serde_bytes_vec {
         }
         d.deserialize_byte_buf(V)
     }
+}
+
+/// The order calls take in an episode the index was not kept for (a store
+/// written before it): by start time, then key.
+pub fn call_order(a: &(TaskKey, Task), b: &(TaskKey, Task)) -> std::cmp::Ordering {
+    (&a.0.episode, a.1.started_at, &a.0).cmp(&(&b.0.episode, b.1.started_at, &b.0))
+}
+
+/// The summaries the tasks of one episode make, taken in their positions'
+/// order: what the index must hold.
+pub fn summarize_calls<'t>(tasks: impl IntoIterator<Item = &'t Task>) -> EpisodeRow {
+    let mut row = EpisodeRow::default();
+    for t in tasks {
+        row.created(t);
+    }
+    row
 }

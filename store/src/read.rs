@@ -291,6 +291,95 @@ impl View for RedbSnapshot {
         Ok(t.get(entry_hash.0).map_err(read_storage)?.map(|v| v.value()))
     }
 
+    fn episode(&self, episode: &str) -> Result<Option<EpisodeRow>, ReadError> {
+        let Some(t) = open(&self.txn, EPISODES)? else { return Ok(None) };
+        match t.get(episode).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("episodes", &episode, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn episodes(&self, after: Option<(u64, String)>, limit: usize) -> Result<Vec<(String, EpisodeRow)>, ReadError> {
+        let limit = limit.min(PAGE_MAX);
+        let Some(t) = open(&self.txn, EPISODES_BY_ACTIVITY)? else { return Ok(vec![]) };
+        let range = match &after {
+            Some((at, ep)) => t.range(..(*at, ep.as_str())).map_err(read_storage)?,
+            None => t.range::<(u64, &str)>(..).map_err(read_storage)?,
+        };
+        let mut out = vec![];
+        for item in range.rev() {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(read_storage)?;
+            let (at, episode) = k.value();
+            let row = self.episode(episode)?.ok_or_else(|| rows::Corruption {
+                table: "episodes_by_activity",
+                key: format!("{at} {episode}"),
+                detail: "names an episode without a summary".into(),
+            })?;
+            out.push((episode.to_string(), row));
+        }
+        Ok(out)
+    }
+
+    fn episode_calls(&self, episode: &str, from: u64, limit: usize) -> Result<Vec<(u64, TaskKey, Task)>, ReadError> {
+        let limit = limit.min(PAGE_MAX);
+        let Some(t) = open(&self.txn, EPISODE_CALLS)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.range((episode, from)..=(episode, u64::MAX)).map_err(read_storage)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(read_storage)?;
+            let seq = k.value().1;
+            let (surface, task_id) = v.value();
+            let corrupt = |detail: &str| rows::Corruption {
+                table: "episode_calls",
+                key: format!("{episode} {seq}"),
+                detail: detail.into(),
+            };
+            let surface = Surface::parse(surface).ok_or_else(|| corrupt("names an unknown surface"))?;
+            let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
+            let task = self.task(&key)?.ok_or_else(|| corrupt("names a task that has no row"))?;
+            out.push((seq, key, task));
+        }
+        Ok(out)
+    }
+
+    fn episode_sessions(&self, episode: &str, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
+        let Some(t) = open(&self.txn, EPISODE_SESSIONS)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.range((episode, [0u8; 32])..=(episode, [0xffu8; 32])).map_err(read_storage)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(read_storage)?;
+            let id = Ref(k.value().1);
+            let session = self.session(&id)?.ok_or_else(|| rows::Corruption {
+                table: "episode_sessions",
+                key: format!("{episode} {id}"),
+                detail: "names a session that has no row".into(),
+            })?;
+            out.push((id, session));
+        }
+        Ok(out)
+    }
+
+    fn episode_spend(&self, episode: &str) -> Result<Vec<(String, String, u64)>, ReadError> {
+        let Some(t) = open(&self.txn, SPEND)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.range((episode, "", "")..).map_err(read_storage)? {
+            let (k, v) = item.map_err(read_storage)?;
+            let (ep, effect, scope) = k.value();
+            if ep != episode {
+                break;
+            }
+            out.push((effect.to_string(), scope.to_string(), v.value()));
+        }
+        Ok(out)
+    }
+
     fn record_journal(&self, record: &Ref) -> Result<Option<JournalKey>, ReadError> {
         let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
         let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };

@@ -50,13 +50,25 @@ pub const REFERRERS: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::ne
 pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
 /// entryHash → entryIndex.
 pub const ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("entry_by_hash");
+/// episode → EpisodeRow: what the episode did, kept by the writes that
+/// start and end its calls.
+pub const EPISODES: TableDefinition<&str, &[u8]> = TableDefinition::new("episodes");
+/// (episode, position) → (surface, taskId): an episode's calls in the order
+/// their tasks were created, contiguous from 0.
+pub const EPISODE_CALLS: TableDefinition<(&str, u64), (&str, &str)> = TableDefinition::new("episode_calls");
+/// (last activity, episode) → (): episodes by their last activity.
+pub const EPISODES_BY_ACTIVITY: TableDefinition<(u64, &str), ()> = TableDefinition::new("episodes_by_activity");
+/// (episode, credentialId) → (): an episode's sessions.
+pub const EPISODE_SESSIONS: TableDefinition<(&str, Key32), ()> = TableDefinition::new("episode_sessions");
 /// `rest:<id>` → Receipt.
 pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
 
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 2;
+pub const STORE_FORMAT: u64 = 3;
+/// The format before the episode index, upgraded in place at open.
+pub const STORE_FORMAT_UPGRADABLE: u64 = 2;
 
 /// An object whose payload names the target ref.
 pub const REFERRER_OBJECT: u8 = 1;

@@ -75,6 +75,18 @@ pub trait View: Send + Sync {
     /// Whether the index says `referrer` (of `kind`) names `target`.
     fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError>;
 
+    /// An episode's summary, as the commits that made it kept it.
+    fn episode(&self, episode: &str) -> Result<Option<EpisodeRow>, ReadError>;
+    /// Episodes by last activity, most recent first, strictly after the
+    /// cursor `after` = (last activity, episode) in that order.
+    fn episodes(&self, after: Option<(u64, String)>, limit: usize) -> Result<Vec<(String, EpisodeRow)>, ReadError>;
+    /// The episode's calls from position `from` on: (position, task key, task).
+    fn episode_calls(&self, episode: &str, from: u64, limit: usize) -> Result<Vec<(u64, TaskKey, Task)>, ReadError>;
+    /// Up to `limit` of the episode's sessions, in credential-id order.
+    fn episode_sessions(&self, episode: &str, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError>;
+    /// Units the episode spent, per (effect, scope) it spent on.
+    fn episode_spend(&self, episode: &str) -> Result<Vec<(String, String, u64)>, ReadError>;
+
     // ---- derived: the same for every engine ----
 
     fn selected_head(&self) -> Result<Option<Ref>, ReadError> {

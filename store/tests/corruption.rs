@@ -59,7 +59,9 @@ fn fixture() -> Fixture {
     store.call(Op::PublishRegistry(publish)).unwrap();
 
     let task = TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: "t1".into() };
-    store.call(Op::BeginTask { task: task.clone(), request_digest: Ref::of(b"t1"), at: 1 }).unwrap();
+    store
+        .call(Op::BeginTask { task: task.clone(), request_digest: Ref::of(b"t1"), at: 1, transition: String::new() })
+        .unwrap();
     let intent = IntentRequest {
         task: task.clone(),
         ordinal: 0,

@@ -177,7 +177,12 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
             task_id: format!("{tag}-{n}"),
         };
         let inv = key.invocation_id();
-        let begin = Op::BeginTask { task: key.clone(), request_digest: Ref::of(inv.as_bytes()), at: now() };
+        let begin = Op::BeginTask {
+            task: key.clone(),
+            request_digest: Ref::of(inv.as_bytes()),
+            at: now(),
+            transition: String::new(),
+        };
         match store.call(begin) {
             Ok(Reply::Begun(BeginOutcome::Started)) => acks.ack(format!("begin {inv}")),
             other => fail(&format!("begin {inv}: {other:?}")),
@@ -229,7 +234,7 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
             }
         }
         if rng.below(5) == 0 {
-            match store.call(Op::EndTask { task: key.clone(), state: TaskState::NotCommitted }) {
+            match store.call(Op::EndTask { task: key.clone(), state: TaskState::NotCommitted, at: 0 }) {
                 Ok(Reply::Done) => acks.ack(format!("end {inv}")),
                 other => fail(&format!("end {inv}: {other:?}")),
             }
@@ -249,6 +254,8 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
             transition_ref: record.hash,
             state_root: output.hash,
             objects: vec![output, record],
+            effects: vec![],
+            at: now(),
         };
         match store.call(Op::CommitInvocation(commit)) {
             Ok(Reply::Committed(c)) => {

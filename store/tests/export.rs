@@ -17,7 +17,9 @@ fn populated() -> (tempfile::TempDir, Store) {
     };
     store.call(Op::CommitWorld(commit)).unwrap();
     let key = TaskKey { surface: Surface::A2a, episode: "ep".into(), task_id: "t1".into() };
-    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"r"), at: 1 }).unwrap();
+    store
+        .call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"r"), at: 1, transition: String::new() })
+        .unwrap();
     let request = NewObject::derived("world/effect-request/v1", "host/broker", b"req".to_vec());
     let intent = IntentRequest {
         task: key.clone(),
@@ -35,7 +37,7 @@ fn populated() -> (tempfile::TempDir, Store) {
     let outcome =
         OutcomeRequest { task: key.clone(), ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 2 };
     store.call(Op::RecordOutcome(outcome)).unwrap();
-    store.call(Op::EndTask { task: key, state: TaskState::Uncertain }).unwrap();
+    store.call(Op::EndTask { task: key, state: TaskState::Uncertain, at: 0 }).unwrap();
     let session = Session { episode: "ep".into(), grants: vec![], created_at: 1, expires_at: 9 };
     store.call(Op::MintSession { credential_id: Ref::of(b"tok"), session }).unwrap();
     (dir, store)

@@ -64,7 +64,7 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     }
     for i in 0..3000 {
         let key = task(&format!("ended-{i}"));
-        store.call(Op::EndTask { task: key, state: TaskState::NotCommitted }).unwrap();
+        store.call(Op::EndTask { task: key, state: TaskState::NotCommitted, at: 0 }).unwrap();
     }
     // A task still running at the stop: the open before compaction recovers
     // it, and says so.
@@ -84,7 +84,9 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     assert_verifies(&store);
     // A resent task id answers with the same committed result as before.
     let (key, output, c) = &committed[7];
-    let replayed = store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 3 }).unwrap();
+    let replayed = store
+        .call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 3, transition: String::new() })
+        .unwrap();
     let Reply::Begun(BeginOutcome::Existing(task)) = replayed else { panic!("{replayed:?}") };
     assert_eq!(task.committed.as_ref(), Some(c));
     assert_eq!(store.snapshot().unwrap().payload(&c.output_ref).unwrap().as_deref(), Some(&output[..]));

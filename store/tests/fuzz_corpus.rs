@@ -64,6 +64,19 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         started_at: 5,
         committed,
         effect_records: vec![Ref::of(b"record 0"), Ref::of(b"record 1")],
+        transition: "tools.echo".into(),
+        ended_at: Some(6),
+        effects: vec![CallEffect {
+            id: "e1".into(),
+            effect: "Workspace.Write".into(),
+            scope: "worktree".into(),
+            cost: 2,
+            status: EffectStatus::Denied,
+            denial: Some("denied:budget".into()),
+            budget_before: 1,
+            budget_after: 1,
+            record: Some(Ref::of(b"record 0")),
+        }],
     };
     let intent = EffectIntent {
         episode: "ep1".into(),

@@ -262,6 +262,8 @@ struct Model {
     outcomes: BTreeMap<(String, u32), EffectOutcome>,
     spend: BTreeMap<(String, String, String), u64>,
     tasks: BTreeMap<TaskKey, Task>,
+    /// Each episode's tasks in the order they were created.
+    calls: BTreeMap<String, Vec<TaskKey>>,
     sessions: BTreeMap<Ref, Session>,
     receipts: BTreeMap<String, Receipt>,
     now: u64,
@@ -346,12 +348,12 @@ impl Model {
                 }
             },
             Op::CommitWorld(c) => self.commit_world(c),
-            Op::BeginTask { task, request_digest, at } => {
+            Op::BeginTask { task, request_digest, at, transition } => {
                 if !well_formed_key(task) {
                     return Err(Want::Invalid("task"));
                 }
                 if let Some(t) = self.tasks.get(task) {
-                    return Ok(Reply::Begun(BeginOutcome::Existing(t.clone())));
+                    return Ok(Reply::Begun(BeginOutcome::Existing(Box::new(t.clone()))));
                 }
                 let t = Task {
                     request_digest: *request_digest,
@@ -359,15 +361,20 @@ impl Model {
                     started_at: *at,
                     committed: None,
                     effect_records: vec![],
+                    transition: transition.clone(),
+                    ended_at: None,
+                    effects: vec![],
                 };
                 self.tasks.insert(task.clone(), t);
+                self.calls.entry(task.episode.clone()).or_default().push(task.clone());
                 Ok(Reply::Begun(BeginOutcome::Started))
             }
-            Op::CreateTask { task, request_digest, at } => {
+            Op::CreateTask { task, request_digest, at, transition } => {
                 if let Some(t) = self.tasks.get(task) {
                     return Err(Want::Err(WriteError::TaskExists(Box::new(t.clone()))));
                 }
-                self.apply(&Op::BeginTask { task: task.clone(), request_digest: *request_digest, at: *at })
+                let transition = transition.clone();
+                self.apply(&Op::BeginTask { task: task.clone(), request_digest: *request_digest, at: *at, transition })
             }
             Op::Sequence(ops) => {
                 let mut out = vec![];
@@ -391,12 +398,16 @@ impl Model {
             Op::RecordIntent(i) => self.record_intent(i),
             Op::RecordOutcome(o) => self.record_outcome(o),
             Op::CommitInvocation(c) => self.commit_invocation(c),
-            Op::EndTask { task, state } => {
+            Op::EndTask { task, state, at } => {
                 if !matches!(state, TaskState::NotCommitted | TaskState::Uncertain) {
                     return Err(Want::Invalid("cannot be ended"));
                 }
                 self.started(task)?;
-                self.tasks.get_mut(task).expect("started").state = *state;
+                let effects = self.journaled_effects(task);
+                let t = self.tasks.get_mut(task).expect("started");
+                t.state = *state;
+                t.ended_at = Some(*at);
+                t.effects = effects;
                 Ok(Reply::Done)
             }
             Op::MintSession { credential_id, session } => {
@@ -546,6 +557,9 @@ impl Model {
         }
         let head = self.selected().ok_or(Want::Err(WriteError::NoWorld))?;
         Self::check_objects(&c.objects)?;
+        if c.effects.iter().any(|e| e.debited() > 0 && e.record.is_none()) {
+            return Err(Want::Invalid("ran, so it has a record"));
+        }
         for r in [&c.transition_ref, &c.state_root, &c.transition_fn, &c.interpreter] {
             if !self.has_object(r, &c.objects) {
                 return Err(Want::Invalid("is not in the commit or the store"));
@@ -573,6 +587,11 @@ impl Model {
         let t = self.tasks.get_mut(&c.task).expect("started");
         t.state = TaskState::Committed;
         t.committed = Some(committed.clone());
+        t.ended_at = Some(c.at);
+        t.effects = c.effects.clone();
+        if t.transition.is_empty() {
+            t.transition = c.transition_id.clone();
+        }
         Ok(Reply::Committed(committed))
     }
 
@@ -625,13 +644,41 @@ impl Model {
                 report.indeterminate_effects.push(format!("{inv}#{ordinal}"));
             }
         }
-        for (key, task) in self.tasks.iter_mut().filter(|(_, t)| t.state == TaskState::Started) {
+        let started: Vec<TaskKey> =
+            self.tasks.iter().filter(|(_, t)| t.state == TaskState::Started).map(|(k, _)| k.clone()).collect();
+        for key in started {
             let inv = key.invocation_id();
             let journaled = self.intents.keys().any(|(i, _)| *i == inv);
+            let effects = self.journaled_effects(&key);
+            let task = self.tasks.get_mut(&key).expect("listed");
             task.state = if journaled { TaskState::Uncertain } else { TaskState::NotCommitted };
+            task.ended_at = Some(at);
+            task.effects = effects;
             report.tasks.push((inv, task.state));
         }
         report
+    }
+
+    /// A task's effects as its journal tells them (a call that did not commit).
+    fn journaled_effects(&self, key: &TaskKey) -> Vec<CallEffect> {
+        self.journal(&key.invocation_id())
+            .into_iter()
+            .map(|item| CallEffect {
+                id: item.intent.effect_id.clone(),
+                effect: item.intent.effect.clone(),
+                scope: item.intent.scope.clone(),
+                cost: item.intent.cost,
+                status: item.outcome.as_ref().map_or(EffectStatus::Indeterminate, |o| match o.status {
+                    OutcomeStatus::Ok => EffectStatus::Ok,
+                    OutcomeStatus::Failed => EffectStatus::Failed,
+                    OutcomeStatus::Indeterminate => EffectStatus::Indeterminate,
+                }),
+                denial: None,
+                budget_before: item.intent.budget_before,
+                budget_after: item.intent.budget_after,
+                record: item.outcome.and_then(|o| o.record_ref),
+            })
+            .collect()
     }
 
     fn journal(&self, inv: &str) -> Vec<JournalItem> {
@@ -648,6 +695,30 @@ impl Model {
 }
 
 // ------------------------------------------------------ concrete steps ----
+
+/// What a commit tells of its effects: none, a denial, a run effect (with or,
+/// as a flaw, without its record) and a skipped one.
+fn told_effects(seed: u8) -> Vec<CallEffect> {
+    let effect = |status, denial: Option<&str>, record: Option<Ref>| CallEffect {
+        id: format!("e{seed}"),
+        effect: EFFECTS[seed as usize % EFFECTS.len()].into(),
+        scope: SCOPES[0].into(),
+        cost: u64::from(seed % 3),
+        status,
+        denial: denial.map(str::to_string),
+        budget_before: 5,
+        budget_after: 5,
+        record,
+    };
+    let record = Some(Ref::of(&[seed]));
+    match seed % 5 {
+        0 => vec![],
+        1 => vec![effect(EffectStatus::Denied, Some(["denied:budget", "denied:scope"][seed as usize % 2]), record)],
+        2 => vec![effect(EffectStatus::Ok, None, record), effect(EffectStatus::Skipped, None, None)],
+        3 => vec![effect(EffectStatus::Failed, None, None)],
+        _ => vec![effect(EffectStatus::Failed, None, record)],
+    }
+}
 
 /// Mostly a task that is still started (so the step can succeed), sometimes any pool key.
 fn pick_task(m: &Model, sel: u8) -> TaskKey {
@@ -778,9 +849,12 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             invocation_id: REST_IDS[*id as usize % REST_IDS.len()].into(),
             request_digest: Ref::of(&[*digest]),
         },
-        Step::Begin { task, digest } => {
-            Op::BeginTask { task: task_key(*task), request_digest: Ref::of(&[*digest]), at }
-        }
+        Step::Begin { task, digest } => Op::BeginTask {
+            task: task_key(*task),
+            request_digest: Ref::of(&[*digest]),
+            at,
+            transition: TRANSITIONS[*digest as usize % TRANSITIONS.len()].into(),
+        },
         Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request } => {
             let task = pick_task(m, *task);
             let inv = task.invocation_id();
@@ -859,12 +933,15 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
                 written_by: provenance,
                 transition_ref,
                 state_root,
+                effects: told_effects(*seed),
+                at: u64::from(*seed),
             })
         }
         Step::End { task, state } => Op::EndTask {
             task: pick_task(m, *task),
             state: [TaskState::Started, TaskState::Committed, TaskState::NotCommitted, TaskState::Uncertain]
                 [*state as usize % 4],
+            at: m.now,
         },
         Step::Mint { id, episode, ttl } => {
             let grants =
@@ -1002,6 +1079,41 @@ fn check_reads(store: &dyn WorldStore, m: &Model) -> Result<(), TestCaseError> {
         prop_assert_eq!(snap.journal_of(&key.invocation_id()).unwrap(), m.journal(&key.invocation_id()));
     }
     for ep in EPISODES {
+        let keys = m.calls.get(ep).cloned().unwrap_or_default();
+        let calls = snap.episode_calls(ep, 0, PAGE_MAX).unwrap();
+        let listed: Vec<TaskKey> = calls.iter().map(|(_, k, _)| k.clone()).collect();
+        prop_assert_eq!(&listed, &keys, "the calls of {} in the order they were created", ep);
+        prop_assert!(calls.iter().enumerate().all(|(i, (seq, _, _))| *seq == i as u64), "positions from 0");
+        let summary = snap.episode(ep).unwrap();
+        if keys.is_empty() {
+            prop_assert_eq!(summary, None);
+        } else {
+            let tasks: Vec<&Task> = keys.iter().map(|k| &m.tasks[k]).collect();
+            let summary = summary.expect("an episode with calls has a summary");
+            prop_assert_eq!(summary.calls, keys.len() as u64);
+            for state in [TaskState::Started, TaskState::Committed, TaskState::NotCommitted, TaskState::Uncertain] {
+                let n = tasks.iter().filter(|t| t.state == state).count() as u64;
+                prop_assert_eq!(
+                    summary.states.get(state.as_str()).copied().unwrap_or(0),
+                    n,
+                    "{} {}",
+                    ep,
+                    state.as_str()
+                );
+            }
+            for status in EffectStatus::ALL {
+                let n = tasks.iter().flat_map(|t| &t.effects).filter(|e| e.status == status).count() as u64;
+                prop_assert_eq!(
+                    summary.effects.get(status.as_str()).copied().unwrap_or(0),
+                    n,
+                    "{} {}",
+                    ep,
+                    status.as_str()
+                );
+            }
+            // Kept call by call, it equals the summary taken afresh in creation order.
+            prop_assert_eq!(summary, summarize_calls(tasks.iter().copied()));
+        }
         for effect in EFFECTS {
             for scope in SCOPES {
                 let want = m.spend.get(&(ep.into(), effect.into(), scope.into())).copied().unwrap_or(0);

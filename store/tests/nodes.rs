@@ -34,7 +34,12 @@ fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
                 s.spawn(move || {
                     for i in 0..6 {
                         let key = task(&format!("n{n}-t{t}-{i}"));
-                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let create = Op::CreateTask {
+                            task: key.clone(),
+                            request_digest: Ref::of(b"d"),
+                            at: 1,
+                            transition: String::new(),
+                        };
                         let debit =
                             Op::RecordIntent(intent(&key, 0, "Workspace.Write", BUDGET, key.task_id.as_bytes()));
                         let Reply::Sequence(r) = store.call(Op::Sequence(vec![create, debit])).unwrap() else {
@@ -67,7 +72,12 @@ fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
     let mut holder = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
     holder.batch_execute("BEGIN; SELECT ref FROM heads WHERE name = 'world/selected' FOR UPDATE").unwrap();
     let (a, b) = (task("head-first"), task("head-second"));
-    let create = |k: &TaskKey| Op::CreateTask { task: k.clone(), request_digest: Ref::of(b"d"), at: 1 };
+    let create = |k: &TaskKey| Op::CreateTask {
+        task: k.clone(),
+        request_digest: Ref::of(b"d"),
+        at: 1,
+        transition: String::new(),
+    };
     let batch = Op::Sequence(vec![
         create(&a),
         Op::CommitInvocation(invocation(&a, f, b"1")),
@@ -124,7 +134,12 @@ fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
                 .map(|store| {
                     let key = key.clone();
                     s.spawn(move || {
-                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let create = Op::CreateTask {
+                            task: key.clone(),
+                            request_digest: Ref::of(b"d"),
+                            at: 1,
+                            transition: String::new(),
+                        };
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         store.call(Op::Sequence(vec![create, commit])).unwrap()
                     })
@@ -263,11 +278,11 @@ fn a_node_whose_lease_lapsed_is_fenced_and_its_calls_in_flight_are_resolved_by_a
 #[test]
 fn a_database_without_the_schema_or_with_a_newer_one_is_refused_and_init_is_idempotent() {
     let url = cluster::fresh_database();
-    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 1, to: 1 });
+    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 2, to: 2 });
     let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
     admin.execute("INSERT INTO world_schema (version, name) VALUES (99, 'from the future')", &[]).unwrap();
     let newer = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
-    assert!(newer.contains("version 99, newer than this binary's 1"), "{newer}");
+    assert!(newer.contains("version 99, newer than this binary's 2"), "{newer}");
     assert!(!newer.contains("password"), "{newer}");
     let init = world_store::postgres::init(&url).unwrap_err().to_string();
     assert!(init.contains("newer"), "{init}");
@@ -331,7 +346,12 @@ fn a_database_restarted_mid_load_loses_nothing_acknowledged_and_the_nodes_resume
                     while !stop.load(Ordering::SeqCst) {
                         i += 1;
                         let key = task(&format!("r{n}-{t}-{i}"));
-                        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 };
+                        let create = Op::CreateTask {
+                            task: key.clone(),
+                            request_digest: Ref::of(b"d"),
+                            at: 1,
+                            transition: String::new(),
+                        };
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         match store.call(Op::Sequence(vec![create, commit])) {
                             Ok(Reply::Sequence(r)) => match &r[1] {

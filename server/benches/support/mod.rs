@@ -479,9 +479,11 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
             transition_ref: record.hash,
             state_root: output.hash,
             objects: vec![input, output, record],
+            effects: vec![],
+            at: 1,
         };
         Op::Sequence(vec![
-            Op::CreateTask { task, request_digest: Ref::of(b"floor"), at: 1 },
+            Op::CreateTask { task, request_digest: Ref::of(b"floor"), at: 1, transition: "tools.echo".into() },
             Op::CommitInvocation(commit),
         ])
     };

@@ -2,7 +2,8 @@
 //! store's blocking reads (writes are queued through `crate::writes`).
 
 pub mod agents;
-pub mod provenance;
+mod episodes;
+mod provenance;
 pub mod rest;
 pub mod status;
 pub mod workbench;
@@ -24,6 +25,7 @@ pub fn router(state: State) -> Router {
     use axum::routing::{get, post};
     rest::routes()
         .merge(provenance::routes())
+        .merge(episodes::routes())
         .merge(status::routes())
         .merge(workbench::routes())
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))

@@ -99,17 +99,24 @@ pub(crate) trait Rows {
     fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()>;
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>>;
-    /// A task row that did not exist; a started one joins the open tasks.
-    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
-    /// Inserts `task` unless the key has a row: `None` when inserted, else the
-    /// existing row (which this transaction then holds).
-    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+    /// A task row that did not exist, at position `seq` of its episode's
+    /// calls; a started one joins the open tasks.
+    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()>;
+    /// Inserts `task` (at `seq`) unless the key has a row: `None` when
+    /// inserted, else the existing row (which this transaction then holds).
+    fn create_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<Option<Task>> {
         if let Some(existing) = self.task(key)? {
             return Ok(Some(existing));
         }
-        self.insert_task(key, task)?;
+        self.insert_task(key, task, seq)?;
         Ok(None)
     }
+    /// An episode's summary (which a transaction then holds).
+    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>>;
+    /// Writes an episode's summary over `was`, the row it had (or none).
+    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()>;
+    /// The journal of one invocation: each intent with its outcome.
+    fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>>;
     /// An existing task row; one no longer started leaves the open tasks.
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
     /// Tasks still started (what recovery looks at).
@@ -146,15 +153,19 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
             rest_intent(rows, &invocation_id, request_digest).map(Reply::RestIntent)
         }
         Op::CommitWorld(c) => commit_world(rows, c).map(Reply::Selected),
-        Op::BeginTask { task, request_digest, at } => begin_task(rows, &task, request_digest, at).map(Reply::Begun),
+        Op::BeginTask { task, request_digest, at, transition } => {
+            begin_task(rows, &task, request_digest, at, transition).map(Reply::Begun)
+        }
         Op::RecordIntent(i) => record_intent(rows, i).map(Reply::Debited),
         Op::RecordOutcome(o) => record_outcome(rows, o).map(|_| Reply::Done),
         Op::CommitInvocation(c) => commit_invocation(rows, c).map(Reply::Committed),
-        Op::EndTask { task, state } => end_task(rows, &task, state).map(|_| Reply::Done),
-        Op::CreateTask { task, request_digest, at } => match begin_task(rows, &task, request_digest, at)? {
-            BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
-            BeginOutcome::Existing(t) => Err(WriteError::TaskExists(Box::new(t))),
-        },
+        Op::EndTask { task, state, at } => end_task(rows, &task, state, at).map(|_| Reply::Done),
+        Op::CreateTask { task, request_digest, at, transition } => {
+            match begin_task(rows, &task, request_digest, at, transition)? {
+                BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
+                BeginOutcome::Existing(t) => Err(WriteError::TaskExists(t)),
+            }
+        }
         Op::Sequence(ops) => sequence(rows, ops).map(Reply::Sequence),
         Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
         Op::RevokeSession { credential_id } => rows.remove_session(&credential_id).map(Reply::Revoked),
@@ -320,7 +331,7 @@ fn check_rest_commit(rows: &mut impl Rows, c: &RestCommit) -> R<()> {
     Ok(())
 }
 
-fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64) -> R<BeginOutcome> {
+fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64, transition: String) -> R<BeginOutcome> {
     // The journal is keyed by the invocation id; two keys with one id would share it.
     if TaskKey::from_invocation_id(&key.invocation_id()).as_ref() != Some(key) {
         return Err(WriteError::InvalidCommit(format!(
@@ -334,9 +345,12 @@ fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64) -> R<Be
         started_at: at,
         committed: None,
         effect_records: vec![],
+        transition,
+        ended_at: None,
+        effects: vec![],
     };
-    match rows.create_task(key, &task)? {
-        Some(existing) => Ok(BeginOutcome::Existing(existing)),
+    match create_call(rows, key, &task)? {
+        Some(existing) => Ok(BeginOutcome::Existing(Box::new(existing))),
         None => Ok(BeginOutcome::Started),
     }
 }
@@ -407,6 +421,10 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
         return Err(WriteError::NoWorld);
     }
     check_objects(&c.objects)?;
+    let effects = &c.effects;
+    if let Some(bad) = effects.iter().find(|e| e.debited() > 0 && e.record.is_none()) {
+        return Err(WriteError::InvalidCommit(format!("effect {} ran, so it has a record", bad.id)));
+    }
     for (what, r) in [
         ("invocation record", &c.transition_ref),
         ("output", &c.state_root),
@@ -417,6 +435,14 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
             return Err(WriteError::InvalidCommit(format!("the {what} {r} is not in the commit or the store")));
         }
     }
+    let mut task = task;
+    task.ended_at = Some(c.at);
+    task.effects = c.effects.clone();
+    if task.transition.is_empty() {
+        task.transition = c.transition_id.clone();
+    }
+    task.state = TaskState::Committed;
+    call_ended(rows, &c.task, &task)?;
     rows.append_invocation(Pending { commit: c, task })
 }
 
@@ -449,12 +475,21 @@ pub(crate) fn chain(head: &World, p: Pending) -> Chained {
     Chained { key: c.task, objects: c.objects, entry, world, committed, task }
 }
 
-fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState) -> R<()> {
+fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState, at: u64) -> R<()> {
     if !matches!(state, TaskState::NotCommitted | TaskState::Uncertain) {
         return Err(WriteError::InvalidCommit(format!("a task cannot be ended as {}", state.as_str())));
     }
     let mut task = started_task(rows, key)?;
     task.state = state;
+    finish_task(rows, key, task, at)
+}
+
+/// A started task leaves `started` without a commit: its effects as
+/// journaled, its end time, the episode's counts.
+fn finish_task(rows: &mut impl Rows, key: &TaskKey, mut task: Task, at: u64) -> R<()> {
+    task.ended_at = Some(at);
+    task.effects = effects_from_journal(rows, key)?;
+    call_ended(rows, key, &task)?;
     rows.update_task(key, &task)
 }
 
@@ -497,6 +532,68 @@ fn publish_registry(rows: &mut impl Rows, p: RegistryPublish) -> R<PublishOutcom
     Ok(PublishOutcome::Moved)
 }
 
+// ---- the episode index ----
+//
+// Kept by the writes that start and end calls: each episode's summary row
+// (`EpisodeRow`) and each call's position among its episode's calls, once
+// for both engines. `index_episodes` derives it from the task rows alone (an
+// upgraded store), and the verifier checks it against them.
+
+/// A new task row of `key`'s episode: written with its position, the
+/// episode's summary moved on. `None` when the row was new, else the row
+/// already there (nothing is written).
+fn create_call(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+    let was = rows.episode(&key.episode)?;
+    let mut row = was.clone().unwrap_or_default();
+    let seq = row.calls;
+    if let Some(existing) = rows.create_task(key, task, seq)? {
+        return Ok(Some(existing));
+    }
+    row.created(task);
+    rows.put_episode(&key.episode, &row, was.as_ref())?;
+    Ok(None)
+}
+
+/// A task that left `started` (committed, not committed, uncertain): the
+/// episode's counts follow.
+fn call_ended(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<()> {
+    let was = rows.episode(&key.episode)?;
+    let mut row = was.clone().unwrap_or_default();
+    row.ended(task, true);
+    rows.put_episode(&key.episode, &row, was.as_ref())
+}
+
+/// A task row written whole (an import): a new position, its state counted.
+fn call_imported(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<()> {
+    let was = rows.episode(&key.episode)?;
+    let mut row = was.clone().unwrap_or_default();
+    let seq = row.created(task);
+    rows.insert_task(key, task, seq)?;
+    rows.put_episode(&key.episode, &row, was.as_ref())
+}
+
+/// A call that ended without committing: its effects as the journal holds
+/// them (a denial travels only with a commit, so none is here).
+fn effects_from_journal(rows: &mut impl Rows, key: &TaskKey) -> R<Vec<CallEffect>> {
+    Ok(rows.journal(&key.invocation_id())?.into_iter().map(|item| journaled_effect(&item)).collect())
+}
+
+fn journaled_effect(item: &JournalItem) -> CallEffect {
+    let i = &item.intent;
+    let status = item.outcome.as_ref().map_or(EffectStatus::Indeterminate, |o| o.status.into());
+    CallEffect {
+        id: i.effect_id.clone(),
+        effect: i.effect.clone(),
+        scope: i.scope.clone(),
+        cost: i.cost,
+        status,
+        denial: None,
+        budget_before: i.budget_before,
+        budget_after: i.budget_after,
+        record: item.outcome.as_ref().and_then(|o| o.record_ref),
+    }
+}
+
 // ---- recovery ----
 
 /// Fail-closed recovery after a restart: every intent without an outcome becomes
@@ -519,7 +616,7 @@ pub(crate) fn recover(rows: &mut impl Rows, at: u64) -> R<RecoveryReport> {
             Some(mut task) if task.state == TaskState::Started => {
                 task.state = if rows.has_intents(&inv)? { TaskState::Uncertain } else { TaskState::NotCommitted };
                 report.tasks.push((inv, task.state));
-                rows.update_task(&key, &task)?;
+                finish_task(rows, &key, task, at)?;
             }
             _ => rows.close_task(&key)?,
         }
@@ -570,7 +667,7 @@ pub(crate) fn import(rows: &mut impl Rows, record: Record) -> R<()> {
             rows.insert_outcome(&invocation_id, ordinal, &outcome)
         }
         X::Spend { episode, effect, scope, units } => rows.set_spent(&episode, &effect, &scope, units),
-        X::Task { key, task } => rows.insert_task(&key, &task),
+        X::Task { key, task } => call_imported(rows, &key, &task),
         X::Receipt { id, receipt } => rows.put_receipt(&id, &receipt),
         X::Session { credential_id, session } => mint_session(rows, &credential_id, &session),
     }

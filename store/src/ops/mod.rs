@@ -8,7 +8,7 @@ pub(crate) mod record;
 mod redb;
 
 pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
-pub(crate) use redb::W;
+pub(crate) use redb::{W, index_episodes};
 
 use crate::canonical;
 use crate::error::WriteError;
@@ -104,6 +104,12 @@ pub struct InvocationCommit {
     pub transition_ref: Ref,
     /// The invocation output: the new world's state root.
     pub state_root: Ref,
+    /// Every planned effect and how it ended, in plan order (the episode view).
+    #[serde(default)]
+    pub effects: Vec<CallEffect>,
+    /// When the call ended.
+    #[serde(default)]
+    pub at: u64,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -153,6 +159,9 @@ pub enum Op {
         task: TaskKey,
         request_digest: Ref,
         at: u64,
+        /// The transition the call runs.
+        #[serde(default)]
+        transition: String,
     },
     RecordIntent(IntentRequest),
     RecordOutcome(OutcomeRequest),
@@ -160,6 +169,9 @@ pub enum Op {
     EndTask {
         task: TaskKey,
         state: TaskState,
+        /// When the call ended.
+        #[serde(default)]
+        at: u64,
     },
     /// Like `BeginTask`, but an existing row is a refusal (`TaskExists`), so a
     /// sequence stops there.
@@ -167,6 +179,8 @@ pub enum Op {
         task: TaskKey,
         request_digest: Ref,
         at: u64,
+        #[serde(default)]
+        transition: String,
     },
     /// Several requests applied in order within one durable batch, each with
     /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
@@ -194,7 +208,7 @@ pub enum RestIntentOutcome {
 pub enum BeginOutcome {
     Started,
     /// The task id exists; the caller compares digests and states.
-    Existing(Task),
+    Existing(Box<Task>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,6 +30,10 @@ pub(crate) struct W<'t> {
     referrers: Table<'t, (Key32, u8, u64), ()>,
     entry_by_hash: Table<'t, Key32, u64>,
     record_journal: Table<'t, Key32, &'static [u8]>,
+    episodes: Table<'t, &'static str, &'static [u8]>,
+    episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
+    episodes_by_activity: Table<'t, (u64, &'static str), ()>,
+    episode_sessions: Table<'t, (&'static str, Key32), ()>,
     /// Tasks started in this batch whose `open_tasks` row is not written yet: a
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
@@ -69,6 +73,10 @@ impl<'t> W<'t> {
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
             entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
+            episodes: txn.open_table(EPISODES).map_err(storage)?,
+            episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
+            episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
+            episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
             started: Default::default(),
             next_seq: None,
         })
@@ -195,8 +203,10 @@ impl Rows for W<'_> {
         }
     }
 
-    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()> {
         self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        let (surface, episode, task_id) = task_key(key);
+        self.episode_calls.insert((episode, seq), (surface, task_id)).map_err(storage)?;
         if task.state == TaskState::Started {
             self.started.insert(key.clone());
         }
@@ -209,6 +219,44 @@ impl Rows for W<'_> {
             self.open_tasks.remove(task_key(key)).map_err(storage)?;
         }
         Ok(())
+    }
+
+    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
+        match self.episodes.get(episode).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("episodes", &episode, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
+        self.episodes.insert(episode, rows::encode(row).as_slice()).map_err(storage)?;
+        match was {
+            Some(was) if was.last_at == row.last_at => {}
+            Some(was) => {
+                self.episodes_by_activity.remove((was.last_at, episode)).map_err(storage)?;
+                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
+            }
+            None => {
+                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
+        let mut out = vec![];
+        for item in self.intents.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let ordinal = k.value().1;
+            let intent = decoded("intents", &format!("{invocation_id}#{ordinal}"), v.value())?;
+            out.push(JournalItem { ordinal, intent, outcome: None });
+        }
+        for item in &mut out {
+            if let Some(v) = self.outcomes.get((invocation_id, item.ordinal)).map_err(storage)? {
+                item.outcome = Some(decoded("outcomes", &format!("{invocation_id}#{}", item.ordinal), v.value())?);
+            }
+        }
+        Ok(out)
     }
 
     fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
@@ -293,11 +341,16 @@ impl Rows for W<'_> {
 
     fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()> {
         self.sessions.insert(credential_id.0, rows::encode(session).as_slice()).map_err(storage)?;
+        self.episode_sessions.insert((session.episode.as_str(), credential_id.0), ()).map_err(storage)?;
         Ok(())
     }
 
     fn remove_session(&mut self, credential_id: &Ref) -> R<bool> {
-        Ok(self.sessions.remove(credential_id.0).map_err(storage)?.is_some())
+        let Some(removed) = self.sessions.remove(credential_id.0).map_err(storage)? else { return Ok(false) };
+        let session: Session = decoded("sessions", credential_id, removed.value())?;
+        drop(removed);
+        self.episode_sessions.remove((session.episode.as_str(), credential_id.0)).map_err(storage)?;
+        Ok(true)
     }
 
     fn receipt(&mut self, id: &str) -> R<Option<Receipt>> {
@@ -316,4 +369,46 @@ impl Rows for W<'_> {
         self.receipts.remove(id).map_err(storage)?;
         Ok(())
     }
+}
+
+/// Builds the episode index of a store written before it was kept (format
+/// 2), from its task and session rows: each episode's calls numbered by
+/// start time, and its summary summed from them.
+pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
+    txn.delete_table(EPISODES).map_err(storage)?;
+    txn.delete_table(EPISODE_CALLS).map_err(storage)?;
+    txn.delete_table(EPISODES_BY_ACTIVITY).map_err(storage)?;
+    txn.delete_table(EPISODE_SESSIONS).map_err(storage)?;
+    let mut w = W::open(txn)?;
+    let mut tasks: Vec<(TaskKey, Task)> = vec![];
+    for item in w.tasks.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let (surface, episode, task_id) = k.value();
+        let Some(surface) = Surface::parse(surface) else { continue };
+        let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
+        let task = decoded("tasks", &key.invocation_id(), v.value())?;
+        tasks.push((key, task));
+    }
+    tasks.sort_by(crate::model::call_order);
+    for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
+        let episode = calls[0].0.episode.as_str();
+        for (seq, (key, _)) in calls.iter().enumerate() {
+            w.episode_calls
+                .insert((episode, seq as u64), (key.surface.as_str(), key.task_id.as_str()))
+                .map_err(storage)?;
+        }
+        let row = crate::model::summarize_calls(calls.iter().map(|(_, t)| t));
+        w.put_episode(episode, &row, None)?;
+    }
+    let mut sessions: Vec<(Ref, String)> = vec![];
+    for item in w.sessions.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let id = Ref(k.value());
+        let session: Session = decoded("sessions", &id, v.value())?;
+        sessions.push((id, session.episode));
+    }
+    for (id, episode) in sessions {
+        w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
+    }
+    w.finish()
 }

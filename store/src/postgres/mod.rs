@@ -157,6 +157,10 @@ pub fn import(url: &str, input: &mut impl std::io::Read) -> Result<u64, ImportEr
             FrameError { offset, detail }
         })
     });
+    let read = read.and_then(|count| {
+        rows.flush().map_err(|e| FrameError { offset: count, detail: e.to_string() })?;
+        Ok(count)
+    });
     let client = conn.client();
     let count = match (read, refused) {
         (Ok(count), None) => count,

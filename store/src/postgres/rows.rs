@@ -57,12 +57,23 @@ pub(crate) struct PgRows<'c> {
     /// Registry entries read at the batch's start (`read_registry_entries`)
     /// or written since, absent ones as `None`.
     registry: HashMap<(String, String), Option<Ref>>,
+    /// Episode summaries this transaction locked (or read as absent) and
+    /// what it made of them; the changed ones are written by `flush`.
+    episodes: HashMap<String, EpisodeSlot>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
     /// Whether `open_intents` searches every call of the lapsed nodes, the
     /// finished ones too, rather than only their started tasks (see
     /// `writer::sweep`).
     pub(crate) finished_calls: bool,
+}
+
+/// An episode summary within a batch.
+struct EpisodeSlot {
+    /// The database has the row (it is then locked): an update, else an insert.
+    stored: bool,
+    row: Option<EpisodeRow>,
+    dirty: bool,
 }
 
 /// Immutable rows this node has seen committed: objects that exist and
@@ -142,6 +153,7 @@ impl<'c> PgRows<'c> {
             pending_tasks: HashSet::new(),
             pending_objects: HashSet::new(),
             chained: vec![],
+            episodes: HashMap::new(),
             known,
             finished_calls: false,
         }
@@ -188,6 +200,11 @@ impl<'c> PgRows<'c> {
     /// new objects and who they name, entries, worlds, who those name, the
     /// head and their tasks.
     pub(crate) fn flush(&mut self) -> R<()> {
+        self.flush_pending()?;
+        self.write_episodes()
+    }
+
+    fn flush_pending(&mut self) -> R<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -206,6 +223,44 @@ impl<'c> PgRows<'c> {
         self.pending_tasks.clear();
         self.pending_objects.clear();
         self.chained.extend(chained.into_iter().map(|c| c.committed));
+        Ok(())
+    }
+
+    /// The episode summaries the batch changed, in one statement: new ones
+    /// inserted plainly (a unique key refuses one another node wrote
+    /// meanwhile), locked ones updated.
+    fn write_episodes(&mut self) -> R<()> {
+        let mut new: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
+        let mut old: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
+        for (episode, slot) in self.episodes.iter().filter(|(_, s)| s.dirty) {
+            let Some(row) = &slot.row else { continue };
+            let to = if slot.stored { &mut old } else { &mut new };
+            to.0.push(episode.clone());
+            to.1.push(int(row.last_at, "an episode's last activity")?);
+            to.2.push(rows::encode(row));
+        }
+        if new.0.is_empty() && old.0.is_empty() {
+            return Ok(());
+        }
+        self.q(
+            "WITH n AS (INSERT INTO episodes (episode, last_at, summary)
+                        SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),
+                  u AS (UPDATE episodes SET last_at = x.l, summary = x.s
+                        FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e)
+             SELECT 1",
+            &[
+                (&new.0, Type::TEXT_ARRAY),
+                (&new.1, Type::INT8_ARRAY),
+                (&new.2, Type::BYTEA_ARRAY),
+                (&old.0, Type::TEXT_ARRAY),
+                (&old.1, Type::INT8_ARRAY),
+                (&old.2, Type::BYTEA_ARRAY),
+            ],
+        )?;
+        for slot in self.episodes.values_mut() {
+            slot.stored |= slot.dirty && slot.row.is_some();
+            slot.dirty = false;
+        }
         Ok(())
     }
 
@@ -324,10 +379,11 @@ impl<'c> PgRows<'c> {
 
     /// Inserts a task row owned by this node (`conflict`: what a row already
     /// there does; none, a unique-key refusal). Whether it was written.
-    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, conflict: &str) -> R<bool> {
+    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, seq: u64, conflict: &str) -> R<bool> {
         let sql = format!(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6) {conflict} RETURNING 1"
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task, seq) VALUES ($1, $2, $3, $4, $5, $6, $7) {conflict} RETURNING 1"
         );
+        let seq = int(seq, "a call's position")?;
         let written = self.exists(
             &sql,
             &[
@@ -337,6 +393,7 @@ impl<'c> PgRows<'c> {
                 (&task.state.as_str(), Type::TEXT),
                 (&self.node.to_string(), Type::TEXT),
                 (&rows::encode(task), Type::BYTEA),
+                (&seq, Type::INT8),
             ],
         )?;
         if written {
@@ -591,20 +648,61 @@ impl Rows for PgRows<'_> {
 
     /// One statement when the key is new (the usual case); a row another
     /// node is inserting is waited for, then read.
-    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
+    fn create_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<Option<Task>> {
         self.settle(key)?;
         if let Some(existing) = self.tasks.get(key) {
             return Ok(Some(existing.clone()));
         }
-        if !self.insert_task_row(key, task, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
+        if !self.insert_task_row(key, task, seq, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
             return self.task(key);
         }
         Ok(None)
     }
 
-    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()> {
         self.settle(key)?;
-        self.insert_task_row(key, task, "").map(|_| ())
+        self.insert_task_row(key, task, seq, "").map(|_| ())
+    }
+
+    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
+        if let Some(slot) = self.episodes.get(episode) {
+            return Ok(slot.row.clone());
+        }
+        let rows = self.q("SELECT summary FROM episodes WHERE episode = $1 FOR UPDATE", &[(&episode, Type::TEXT)])?;
+        let row: Option<EpisodeRow> = rows.first().map(|r| decoded("episodes", &episode, r.get(0))).transpose()?;
+        let slot = EpisodeSlot { stored: row.is_some(), row: row.clone(), dirty: false };
+        self.episodes.insert(episode.to_string(), slot);
+        Ok(row)
+    }
+
+    /// Kept until the batch's end (`flush`): one statement for all of them.
+    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
+        if !self.episodes.contains_key(episode) {
+            self.episode(episode)?;
+        }
+        let slot = self.episodes.get_mut(episode).expect("read just above");
+        debug_assert_eq!(slot.row.as_ref(), was, "an episode is written over what this batch read");
+        slot.row = Some(row.clone());
+        slot.dirty = true;
+        Ok(())
+    }
+
+    fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
+        let rows = self.q(
+            "SELECT i.ordinal, i.intent, o.outcome FROM intents i
+             LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
+             WHERE i.invocation_id = $1 ORDER BY i.ordinal",
+            &[(&invocation_id, Type::TEXT)],
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let ordinal = r.get::<_, i32>(0) as u32;
+            let key = format!("{invocation_id}#{ordinal}");
+            let intent = decoded("intents", &key, r.get(1))?;
+            let outcome = r.get::<_, Option<&[u8]>>(2).map(|b| decoded("outcomes", &key, b)).transpose()?;
+            out.push(JournalItem { ordinal, intent, outcome });
+        }
+        Ok(out)
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
@@ -757,8 +855,12 @@ impl Rows for PgRows<'_> {
 
     fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()> {
         self.q(
-            "INSERT INTO sessions (credential_id, session) VALUES ($1, $2)",
-            &[(&credential_id.0.as_slice(), Type::BYTEA), (&rows::encode(session), Type::BYTEA)],
+            "INSERT INTO sessions (credential_id, session, episode) VALUES ($1, $2, $3)",
+            &[
+                (&credential_id.0.as_slice(), Type::BYTEA),
+                (&rows::encode(session), Type::BYTEA),
+                (&session.episode.as_str(), Type::TEXT),
+            ],
         )?;
         Ok(())
     }

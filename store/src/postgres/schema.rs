@@ -5,7 +5,10 @@
 use postgres::Client;
 
 /// Every migration, in order; version N is the Nth.
-const MIGRATIONS: &[(&str, &str)] = &[("0001_world", include_str!("../../migrations/0001_world.sql"))];
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_world", include_str!("../../migrations/0001_world.sql")),
+    ("0002_episodes", include_str!("../../migrations/0002_episodes.sql")),
+];
 
 /// The schema version this binary writes and reads.
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -53,6 +56,9 @@ pub fn init(client: &mut Client) -> Result<Migrated, SchemaError> {
         txn.batch_execute(sql)?;
         txn.execute("INSERT INTO world_schema (version, name) VALUES ($1, $2)", &[&(i as i32 + 1), name])?;
     }
+    if (1..2).contains(&from) {
+        index_episodes(&mut txn)?;
+    }
     txn.commit()?;
     Ok(Migrated { from, to: SCHEMA_VERSION })
 }
@@ -70,4 +76,43 @@ pub fn check(client: &mut Client) -> Result<(), SchemaError> {
         f if f < SCHEMA_VERSION => Err(SchemaError::Older { found: f }),
         _ => Ok(()),
     }
+}
+
+/// Fills the episode index of a store written before it was kept: each
+/// episode's calls numbered by start time, its summary summed from them, and
+/// each session's episode. Rows that do not decode are left for `verify`.
+fn index_episodes(txn: &mut postgres::Transaction<'_>) -> Result<(), SchemaError> {
+    use crate::model::{Session, Surface, Task, TaskKey};
+    let mut tasks: Vec<(TaskKey, Task)> = vec![];
+    for r in txn.query("SELECT surface, episode, task_id, task FROM tasks", &[])? {
+        let (surface, episode, task_id): (String, String, String) = (r.get(0), r.get(1), r.get(2));
+        let (Some(surface), Ok(task)) =
+            (Surface::parse(&surface), crate::rows::decode::<Task>("tasks", &task_id, r.get(3)))
+        else {
+            continue;
+        };
+        tasks.push((TaskKey { surface, episode, task_id }, task));
+    }
+    tasks.sort_by(crate::model::call_order);
+    for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
+        let episode = &calls[0].0.episode;
+        for (seq, (key, _)) in calls.iter().enumerate() {
+            txn.execute(
+                "UPDATE tasks SET seq = $4 WHERE surface = $1 AND episode = $2 AND task_id = $3",
+                &[&key.surface.as_str(), &key.episode, &key.task_id, &(seq as i64)],
+            )?;
+        }
+        let row = crate::model::summarize_calls(calls.iter().map(|(_, t)| t));
+        txn.execute(
+            "INSERT INTO episodes (episode, last_at, summary) VALUES ($1, $2, $3)",
+            &[episode, &(row.last_at as i64), &crate::rows::encode(&row)],
+        )?;
+    }
+    for r in txn.query("SELECT credential_id, session FROM sessions", &[])? {
+        let id: Vec<u8> = r.get(0);
+        if let Ok(s) = crate::rows::decode::<Session>("sessions", &"", r.get(1)) {
+            txn.execute("UPDATE sessions SET episode = $2 WHERE credential_id = $1", &[&id, &s.episode])?;
+        }
+    }
+    Ok(())
 }

@@ -288,6 +288,78 @@ impl View for PgSnapshot {
             .collect()
     }
 
+    fn episode(&self, episode: &str) -> Result<Option<EpisodeRow>, ReadError> {
+        self.one("SELECT summary FROM episodes WHERE episode = $1", &[(&episode, Type::TEXT)], |row| {
+            decoded("episodes", &episode, row.get(0))
+        })
+    }
+
+    fn episodes(&self, after: Option<(u64, String)>, limit: usize) -> Result<Vec<(String, EpisodeRow)>, ReadError> {
+        let limit = limit.min(PAGE_MAX) as i64;
+        let rows = match &after {
+            Some((at, ep)) => self.q(
+                "SELECT episode, summary FROM episodes WHERE (last_at, episode COLLATE \"C\") < ($1, $2)
+                 ORDER BY last_at DESC, episode COLLATE \"C\" DESC LIMIT $3",
+                &[(&int(*at), Type::INT8), (&ep.as_str(), Type::TEXT), (&limit, Type::INT8)],
+            )?,
+            None => self.q(
+                "SELECT episode, summary FROM episodes ORDER BY last_at DESC, episode COLLATE \"C\" DESC LIMIT $1",
+                &[(&limit, Type::INT8)],
+            )?,
+        };
+        rows.iter()
+            .map(|row| {
+                let episode: String = row.get(0);
+                let summary = decoded("episodes", &episode, row.get(1))?;
+                Ok((episode, summary))
+            })
+            .collect()
+    }
+
+    fn episode_calls(&self, episode: &str, from: u64, limit: usize) -> Result<Vec<(u64, TaskKey, Task)>, ReadError> {
+        let limit = limit.min(PAGE_MAX) as i64;
+        let rows = self.q(
+            "SELECT seq, surface, task_id, task FROM tasks WHERE episode = $1 AND seq >= $2 ORDER BY seq LIMIT $3",
+            &[(&episode, Type::TEXT), (&int(from), Type::INT8), (&limit, Type::INT8)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let seq = row.get::<_, i64>(0) as u64;
+                let surface: &str = row.get(1);
+                let surface = Surface::parse(surface).ok_or_else(|| rows::Corruption {
+                    table: "tasks",
+                    key: format!("{episode} {seq}"),
+                    detail: format!("unknown surface {surface:?}"),
+                })?;
+                let key = TaskKey { surface, episode: episode.to_string(), task_id: row.get(2) };
+                let task = decoded("tasks", &key.invocation_id(), row.get(3))?;
+                Ok((seq, key, task))
+            })
+            .collect()
+    }
+
+    fn episode_sessions(&self, episode: &str, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.q(
+            "SELECT credential_id, session FROM sessions WHERE episode = $1 ORDER BY credential_id LIMIT $2",
+            &[(&episode, Type::TEXT), (&limit, Type::INT8)],
+        )?;
+        rows.iter()
+            .map(|row| {
+                let id = ref_of("sessions", &"credential id", row.get(0))?;
+                Ok((id, decoded("sessions", &id, row.get(1))?))
+            })
+            .collect()
+    }
+
+    fn episode_spend(&self, episode: &str) -> Result<Vec<(String, String, u64)>, ReadError> {
+        let rows = self.q(
+            "SELECT effect, scope, units FROM spend WHERE episode = $1 ORDER BY effect, scope",
+            &[(&episode, Type::TEXT)],
+        )?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get::<_, i64>(2) as u64)).collect())
+    }
+
     fn record_journal(&self, record: &Ref) -> Result<Option<JournalKey>, ReadError> {
         self.one(
             "SELECT invocation_id, ordinal FROM record_journal WHERE record = $1",
@@ -396,8 +468,8 @@ const SCANS: &[Scan] = &[
         },
     },
     Scan {
-        sql: "SELECT surface, episode, task_id, task FROM tasks
-              ORDER BY surface COLLATE \"C\", episode COLLATE \"C\", task_id COLLATE \"C\"",
+        // In their episodes' call order, which the import numbers them by.
+        sql: "SELECT surface, episode, task_id, task FROM tasks ORDER BY episode COLLATE \"C\", seq",
         record: |row| {
             let surface = Surface::parse(row.get(0)).ok_or_else(|| rows::Corruption {
                 table: "tasks",

@@ -53,6 +53,7 @@ fn sweep_lapsed(
         let mut rows = PgRows::new(conn, node, known);
         rows.finished_calls = swept.is_none_or(|swept| lapsed.iter().any(|n| !swept.contains(n)));
         let report = recover(&mut rows, now).map_err(|e| e.to_string())?;
+        rows.flush().map_err(|e| e.to_string())?;
         // Nodes long gone with nothing left in flight: their rows go.
         conn.query(
             "DELETE FROM nodes n WHERE lease_until < now() - $1 * interval '1 second'

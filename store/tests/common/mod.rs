@@ -153,6 +153,8 @@ pub fn invocation(key: &TaskKey, f: Ref, output: &[u8]) -> InvocationCommit {
         transition_ref: record.hash,
         state_root: out.hash,
         objects: vec![out, record],
+        effects: vec![],
+        at: 1,
     }
 }
 
@@ -167,7 +169,9 @@ pub fn echo_store(path: &std::path::Path, opts: StoreOptions) -> (Store, Ref) {
 
 /// Starts task `key` (digest `d`, at 1).
 pub fn begin(store: &dyn WorldStore, key: &TaskKey) {
-    store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1 }).unwrap();
+    store
+        .call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1, transition: String::new() })
+        .unwrap();
 }
 
 /// Starts task `key` and commits an echo invocation of it returning `output`.

@@ -1,0 +1,260 @@
+//! What an episode did, as people read it: its summary (calls, effects by
+//! status, denials by label, spend against the budget of its live grants,
+//! sessions, activity) and its calls, page by page. Everything comes from the
+//! episode index the store's commits keep (`View::episode`,
+//! `View::episode_calls`), never from a walk of the log, so a page costs the
+//! same in an episode of ten calls and in one of a million. The REST routes,
+//! the CLI and the workbench all tell episodes through this module.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use world_store::*;
+
+/// Most sessions of one episode read for its summary.
+pub const EPISODE_SESSIONS_MAX: usize = 1000;
+/// Default and largest page of calls.
+pub const CALLS_PAGE_DEFAULT: usize = 100;
+pub const CALLS_PAGE_MAX: usize = PAGE_MAX;
+/// Default and largest page of episodes.
+pub const EPISODES_PAGE_DEFAULT: usize = 50;
+pub const EPISODES_PAGE_MAX: usize = 200;
+
+/// Units spent on one (effect, scope), beside what the episode's live grants allow.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spend {
+    pub effect: String,
+    pub scope: String,
+    pub spent: u64,
+    /// The largest budget a live session of the episode holds for the pair
+    /// (what the broker checks a call of that session against); none when no
+    /// live grant names it.
+    pub budget: Option<u64>,
+    pub remaining: Option<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Sessions {
+    pub live: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Activity {
+    /// Start of the first bucket (Unix seconds).
+    pub origin: u64,
+    /// Width of each bucket, in seconds.
+    pub width: u64,
+    /// Calls started in each bucket.
+    pub counts: Vec<u64>,
+}
+
+/// One episode's summary.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub episode: String,
+    /// Calls ever started (committed, refused, uncertain, in flight).
+    pub calls: u64,
+    /// Calls by state: `started`, `committed`, `not-committed`, `uncertain`.
+    pub states: BTreeMap<String, u64>,
+    /// Effects by status: `ok`, `failed`, `denied`, `skipped`, `indeterminate`.
+    pub effects: BTreeMap<String, u64>,
+    /// Denied effects by the broker's label.
+    pub denials: BTreeMap<String, u64>,
+    pub spend: Vec<Spend>,
+    pub sessions: Sessions,
+    pub first_at: u64,
+    pub last_at: u64,
+    pub activity: Activity,
+}
+
+/// One effect of a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Effect {
+    pub id: String,
+    pub effect: String,
+    pub scope: String,
+    pub status: &'static str,
+    pub denial: Option<String>,
+    pub cost: u64,
+    /// What the call debited: its cost if it ran, else nothing.
+    pub debited: u64,
+    pub budget_before: u64,
+    pub budget_after: u64,
+    pub record: Option<String>,
+}
+
+/// One call of an episode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Call {
+    /// Its place among the episode's calls, from 0.
+    pub position: u64,
+    pub task_id: String,
+    pub invocation_id: String,
+    pub surface: &'static str,
+    pub transition: String,
+    pub started_at: u64,
+    pub ended_at: Option<u64>,
+    pub state: &'static str,
+    /// The log entry it committed as.
+    pub entry_index: Option<u64>,
+    pub output: Option<String>,
+    pub effects: Vec<Effect>,
+}
+
+/// A page of an episode's calls.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallsPage {
+    pub episode: String,
+    pub from: u64,
+    pub calls: Vec<Call>,
+    /// Where the next page starts, when there is one.
+    pub next: Option<u64>,
+    /// Calls in the episode when the page was read.
+    pub total: u64,
+}
+
+/// A page of episodes, most recently active first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EpisodesPage {
+    pub episodes: Vec<Summary>,
+    /// The cursor of the next page (`after=`), when there is one.
+    pub next: Option<String>,
+}
+
+/// An `after=` cursor that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("after must be a cursor from a previous page's `next` (<lastAt>.<episode>)")]
+pub struct BadCursor;
+
+/// The cursor naming the place after `s` in the activity order.
+pub fn cursor_after(s: &Summary) -> String {
+    format!("{}.{}", s.last_at, s.episode)
+}
+
+pub fn parse_cursor(text: &str) -> Result<(u64, String), BadCursor> {
+    let (at, episode) = text.split_once('.').ok_or(BadCursor)?;
+    let at = at.parse().map_err(|_| BadCursor)?;
+    if episode.is_empty() {
+        return Err(BadCursor);
+    }
+    Ok((at, episode.to_string()))
+}
+
+/// The summary of `episode`, or `None` when the store has seen no call of it.
+pub fn summary(snap: &Snapshot, episode: &str, now: u64) -> Result<Option<Summary>, ReadError> {
+    let Some(row) = snap.episode(episode)? else { return Ok(None) };
+    summarize(snap, episode.to_string(), row, now).map(Some)
+}
+
+/// Episodes by last activity, most recent first, after `after`.
+pub fn list(snap: &Snapshot, after: Option<(u64, String)>, limit: usize, now: u64) -> Result<EpisodesPage, ReadError> {
+    let limit = limit.clamp(1, EPISODES_PAGE_MAX);
+    let rows = snap.episodes(after, limit + 1)?;
+    let more = rows.len() > limit;
+    let episodes = rows
+        .into_iter()
+        .take(limit)
+        .map(|(episode, row)| summarize(snap, episode, row, now))
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = if more { episodes.last().map(cursor_after) } else { None };
+    Ok(EpisodesPage { episodes, next })
+}
+
+fn summarize(snap: &Snapshot, episode: String, row: EpisodeRow, now: u64) -> Result<Summary, ReadError> {
+    let sessions = snap.episode_sessions(&episode, EPISODE_SESSIONS_MAX)?;
+    let live: Vec<&Session> = sessions.iter().map(|(_, s)| s).filter(|s| s.is_live(now)).collect();
+    let budget_of = |effect: &str, scope: &str| {
+        live.iter().flat_map(|s| &s.grants).filter(|g| g.effect == effect && g.scope == scope).map(|g| g.budget).max()
+    };
+    let mut spend: Vec<Spend> = snap
+        .episode_spend(&episode)?
+        .into_iter()
+        .map(|(effect, scope, spent)| {
+            let budget = budget_of(&effect, &scope);
+            Spend { remaining: budget.map(|b| b.saturating_sub(spent)), budget, effect, scope, spent }
+        })
+        .collect();
+    // Live grants not yet spent on are part of the picture too.
+    for g in live.iter().flat_map(|s| &s.grants) {
+        if !spend.iter().any(|s| s.effect == g.effect && s.scope == g.scope) {
+            let budget = budget_of(&g.effect, &g.scope);
+            spend.push(Spend { effect: g.effect.clone(), scope: g.scope.clone(), spent: 0, budget, remaining: budget });
+        }
+    }
+    spend.sort_by(|a, b| (&a.effect, &a.scope).cmp(&(&b.effect, &b.scope)));
+    Ok(Summary {
+        episode,
+        calls: row.calls,
+        states: row.states,
+        effects: row.effects,
+        denials: row.denials,
+        spend,
+        sessions: Sessions { live: live.len() as u64, total: sessions.len() as u64 },
+        first_at: row.first_at,
+        last_at: row.last_at,
+        activity: Activity { origin: row.activity.origin, width: row.activity.width, counts: row.activity.counts },
+    })
+}
+
+/// A page of `episode`'s calls from position `from`; `None` when the store has
+/// seen no call of it.
+pub fn calls(snap: &Snapshot, episode: &str, from: u64, limit: usize) -> Result<Option<CallsPage>, ReadError> {
+    let Some(row) = snap.episode(episode)? else { return Ok(None) };
+    let limit = limit.clamp(1, CALLS_PAGE_MAX);
+    let calls: Vec<Call> = snap.episode_calls(episode, from, limit)?.into_iter().map(call).collect();
+    let end = calls.last().map_or(from, |c| c.position + 1);
+    let next = (end < row.calls && !calls.is_empty()).then_some(end);
+    Ok(Some(CallsPage { episode: episode.to_string(), from, calls, next, total: row.calls }))
+}
+
+fn call((position, key, task): (u64, TaskKey, Task)) -> Call {
+    let committed = task.committed.as_ref();
+    Call {
+        position,
+        task_id: key.task_id.clone(),
+        invocation_id: key.invocation_id(),
+        surface: key.surface.as_str(),
+        transition: task.transition.clone(),
+        started_at: task.started_at,
+        ended_at: task.ended_at,
+        state: task.state.as_str(),
+        entry_index: committed.map(|c| c.entry_index),
+        output: committed.map(|c| c.output_ref.to_string()),
+        effects: task.effects.iter().map(effect).collect(),
+    }
+}
+
+fn effect(e: &CallEffect) -> Effect {
+    Effect {
+        id: e.id.clone(),
+        effect: e.effect.clone(),
+        scope: e.scope.clone(),
+        status: e.status.as_str(),
+        denial: e.denial.clone(),
+        cost: e.cost,
+        debited: e.debited(),
+        budget_before: e.budget_before,
+        budget_after: e.budget_after,
+        record: e.record.map(|r| r.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_what_it_names() {
+        assert_eq!(parse_cursor("17.ep.one").unwrap(), (17, "ep.one".to_string()));
+        assert!(parse_cursor("x.ep").is_err());
+        assert!(parse_cursor("17.").is_err());
+        assert!(parse_cursor("17").is_err());
+    }
+}
