@@ -19,6 +19,10 @@ pub enum OpenError {
         "store {path} has format {found}; this binary reads format {expected}; refusing to touch it (carry it over with `worldd export` from the binary that wrote it and `worldd import` with this one)"
     )]
     Format { path: PathBuf, found: u64, expected: u64 },
+    #[error(
+        "store {path} has format {found}, which lacks the episode index of format {expected}; open it once with a writer (worldd serve) to build it in place"
+    )]
+    NeedsUpgrade { path: PathBuf, found: u64, expected: u64 },
     #[error("store {path} was not closed cleanly and needs recovery; open it once with a writer (worldd serve)")]
     NeedsRecovery { path: PathBuf },
     #[error("store {path}: {source}")]

@@ -288,6 +288,24 @@ pub struct CallEffect {
 }
 
 impl CallEffect {
+    /// An effect as the journal holds it (a denial travels only with a
+    /// commit, so the journal holds none).
+    pub fn journaled(item: &JournalItem) -> CallEffect {
+        let i = &item.intent;
+        let status = item.outcome.as_ref().map_or(EffectStatus::Indeterminate, |o| o.status.into());
+        CallEffect {
+            id: i.effect_id.clone(),
+            effect: i.effect.clone(),
+            scope: i.scope.clone(),
+            cost: i.cost,
+            status,
+            denial: None,
+            budget_before: i.budget_before,
+            budget_after: i.budget_after,
+            record: item.outcome.as_ref().and_then(|o| o.record_ref),
+        }
+    }
+
     /// Units this effect debited: a run effect's cost, nothing else.
     pub fn debited(&self) -> u64 {
         match self.status {

@@ -390,3 +390,81 @@ fn a_store_reopened_by_the_raw_writer_without_changes_still_verifies_clean() {
     let db = Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).open_read_only(&fx.path).unwrap();
     assert_eq!(db.begin_read().unwrap().open_table(LOG).unwrap().len().unwrap(), fx.entries.len() as u64);
 }
+
+#[test]
+fn a_call_dropped_from_its_episodes_numbering_is_reported_and_the_summary_no_longer_adds_up() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        txn.open_table(EPISODE_CALLS).unwrap().remove(("ep1", 0u64)).unwrap().expect("the fixture's call is numbered");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "episode_calls", "-", FaultKind::Mismatch);
+    assert_fault(&report, "episodes", "-", FaultKind::Mismatch);
+}
+
+#[test]
+fn a_summary_that_no_longer_matches_its_calls_is_a_mismatch_naming_the_episode() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(EPISODES).unwrap();
+        let mut row: EpisodeRow = rows::decode("episodes", &"ep1", t.get("ep1").unwrap().unwrap().value()).unwrap();
+        assert_eq!(row.states.get("committed"), Some(&1), "the fixture's call committed: {row:?}");
+        row.states.insert("committed".into(), 0);
+        t.insert("ep1", rows::encode(&row).as_slice()).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "episodes", "ep1", FaultKind::Mismatch);
+    assert_eq!(report.fault_count, 1, "{:#?}", report.faults);
+}
+
+#[test]
+fn an_episode_missing_from_the_activity_order_or_a_session_from_its_episode_is_reported() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(EPISODES_BY_ACTIVITY).unwrap();
+        let keys: Vec<(u64, String)> =
+            t.iter().unwrap().map(|i| i.unwrap().0).map(|k| (k.value().0, k.value().1.to_string())).collect();
+        assert_eq!(keys.len(), 1);
+        t.remove((keys[0].0, keys[0].1.as_str())).unwrap();
+        txn.open_table(EPISODE_SESSIONS).unwrap().remove(("ep1", fx.session.0)).unwrap().expect("indexed");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "episodes_by_activity", "ep1", FaultKind::Missing);
+    assert_fault(&report, "episode_sessions", &format!("ep1 {}", fx.session), FaultKind::Missing);
+}
+
+#[test]
+fn a_store_of_the_format_before_the_episode_index_gets_it_built_at_open() {
+    let fx = fixture();
+    let (made, listed) = {
+        let store = ReadOnlyStore::open(&fx.path).unwrap();
+        let snap = store.snapshot().unwrap();
+        (snap.episode("ep1").unwrap().unwrap(), snap.episode_calls("ep1", 0, 10).unwrap())
+    };
+    // What a store written before the index held: no index tables, format 2.
+    tamper(&fx.path, |txn| {
+        txn.delete_table(EPISODES).unwrap();
+        txn.delete_table(EPISODE_CALLS).unwrap();
+        txn.delete_table(EPISODES_BY_ACTIVITY).unwrap();
+        txn.delete_table(EPISODE_SESSIONS).unwrap();
+        txn.open_table(META).unwrap().insert("format", STORE_FORMAT_UPGRADABLE).unwrap();
+    });
+    let read_only = ReadOnlyStore::open(&fx.path).err().expect("a store without its index is not read as it is");
+    assert!(read_only.to_string().contains("open it once with a writer"), "{read_only}");
+    let (store, _) = Store::open(&fx.path, 1).unwrap();
+    let snap = store.snapshot().unwrap();
+    // Written before tasks told their effects, the call gets its journal's.
+    let rebuilt = snap.episode("ep1").unwrap().unwrap();
+    assert_eq!(made.effects.get("ok"), None);
+    assert_eq!(rebuilt.effects.get("ok"), Some(&1), "{rebuilt:?}");
+    assert_eq!((rebuilt.calls, &rebuilt.states, rebuilt.last_at), (made.calls, &made.states, made.last_at));
+    let calls = snap.episode_calls("ep1", 0, 10).unwrap();
+    assert_eq!(
+        calls.iter().map(|(n, k, _)| (n, k)).collect::<Vec<_>>(),
+        listed.iter().map(|(n, k, _)| (n, k)).collect::<Vec<_>>()
+    );
+    assert_eq!(calls[0].2.effects.len(), 1);
+    assert_eq!(snap.episode_sessions("ep1", 10).unwrap().len(), 1);
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+}

@@ -471,6 +471,58 @@ fn the_verifier_compares_a_postgres_stores_derived_rows_with_those_its_records_g
         "UPDATE record_journal SET ordinal = ordinal - 1",
     );
     assert_eq!(other, vec![("record_journal", Mismatch)]);
+    // The episode index: a summary edited, a call renumbered, a session moved.
+    let summary = faults_in(
+        &mut admin,
+        "UPDATE episodes SET summary = summary || '\\x00'::bytea",
+        "UPDATE episodes SET summary = substring(summary from 1 for length(summary) - 1)",
+    );
+    assert!(summary.contains(&("episodes", Mismatch)), "{summary:?}");
+    let renumbered = faults_in(&mut admin, "UPDATE tasks SET seq = seq + 7", "UPDATE tasks SET seq = seq - 7");
+    assert_eq!(renumbered, vec![("episode_calls", Mismatch)]);
+    let session = Session { episode: "ep1".into(), grants: vec![], created_at: 1, expires_at: 100 };
+    store.call(Op::MintSession { credential_id: Ref::of(b"a token"), session }).unwrap();
+    let moved = faults_in(&mut admin, "UPDATE sessions SET episode = 'another'", "UPDATE sessions SET episode = 'ep1'");
+    assert_eq!(moved, vec![("episode_sessions", Mismatch)]);
+}
+
+#[test]
+fn a_database_of_the_schema_before_the_episode_index_gets_it_built_by_init() {
+    let url = cluster::fresh_database();
+    let store = node(&url);
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let f = publish_echo(&store);
+    let (journaled, pure) = (task("journaled"), task("pure"));
+    begin(&store, &journaled);
+    store.call(Op::RecordIntent(intent(&journaled, 0, "Workspace.Write", 5, b"req"))).unwrap();
+    store.call(Op::EndTask { task: journaled.clone(), state: TaskState::Uncertain, at: 3 }).unwrap();
+    begin_and_commit(&store, &pure, f, b"out");
+    let session = Session { episode: "ep1".into(), grants: vec![], created_at: 1, expires_at: 100 };
+    store.call(Op::MintSession { credential_id: Ref::of(b"a token"), session }).unwrap();
+    let made = store.snapshot().unwrap().episode("ep1").unwrap().unwrap();
+    drop(store);
+    // What a database of schema 1 held: no index, tasks that told no effects.
+    let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "DROP TABLE episodes; DROP INDEX tasks_by_episode; ALTER TABLE tasks DROP COLUMN seq;
+             DROP INDEX sessions_by_episode; ALTER TABLE sessions DROP COLUMN episode;
+             DELETE FROM world_schema WHERE version = 2",
+        )
+        .unwrap();
+    let older = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
+    assert!(older.contains("older than this binary's"), "{older}");
+    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 1, to: 2 });
+    // (Its sweep resolves the intent the dropped node left without an outcome.)
+    let (store, _) = PgStore::open(&url, 9, Default::default()).unwrap();
+    let snap = store.snapshot().unwrap();
+    let rebuilt = snap.episode("ep1").unwrap().unwrap();
+    assert_eq!(rebuilt, made);
+    let calls: Vec<String> = snap.episode_calls("ep1", 0, 10).unwrap().into_iter().map(|(_, k, _)| k.task_id).collect();
+    assert_eq!(calls, ["journaled", "pure"]);
+    assert_eq!(snap.episode_sessions("ep1", 10).unwrap().len(), 1);
+    drop(snap);
+    assert_verifies(&store);
 }
 
 #[test]

@@ -575,23 +575,7 @@ fn call_imported(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<()> {
 /// A call that ended without committing: its effects as the journal holds
 /// them (a denial travels only with a commit, so none is here).
 fn effects_from_journal(rows: &mut impl Rows, key: &TaskKey) -> R<Vec<CallEffect>> {
-    Ok(rows.journal(&key.invocation_id())?.into_iter().map(|item| journaled_effect(&item)).collect())
-}
-
-fn journaled_effect(item: &JournalItem) -> CallEffect {
-    let i = &item.intent;
-    let status = item.outcome.as_ref().map_or(EffectStatus::Indeterminate, |o| o.status.into());
-    CallEffect {
-        id: i.effect_id.clone(),
-        effect: i.effect.clone(),
-        scope: i.scope.clone(),
-        cost: i.cost,
-        status,
-        denial: None,
-        budget_before: i.budget_before,
-        budget_after: i.budget_after,
-        record: item.outcome.as_ref().and_then(|o| o.record_ref),
-    }
+    Ok(rows.journal(&key.invocation_id())?.iter().map(CallEffect::journaled).collect())
 }
 
 // ---- recovery ----

@@ -390,6 +390,13 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
         tasks.push((key, task));
     }
     tasks.sort_by(crate::model::call_order);
+    // A call that ended before tasks told their effects: its journal's.
+    for (key, task) in tasks.iter_mut().filter(|(_, t)| t.state != TaskState::Started && t.effects.is_empty()) {
+        task.effects = w.journal(&key.invocation_id())?.iter().map(CallEffect::journaled).collect();
+        if !task.effects.is_empty() {
+            w.tasks.insert(task_key(key), rows::encode(&*task).as_slice()).map_err(storage)?;
+        }
+    }
     for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
         let episode = calls[0].0.episode.as_str();
         for (seq, (key, _)) in calls.iter().enumerate() {

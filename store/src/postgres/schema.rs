@@ -82,7 +82,7 @@ pub fn check(client: &mut Client) -> Result<(), SchemaError> {
 /// episode's calls numbered by start time, its summary summed from them, and
 /// each session's episode. Rows that do not decode are left for `verify`.
 fn index_episodes(txn: &mut postgres::Transaction<'_>) -> Result<(), SchemaError> {
-    use crate::model::{Session, Surface, Task, TaskKey};
+    use crate::model::{Session, Surface, Task, TaskKey, TaskState};
     let mut tasks: Vec<(TaskKey, Task)> = vec![];
     for r in txn.query("SELECT surface, episode, task_id, task FROM tasks", &[])? {
         let (surface, episode, task_id): (String, String, String) = (r.get(0), r.get(1), r.get(2));
@@ -94,6 +94,28 @@ fn index_episodes(txn: &mut postgres::Transaction<'_>) -> Result<(), SchemaError
         tasks.push((TaskKey { surface, episode, task_id }, task));
     }
     tasks.sort_by(crate::model::call_order);
+    // A call that ended before tasks told their effects: its journal's.
+    let mut journal: std::collections::HashMap<String, Vec<crate::model::JournalItem>> = Default::default();
+    for r in txn.query(
+        "SELECT i.invocation_id, i.ordinal, i.intent, o.outcome FROM intents i
+         LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
+         ORDER BY i.invocation_id, i.ordinal",
+        &[],
+    )? {
+        let inv: String = r.get(0);
+        let ordinal = r.get::<_, i32>(1) as u32;
+        let Ok(intent) = crate::rows::decode("intents", &inv, r.get(2)) else { continue };
+        let outcome = r.get::<_, Option<&[u8]>>(3).and_then(|b| crate::rows::decode("outcomes", &inv, b).ok());
+        journal.entry(inv).or_default().push(crate::model::JournalItem { ordinal, intent, outcome });
+    }
+    for (key, task) in tasks.iter_mut().filter(|(_, t)| t.state != TaskState::Started && t.effects.is_empty()) {
+        let Some(items) = journal.get(&key.invocation_id()) else { continue };
+        task.effects = items.iter().map(crate::model::CallEffect::journaled).collect();
+        txn.execute(
+            "UPDATE tasks SET task = $4 WHERE surface = $1 AND episode = $2 AND task_id = $3",
+            &[&key.surface.as_str(), &key.episode, &key.task_id, &crate::rows::encode(&*task)],
+        )?;
+    }
     for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
         let episode = &calls[0].0.episode;
         for (seq, (key, _)) in calls.iter().enumerate() {

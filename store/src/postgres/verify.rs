@@ -86,6 +86,9 @@ fn derived_faults(snap: &PgSnapshot, copy: &RedbSnapshot) -> Vec<Fault> {
     let tables = [
         ("referrers", found.referrers, rebuilt.referrers),
         ("record_journal", found.record_journal, rebuilt.record_journal),
+        ("episodes", found.episodes, rebuilt.episodes),
+        ("episode_calls", found.episode_calls, rebuilt.episode_calls),
+        ("episode_sessions", found.episode_sessions, rebuilt.episode_sessions),
     ];
     for (table, found, rebuilt) in tables {
         if found != rebuilt {

@@ -557,6 +557,21 @@ impl PgSnapshot {
             let key = JournalKey { invocation_id: row.get(1), ordinal: row.get::<_, i32>(2) as u32 };
             derived.record_journal.add_record(&record, &key);
         }
+        drop(rows);
+        for row in conn.query("SELECT episode, summary FROM episodes", &[]).map_err(read_storage)? {
+            derived.episodes.add_episode(row.get(0), row.get(1));
+        }
+        // A task without a position sums as position -1: not what the copy numbers it.
+        for row in
+            conn.query("SELECT episode, coalesce(seq, -1), surface, task_id FROM tasks", &[]).map_err(read_storage)?
+        {
+            derived.episode_calls.add_call(row.get(0), row.get::<_, i64>(1) as u64, row.get(2), row.get(3));
+        }
+        for row in conn.query("SELECT episode, credential_id FROM sessions", &[]).map_err(read_storage)? {
+            let episode: Option<&str> = row.get(0);
+            let id = ref_of("sessions", &"derived", row.get(1))?;
+            derived.episode_sessions.add_session(episode.unwrap_or(""), &id);
+        }
         Ok((derived, dangling, dangling_count))
     }
 }

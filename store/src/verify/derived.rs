@@ -11,7 +11,7 @@ use crate::model::JournalKey;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{RECORD_JOURNAL, REFERRERS};
+use crate::tables::{EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS};
 use crate::view::View;
 use redb::ReadableTable;
 
@@ -57,6 +57,26 @@ impl RowSum {
 pub struct Derived {
     pub referrers: RowSum,
     pub record_journal: RowSum,
+    /// Each episode's summary, as its encoded row.
+    pub episodes: RowSum,
+    /// Each call's position in its episode: (episode, position, surface, task id).
+    pub episode_calls: RowSum,
+    /// Each session under its episode.
+    pub episode_sessions: RowSum,
+}
+
+impl RowSum {
+    pub fn add_episode(&mut self, episode: &str, summary: &[u8]) {
+        self.add(&[episode.as_bytes(), summary]);
+    }
+
+    pub fn add_call(&mut self, episode: &str, position: u64, surface: &str, task_id: &str) {
+        self.add(&[episode.as_bytes(), &position.to_be_bytes(), surface.as_bytes(), task_id.as_bytes()]);
+    }
+
+    pub fn add_session(&mut self, episode: &str, credential_id: &Ref) {
+        self.add(&[episode.as_bytes(), &credential_id.0]);
+    }
 }
 
 /// The derived tables of an embedded store. A referrer row naming a position
@@ -82,6 +102,26 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
             let record = Ref(k.value());
             let key: JournalKey = rows::decode("record_journal", &record, v.value()).map_err(|e| e.to_string())?;
             derived.record_journal.add_record(&record, &key);
+        }
+    }
+    if let Some(t) = open(snap, EPISODES)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            derived.episodes.add_episode(k.value(), v.value());
+        }
+    }
+    if let Some(t) = open(snap, EPISODE_CALLS)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let ((episode, position), (surface, task_id)) = (k.value(), v.value());
+            derived.episode_calls.add_call(episode, position, surface, task_id);
+        }
+    }
+    if let Some(t) = open(snap, EPISODE_SESSIONS)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
+            let (episode, id) = k.value();
+            derived.episode_sessions.add_session(episode, &Ref(id));
         }
     }
     Ok(derived)

@@ -61,6 +61,7 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     v.guarded("intents", |v| v.journal(&mut counts));
     v.guarded("tasks", |v| v.tasks(&entry_hashes, &mut counts));
     v.guarded("sessions", |v| v.sessions(&mut counts));
+    v.guarded("episodes", |v| v.episodes(&counts));
     v.guarded("receipts", |v| v.receipts(&mut counts));
     let mut tables = vec![];
     v.guarded("(footprint)", |v| {
@@ -613,6 +614,137 @@ impl<'a> Verifier<'a> {
                     self.sink.push("tasks", &key, FaultKind::Dangling, format!("effect record {r} names no object"));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The episode index against the task and session rows: each episode's
+    /// calls numbered from 0 without a gap, each naming a task of that
+    /// episode, no task twice and none left out; its summary the one those
+    /// tasks make in that order; one activity row per summary, at its last
+    /// activity; the session index naming each session under its episode.
+    fn episodes(&self, counts: &Counts) -> Step {
+        let (Some(calls), Some(tasks)) = (self.table(EPISODE_CALLS)?, self.table(TASKS)?) else {
+            if counts.tasks > 0 {
+                self.sink.push(
+                    "episode_calls",
+                    "-",
+                    FaultKind::Missing,
+                    format!("{} tasks, none numbered", counts.tasks),
+                );
+            }
+            return Ok(());
+        };
+        let summaries = self.table(EPISODES)?;
+        let mut numbered: HashSet<[u8; 16]> = HashSet::new();
+        let mut episodes: Vec<(String, EpisodeRow)> = vec![];
+        for item in calls.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let ((episode, seq), (surface, task_id)) = (k.value(), v.value());
+            let key = format!("{episode} {seq}");
+            if episodes.last().is_none_or(|(e, _)| e != episode) {
+                episodes.push((episode.to_string(), EpisodeRow::default()));
+            }
+            let row = &mut episodes.last_mut().expect("pushed above").1;
+            if seq != row.calls {
+                self.sink.push("episode_calls", &key, FaultKind::Missing, format!("position {} is missing", row.calls));
+            }
+            let id = blake3::hash(format!("{surface}:{episode}:{task_id}").as_bytes());
+            if !numbered.insert(id.as_bytes()[..16].try_into().expect("16 bytes")) {
+                self.sink.push("episode_calls", &key, FaultKind::Mismatch, format!("task {task_id} is numbered twice"));
+            }
+            match tasks.get((surface, episode, task_id)).map_err(|e| e.to_string())? {
+                Some(t) => match rows::decode::<Task>("tasks", &key, t.value()) {
+                    Ok(task) => {
+                        row.created(&task);
+                    }
+                    Err(c) => self.sink.corrupt(c),
+                },
+                None => self.sink.push("episode_calls", &key, FaultKind::Dangling, "names a task that has no row"),
+            }
+            row.calls = seq + 1;
+        }
+        if numbered.len() as u64 != counts.tasks {
+            let detail = format!("{} tasks, {} numbered in their episodes", counts.tasks, numbered.len());
+            self.sink.push("episode_calls", "-", FaultKind::Mismatch, detail);
+        }
+        self.summaries(&episodes, summaries.as_ref())?;
+        self.episode_sessions()
+    }
+
+    /// Each episode's summary row and activity row, against what its calls make.
+    fn summaries(
+        &self,
+        episodes: &[(String, EpisodeRow)],
+        summaries: Option<&ReadOnlyTable<&'static str, &'static [u8]>>,
+    ) -> Step {
+        let stored = summaries.map(|t| t.len()).transpose().map_err(|e| e.to_string())?.unwrap_or(0);
+        if stored != episodes.len() as u64 {
+            let detail = format!("{stored} summaries for {} episodes with calls", episodes.len());
+            self.sink.push("episodes", "-", FaultKind::Mismatch, detail);
+        }
+        let activity = self.table(EPISODES_BY_ACTIVITY)?;
+        for (episode, made) in episodes {
+            let found = match summaries.map(|t| t.get(episode.as_str())).transpose().map_err(|e| e.to_string())? {
+                Some(Some(v)) => rows::decode::<EpisodeRow>("episodes", episode, v.value()),
+                _ => {
+                    self.sink.push("episodes", episode, FaultKind::Missing, "an episode with calls has no summary");
+                    continue;
+                }
+            };
+            match found {
+                Ok(found) if found != *made => self.sink.push(
+                    "episodes",
+                    episode,
+                    FaultKind::Mismatch,
+                    format!(
+                        "the summary says {} calls, {:?}, {:?}; its calls make {} calls, {:?}, {:?}",
+                        found.calls, found.states, found.effects, made.calls, made.states, made.effects
+                    ),
+                ),
+                Ok(_) => {}
+                Err(c) => self.sink.corrupt(c),
+            }
+            let listed = activity.as_ref().map(|t| t.get((made.last_at, episode.as_str()))).transpose();
+            if !matches!(listed.map_err(|e| e.to_string())?, Some(Some(_))) {
+                let detail = format!("not listed at its last activity {}", made.last_at);
+                self.sink.push("episodes_by_activity", episode, FaultKind::Missing, detail);
+            }
+        }
+        let listed = activity.map(|t| t.len()).transpose().map_err(|e| e.to_string())?.unwrap_or(0);
+        if listed != episodes.len() as u64 {
+            let detail = format!("{listed} rows for {} episodes", episodes.len());
+            self.sink.push("episodes_by_activity", "-", FaultKind::Mismatch, detail);
+        }
+        Ok(())
+    }
+
+    /// The session index: each session under its episode, and nothing else.
+    fn episode_sessions(&self) -> Step {
+        let indexed = self.table(EPISODE_SESSIONS)?;
+        let mut sessions = 0u64;
+        if let Some(t) = self.table(SESSIONS)? {
+            for item in t.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let id = Ref(k.value());
+                let Ok(session) = rows::decode::<Session>("sessions", &id, v.value()) else { continue };
+                sessions += 1;
+                let found = indexed.as_ref().map(|t| t.get((session.episode.as_str(), id.0))).transpose();
+                if !matches!(found.map_err(|e| e.to_string())?, Some(Some(_))) {
+                    let key = format!("{} {id}", session.episode);
+                    self.sink.push(
+                        "episode_sessions",
+                        key,
+                        FaultKind::Missing,
+                        "a session is not listed under its episode",
+                    );
+                }
+            }
+        }
+        let listed = indexed.map(|t| t.len()).transpose().map_err(|e| e.to_string())?.unwrap_or(0);
+        if listed != sessions {
+            let detail = format!("{listed} rows for {sessions} sessions");
+            self.sink.push("episode_sessions", "-", FaultKind::Mismatch, detail);
         }
         Ok(())
     }
