@@ -442,8 +442,10 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
         task.transition = c.transition_id.clone();
     }
     task.state = TaskState::Committed;
-    call_ended(rows, &c.task, &task)?;
-    rows.append_invocation(Pending { commit: c, task })
+    let (key, told) = (c.task.clone(), task.clone());
+    let committed = rows.append_invocation(Pending { commit: c, task })?;
+    call_ended(rows, &key, &told)?;
+    Ok(committed)
 }
 
 /// Chains an invocation onto `head`, the selected world: its entry, the
