@@ -217,6 +217,9 @@ impl Coordinator {
 
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
 pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    if !host.metrics().is_on() {
+        return invoke_detached(host, call).await;
+    }
     let (surface, tool) = (call.surface, call.transition_id.clone());
     let started = std::time::Instant::now();
     let _in_flight = host.metrics().in_flight();
@@ -576,13 +579,20 @@ impl Invocation<'_> {
         // this call's commit is durable: their writers do not queue behind ours.
         let hold = self.hold_episode().await?;
         let mut brokered = vec![];
-        for e in &plan.effects {
+        let mut planned = plan.effects.iter();
+        for e in planned.by_ref() {
             let b = self.broker(e).await?;
             let stop = b.status != "ok";
             brokered.push(b);
             if stop {
                 break;
             }
+        }
+        // What the loop left is what `compose` reports `skipped`. With
+        // `PLAN_EFFECTS_MAX` at 1 nothing is left today: the one effect is
+        // the last, whatever became of it.
+        for e in planned {
+            self.host.metrics().effect(&e.effect, &e.scope, "skipped", 0, None);
         }
         let ran = self.ran;
         let post = async {
