@@ -283,7 +283,13 @@ impl Metrics {
         self.store_requests.inc_by(r.saturating_sub(seen.1));
         self.store_checkpoints.inc_by(c.saturating_sub(seen.2));
         *seen = (seen.0.max(b), seen.1.max(r), seen.2.max(c));
-        *self.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(now.writer.clone());
+        // Two scrapes at once may store their readings in either order: keep
+        // the later one (every count only grows), so that none goes back.
+        let total = |h: &WriterHistograms| h.commit_ns.count() + h.batch_requests.count() + h.log_sync_ns.count();
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if writer.as_ref().is_none_or(|w| total(w) <= total(&now.writer)) {
+            *writer = Some(now.writer.clone());
+        }
     }
 
     /// The OpenMetrics text.
@@ -437,7 +443,6 @@ mod tests {
         stats.batch_requests.observe(3);
         stats.log_sync_seconds.observe(20_000_000_000); // past every bound
         m.observe(&scrape(stats.histograms()));
-        stats.commit_seconds.observe(1); // after the scrape: not in its text
         let text = m.encode();
         for line in [
             "# TYPE worldd_store_commit_duration_seconds histogram",
@@ -461,6 +466,21 @@ mod tests {
         assert!(text.ends_with("# EOF\n"));
         // The classic format names histograms as they are.
         assert!(classic(&text).contains("# TYPE worldd_store_commit_duration_seconds histogram\n"));
+
+        // The text says what the last scrape read, never an older reading
+        // that a concurrent scrape stored after it.
+        let count = |m: &Metrics| sample_of(&m.encode(), "worldd_store_commit_duration_seconds_count");
+        stats.commit_seconds.observe(1);
+        assert_eq!(count(&m), 2, "read at the scrape, not since");
+        let earlier = stats.histograms();
+        stats.commit_seconds.observe(1);
+        m.observe(&scrape(stats.histograms()));
+        m.observe(&scrape(earlier));
+        assert_eq!(count(&m), 4);
+    }
+
+    fn sample_of(text: &str, series: &str) -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap()
     }
 
     #[test]
