@@ -28,6 +28,13 @@
 //! JSON, no session, no store, no fsync. The goal is a durable path at 8
 //! clients of at least 25% of that ceiling. `BENCH_SECS` sets the seconds per
 //! row (default 3).
+//!
+//! `BENCH_METRICS=1` runs instead what the metrics cost: the durable rows
+//! (`tools_decho` at 1 and 8 clients, `ailang-read` at 8) against a daemon
+//! with metrics and one started with `--no-metrics` (nothing counted on the
+//! call path, no `/metrics`), each round on a fresh store, in
+//! `METRICS_ROUNDS` rounds each, alternating (on off, off on, …: drift falls
+//! on both alike); per row the medians of each side's rounds and their ratio.
 
 mod support;
 
@@ -58,6 +65,35 @@ fn success(tool: &str, era: Era, body: &[u8]) -> Option<Value> {
     let text_ok = result["content"][0]["type"] == "text";
     let good = text_ok && out.is_object() && (tool == "tools_decho" || out["ok"] == true);
     good.then_some(Value::Null)
+}
+
+/// A `tools/call` of `tool` (`tools_decho` or `ailang-read`) in `era`.
+fn tools_call(addr: &str, token: &str, tool: &str, era: Era, n: u64) -> Request {
+    let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
+    let mut params = json!({"name": tool, "arguments": args});
+    let mut headers = vec![
+        ("Authorization", format!("Bearer {token}")),
+        ("Content-Type", "application/json".into()),
+        ("Accept", "application/json, text/event-stream".into()),
+    ];
+    if era == Era::Modern {
+        params["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        });
+        headers.push(("MCP-Protocol-Version", MODERN_VERSION.into()));
+        headers.push(("Mcp-Method", "tools/call".into()));
+        headers.push(("Mcp-Name", tool.into()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
+    Request {
+        method: "POST",
+        key: String::new(),
+        url: format!("http://{addr}/mcp/"),
+        headers,
+        body: serde_json::to_vec(&body).unwrap(),
+    }
 }
 
 async fn echo(body: Bytes) -> Response {
@@ -129,6 +165,10 @@ fn main() {
         return;
     }
     let secs = row_secs();
+    if std::env::var_os("BENCH_METRICS").is_some() {
+        metrics_cost(secs);
+        return;
+    }
     let setup = Setup::new(1);
     let mut daemon = setup.start(&[]);
     setup.publish_builtin();
@@ -141,33 +181,7 @@ fn main() {
         setup.db.display()
     );
 
-    let request = |addr: &str, tool: &str, era: Era, n: u64| {
-        let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
-        let mut params = json!({"name": tool, "arguments": args});
-        let mut headers = vec![
-            ("Authorization", format!("Bearer {token}")),
-            ("Content-Type", "application/json".into()),
-            ("Accept", "application/json, text/event-stream".into()),
-        ];
-        if era == Era::Modern {
-            params["_meta"] = json!({
-                "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-            });
-            headers.push(("MCP-Protocol-Version", MODERN_VERSION.into()));
-            headers.push(("Mcp-Method", "tools/call".into()));
-            headers.push(("Mcp-Name", tool.into()));
-        }
-        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
-        Request {
-            method: "POST",
-            key: String::new(),
-            url: format!("http://{addr}/mcp/"),
-            headers,
-            body: serde_json::to_vec(&body).unwrap(),
-        }
-    };
+    let request = |addr: &str, tool: &str, era: Era, n: u64| tools_call(addr, &token, tool, era, n);
     let durable_in = |d: &Daemon, label: &str, tool: &str, era: Era, clients: usize, secs: f64| {
         let before = log_len(&d.addr);
         let (cpu, disk) = (d.cpu_secs(), d.written(&setup.db));
@@ -376,5 +390,109 @@ fn main() {
     println!(
         "raw fsync in the store's directory (append 4 KiB + fdatasync, n={FSYNC_SAMPLES}): {fsync:.0}/s, p50 {fsync_p50:.2} ms, p99 {fsync_p99:.2} ms; {} core(s)",
         cores()
+    );
+}
+
+/// Rounds per side in the `BENCH_METRICS` comparison: even, so that the
+/// order on off off on … puts both sides' medians at the same mean position.
+const METRICS_ROUNDS: usize = 4;
+
+/// One side's measurement of one row in one round.
+#[derive(Clone, Copy)]
+struct Sample {
+    rate: f64,
+    p50: f64,
+    p99: f64,
+    /// Daemon CPU per call, ms: steadier than a rate on a shared machine.
+    cpu: f64,
+}
+
+/// The durable rows with metrics on and off (`BENCH_METRICS`): each round a
+/// fresh store and daemon (a store growing across rounds slows later ones),
+/// the sides in the order on off off on on off off on; per row and side the
+/// median of the rounds' calls/s, p50, p99 and daemon CPU per call, and
+/// on/off ratios of those medians.
+fn metrics_cost(secs: f64) {
+    let rows: [(&str, &str, usize); 3] =
+        [("`tools_decho`", "tools_decho", 1), ("`tools_decho`", "tools_decho", 8), ("`ailang-read`", "ailang-read", 8)];
+    // [row][side: 0 on, 1 off], one sample per round.
+    let mut seen: Vec<[Vec<Sample>; 2]> = vec![[vec![], vec![]]; rows.len()];
+    let order = (0..METRICS_ROUNDS).flat_map(|r| if r % 2 == 0 { [true, false] } else { [false, true] });
+    eprintln!("mcp, metrics on and off: {} ({secs} s per row)", worldd_path().display());
+    println!();
+    println!("| round | metrics | target | clients | calls | calls/s | p50 ms | p99 ms | daemon CPU ms/call |");
+    println!("|---:|---|---|---:|---:|---:|---:|---:|---:|");
+    for (round, on) in order.enumerate() {
+        let setup = Setup::new(1);
+        let daemon = setup.start(if on { &[] } else { &["--no-metrics"] });
+        setup.publish_builtin();
+        let token = setup.mint(&setup.episodes[0]);
+        genesis(&daemon.addr, &token);
+        let metrics = agent().get(&format!("http://{}/metrics", daemon.addr)).call().expect("GET /metrics");
+        assert_eq!(metrics.status().as_u16(), if on { 200 } else { 404 }, "metrics on: {on}");
+        let durable = |label: &str, tool: &str, clients: usize, secs: f64| {
+            let (before, cpu) = (log_len(&daemon.addr), daemon.cpu_secs());
+            let row = run_load(
+                label,
+                clients,
+                secs,
+                |_, n| tools_call(&daemon.addr, &token, tool, Era::Legacy, n),
+                |_, b| success(tool, Era::Legacy, b),
+            );
+            let cpu = 1e3 * (daemon.cpu_secs() - cpu) / row.calls.max(1) as f64;
+            assert_eq!(
+                log_len(&daemon.addr) - before,
+                row.calls as u64,
+                "{label}: every counted call committed one entry"
+            );
+            (row, cpu)
+        };
+        durable("warm-up", "tools_decho", 4, 0.5);
+        durable("warm-up", "ailang-read", 4, 0.5);
+        for (i, (label, tool, clients)) in rows.iter().enumerate() {
+            let (r, cpu) = durable(label, tool, *clients, secs);
+            let side = if on { "on" } else { "off" };
+            let sample = Sample { rate: r.rate(), p50: r.p50(), p99: r.p99(), cpu };
+            println!(
+                "| {} | {side} | {label} | {clients} | {} | {:.0} | {:.2} | {:.2} | {cpu:.3} |",
+                round + 1,
+                r.calls,
+                sample.rate,
+                sample.p50,
+                sample.p99
+            );
+            seen[i][usize::from(!on)].push(sample);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        (v[(n - 1) / 2] + v[n / 2]) / 2.0
+    };
+    println!();
+    println!(
+        "| target | clients | calls/s on | off | on/off | p50 ms on | off | on/off | p99 ms on | off | on/off | CPU ms/call on | off | on/off |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut spreads = vec![];
+    let fields: [fn(&Sample) -> f64; 4] = [|s| s.rate, |s| s.p50, |s| s.p99, |s| s.cpu];
+    for ((label, _, clients), sides) in rows.iter().zip(seen) {
+        let mut cells = vec![];
+        for f in fields {
+            let (on, off) = (median(sides[0].iter().map(f).collect()), median(sides[1].iter().map(f).collect()));
+            cells.push(format!("{on:.3} | {off:.3} | {:.3}", on / off));
+        }
+        println!("| {label} | {clients} | {} |", cells.join(" | "));
+        // How far apart one side's own rounds are: a ratio inside it is noise.
+        let spread = |side: &[Sample]| {
+            let rates = side.iter().map(|s| s.rate);
+            rates.clone().fold(f64::MIN, f64::max) / rates.fold(f64::MAX, f64::min)
+        };
+        spreads.push(format!("{label} at {clients}: on {:.3}, off {:.3}", spread(&sides[0]), spread(&sides[1])));
+    }
+    println!(
+        "medians of {METRICS_ROUNDS} rounds per side, {secs} s per row, {} core(s); each side's own spread of calls/s (max/min over its rounds): {}",
+        cores(),
+        spreads.join("; ")
     );
 }

@@ -217,6 +217,9 @@ impl Coordinator {
 
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
 pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    if !host.metrics().is_on() {
+        return invoke_detached(host, call).await;
+    }
     let (surface, tool) = (call.surface, call.transition_id.clone());
     let started = std::time::Instant::now();
     let _in_flight = host.metrics().in_flight();
@@ -579,7 +582,8 @@ impl Invocation<'_> {
         // this call's commit is durable: their writers do not queue behind ours.
         let hold = self.hold_episode().await?;
         let mut brokered = vec![];
-        for e in &plan.effects {
+        let mut pending = plan.effects.iter();
+        for e in pending.by_ref() {
             let b = self.broker(e).await?;
             let stop = b.status != "ok";
             brokered.push(b);
@@ -587,6 +591,13 @@ impl Invocation<'_> {
                 break;
             }
         }
+        // What the loop left is what `compose` reports `skipped`. With
+        // `PLAN_EFFECTS_MAX` at 1 nothing is left today: the one effect is
+        // the last, whatever became of it.
+        let skipped: Vec<CallEffect> = pending
+            .inspect(|e| self.host.metrics().effect(&e.effect, &e.scope, "skipped", 0, None))
+            .map(planned)
+            .collect();
         let ran = self.ran;
         let post = async {
             let mut outcomes: Vec<Op> =
@@ -599,7 +610,7 @@ impl Invocation<'_> {
             let objects: Vec<NewObject> = brokered.iter().flat_map(|b| b.objects.clone()).collect();
             let records = brokered.iter().map(|b| b.record).collect();
             let mut told: Vec<CallEffect> = brokered.iter().map(|b| b.told.clone()).collect();
-            told.extend(plan.effects.iter().skip(brokered.len()).map(planned));
+            told.extend(skipped);
             // The episode's next effect may run once this commit is queued:
             // its intent is journaled behind the commit, so it runs only after
             // the commit is durable, and the log keeps the episode's effects

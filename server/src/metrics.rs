@@ -3,15 +3,26 @@
 //! bounded (surface, outcome class, tool id capped by `TOOL_LABELS_MAX`,
 //! effect name, status, denial label): never an episode, task, invocation or
 //! credential, which belong to the store's own answers.
+//!
+//! The store keeps its writer's histograms itself (it depends on no metrics
+//! crate); a scrape reads them (`Scrape::writer`) and a collector encodes
+//! that reading as Prometheus histograms.
+//!
+//! `serve --no-metrics` builds `Metrics::off`: nothing is counted on a
+//! call's path and `/metrics` is not served (the benchmark's baseline).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, NoLabelSet};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+use world_store::WriterHistograms;
+use world_store::histogram::Snapshot;
 
 /// Distinct tool ids kept as labels; calls of any further tool count as `other`.
 pub const TOOL_LABELS_MAX: usize = 64;
@@ -67,6 +78,8 @@ struct KindLabels {
 pub struct Scrape {
     pub degraded: bool,
     pub store: world_store::StoreStatus,
+    /// The store writer's histograms (`WorldStore::stats`).
+    pub writer: WriterHistograms,
     pub callbacks_in_use: u64,
 }
 
@@ -78,6 +91,8 @@ struct BuildLabels {
 
 /// The daemon's metrics, registered once.
 pub struct Metrics {
+    /// `false`: nothing is counted (`Metrics::off`).
+    on: bool,
     registry: Registry,
     calls: Family<CallLabels, Counter>,
     call_seconds: Family<DurationLabels, Histogram>,
@@ -96,6 +111,8 @@ pub struct Metrics {
     callbacks_in_use: Gauge,
     runs: Family<RunLabels, Counter>,
     run_seconds: Family<KindLabels, Histogram>,
+    /// The writer's histograms as the last scrape read them, which `StoreHistograms` encodes.
+    writer: Arc<Mutex<Option<WriterHistograms>>>,
     /// The tool ids and effect names seen so far, up to their caps.
     tools: Mutex<HashSet<String>>,
     effect_names: Mutex<HashSet<String>>,
@@ -151,6 +168,8 @@ impl Metrics {
         registry.register("store_batches", "Write batches (group commits) since start", store_batches.clone());
         registry.register("store_requests", "Write requests the batches carried since start", store_requests.clone());
         registry.register("store_checkpoints", "Checkpoints since start", store_checkpoints.clone());
+        let writer = Arc::new(Mutex::new(None));
+        registry.register_collector(Box::new(StoreHistograms(writer.clone())));
         let callbacks_in_use = Gauge::default();
         registry.register("callback_slots_in_use", "MCP host callbacks running now", callbacks_in_use.clone());
         let runs = Family::<RunLabels, Counter>::default();
@@ -163,6 +182,7 @@ impl Metrics {
         build.get_or_create(&BuildLabels { version: version.into(), engine: engine.into() }).set(1);
         registry.register("build_info", "The daemon's version and store engine", build);
         Metrics {
+            on: true,
             registry,
             calls,
             call_seconds,
@@ -180,13 +200,27 @@ impl Metrics {
             callbacks_in_use,
             runs,
             run_seconds,
+            writer,
             tools: Mutex::default(),
             effect_names: Mutex::default(),
         }
     }
 
+    /// Metrics that count nothing: the callers' paths touch no counter.
+    pub fn off(version: &str, engine: &str) -> Metrics {
+        Metrics { on: false, ..Metrics::new(version, engine) }
+    }
+
+    /// Whether anything is counted (and `/metrics` served).
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
     /// One agent call ended: `outcome` is a bounded class (`committed`, or an error's kind).
     pub fn call(&self, surface: &str, tool: &str, outcome: &str, seconds: f64) {
+        if !self.on {
+            return;
+        }
         let tool = bounded(&self.tools, TOOL_LABELS_MAX, tool);
         let labels = CallLabels { surface: surface.into(), tool, outcome: outcome.into() };
         self.calls.get_or_create(&labels).inc();
@@ -194,9 +228,13 @@ impl Metrics {
         self.call_seconds.get_or_create(&labels).observe(seconds);
     }
 
-    /// An effect the broker decided: ran (`ok`, `failed`, debited `cost`) or
-    /// `denied` under `label`.
+    /// An effect the broker decided: ran (`ok`, `failed`, debited `cost`),
+    /// `denied` under `label`, or `skipped` (not run after an earlier one of
+    /// its plan was denied or failed; `cost` 0).
     pub fn effect(&self, effect: &str, scope: &str, status: &str, cost: u64, denial: Option<&str>) {
+        if !self.on {
+            return;
+        }
         let effect = bounded(&self.effect_names, EFFECT_LABELS_MAX, effect);
         self.effects.get_or_create(&EffectLabels { effect: effect.clone(), status: status.into() }).inc();
         if let Some(label) = denial {
@@ -208,14 +246,20 @@ impl Metrics {
 
     /// A confined run ended: its kind (`pure`, `exec`) and outcome class.
     pub fn run(&self, kind: &str, outcome: &str, seconds: f64) {
+        if !self.on {
+            return;
+        }
         self.runs.get_or_create(&RunLabels { kind: kind.into(), outcome: outcome.into() }).inc();
         self.run_seconds.get_or_create(&KindLabels { kind: kind.into() }).observe(seconds);
     }
 
     /// A call started; the guard counts it in flight until dropped.
     pub fn in_flight(&self) -> InFlight<'_> {
+        if !self.on {
+            return InFlight(None);
+        }
         self.in_flight.inc();
-        InFlight(&self.in_flight)
+        InFlight(Some(&self.in_flight))
     }
 
     /// Reads the store's state and the daemon's slots into the gauges.
@@ -239,6 +283,13 @@ impl Metrics {
         self.store_requests.inc_by(r.saturating_sub(seen.1));
         self.store_checkpoints.inc_by(c.saturating_sub(seen.2));
         *seen = (seen.0.max(b), seen.1.max(r), seen.2.max(c));
+        // Two scrapes at once may store their readings in either order: keep
+        // the later one (every count only grows), so that none goes back.
+        let total = |h: &WriterHistograms| h.commit_ns.count() + h.batch_requests.count() + h.log_sync_ns.count();
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if writer.as_ref().is_none_or(|w| total(w) <= total(&now.writer)) {
+            *writer = Some(now.writer.clone());
+        }
     }
 
     /// The OpenMetrics text.
@@ -279,12 +330,56 @@ pub fn classic(openmetrics: &str) -> String {
 }
 
 /// A call in flight: counted down when dropped, however the call ends.
-pub struct InFlight<'a>(&'a Gauge);
+pub struct InFlight<'a>(Option<&'a Gauge>);
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.0.dec();
+        if let Some(gauge) = self.0 {
+            gauge.dec();
+        }
     }
+}
+
+/// Encodes the store writer's histograms as the last scrape read them
+/// (nothing before the first scrape). Latencies are kept in nanoseconds and
+/// exported in seconds, Prometheus's base unit.
+#[derive(Debug)]
+struct StoreHistograms(Arc<Mutex<Option<WriterHistograms>>>);
+
+impl Collector for StoreHistograms {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(h) = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return Ok(()) };
+        let series = [
+            (
+                "store_commit_duration_seconds",
+                "How long the store took to make each write batch durable: apply, log append and sync (PostgreSQL: \
+                 the transaction), engine commit.",
+                &h.commit_ns,
+                1e9,
+            ),
+            ("store_batch_requests", "Write requests per batch (group commit).", &h.batch_requests, 1.0),
+            (
+                "store_log_sync_duration_seconds",
+                "How long each batch's durability point took: the log's append and fdatasync (PostgreSQL: the \
+                 COMMIT round trip).",
+                &h.log_sync_ns,
+                1e9,
+            ),
+        ];
+        for (name, help, snapshot, per_unit) in series {
+            let buckets = buckets(snapshot, per_unit);
+            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            metric.encode_histogram::<NoLabelSet>(snapshot.sum as f64 / per_unit, snapshot.count(), &buckets, None)?;
+        }
+        Ok(())
+    }
+}
+
+/// `(upper bound, count in that bucket alone)`, the last one unbounded, in
+/// exported units (`per_unit` stored units make one).
+fn buckets(snapshot: &Snapshot, per_unit: f64) -> Vec<(f64, u64)> {
+    let bounds = snapshot.bounds.iter().map(|&b| b as f64 / per_unit).chain(std::iter::once(f64::INFINITY));
+    bounds.zip(snapshot.counts.iter().copied()).collect()
 }
 
 /// `value` while fewer than `cap` distinct values were seen, else `other`.
@@ -308,6 +403,7 @@ mod tests {
         m.call("mcp", "tools.echo", "committed", 0.004);
         m.effect("Workspace.Read", "worktree", "ok", 1, None);
         m.effect("Workspace.Read", "worktree", "denied", 1, Some("denied:budget"));
+        m.effect("Workspace.Write", "worktree", "skipped", 0, None);
         for i in 0..TOOL_LABELS_MAX + 5 {
             m.call("a2a", &format!("t{i}"), "committed", 0.001);
         }
@@ -319,6 +415,8 @@ mod tests {
         assert!(text.contains("worldd_calls_total{surface=\"a2a\",tool=\"other\",outcome=\"committed\"} 6"), "{text}");
         assert!(text.contains("worldd_effect_cost_total{effect=\"Workspace.Read\",scope=\"worktree\"} 1"), "{text}");
         assert!(text.contains("worldd_effect_denials_total{effect=\"Workspace.Read\",label=\"denied:budget\"} 1"));
+        assert!(text.contains("worldd_effects_total{effect=\"Workspace.Write\",status=\"skipped\"} 1"), "{text}");
+        assert!(!text.contains("effect=\"Workspace.Write\",scope="), "a skipped effect debits nothing: {text}");
         assert!(text.contains("worldd_build_info{version=\"0.1.0\",engine=\"embedded\"} 1"), "{text}");
         assert!(text.ends_with("# EOF\n"));
         let classic = classic(&text);
@@ -326,5 +424,81 @@ mod tests {
         assert!(classic.contains("# TYPE worldd_calls_in_flight gauge\n"), "{classic}");
         let _guard = m.in_flight();
         assert!(m.encode().contains("worldd_calls_in_flight 1"));
+    }
+
+    fn scrape(writer: WriterHistograms) -> Scrape {
+        let store =
+            world_store::StoreStatus { engine: "embedded", footprint: None, checkpoints: 0, batches: 0, requests: 0 };
+        Scrape { degraded: false, store, writer, callbacks_in_use: 0 }
+    }
+
+    #[test]
+    fn the_store_histograms_are_exported_as_scraped_in_base_units() {
+        let m = Metrics::new("0.1.0", "embedded");
+        assert!(!m.encode().contains("worldd_store_commit"), "nothing to say before the first scrape");
+        let stats = world_store::WriterStats::default();
+        stats.commit_seconds.observe(50_000); // 50 µs: the first bound itself
+        stats.commit_seconds.observe(3_000_000);
+        stats.batch_requests.observe(1);
+        stats.batch_requests.observe(3);
+        stats.log_sync_seconds.observe(20_000_000_000); // past every bound
+        m.observe(&scrape(stats.histograms()));
+        let text = m.encode();
+        for line in [
+            "# TYPE worldd_store_commit_duration_seconds histogram",
+            "worldd_store_commit_duration_seconds_sum 0.00305",
+            "worldd_store_commit_duration_seconds_count 2",
+            "worldd_store_commit_duration_seconds_bucket{le=\"0.00005\"} 1",
+            "worldd_store_commit_duration_seconds_bucket{le=\"0.002\"} 1",
+            "worldd_store_commit_duration_seconds_bucket{le=\"0.005\"} 2",
+            "worldd_store_commit_duration_seconds_bucket{le=\"+Inf\"} 2",
+            "# TYPE worldd_store_batch_requests histogram",
+            "worldd_store_batch_requests_sum 4.0",
+            "worldd_store_batch_requests_bucket{le=\"1.0\"} 1",
+            "worldd_store_batch_requests_bucket{le=\"2.0\"} 1",
+            "worldd_store_batch_requests_bucket{le=\"4.0\"} 2",
+            "worldd_store_log_sync_duration_seconds_sum 20.0",
+            "worldd_store_log_sync_duration_seconds_bucket{le=\"10.0\"} 0",
+            "worldd_store_log_sync_duration_seconds_bucket{le=\"+Inf\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        // The classic format names histograms as they are.
+        assert!(classic(&text).contains("# TYPE worldd_store_commit_duration_seconds histogram\n"));
+
+        // The text says what the last scrape read, never an older reading
+        // that a concurrent scrape stored after it.
+        let count = |m: &Metrics| sample_of(&m.encode(), "worldd_store_commit_duration_seconds_count");
+        stats.commit_seconds.observe(1);
+        assert_eq!(count(&m), 2, "read at the scrape, not since");
+        let earlier = stats.histograms();
+        stats.commit_seconds.observe(1);
+        m.observe(&scrape(stats.histograms()));
+        m.observe(&scrape(earlier));
+        assert_eq!(count(&m), 4);
+    }
+
+    fn sample_of(text: &str, series: &str) -> u64 {
+        text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap()
+    }
+
+    #[test]
+    fn metrics_off_count_nothing() {
+        let m = Metrics::off("0.1.0", "embedded");
+        assert!(!m.is_on());
+        m.call("mcp", "tools.echo", "committed", 0.002);
+        m.effect("Workspace.Read", "worktree", "ok", 1, None);
+        m.effect("Workspace.Read", "worktree", "skipped", 0, None);
+        m.run("exec", "exited_zero", 0.1);
+        let _guard = m.in_flight();
+        let text = m.encode();
+        for name in
+            ["worldd_calls_total", "worldd_effects_total", "worldd_effect_cost_total", "worldd_confined_runs_total"]
+        {
+            assert!(!text.lines().any(|l| l.starts_with(name)), "{name} counted:\n{text}");
+        }
+        assert!(text.contains("worldd_calls_in_flight 0"), "{text}");
+        assert!(Metrics::new("0.1.0", "embedded").is_on());
     }
 }

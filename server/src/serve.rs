@@ -31,6 +31,8 @@ pub struct ServeOptions {
     pub host_callbacks: usize,
     /// The store's page cache.
     pub cache_bytes: usize,
+    /// Count calls, effects and runs, and serve `/metrics` (off: `--no-metrics`).
+    pub metrics: bool,
     /// How runs for agents are confined.
     pub confine: crate::confine::Options,
     /// What each episode's worktree may hold.
@@ -118,7 +120,11 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     }
     let db_path = std::fs::canonicalize(&opts.local).unwrap_or(opts.local.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
-    let metrics = Arc::new(crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine()));
+    let metrics = Arc::new(if opts.metrics {
+        crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine())
+    } else {
+        crate::metrics::Metrics::off(DAEMON_VERSION, opts.store.engine())
+    });
     let confinement = start_confinement(&opts, &db_path, worktrees.root.as_deref(), &scratch, metrics.clone()).await?;
     worktrees.confinement = Some(confinement.clone());
     let interpreter = crate::registry::builtin_interpreter();

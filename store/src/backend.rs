@@ -6,6 +6,7 @@
 //! lives here, below both engines and their writers, which share it.
 
 use crate::error::{ReadError, WriteError};
+use crate::histogram::{BATCH_BOUNDS, Histogram, LATENCY_BOUNDS_NS, Snapshot as HistogramSnapshot};
 use crate::media::wal_path;
 use crate::ops::{Op, Reply};
 use crate::view::{Reads, Snapshot};
@@ -31,7 +32,6 @@ pub enum Health {
 pub type OnFatal = Box<dyn Fn(&str) + Send + Sync>;
 
 /// What a writer thread has done, counted as it goes.
-#[derive(Default)]
 pub struct WriterStats {
     pub batches: AtomicU64,
     pub requests: AtomicU64,
@@ -43,6 +43,54 @@ pub struct WriterStats {
     pub commit_ns: AtomicU64,
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
+    /// Per batch made durable, nanoseconds from the writer taking it up to
+    /// its answer being final: applying it, the log's append and sync (or,
+    /// on PostgreSQL, the transaction with any retries after a conflict),
+    /// and the engine's commit. A batch refused without touching the
+    /// storage (a failed or full store) is not in it.
+    pub commit_seconds: Histogram,
+    /// Per batch, the requests it carried (every batch counted in `batches`).
+    pub batch_requests: Histogram,
+    /// Per batch made durable, nanoseconds the durability point took: on the
+    /// embedded engine the log's append and `fdatasync` (on the log thread,
+    /// beside the apply); on PostgreSQL the COMMIT round trip, where the
+    /// server flushes its own log.
+    pub log_sync_seconds: Histogram,
+}
+
+impl Default for WriterStats {
+    fn default() -> WriterStats {
+        WriterStats {
+            batches: AtomicU64::default(),
+            requests: AtomicU64::default(),
+            apply_ns: AtomicU64::default(),
+            wal_ns: AtomicU64::default(),
+            commit_ns: AtomicU64::default(),
+            checkpoints: AtomicU64::default(),
+            commit_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
+            batch_requests: Histogram::new(&BATCH_BOUNDS),
+            log_sync_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
+        }
+    }
+}
+
+impl WriterStats {
+    /// The histograms as they are now.
+    pub fn histograms(&self) -> WriterHistograms {
+        WriterHistograms {
+            commit_ns: self.commit_seconds.snapshot(),
+            batch_requests: self.batch_requests.snapshot(),
+            log_sync_ns: self.log_sync_seconds.snapshot(),
+        }
+    }
+}
+
+/// `WriterStats`' histograms at one moment; latencies in nanoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriterHistograms {
+    pub commit_ns: HistogramSnapshot,
+    pub batch_requests: HistogramSnapshot,
+    pub log_sync_ns: HistogramSnapshot,
 }
 
 /// A world store: where the daemon's writes go and its reads come from.
@@ -55,6 +103,9 @@ pub trait WorldStore: Reads + Send + Sync {
 
     /// What the store occupies and has done, for operators.
     fn status(&self) -> StoreStatus;
+
+    /// What the store's writer has measured, as it goes.
+    fn stats(&self) -> &WriterStats;
 
     /// Reads for checks that the write transaction makes again (a session's
     /// admission, a call's): each read sees the latest committed state, but

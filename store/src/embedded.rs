@@ -2,7 +2,7 @@
 //! its log, the writer thread), `ReadOnlyStore` (snapshots of a store no
 //! daemon runs on) and `compact`.
 
-use crate::backend::{Done, FileSizes, Footprint, Health, OnFatal, StoreStatus, WorldStore};
+use crate::backend::{Done, FileSizes, Footprint, Health, OnFatal, StoreStatus, WorldStore, WriterStats};
 use crate::engine::{self, Engine, Replayed, Shared};
 use crate::error::{OpenError, ReadError, guard_panic};
 use crate::media::{self, FileMedia, Media, lock_path};
@@ -114,6 +114,10 @@ impl WorldStore for Store {
 
     fn health(&self) -> Health {
         self.shared.health()
+    }
+
+    fn stats(&self) -> &WriterStats {
+        &self.shared.stats
     }
 
     fn status(&self) -> StoreStatus {

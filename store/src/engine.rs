@@ -213,8 +213,11 @@ impl Engine {
             }
             // The batch is in the log, so it happened, but the engine failed
             // applying it: only a restart's replay can tell its results.
-            (Ok(()), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
-            (Ok(()), Ok(applied)) => applied,
+            (Ok(_), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
+            (Ok(sync), Ok(applied)) => {
+                self.shared.stats.log_sync_seconds.observe_duration(sync);
+                applied
+            }
         };
         self.next_seq = last + 1;
         if let Err(e) = txn.commit() {
@@ -232,6 +235,7 @@ impl Engine {
         stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
         stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
         stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        stats.commit_seconds.observe_duration(started.elapsed());
         Ok(results)
     }
 

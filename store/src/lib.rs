@@ -19,6 +19,7 @@ mod engine;
 pub mod error;
 pub mod export;
 pub mod fuzz;
+pub mod histogram;
 pub mod media;
 pub mod model;
 pub mod ops;
@@ -32,7 +33,9 @@ pub mod view;
 pub mod wal;
 mod writer;
 
-pub use backend::{Done, EpisodeHold, FileSizes, Footprint, Health, OnFatal, StoreStatus, WorldStore, WriterStats};
+pub use backend::{
+    Done, EpisodeHold, FileSizes, Footprint, Health, OnFatal, StoreStatus, WorldStore, WriterHistograms, WriterStats,
+};
 pub use embedded::{
     CACHE_BYTES_DEFAULT, Compacted, READ_ONLY_CACHE_BYTES, ReadOnlyStore, Store, StoreOptions, compact,
 };

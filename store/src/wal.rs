@@ -26,6 +26,7 @@ use std::io;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// First bytes of a write-ahead log.
 pub const WAL_MAGIC: &[u8; 8] = b"WRLDWAL2";
@@ -338,7 +339,7 @@ fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Re
 pub(crate) struct LogThread {
     wal: Arc<Mutex<Wal>>,
     jobs: Option<SyncSender<(Vec<Vec<u8>>, u64)>>,
-    results: Receiver<Result<(), AppendError>>,
+    results: Receiver<Result<Duration, AppendError>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -352,7 +353,9 @@ impl LogThread {
             .name("world-store-log".into())
             .spawn(move || {
                 for (frames, link) in inbox {
+                    let started = Instant::now();
                     let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
+                    let r = r.map(|()| started.elapsed());
                     if outbox.send(r).is_err() {
                         break;
                     }
@@ -369,7 +372,9 @@ impl LogThread {
         }
     }
 
-    pub(crate) fn finish(&self) -> Result<(), AppendError> {
+    /// How long the write and sync took on the log thread (the writer
+    /// applied the batch meanwhile), or why they failed.
+    pub(crate) fn finish(&self) -> Result<Duration, AppendError> {
         self.results.recv().unwrap_or_else(|_| Err(AppendError::Sync(io::Error::other("the log thread exited"))))
     }
 

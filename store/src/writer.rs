@@ -172,6 +172,7 @@ impl Loop {
         let (ops, dones): (Vec<Op>, Vec<Done>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
         self.engine.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         self.engine.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
+        self.engine.shared.stats.batch_requests.observe(ops.len() as u64);
         let refusal = if let Some(reason) = self.failed() {
             Some(WriteError::WriterStopped(reason))
         } else if self.short.is_some() && !self.probe_space() {

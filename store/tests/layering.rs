@@ -19,6 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["rows"],
     &["tables"],
     &["media"],
+    &["histogram"],
     &["model"],
     &["canonical"],
     &["error"],

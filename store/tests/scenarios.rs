@@ -324,3 +324,35 @@ fn the_open_task_set_holds_exactly_the_started_tasks_whichever_batches_write_the
     );
     assert_verifies(&store);
 }
+
+on_both_engines! {
+    fn the_writer_measures_each_batch_it_makes_durable(store) {
+        let (before, seen) = (store.status(), store.stats().histograms());
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        let f = publish_echo(store);
+        // Queued at once, so that a batch may carry several of them.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..16 {
+            let (tx, key) = (tx.clone(), task(&format!("t{i}")));
+            let commit = Op::Sequence(vec![
+                Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1, transition: String::new() },
+                Op::CommitInvocation(invocation(&key, f, format!("{i}").as_bytes())),
+            ]);
+            store.submit(commit, Box::new(move |r| tx.send(r).unwrap()));
+        }
+        drop(tx);
+        assert!(rx.iter().all(|r| r.is_ok()));
+        let (after, h) = (store.status(), store.stats().histograms());
+        let (batches, requests) = (after.batches - before.batches, after.requests - before.requests);
+        assert_eq!(requests, 1 + 2 + 16);
+        assert!(batches >= 4, "the calls waited for theirs, at least");
+        // Every batch here was made durable, so each histogram has one per batch.
+        assert_eq!(h.commit_ns.count() - seen.commit_ns.count(), batches);
+        assert_eq!(h.log_sync_ns.count() - seen.log_sync_ns.count(), batches);
+        assert_eq!(h.batch_requests.count() - seen.batch_requests.count(), batches);
+        assert_eq!(h.batch_requests.sum - seen.batch_requests.sum, requests);
+        // A batch's commit holds its sync.
+        let sync = h.log_sync_ns.sum - seen.log_sync_ns.sum;
+        assert!(sync > 0 && h.commit_ns.sum - seen.commit_ns.sum >= sync, "{h:?}");
+    }
+}

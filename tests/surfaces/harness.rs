@@ -46,6 +46,8 @@ pub struct LabOptions<'a> {
     pub host_callbacks: Option<usize>,
     /// Where the store goes (its own file system, say); the lab directory otherwise.
     pub store_dir: Option<&'a Path>,
+    /// Further `serve` arguments.
+    pub serve_args: &'a [&'a str],
 }
 
 /// Confined runs in flight: each has a run directory beside the store
@@ -94,6 +96,7 @@ impl Lab {
         if let Some(n) = opts.host_callbacks {
             serve_args.extend(["--host-callbacks".to_string(), n.to_string()]);
         }
+        serve_args.extend(opts.serve_args.iter().map(|a| a.to_string()));
         let daemon = Daemon::start(&db, &serve_args);
         let lab = Lab { _dir: dir, root, db, ws, daemon, serve_args };
         if !opts.no_builtin {

@@ -1,5 +1,6 @@
 //! `GET /metrics`: a known mix of calls on both surfaces moves each counter
-//! by exactly what happened, with bounded labels only.
+//! by exactly what happened, with bounded labels only; the store writer's
+//! histograms agree with its counters; `--no-metrics` serves none.
 
 use crate::harness::*;
 use serde_json::json;
@@ -9,12 +10,31 @@ fn sample(text: &str, series: &str) -> f64 {
     text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok()).unwrap_or(0.0)
 }
 
+/// A histogram's buckets as the text spells them: `(le, cumulative count)`, in order.
+fn buckets(text: &str, histogram: &str) -> Vec<(f64, f64)> {
+    let prefix = format!("{histogram}_bucket{{le=\"");
+    let bucket = |l: &str| {
+        let (le, count) = l.strip_prefix(&prefix)?.split_once("\"} ")?;
+        let le = if le == "+Inf" { f64::INFINITY } else { le.parse().ok()? };
+        Some((le, count.parse().ok()?))
+    };
+    text.lines().filter_map(bucket).collect()
+}
+
+/// The OpenMetrics text of `GET /metrics`.
+fn scrape(lab: &Lab) -> String {
+    let reply = http(lab.addr(), "GET", "/metrics", &[("Accept", "application/openmetrics-text; version=1.0.0")], b"");
+    assert_eq!(reply.status, 200);
+    reply.text()
+}
+
 #[test]
 fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     let lab =
         Lab::new(LabOptions { episodes: &["ep"], exec: &[("greet", "#!/bin/sh\necho hi\n")], ..Default::default() });
     std::fs::write(lab.worktree("ep").join("hello.txt"), "hello\n").unwrap();
     let token = lab.mint("ep", &["world.apply=world:10", "Workspace.Read=worktree:2", "Workspace.Exec=worktree:1"]);
+    let before = scrape(&lab);
     let ran = lab.send(&token, "x1", "workspace-exec", &json!({"command": "greet"}));
     assert_eq!(ran["result"]["artifacts"][0]["parts"][0]["data"]["stdout"], "hi\n", "{ran}");
     lab.mcp_call_ok(&token, "tools_decho", &json!({"message": "hi"}));
@@ -63,6 +83,28 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     assert!(sample(&text, "worldd_store_bytes{kind=\"file\"}") > 0.0, "{text}");
     assert_eq!(sample(&text, "worldd_callback_slots_in_use"), 0.0, "{text}");
 
+    // The store writer's histograms: one observation per batch made durable
+    // (every batch here), the requests they carried, buckets that add up.
+    let moved = |series: &str| sample(&text, series) - sample(&before, series);
+    let batches = moved("worldd_store_batches_total");
+    assert!(batches >= 1.0, "{text}");
+    for histogram in [
+        "worldd_store_commit_duration_seconds",
+        "worldd_store_log_sync_duration_seconds",
+        "worldd_store_batch_requests",
+    ] {
+        assert_eq!(moved(&format!("{histogram}_count")), batches, "{histogram}\n{text}");
+        assert!(moved(&format!("{histogram}_sum")) > 0.0, "{histogram}\n{text}");
+        let b = buckets(&text, histogram);
+        assert!(b.len() > 1 && b.last().unwrap().0 == f64::INFINITY, "{histogram}: {b:?}");
+        assert!(b.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{histogram}: cumulative, in order: {b:?}");
+        assert_eq!(b.last().unwrap().1, sample(&text, &format!("{histogram}_count")), "{histogram}: +Inf is the count");
+    }
+    assert_eq!(moved("worldd_store_batch_requests_sum"), moved("worldd_store_requests_total"), "{text}");
+    // A batch's sync is part of its commit.
+    let sync = moved("worldd_store_log_sync_duration_seconds_sum");
+    assert!(sync <= moved("worldd_store_commit_duration_seconds_sum"), "{text}");
+
     // A scraper that does not ask for OpenMetrics gets the classic text format.
     let classic = lab.get("/metrics");
     assert_eq!(classic.header("Content-Type"), Some("text/plain; version=0.0.4; charset=utf-8"));
@@ -71,4 +113,13 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     assert!(!classic.contains("# EOF"), "{classic}");
     let series = "worldd_calls_total{surface=\"mcp\",tool=\"tools.echo\",outcome=\"committed\"}";
     assert_eq!(sample(&classic, series), 1.0, "{classic}");
+}
+
+#[test]
+fn with_no_metrics_calls_are_served_and_metrics_are_not() {
+    let lab = Lab::new(LabOptions { episodes: &["ep"], serve_args: &["--no-metrics"], ..Default::default() });
+    let token = lab.mint("ep", &["world.apply=world:10"]);
+    lab.mcp_call_ok(&token, "tools_decho", &json!({"message": "hi"}));
+    assert_eq!(lab.get("/metrics").status, 404);
+    assert_eq!(lab.get_json("/v1/store")["batches"].as_u64().map(|b| b >= 1), Some(true), "the store still counts");
 }

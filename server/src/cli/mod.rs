@@ -60,6 +60,9 @@ enum Command {
         #[arg(long, default_value_t = CACHE_MIB_DEFAULT,
               value_parser = clap::value_parser!(u64).range(CACHE_MIB_MIN..=CACHE_MIB_MAX))]
         cache_mib: u64,
+        /// Count nothing and serve no /metrics: the benchmarks' baseline for what the metrics cost.
+        #[arg(long, hide = true)]
+        no_metrics: bool,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -300,7 +303,18 @@ pub fn run() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve { db, store, dir, bind, workspace_root, exec_allow, host_callbacks, cache_mib, confine } => {
+        Command::Serve {
+            db,
+            store,
+            dir,
+            bind,
+            workspace_root,
+            exec_allow,
+            host_callbacks,
+            cache_mib,
+            no_metrics,
+            confine,
+        } => {
             let print_connections = true;
             let local = match (&db, &dir) {
                 (Some(db), _) => db.clone(),
@@ -319,6 +333,7 @@ pub fn run() -> ExitCode {
                 exec_allow,
                 host_callbacks,
                 cache_bytes: (cache_mib as usize) << 20,
+                metrics: !no_metrics,
                 confine: confine.options(),
                 worktree_quota_bytes: confine.worktree_quota_bytes(),
                 print_connections,

@@ -146,6 +146,7 @@ pub fn run(
         exec_allow,
         host_callbacks: crate::limits::HOST_CALLBACKS_DEFAULT,
         cache_bytes: world_store::CACHE_BYTES_DEFAULT,
+        metrics: true,
         confine: confine.options(),
         worktree_quota_bytes: confine.worktree_quota_bytes(),
         print_connections: false,

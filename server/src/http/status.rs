@@ -5,7 +5,7 @@
 use super::{State, json};
 use axum::Router;
 use axum::extract::State as AxState;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
@@ -38,9 +38,13 @@ fn resident_bytes() -> Option<u64> {
 /// The OpenMetrics text (the classic format for a scraper that does not
 /// ask for OpenMetrics); the store's state is read as it is scraped.
 async fn metrics(AxState(state): AxState<State>, headers: axum::http::HeaderMap) -> Response {
+    if !state.metrics.is_on() {
+        return (axum::http::StatusCode::NOT_FOUND, "metrics are off (serve --no-metrics)\n").into_response();
+    }
     let scrape = crate::metrics::Scrape {
         degraded: !matches!(state.store.health(), world_store::Health::Serving),
         store: state.store.status(),
+        writer: state.store.stats().histograms(),
         callbacks_in_use: state.host_callbacks_max.saturating_sub(state.host_callbacks.available_permits()) as u64,
     };
     state.metrics.observe(&scrape);

@@ -295,6 +295,10 @@ impl WorldStore for PgStore {
         Ok(Box::new(PgSnapshot::glance(conn)))
     }
 
+    fn stats(&self) -> &WriterStats {
+        &self.shared.stats
+    }
+
     fn status(&self) -> StoreStatus {
         let s = &self.shared.stats;
         StoreStatus {

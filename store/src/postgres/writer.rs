@@ -166,6 +166,7 @@ impl Loop {
             let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
             self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
             self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
+            self.shared.stats.batch_requests.observe(ops.len() as u64);
             let results = self.batch(ops);
             debug_assert_eq!(results.len(), dones.len());
             for (done, r) in dones.into_iter().zip(results) {
@@ -238,6 +239,7 @@ impl Loop {
 
     /// Runs a batch (an empty one only renews the lease), again after conflicts.
     fn batch(&mut self, ops: Vec<Op>) -> Results {
+        let started = Instant::now();
         let n = ops.len();
         let all = |e: WriteError| (0..n).map(|_| Err(e.clone())).collect::<Results>();
         if let Some(reason) = &self.fenced {
@@ -255,8 +257,13 @@ impl Loop {
                 return all(WriteError::Unavailable(why));
             };
             match transaction(client, &node, lease, &known, ops.clone()) {
-                Ok(results) => {
+                Ok((results, commit)) => {
                     self.last_renewal = Instant::now();
+                    // An empty batch only renews the lease: it is no write batch.
+                    if n > 0 {
+                        self.shared.stats.log_sync_seconds.observe_duration(commit);
+                        self.shared.stats.commit_seconds.observe_duration(started.elapsed());
+                    }
                     if self.shared.health() != Health::Serving {
                         self.shared.set_health(Health::Serving);
                     }
@@ -299,8 +306,15 @@ impl Loop {
 /// One batch as one transaction: renew the lease for `lease` (refused if it lapsed), apply
 /// every request, commit. The lease is renewed inside the transaction, so a
 /// node that another node is sweeping waits for the sweep and then finds its
-/// lease gone.
-fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops: Vec<Op>) -> Result<Results, Abort> {
+/// lease gone. Also returns how long the COMMIT took: the round trip in
+/// which the server flushes its log, this engine's durability point.
+fn transaction(
+    conn: &mut Conn,
+    node: &str,
+    lease: Duration,
+    known: &Known,
+    ops: Vec<Op>,
+) -> Result<(Results, Duration), Abort> {
     // One round trip for both; the node id is this process's own ([A-Za-z0-9.-]).
     let begin = format!(
         "BEGIN; UPDATE nodes SET lease_until = now() + interval '{} milliseconds' \
@@ -328,11 +342,13 @@ fn transaction(conn: &mut Conn, node: &str, lease: Duration, known: &Known, ops:
     let chained = std::mem::take(&mut rows.chained);
     results.iter_mut().for_each(|r| answer_placeholders(r, &chained));
     let (inserted, worlds) = (std::mem::take(&mut rows.inserted), std::mem::take(&mut rows.worlds));
+    let committing = Instant::now();
     match conn.client().batch_execute("COMMIT") {
         Ok(()) => {
+            let commit = committing.elapsed();
             known.add_objects(inserted);
             worlds.iter().for_each(|w| known.add_world(w));
-            Ok(results)
+            Ok((results, commit))
         }
         Err(e) => Err(match classify(&e) {
             Abort::Lost(d) => Abort::LostInCommit(d),
