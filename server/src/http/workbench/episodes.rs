@@ -189,7 +189,7 @@ fn list_view(s: &Snapshot, after: Option<(u64, String)>, now: u64) -> Result<Pag
 fn episode_view(s: &Snapshot, episode: &str, from: Option<u64>, now: u64) -> Result<Page, ReadError> {
     let unknown = || Page::error(StatusCode::NOT_FOUND, "the store has seen no call of this episode");
     let Some(summary) = episodes::summary(s, episode, now)? else { return Ok(unknown()) };
-    let from = from.unwrap_or(summary.calls.saturating_sub(CALLS_SHOWN));
+    let from = from.unwrap_or_else(|| newest_from(summary.calls));
     let Some(page) = episodes::calls(s, episode, from, CALLS_SHOWN as usize)? else { return Ok(unknown()) };
     // The calls after the page, if few enough to read, set its spend on the running total.
     let end = page_end(&page);
@@ -204,6 +204,11 @@ fn episode_view(s: &Snapshot, episode: &str, from: Option<u64>, now: u64) -> Res
         changes::what_ran(s, &page)?,
     ];
     Ok(Page::ok(format!("episode {episode}"), body.concat()))
+}
+
+/// Where the newest page of an episode of `calls` calls starts.
+fn newest_from(calls: u64) -> u64 {
+    calls.saturating_sub(CALLS_SHOWN)
 }
 
 fn summary_html(summary: &Summary) -> String {
@@ -409,12 +414,12 @@ fn timeline_html(page: &CallsPage) -> String {
         format!("Calls #{}–#{} of {}", page.from, end - 1, page.total)
     };
     let rows: String = page.calls.iter().map(call_row).collect();
-    let pager = calls_pager(page);
     format!(
-        "<h2 id=\"calls\">{}</h2>{pager}<table id=\"timeline\"><tr><th>#</th><th>started (UTC)</th><th>took</th>\
+        "<h2 id=\"calls\">{}</h2>{}<table id=\"timeline\"><tr><th>#</th><th>started (UTC)</th><th>took</th>\
          <th>tool</th><th>task</th><th>surface</th><th>state</th><th>effect</th><th>status</th><th>cost</th>\
-         <th>budget after</th><th>record</th><th>entry</th></tr>{rows}</table>{pager}",
-        esc(&heading)
+         <th>budget after</th><th>record</th><th>entry</th></tr>{rows}</table>",
+        esc(&heading),
+        calls_pager(page)
     )
 }
 
@@ -549,6 +554,7 @@ mod tests {
             newest.contains("earlier-calls\" href=\"/workbench/episodes/ep?from=30\"") && !newest.contains("later")
         );
         assert_eq!(calls_pager(&page(0, vec![call(0, 1, "x", vec![])], None, 1)), "<p class=\"pager\"></p>");
+        assert_eq!((newest_from(0), newest_from(CALLS_SHOWN), newest_from(130)), (0, 0, 130 - CALLS_SHOWN));
     }
 
     #[test]
