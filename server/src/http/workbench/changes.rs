@@ -372,7 +372,7 @@ pub(super) fn what_ran(s: &Snapshot, page: &CallsPage) -> Result<String, ReadErr
                 "<tr class=\"run\" id=\"run-{pos}-{i}\"><td><a href=\"#call-{pos}\">#{pos}</a></td>\
                  <td class=\"argv\">{}</td><td class=\"exit {class}\">{how}</td><td class=\"duration\">{}</td>\
                  <td class=\"output\">{}</td><td class=\"ref\">{}</td></tr>",
-                words.join(" "),
+                if words.is_empty() { DASH.to_string() } else { words.join(" ") },
                 took.map_or_else(|| DASH.into(), |ms| format!("{ms} ms")),
                 o.result.as_ref().map_or_else(|| DASH.into(), output),
                 o.result_ref.map_or_else(|| DASH.into(), |r| obj_link_short(&r, "result-link")),

@@ -262,75 +262,91 @@ fn spend_points(page: &CallsPage, effect: &str, scope: &str, start: u64) -> Vec<
     points
 }
 
+/// The calls of a non-empty page, as the spend charts span them.
+struct Window {
+    first: u64,
+    last: u64,
+    from: (u64, String),
+    to: (u64, String),
+}
+
+impl Window {
+    fn of(page: &CallsPage) -> Option<Window> {
+        let (first, last) = (page.calls.first()?.position, page.calls.last()?.position);
+        let t0 = page.calls.iter().map(|c| c.started_at).min()?;
+        let t1 = page.calls.iter().map(|c| c.ended_at.unwrap_or(c.started_at)).max()?;
+        Some(Window { first, last, from: (t0, utc(t0)), to: (t1, utc(t1)) })
+    }
+}
+
+/// One grant's figures; `before`: what was spent before the page, if known.
+fn spend_row(g: &episodes::Spend, before: Option<u64>, page_units: u64) -> String {
+    let figure = |v: Option<u64>| v.map_or_else(|| DASH.to_string(), |v| v.to_string());
+    format!(
+        "<tr class=\"spend-row\"><td class=\"spend-effect\">{}</td><td class=\"spend-scope\">{}</td>\
+         <td class=\"spend-before\">{}</td><td class=\"spend-page\">{page_units}</td><td class=\"spend-after\">{}</td>\
+         <td class=\"spend-total\">{}</td><td class=\"spend-budget\">{}</td><td class=\"spend-remaining\">{}</td></tr>",
+        esc(&g.effect),
+        esc(&g.scope),
+        figure(before),
+        figure(before.map(|b| b + page_units)),
+        g.spent,
+        figure(g.budget),
+        figure(g.remaining),
+    )
+}
+
+/// One grant's running total over the page, from `start`, against its budget.
+fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) -> String {
+    let points = spend_points(page, &g.effect, &g.scope, start);
+    let title = format!("{} on {}: spent over calls #{}–#{}", g.effect, g.scope, w.first, w.last);
+    let limit = g.budget.map(|b| (b, format!("budget {b} (the largest a live session holds)")));
+    let (from, to) = ((w.from.0, w.from.1.as_str()), (w.to.0, w.to.1.as_str()));
+    let chart = svg::steps(&Steps { title: &title, from, to, start, points: &points, limit });
+    format!(
+        "<figure class=\"spend-chart\">{chart}<figcaption>{} <span class=\"muted\">{}</span></figcaption></figure>",
+        esc(&g.effect),
+        esc(&g.scope)
+    )
+}
+
 /// Spend per grant over the page's calls; `tail`: the calls after them, all of
 /// them (its `next` is none) or the first of many.
 fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> String {
-    let mut out = String::from("<h2 id=\"spend\">Spend</h2>");
-    let (Some(first), Some(last)) = (page.calls.first(), page.calls.last()) else {
-        return out + "<p class=\"muted\">no calls on this page</p>";
-    };
+    let out = String::from("<h2 id=\"spend\">Spend</h2>");
+    let Some(w) = Window::of(page) else { return out + "<p class=\"muted\">no calls on this page</p>" };
     let known = tail.is_none_or(|t| t.next.is_none());
-    let after = debits(tail.iter().flat_map(|t| &t.calls));
-    let on_page = debits(&page.calls);
-    let (t0, t1) = (page.calls.iter().map(|c| c.started_at).min().unwrap_or(0), {
-        page.calls.iter().map(|c| c.ended_at.unwrap_or(c.started_at)).max().unwrap_or(0)
-    });
-    let (l0, l1) = (utc(t0), utc(t1));
-    let mut charts = String::new();
-    let mut rows = String::new();
+    let (on_page, after) = (debits(&page.calls), debits(tail.iter().flat_map(|t| &t.calls)));
+    let (mut charts, mut rows) = (String::new(), String::new());
     for g in &summary.spend {
-        let pair = (g.effect.clone(), g.scope.clone());
-        let (page_units, after_units) =
-            (on_page.get(&pair).copied().unwrap_or(0), after.get(&pair).copied().unwrap_or(0));
-        let before = if known { g.spent.saturating_sub(page_units + after_units) } else { 0 };
-        let figure = |v: Option<u64>| v.map_or_else(|| DASH.to_string(), |v| v.to_string());
-        rows.push_str(&format!(
-            "<tr class=\"spend-row\"><td class=\"spend-effect\">{}</td><td class=\"spend-scope\">{}</td>\
-             <td class=\"spend-before\">{}</td><td class=\"spend-page\">{page_units}</td><td class=\"spend-after\">{}</td>\
-             <td class=\"spend-total\">{}</td><td class=\"spend-budget\">{}</td><td class=\"spend-remaining\">{}</td></tr>",
-            esc(&g.effect),
-            esc(&g.scope),
-            figure(known.then_some(before)),
-            figure(known.then_some(before + page_units)),
-            g.spent,
-            figure(g.budget),
-            figure(g.remaining),
-        ));
-        if page_units == 0 {
-            continue;
+        let units = |of: &HashMap<(String, String), u64>| of.get(&(g.effect.clone(), g.scope.clone())).copied();
+        let (page_units, after_units) = (units(&on_page).unwrap_or(0), units(&after).unwrap_or(0));
+        let before = known.then(|| g.spent.saturating_sub(page_units + after_units));
+        rows.push_str(&spend_row(g, before, page_units));
+        if page_units > 0 {
+            charts.push_str(&spend_chart(g, &w, page, before.unwrap_or(0)));
         }
-        let points = spend_points(page, &g.effect, &g.scope, before);
-        let title = format!("{} on {}: spent over calls #{}–#{}", g.effect, g.scope, first.position, last.position);
-        let limit = g.budget.map(|b| (b, format!("budget {b} (the largest a live session holds)")));
-        let chart =
-            svg::steps(&Steps { title: &title, from: (t0, &l0), to: (t1, &l1), start: before, points: &points, limit });
-        charts.push_str(&format!(
-            "<figure class=\"spend-chart\">{chart}<figcaption>{} <span class=\"muted\">{}</span></figcaption></figure>",
-            esc(&g.effect),
-            esc(&g.scope)
-        ));
     }
     let said = if known {
         format!(
             "Running totals over the calls shown (#{}–#{}), by when each call ended; the dashed line is the budget.",
-            first.position, last.position
+            w.first, w.last
         )
     } else {
         format!(
             "Debits of the calls shown (#{}–#{}) only, from 0: more than {SPEND_TAIL_CALLS} calls follow them, so \
              what was spent before them is not read here (the newest page starts from the episode's total).",
-            first.position, last.position
+            w.first, w.last
         )
     };
-    out.push_str(&format!(
+    out + &format!(
         "<p class=\"muted\" id=\"spend-said\">{}</p><div class=\"charts\">{charts}</div><table id=\"spend-table\"><tr>\
          <th>effect</th><th>scope</th><th>before #{}</th><th>on this page</th><th>after #{}</th><th>spent now</th>\
          <th>budget</th><th>remaining</th></tr>{rows}</table>",
         esc(&said),
-        first.position,
-        last.position
-    ));
-    out
+        w.first,
+        w.last
+    )
 }
 
 fn denials_html(summary: &Summary) -> String {
