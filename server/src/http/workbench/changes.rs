@@ -172,7 +172,7 @@ fn change_body(op: &FileOp, ended: &Ended, before: Option<&Known>, lookback_from
 }
 
 /// `old` to `new` line by line, with a few lines of context around each change.
-pub(super) fn diff_html(old: &str, new: &str) -> String {
+fn diff_html(old: &str, new: &str) -> String {
     if old.len() > DIFF_BYTES_MAX || new.len() > DIFF_BYTES_MAX {
         return format!(
             "<p class=\"diff-too-large muted\">{} bytes before, {} after: larger than the {DIFF_BYTES_MAX} bytes \

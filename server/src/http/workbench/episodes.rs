@@ -70,7 +70,7 @@ pub async fn one(
 }
 
 /// `2026-12-04 21:11:19` (UTC) from Unix seconds.
-pub(super) fn utc(t: u64) -> String {
+fn utc(t: u64) -> String {
     // Howard Hinnant's days-to-civil, for days since 1970-01-01.
     let z = (t / 86_400) as i64 + 719_468;
     let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
