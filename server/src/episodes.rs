@@ -246,6 +246,50 @@ fn effect(e: &CallEffect) -> Effect {
     }
 }
 
+/// The request and result objects an effect record names (a denied or
+/// failed effect has no result).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectObjects {
+    pub request: Option<Ref>,
+    pub result: Option<Ref>,
+}
+
+/// What an effect asked for, as its request object spells it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    /// When the broker decided (Unix seconds).
+    pub at: u64,
+    /// The handler's payload (`op`, `path`, `content`, `old_text`, `args`, …).
+    pub payload: serde_json::Value,
+}
+
+fn json_object(snap: &Snapshot, r: &Ref) -> Result<Option<serde_json::Value>, ReadError> {
+    Ok(snap.payload(r)?.and_then(|p| serde_json::from_slice(&p).ok()))
+}
+
+/// The objects `record` names; `None` when it is not a readable effect record.
+pub fn effect_objects(snap: &Snapshot, record: &Ref) -> Result<Option<EffectObjects>, ReadError> {
+    let Some(v) = json_object(snap, record)? else { return Ok(None) };
+    let named = |k: &str| v[k].as_str().and_then(|t| Ref::parse(t).ok());
+    Ok(Some(EffectObjects { request: named("requestRef"), result: named("resultRef") }))
+}
+
+/// The request object `request`, read back; `None` when absent or not a request.
+pub fn effect_request(snap: &Snapshot, request: &Ref) -> Result<Option<Request>, ReadError> {
+    let Some(bytes) = snap.payload(request)? else { return Ok(None) };
+    let Some(r) = crate::effects::parse_request(&bytes) else { return Ok(None) };
+    let Ok(payload) = serde_json::from_slice(r.payload) else { return Ok(None) };
+    Ok(Some(Request { effect: r.effect.into(), scope: r.scope.into(), cost: r.cost, at: r.at, payload }))
+}
+
+/// The handler's output an effect result object holds (a JSON object).
+pub fn effect_result(snap: &Snapshot, result: &Ref) -> Result<Option<serde_json::Value>, ReadError> {
+    json_object(snap, result)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

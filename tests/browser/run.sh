@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Browser test of `GET /workbench`: starts `worldd quickstart` on a fresh
-# directory and a free loopback port, makes three A2A invocations with curl,
-# then drives Debian's headless Chromium through the pages (workbench.mjs).
+# Browser tests of the workbench: starts `worldd quickstart` (python3 allowed)
+# on a fresh directory and a free loopback port, makes three A2A invocations
+# with curl and drives Debian's headless Chromium through `/workbench`
+# (workbench.mjs); then a scripted agent session in the same episode (writes,
+# a rewrite, an edit, a failing and a passing command, a write denied over
+# the budget of a second session) and through `/workbench/episodes` (episodes.mjs).
 # Installs what it needs: chromium and chromium-driver (apt-get), playwright-core
 # (npm, cached in ${WORLD_CLIENTS_CACHE:-$HOME/.cache/world-clients}/browser).
 # Screenshots go to ${WORLD_ARTIFACTS:-target/artifacts}. All traffic is to 127.0.0.1.
@@ -46,7 +49,7 @@ trap cleanup EXIT
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 base=http://127.0.0.1:$port
-"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" >"$tmp/worldd.log" 2>&1 &
+"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" --exec-allow python3 >"$tmp/worldd.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do
     curl -sf --max-time 2 "$base/v1/health" >/dev/null 2>&1 && break
@@ -56,7 +59,8 @@ done
 curl -sf --max-time 2 "$base/v1/health" >/dev/null || { cat "$tmp/worldd.log"; say "worldd did not come up"; exit 1; }
 
 token=$(cat "$tmp/qs/session")
-# One A2A tasks/send: task id, skill, arguments (JSON); appends the reply to calls.jsonl.
+replies=$tmp/calls.jsonl
+# One A2A tasks/send with $token: task id, skill, arguments (JSON); appends the reply to $replies.
 call() {
     local body reply
     body=$(printf '{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"id":"%s","metadata":{"skill_id":"%s"},"message":{"role":"user","parts":[{"type":"data","data":%s}]}}}' "$1" "$2" "$3")
@@ -65,13 +69,26 @@ call() {
         say "invocation $1 failed: $reply"
         exit 1
     fi
-    printf '%s\n' "$reply" >>"$tmp/calls.jsonl"
+    printf '%s\n' "$reply" >>"$replies"
 }
 call read-hello ailang-read '{"path":"hello.txt"}'
 call write-page ailang-write '{"path":"page.html","content":"<h1>hi</h1><script>alert(1)</script>\n"}'
 call read-page ailang-read '{"path":"page.html"}'
 
-cd "$here"
-WORKBENCH_BASE=$base WORKBENCH_CALLS=$tmp/calls.jsonl WORKBENCH_DB=$tmp/qs/world.db \
-    WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache \
-    timeout 300 node workbench.mjs
+export WORKBENCH_BASE=$base WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache
+(cd "$here" && WORKBENCH_CALLS=$tmp/calls.jsonl WORKBENCH_DB=$tmp/qs/world.db timeout 300 node workbench.mjs)
+
+# The agent session episodes.mjs reads, in the same episode after those three calls.
+replies=$tmp/episode.jsonl
+call w-app ailang-write '{"path":"app.py","content":"def add(a, b):\n    return a - b\n\nprint(add(2, 3))\nassert add(2, 3) == 5, \"add is wrong\"\n"}'
+call x-fail workspace-exec '{"command":"python3","args":["app.py"]}'
+call w-fix ailang-write '{"path":"app.py","content":"def add(a, b):\n    return a + b\n\nprint(add(2, 3))\nassert add(2, 3) == 5, \"add is wrong\"\n"}'
+call e-say ailang-edit '{"path":"app.py","old_text":"print(add(2, 3))","new_text":"print(\"sum\", add(2, 3))"}'
+call x-pass workspace-exec '{"command":"python3","args":["app.py"]}'
+# A second session of the episode whose write budget (1) the writes above
+# have spent: its write is denied over the budget, and recorded.
+"$worldd" session mint --db "$tmp/qs/world.db" --episode demo --grant Workspace.Write=worktree:1 \
+    --out "$tmp/qs/small-session" --yes 2>>"$tmp/worldd.log"
+token=$(cat "$tmp/qs/small-session")
+call w-over ailang-write '{"path":"app.py","content":"gone\n"}'
+(cd "$here" && WORKBENCH_SESSION=$tmp/episode.jsonl timeout 300 node episodes.mjs)

@@ -1,89 +1,17 @@
 // Drives headless Chromium (Debian's, through playwright-core) through
 // worldd's /workbench: log → entry → effect record → payload, the `<script>`
 // payloads shown as text, the 400s, and a screenshot. run.sh sets the
-// environment: WORKBENCH_BASE, WORKBENCH_CALLS (the A2A replies, one a line),
-// WORKBENCH_DB, WORKBENCH_PROFILE, WORLD_ARTIFACTS, PLAYWRIGHT_FROM.
-import { createRequire } from 'node:module';
-import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+// environment: WORKBENCH_CALLS (the A2A replies, one a line), WORKBENCH_DB,
+// and what harness.mjs reads.
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { CSP, artifacts, base, check, open, step, text, worldBlock } from './harness.mjs';
 
-const require = createRequire(join(process.env.PLAYWRIGHT_FROM, 'package.json'));
-const { chromium } = require('playwright-core');
-
-const base = process.env.WORKBENCH_BASE;
-const artifacts = process.env.WORLD_ARTIFACTS;
 const calls = readFileSync(process.env.WORKBENCH_CALLS, 'utf8').trim().split('\n').map((l) => JSON.parse(l).result);
 const [readHello, writePage, readPage] = calls;
-const CSP =
-  "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 const SCRIPT_TEXT = '<script>alert(1)</script>';
 
-let passed = 0;
-let failed = 0;
-function check(name, ok, detail = '') {
-  if (ok) {
-    passed++;
-    console.log(`ok ${name}`);
-  } else {
-    failed++;
-    console.log(`FAIL ${name}${detail ? `: ${detail}` : ''}`);
-  }
-}
-async function step(name, fn) {
-  try {
-    await fn();
-  } catch (e) {
-    check(name, false, String(e && e.message ? e.message.split('\n')[0] : e));
-  }
-}
-const text = (page, sel) => page.locator(sel).first().innerText({ timeout: 5000 });
-
-// From an A2A reply: metadata.entry_index, and the first effect record of the tool result's world block.
-function worldBlock(result) {
-  const data = result.artifacts?.[0]?.parts?.[0]?.data;
-  return { entry: result.metadata?.entry_index, record: data?.world?.effects?.[0]?.record };
-}
-
-rmSync(process.env.WORKBENCH_PROFILE, { recursive: true, force: true });
-mkdirSync(process.env.WORKBENCH_PROFILE, { recursive: true });
-mkdirSync(artifacts, { recursive: true });
-const context = await chromium.launchPersistentContext(process.env.WORKBENCH_PROFILE, {
-  executablePath: '/usr/bin/chromium',
-  headless: true,
-  args: [
-    '--headless',
-    '--no-sandbox',
-    '--disable-gpu',
-    '--disable-quic',
-    '--no-first-run',
-    '--disable-background-networking',
-    '--disable-component-update',
-    '--disable-sync',
-  ],
-  viewport: { width: 1280, height: 800 },
-});
-
-// Nothing but the daemon: any other request is refused and counted.
-const external = [];
-await context.route('**/*', (route) => {
-  const url = new URL(route.request().url());
-  if (url.origin === base) return route.continue();
-  external.push(url.href);
-  return route.abort();
-});
-const page = context.pages()[0] ?? (await context.newPage());
-const dialogs = [];
-const consoleErrors = [];
-page.on('dialog', (d) => {
-  dialogs.push(d.message());
-  d.dismiss().catch(() => {});
-});
-// The 400 and 404 pages log "Failed to load resource"; anything else (a CSP refusal, say) counts.
-page.on('console', (m) => {
-  if (m.type() === 'error' && !m.text().startsWith('Failed to load resource: the server responded with a status of 4'))
-    consoleErrors.push(m.text());
-});
-const scripts = () => page.evaluate(() => document.querySelectorAll('script').length);
+const { page, scripts, close } = await open('workbench');
 
 await step('home', async () => {
   const resp = await page.goto(`${base}/workbench`);
@@ -237,11 +165,5 @@ for (const [name, query, status] of [
   });
 }
 
-check('no dialog ever opened', dialogs.length === 0, dialogs.join('; '));
-check('no request left 127.0.0.1', external.length === 0, external.join(' '));
-check('no console errors', consoleErrors.length === 0, consoleErrors.join('; '));
 check('read of hello.txt committed', typeof worldBlock(readHello).entry === 'number');
-
-await context.close();
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed === 0 ? 0 : 1);
+await close();

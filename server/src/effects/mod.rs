@@ -61,6 +61,39 @@ pub fn request_bytes(effect: &str, scope: &str, cost: u64, now: u64, payload_can
     out
 }
 
+/// A request object read back: effect, scope, cost, when, and the canonical
+/// JSON payload (the inverse of [`request_bytes`]); `None` if it is not one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedRequest<'a> {
+    pub effect: &'a str,
+    pub scope: &'a str,
+    pub cost: u64,
+    pub at: u64,
+    pub payload: &'a [u8],
+}
+
+pub fn parse_request(bytes: &[u8]) -> Option<ParsedRequest<'_>> {
+    // `<digits>:` then the rest.
+    fn number(b: &[u8]) -> Option<(u64, &[u8])> {
+        let colon = b.iter().position(|c| *c == b':')?;
+        let digits = &b[..colon];
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some((std::str::from_utf8(digits).ok()?.parse().ok()?, &b[colon + 1..]))
+    }
+    fn sized(b: &[u8]) -> Option<(&str, &[u8])> {
+        let (len, rest) = number(b)?;
+        let len = usize::try_from(len).ok().filter(|l| *l <= rest.len())?;
+        Some((std::str::from_utf8(&rest[..len]).ok()?, &rest[len..]))
+    }
+    let (effect, rest) = sized(bytes)?;
+    let (scope, rest) = sized(rest)?;
+    let (cost, rest) = number(rest)?;
+    let (at, payload) = number(rest)?;
+    Some(ParsedRequest { effect, scope, cost, at, payload })
+}
+
 /// One effect's decision and accounting, in the record's fixed field order,
 /// and the decision it records: the journal key `(invocation_id, ordinal)`
 /// is unique in a store, so the record is too.
@@ -130,6 +163,22 @@ mod tests {
     #[test]
     fn the_request_is_length_prefixed() {
         assert_eq!(request_bytes("A.B", "w", 1, 7, b"{}"), b"3:A.B1:w1:7:{}".to_vec());
+    }
+
+    #[test]
+    fn a_request_reads_back_what_was_encoded() {
+        let payload = br#"{"content":"a:1\n","op":"write","path":"x:y"}"#;
+        let bytes = request_bytes("Workspace.Write", "work:tree", 12, 1_796_418_679, payload);
+        let r = parse_request(&bytes).unwrap();
+        assert_eq!(
+            r,
+            ParsedRequest { effect: "Workspace.Write", scope: "work:tree", cost: 12, at: 1_796_418_679, payload }
+        );
+        for bad in
+            [&b""[..], b"3:A.B", b"3:A.B1:w", b"3:A.B1:w1:", b"9:A.B1:w1:7:{}", b"x:A.B1:w1:7:{}", b"3:A.B1:w+1:7:{}"]
+        {
+            assert_eq!(parse_request(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

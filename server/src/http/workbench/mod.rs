@@ -7,6 +7,14 @@
 //! - `entry=N`: the entry, its invocation record with its effect records, its world;
 //! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): metadata, referrers, payload;
 //! - `world=REF`: the world row.
+//!
+//! `/workbench/episodes` and `/workbench/episodes/<episode>` tell what each
+//! episode did and paid (`episodes.rs`), with charts drawn as inline SVG
+//! (`svg.rs`) and its calls' diffs and commands (`changes.rs`).
+
+mod changes;
+mod episodes;
+mod svg;
 
 use super::{Rest, State, query_pairs, read};
 use crate::limits::DAEMON_VERSION;
@@ -21,7 +29,10 @@ use world_store::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD};
 use world_store::{ReadError, Ref, Snapshot};
 
 pub fn routes() -> Router<State> {
-    Router::new().route("/workbench", get(workbench))
+    Router::new()
+        .route("/workbench", get(workbench))
+        .route("/workbench/episodes", get(episodes::list))
+        .route("/workbench/episodes/{episode}", get(episodes::one))
 }
 
 /// Log entries per page.
@@ -83,15 +94,21 @@ fn parse_refs_after(text: &str) -> Result<(u8, Ref), String> {
     Ok((kind, parse_ref("refsAfter", r)?))
 }
 
-fn parse_view(pairs: &[(String, String)]) -> Result<View, String> {
+/// Every parameter is one of `known`, and none is repeated.
+fn check_params(pairs: &[(String, String)], known: &[&str]) -> Result<(), String> {
     for (i, (k, _)) in pairs.iter().enumerate() {
-        if !PARAMS.contains(&k.as_str()) {
-            return Err(format!("unknown query parameter {k:?}; known: {}", PARAMS.join(", ")));
+        if !known.contains(&k.as_str()) {
+            return Err(format!("unknown query parameter {k:?}; known: {}", known.join(", ")));
         }
         if pairs[..i].iter().any(|(earlier, _)| earlier == k) {
             return Err(format!("query parameter {k:?} is repeated"));
         }
     }
+    Ok(())
+}
+
+fn parse_view(pairs: &[(String, String)]) -> Result<View, String> {
+    check_params(pairs, PARAMS)?;
     let get = |name: &str| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
     if ["world", "object", "entry"].iter().filter(|n| get(n).is_some()).count() > 1 {
         return Err("give at most one of world, object and entry".into());
@@ -157,6 +174,11 @@ async fn workbench(AxState(state): AxState<State>, RawQuery(query): RawQuery) ->
         View::World(r) => world_view(s, &r),
     })
     .await;
+    respond(rendered)
+}
+
+/// A rendered page, or the read's failure as an error page.
+fn respond(rendered: Result<Page, Rest>) -> Response {
     match rendered {
         Ok(page) => html(page),
         Err(Rest(e)) => {
@@ -174,14 +196,25 @@ text-align:left;vertical-align:top}th{background:#eef1f4;font-weight:600}table.k
 code,pre,.ref{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12.5px}.ref{word-break:break-all}\
 pre{background:#fff;border:1px solid #d9dee3;padding:.75em;overflow:auto;max-height:70vh;white-space:pre-wrap;\
 word-break:break-all}a{color:#0b5cad}.ok{color:#1a7f37;font-weight:600}.denied,.failed{color:#b42318;font-weight:600}\
-.pager a{margin-right:1.5em}.muted{color:#6b7280}";
+.pager a{margin-right:1.5em}.muted{color:#6b7280}header a+a{margin-left:1.5em;font-weight:400}\
+svg{vertical-align:middle}svg .track{fill:#e5e7eb}svg .fill,svg .col,svg .dot{fill:#2f6fb0}\
+svg.meter.full .fill,svg .bar{fill:#b42318}svg .line{fill:none;stroke:#2f6fb0;stroke-width:2}\
+svg .limit{stroke:#b42318;stroke-width:1.5;stroke-dasharray:5 3}svg .axis{stroke:#9aa5b1}\
+svg text{font:11px system-ui,sans-serif;fill:#52606d}.grant{white-space:nowrap}\
+.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;background:#fff;border:1px solid #d9dee3;padding:.5em}\
+pre.diff span{display:block}pre.diff .add{background:#e6ffec;color:#116329}\
+pre.diff .del{background:#ffebe9;color:#82071e}pre.diff .hunk,pre.diff .more,pre.diff .same{color:#6b7280}\
+pre.diff span.eol{display:inline;color:#6b7280}.change{margin:1em 0}.change-head{margin:.25em 0}\
+.output pre{max-height:12em;margin:.2em 0}.charts{margin-bottom:1em}\
+code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}";
 
 fn html(page: Page) -> Response {
     let doc = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>{} · worldd workbench</title><style>{STYLE}</style></head>\
-         <body><header><a href=\"/workbench\" id=\"home\">worldd workbench</a></header><main>{}</main></body></html>\n",
+         <body><header><a href=\"/workbench\" id=\"home\">worldd workbench</a>\
+         <a href=\"/workbench/episodes\" id=\"nav-episodes\">episodes</a></header><main>{}</main></body></html>\n",
         esc(&page.title),
         page.body
     );
@@ -350,7 +383,8 @@ fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError>
     }
     pager.push_str("</p>");
     let body = format!(
-        "<h1>World</h1><h2>Head</h2>{head}<h2>Health</h2>{health}<h2>Log from {from}</h2>\
+        "<h1>World</h1><p><a id=\"episodes-link\" href=\"/workbench/episodes\">Episodes</a>: what each \
+         episode did and paid, its calls, what they changed and ran.</p><h2>Head</h2>{head}<h2>Health</h2>{health}<h2>Log from {from}</h2>\
          <table id=\"log\"><tr><th>#</th><th>written by</th><th>transitionRef kind</th><th>skill</th>\
          <th>transitionRef</th></tr>{rows}</table>{pager}"
     );

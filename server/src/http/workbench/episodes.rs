@@ -1,0 +1,637 @@
+//! `/workbench/episodes`: one row per episode, most recently active first;
+//! `/workbench/episodes/<episode>`: its summary, spend over time against the
+//! budget, denials, a page of its calls, what those calls changed and ran.
+//! Everything comes from the episode index (`crate::episodes`) and the objects
+//! of the calls shown: each page reads a bounded number of rows and objects,
+//! whatever the episode's length.
+
+use super::changes;
+use super::svg::{self, Mark, Steps};
+use super::{DASH, Page, check_params, entry_link, esc, index, obj_link_short, respond};
+use crate::episodes::{self, Activity, Call, CallsPage, Summary};
+use crate::http::{State, query_pairs, read};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, RawQuery, State as AxState};
+use axum::http::StatusCode;
+use axum::response::Response;
+use std::collections::{BTreeMap, HashMap};
+use world_store::{ReadError, Snapshot};
+
+/// Episodes per page of the list.
+pub const EPISODES_SHOWN: usize = 25;
+/// Calls per page of an episode's timeline.
+pub const CALLS_SHOWN: u64 = 50;
+/// Calls after the shown page read to set its spend chart on the episode's
+/// running total; when more follow, the chart starts from zero and says so.
+pub const SPEND_TAIL_CALLS: usize = 500;
+
+/// `after=<cursor>` of a previous page, or nothing.
+fn parse_list(pairs: &[(String, String)]) -> Result<Option<(u64, String)>, String> {
+    check_params(pairs, &["after"])?;
+    let after = pairs.first().map(|(_, v)| episodes::parse_cursor(v)).transpose();
+    after.map_err(|e| e.to_string())
+}
+
+/// `from=N`, or nothing (the newest page).
+fn parse_calls(pairs: &[(String, String)]) -> Result<Option<u64>, String> {
+    check_params(pairs, &["from"])?;
+    pairs.first().map(|(_, v)| index("from", v)).transpose()
+}
+
+fn bad(m: &str) -> Response {
+    super::html(Page::error(StatusCode::BAD_REQUEST, m))
+}
+
+pub async fn list(AxState(state): AxState<State>, RawQuery(query): RawQuery) -> Response {
+    let after = match parse_list(&query_pairs(query.as_deref())) {
+        Ok(a) => a,
+        Err(m) => return bad(&m),
+    };
+    let now = crate::clock::now();
+    respond(read(&state, "/workbench/episodes", move |s| list_view(s, after, now)).await)
+}
+
+pub async fn one(
+    AxState(state): AxState<State>,
+    path: Result<Path<String>, PathRejection>,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let episode = match path {
+        Ok(Path(e)) => e,
+        Err(e) => return bad(&e.body_text()),
+    };
+    let from =
+        match crate::sessions::validate_episode(&episode).and_then(|()| parse_calls(&query_pairs(query.as_deref()))) {
+            Ok(f) => f,
+            Err(m) => return bad(&m),
+        };
+    let now = crate::clock::now();
+    respond(read(&state, "/workbench/episodes/{episode}", move |s| episode_view(s, &episode, from, now)).await)
+}
+
+/// `2026-12-04 21:11:19` (UTC) from Unix seconds.
+fn utc(t: u64) -> String {
+    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
+    let z = (t / 86_400) as i64 + 719_468;
+    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let s = t % 86_400;
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+}
+
+/// A length of time in its largest whole unit (bucket widths are 60 s doubled).
+fn span(seconds: u64) -> String {
+    match seconds {
+        s if s % 3600 == 0 => format!("{} h", s / 3600),
+        s if s % 60 == 0 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+/// `committed 5 · not-committed 1`, or a dash.
+fn counts(map: &BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return DASH.into();
+    }
+    let parts: Vec<String> = map.iter().map(|(k, n)| format!("{} {n}", esc(k))).collect();
+    parts.join(" · ")
+}
+
+fn episode_href(episode: &str) -> String {
+    format!("/workbench/episodes/{episode}")
+}
+
+fn calls_word(n: u64) -> &'static str {
+    if n == 1 { "call" } else { "calls" }
+}
+
+/// Calls over the episode's life, one column per bucket.
+fn activity_svg(a: &Activity, calls: u64) -> String {
+    let marks: Vec<Mark> = a
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Mark {
+            value: *n,
+            title: format!("{} for {}: {n} {}", utc(a.origin + i as u64 * a.width), span(a.width), calls_word(*n)),
+        })
+        .collect();
+    svg::columns(&marks, &format!("{calls} {} over time, in buckets of {}", calls_word(calls), span(a.width)))
+}
+
+/// One line per grant: its name, its meter, its figures.
+fn grants_html(summary: &Summary) -> String {
+    let mut out = String::new();
+    for g in &summary.spend {
+        let budget = g.budget.map_or_else(|| "no live grant".to_string(), |b| b.to_string());
+        let title = format!("{} on {}: {} spent of {budget}", g.effect, g.scope, g.spent);
+        out.push_str(&format!(
+            "<div class=\"grant\"><span class=\"grant-effect\">{}</span> <span class=\"grant-scope muted\">{}</span> {} \
+             <span class=\"grant-spent\">{}</span> / <span class=\"grant-budget\">{}</span></div>",
+            esc(&g.effect),
+            esc(&g.scope),
+            svg::meter(g.spent, g.budget, &title),
+            g.spent,
+            esc(&budget),
+        ));
+    }
+    if out.is_empty() { DASH.into() } else { out }
+}
+
+fn episode_row(e: &Summary) -> String {
+    format!(
+        "<tr class=\"episode\" id=\"episode-{ep}\"><td><a class=\"episode-link\" href=\"{}\">{ep}</a></td>\
+         <td class=\"calls\">{}</td><td class=\"states\">{}</td><td class=\"effects\">{}</td>\
+         <td class=\"grants\">{}</td><td class=\"activity\">{}<div class=\"muted\">last active {}</div></td></tr>",
+        esc(&episode_href(&e.episode)),
+        e.calls,
+        counts(&e.states),
+        counts(&e.effects),
+        grants_html(e),
+        activity_svg(&e.activity, e.calls),
+        esc(&utc(e.last_at)),
+        ep = esc(&e.episode),
+    )
+}
+
+fn list_view(s: &Snapshot, after: Option<(u64, String)>, now: u64) -> Result<Page, ReadError> {
+    let first = after.is_none();
+    let page = episodes::list(s, after, EPISODES_SHOWN, now)?;
+    let mut rows: String = page.episodes.iter().map(episode_row).collect();
+    if page.episodes.is_empty() {
+        rows = "<tr><td colspan=\"6\" class=\"muted\">no episode has made a call yet</td></tr>".into();
+    }
+    let mut pager = String::from("<p class=\"pager\">");
+    if !first {
+        pager.push_str("<a id=\"newest-episodes\" href=\"/workbench/episodes\">« most recent</a>");
+    }
+    if let Some(next) = &page.next {
+        let href = format!(
+            "/workbench/episodes?after={}",
+            form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
+        );
+        pager.push_str(&format!("<a id=\"older-episodes\" href=\"{}\">less recent ›</a>", esc(&href)));
+    }
+    pager.push_str("</p>");
+    let body = format!(
+        "<h1>Episodes</h1><p class=\"muted\">Most recently active first. Spend is against the largest budget a live \
+         session of the episode holds.</p><table id=\"episodes\"><tr><th>episode</th><th>calls</th><th>states</th>\
+         <th>effects</th><th>grants: spent / budget</th><th>activity</th></tr>{rows}</table>{pager}"
+    );
+    Ok(Page::ok("episodes", body))
+}
+
+fn episode_view(s: &Snapshot, episode: &str, from: Option<u64>, now: u64) -> Result<Page, ReadError> {
+    let unknown = || Page::error(StatusCode::NOT_FOUND, "the store has seen no call of this episode");
+    let Some(summary) = episodes::summary(s, episode, now)? else { return Ok(unknown()) };
+    let from = from.unwrap_or_else(|| newest_from(summary.calls));
+    let Some(page) = episodes::calls(s, episode, from, CALLS_SHOWN as usize)? else { return Ok(unknown()) };
+    // The calls after the page, if few enough to read, set its spend on the running total.
+    let end = page_end(&page);
+    let tail = if end < summary.calls { episodes::calls(s, episode, end, SPEND_TAIL_CALLS)? } else { None };
+    let body = [
+        format!("<h1>Episode <span id=\"episode-name\">{}</span></h1>", esc(episode)),
+        summary_html(&summary),
+        spend_html(&summary, &page, tail.as_ref()),
+        denials_html(&summary),
+        timeline_html(&page),
+        changes::what_changed(s, episode, &page)?,
+        changes::what_ran(s, &page)?,
+    ];
+    Ok(Page::ok(format!("episode {episode}"), body.concat()))
+}
+
+/// Where the newest page of an episode of `calls` calls starts.
+fn newest_from(calls: u64) -> u64 {
+    calls.saturating_sub(CALLS_SHOWN)
+}
+
+fn summary_html(summary: &Summary) -> String {
+    super::kv(
+        "summary",
+        &[
+            ("calls", format!("<span id=\"summary-calls\">{}</span>", summary.calls)),
+            ("states", counts(&summary.states)),
+            ("effects", counts(&summary.effects)),
+            ("sessions", format!("{} live of {}", summary.sessions.live, summary.sessions.total)),
+            ("first call", esc(&utc(summary.first_at))),
+            ("last active", esc(&utc(summary.last_at))),
+            ("calls over time", activity_svg(&summary.activity, summary.calls)),
+        ],
+    )
+}
+
+/// Where the calls of a page stand: the first and one past the last position.
+fn page_end(page: &CallsPage) -> u64 {
+    page.calls.last().map_or(page.from, |c| c.position + 1)
+}
+
+/// Units each (effect, scope) was debited by `calls`.
+fn debits<'a>(calls: impl IntoIterator<Item = &'a Call>) -> HashMap<(String, String), u64> {
+    let mut out = HashMap::new();
+    for e in calls.into_iter().flat_map(|c| &c.effects) {
+        *out.entry((e.effect.clone(), e.scope.clone())).or_insert(0) += e.debited;
+    }
+    out
+}
+
+/// The page's debits against one grant, as running totals in call end order.
+fn spend_points(page: &CallsPage, effect: &str, scope: &str, start: u64) -> Vec<(u64, Mark)> {
+    let mut debited: Vec<(u64, &Call, u64)> = page
+        .calls
+        .iter()
+        .map(|c| {
+            let units = c.effects.iter().filter(|e| e.effect == effect && e.scope == scope).map(|e| e.debited).sum();
+            (c.ended_at.unwrap_or(c.started_at), c, units)
+        })
+        .filter(|(_, _, units)| *units > 0)
+        .collect();
+    debited.sort_by_key(|(at, c, _)| (*at, c.position));
+    let mut total = start;
+    let mut points = vec![];
+    for (at, c, units) in debited {
+        total += units;
+        let title = format!("#{} {} ended {}: {total} spent (+{units})", c.position, c.transition, utc(at));
+        points.push((at, Mark { value: total, title }));
+    }
+    points
+}
+
+/// The calls of a non-empty page, as the spend charts span them.
+struct Window {
+    first: u64,
+    last: u64,
+    from: (u64, String),
+    to: (u64, String),
+}
+
+impl Window {
+    fn of(page: &CallsPage) -> Option<Window> {
+        let (first, last) = (page.calls.first()?.position, page.calls.last()?.position);
+        let t0 = page.calls.iter().map(|c| c.started_at).min()?;
+        let t1 = page.calls.iter().map(|c| c.ended_at.unwrap_or(c.started_at)).max()?;
+        Some(Window { first, last, from: (t0, utc(t0)), to: (t1, utc(t1)) })
+    }
+}
+
+/// One grant's figures; `before`: what was spent before the page, if known.
+fn spend_row(g: &episodes::Spend, before: Option<u64>, page_units: u64) -> String {
+    let figure = |v: Option<u64>| v.map_or_else(|| DASH.to_string(), |v| v.to_string());
+    format!(
+        "<tr class=\"spend-row\"><td class=\"spend-effect\">{}</td><td class=\"spend-scope\">{}</td>\
+         <td class=\"spend-before\">{}</td><td class=\"spend-page\">{page_units}</td><td class=\"spend-after\">{}</td>\
+         <td class=\"spend-total\">{}</td><td class=\"spend-budget\">{}</td><td class=\"spend-remaining\">{}</td></tr>",
+        esc(&g.effect),
+        esc(&g.scope),
+        figure(before),
+        figure(before.map(|b| b + page_units)),
+        g.spent,
+        figure(g.budget),
+        figure(g.remaining),
+    )
+}
+
+/// One grant's running total over the page, from `start`, against its budget.
+fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) -> String {
+    let points = spend_points(page, &g.effect, &g.scope, start);
+    let title = format!("{} on {}: spent over calls #{}–#{}", g.effect, g.scope, w.first, w.last);
+    let limit = g.budget.map(|b| (b, format!("budget {b} (the largest a live session holds)")));
+    let (from, to) = ((w.from.0, w.from.1.as_str()), (w.to.0, w.to.1.as_str()));
+    let chart = svg::steps(&Steps { title: &title, from, to, start, points: &points, limit });
+    format!(
+        "<figure class=\"spend-chart\">{chart}<figcaption>{} <span class=\"muted\">{}</span></figcaption></figure>",
+        esc(&g.effect),
+        esc(&g.scope)
+    )
+}
+
+/// Spend per grant over the page's calls; `tail`: the calls after them, all of
+/// them (its `next` is none) or the first of many.
+fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> String {
+    let out = String::from("<h2 id=\"spend\">Spend</h2>");
+    let Some(w) = Window::of(page) else { return out + "<p class=\"muted\">no calls on this page</p>" };
+    let known = tail.is_none_or(|t| t.next.is_none());
+    let (on_page, after) = (debits(&page.calls), debits(tail.iter().flat_map(|t| &t.calls)));
+    let (mut charts, mut rows) = (String::new(), String::new());
+    for g in &summary.spend {
+        let units = |of: &HashMap<(String, String), u64>| of.get(&(g.effect.clone(), g.scope.clone())).copied();
+        let (page_units, after_units) = (units(&on_page).unwrap_or(0), units(&after).unwrap_or(0));
+        let before = known.then(|| g.spent.saturating_sub(page_units + after_units));
+        rows.push_str(&spend_row(g, before, page_units));
+        if page_units > 0 {
+            charts.push_str(&spend_chart(g, &w, page, before.unwrap_or(0)));
+        }
+    }
+    let said = if known {
+        format!(
+            "Running totals over the calls shown (#{}–#{}), by when each call ended; the dashed line is the budget.",
+            w.first, w.last
+        )
+    } else {
+        format!(
+            "Debits of the calls shown (#{}–#{}) only, from 0: more than {SPEND_TAIL_CALLS} calls follow them, so \
+             what was spent before them is not read here (the newest page starts from the episode's total).",
+            w.first, w.last
+        )
+    };
+    out + &format!(
+        "<p class=\"muted\" id=\"spend-said\">{}</p><div class=\"charts\">{charts}</div><table id=\"spend-table\"><tr>\
+         <th>effect</th><th>scope</th><th>before #{}</th><th>on this page</th><th>after #{}</th><th>spent now</th>\
+         <th>budget</th><th>remaining</th></tr>{rows}</table>",
+        esc(&said),
+        w.first,
+        w.last
+    )
+}
+
+fn denials_html(summary: &Summary) -> String {
+    let mut out = String::from("<h2 id=\"denials\">Denials</h2>");
+    if summary.denials.is_empty() {
+        return out + "<p id=\"denials-none\" class=\"muted\">no effect of this episode was denied</p>";
+    }
+    let rows: Vec<(String, u64)> = summary.denials.iter().map(|(k, n)| (k.clone(), *n)).collect();
+    out.push_str(&svg::bars(&rows, "denied effects by the broker's label"));
+    out.push_str("<table id=\"denials-table\"><tr><th>label</th><th>denied effects</th></tr>");
+    for (label, n) in &rows {
+        out.push_str(&format!(
+            "<tr class=\"denial\"><td class=\"denial-label\">{}</td><td class=\"denial-count\">{n}</td></tr>",
+            esc(label)
+        ));
+    }
+    out.push_str("</table>");
+    out
+}
+
+/// Links to the other pages of calls.
+fn calls_pager(page: &CallsPage) -> String {
+    let href = |from: u64| esc(&format!("{}?from={from}", episode_href(&page.episode)));
+    let end = page_end(page);
+    let mut out = String::from("<p class=\"pager\">");
+    if page.from > 0 {
+        out.push_str(&format!("<a id=\"first-calls\" href=\"{}\">« first</a>", href(0)));
+        let earlier = page.from.saturating_sub(CALLS_SHOWN);
+        out.push_str(&format!("<a id=\"earlier-calls\" href=\"{}\">‹ calls from #{earlier}</a>", href(earlier)));
+    }
+    if end < page.total {
+        out.push_str(&format!("<a id=\"later-calls\" href=\"{}\">calls from #{end} ›</a>", href(end)));
+        out.push_str(&format!("<a id=\"newest-calls\" href=\"{}\">newest »</a>", esc(&episode_href(&page.episode))));
+    }
+    out.push_str("</p>");
+    out
+}
+
+/// One cell's lines, one per effect of the call.
+fn per_effect(c: &Call, f: impl Fn(&episodes::Effect) -> String) -> String {
+    if c.effects.is_empty() {
+        return DASH.into();
+    }
+    c.effects.iter().map(f).collect::<Vec<_>>().join("<br>")
+}
+
+fn call_row(c: &Call) -> String {
+    let took = c.ended_at.map_or_else(|| "running".to_string(), |e| format!("{} s", e.saturating_sub(c.started_at)));
+    format!(
+        "<tr class=\"call\" id=\"call-{pos}\"><td class=\"position\">{pos}</td><td>{}</td><td>{}</td>\
+         <td class=\"tool\">{}</td><td class=\"task\">{}</td><td>{}</td><td class=\"state {state}\">{state}</td>\
+         <td class=\"call-effect\">{}</td><td class=\"call-status\">{}</td><td class=\"call-cost\">{}</td>\
+         <td class=\"call-budget\">{}</td><td class=\"ref\">{}</td><td>{}</td></tr>",
+        esc(&utc(c.started_at)),
+        esc(&took),
+        if c.transition.is_empty() { DASH.into() } else { esc(&c.transition) },
+        esc(&c.task_id),
+        esc(c.surface),
+        per_effect(c, |e| format!("{} <span class=\"muted\">{}</span>", esc(&e.effect), esc(&e.scope))),
+        per_effect(c, |e| match &e.denial {
+            Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(e.status)),
+            None => format!("<span class=\"{s}\">{s}</span>", s = esc(e.status)),
+        }),
+        per_effect(c, |e| e.cost.to_string()),
+        per_effect(c, |e| e.budget_after.to_string()),
+        per_effect(c, |e| match e.record.as_deref().and_then(|r| world_store::Ref::parse(r).ok()) {
+            Some(r) => obj_link_short(&r, "effect-link"),
+            None => DASH.into(),
+        }),
+        c.entry_index.map_or_else(|| DASH.into(), entry_link),
+        pos = c.position,
+        state = esc(c.state),
+    )
+}
+
+fn timeline_html(page: &CallsPage) -> String {
+    let end = page_end(page);
+    let heading = if page.calls.is_empty() {
+        format!("Calls: none from #{} ({} in all)", page.from, page.total)
+    } else {
+        format!("Calls #{}–#{} of {}", page.from, end - 1, page.total)
+    };
+    let rows: String = page.calls.iter().map(call_row).collect();
+    format!(
+        "<h2 id=\"calls\">{}</h2>{}<table id=\"timeline\"><tr><th>#</th><th>started (UTC)</th><th>took</th>\
+         <th>tool</th><th>task</th><th>surface</th><th>state</th><th>effect</th><th>status</th><th>cost</th>\
+         <th>budget after</th><th>record</th><th>entry</th></tr>{rows}</table>",
+        esc(&heading),
+        calls_pager(page)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(q: &str) -> Vec<(String, String)> {
+        query_pairs(Some(q))
+    }
+
+    const EVIL: &str = "<script>alert('x')</script>\"&";
+    const EVIL_ESCAPED: &str = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;";
+    const WRITE: &str = "Workspace.Write";
+
+    fn effect(name: &str, status: &'static str, debited: u64, denial: Option<&str>) -> episodes::Effect {
+        episodes::Effect {
+            id: "e1".into(),
+            effect: name.into(),
+            scope: "worktree".into(),
+            status,
+            denial: denial.map(String::from),
+            cost: 1,
+            debited,
+            budget_before: 9,
+            budget_after: 9 - debited,
+            record: Some(world_store::Ref::of(b"r").to_string()),
+        }
+    }
+
+    fn call(position: u64, at: u64, transition: &str, effects: Vec<episodes::Effect>) -> Call {
+        Call {
+            position,
+            task_id: format!("t{position}"),
+            invocation_id: format!("a2a:ep:t{position}"),
+            surface: "a2a",
+            transition: transition.into(),
+            started_at: at,
+            ended_at: Some(at + 1),
+            state: "committed",
+            entry_index: Some(position + 1),
+            output: None,
+            effects,
+        }
+    }
+
+    fn page(from: u64, calls: Vec<Call>, next: Option<u64>, total: u64) -> CallsPage {
+        CallsPage { episode: "ep".into(), from, calls, next, total }
+    }
+
+    fn summary(spent: u64) -> Summary {
+        Summary {
+            episode: "ep".into(),
+            calls: 9,
+            states: BTreeMap::from([("committed".into(), 9)]),
+            effects: BTreeMap::from([("ok".into(), 8), ("denied".into(), 1)]),
+            denials: BTreeMap::from([("denied:budget".into(), 1), (EVIL.into(), 2)]),
+            spend: vec![
+                episodes::Spend {
+                    effect: WRITE.into(),
+                    scope: "worktree".into(),
+                    spent,
+                    budget: Some(10),
+                    remaining: Some(10 - spent),
+                },
+                episodes::Spend { effect: EVIL.into(), scope: EVIL.into(), spent: 0, budget: None, remaining: None },
+            ],
+            sessions: episodes::Sessions { live: 1, total: 2 },
+            first_at: 1_796_418_679,
+            last_at: 1_796_418_779,
+            activity: Activity { origin: 1_796_418_660, width: 60, counts: vec![3, 0, 6] },
+        }
+    }
+
+    /// The text of the first cell of `class` in the row that holds `key`.
+    fn cell<'a>(html: &'a str, key: &str, class: &str) -> &'a str {
+        let row = &html[html.find(key).unwrap()..];
+        let at = row.find(&format!("class=\"{class}\">")).unwrap() + class.len() + 9;
+        &row[at..at + row[at..].find('<').unwrap()]
+    }
+
+    #[test]
+    fn spend_sets_the_page_on_the_running_total_when_the_calls_after_it_are_read() {
+        let shown = page(
+            5,
+            vec![
+                call(5, 100, "ailang-write", vec![effect(WRITE, "ok", 1, None)]),
+                call(6, 120, "ailang-edit", vec![effect(WRITE, "ok", 1, None)]),
+                call(7, 130, "ailang-write", vec![effect(WRITE, "denied", 0, Some("denied:budget"))]),
+            ],
+            Some(8),
+            9,
+        );
+        let tail = page(8, vec![call(8, 140, "ailang-write", vec![effect(WRITE, "ok", 1, None)])], None, 9);
+        let html = spend_html(&summary(7), &shown, Some(&tail));
+        let figures: Vec<&str> =
+            ["spend-before", "spend-page", "spend-after", "spend-total", "spend-budget", "spend-remaining"]
+                .iter()
+                .map(|c| cell(&html, "Workspace.Write</td>", c))
+                .collect();
+        assert_eq!(figures, ["4", "2", "6", "7", "10", "3"]);
+        assert!(html.contains("<title>#5 ailang-write ended 1970-01-01 00:01:41: 5 spent (+1)</title>"), "{html}");
+        assert!(html.contains("<title>#6 ailang-edit ended 1970-01-01 00:02:01: 6 spent (+1)</title>"), "{html}");
+        assert!(html.contains("<title>budget 10 (the largest a live session holds)</title>"), "{html}");
+        assert_eq!(html.matches("<svg class=\"steps\"").count(), 1, "a chart only for a grant the page spent on");
+        assert!(html.contains("Running totals over the calls shown (#5–#7)"), "{html}");
+
+        // More calls follow than are read: the page's debits alone, from 0.
+        let many = page(8, tail.calls.clone(), Some(9), 9);
+        let html = spend_html(&summary(7), &shown, Some(&many));
+        assert_eq!(cell(&html, "Workspace.Write</td>", "spend-page"), "2");
+        assert!(cell(&html, "Workspace.Write</td>", "spend-before").is_empty(), "a dash, not a number: {html}");
+        assert!(html.contains("<title>#6 ailang-edit ended 1970-01-01 00:02:01: 2 spent (+1)</title>"), "{html}");
+        assert!(html.contains(&format!("more than {SPEND_TAIL_CALLS} calls follow them")), "{html}");
+        assert!(spend_html(&summary(7), &page(20, vec![], None, 9), None).contains("no calls on this page"));
+    }
+
+    #[test]
+    fn the_pager_reaches_the_first_earlier_later_and_newest_calls() {
+        let calls: Vec<Call> = (50..100).map(|p| call(p, 100, "x", vec![])).collect();
+        let p = calls_pager(&page(50, calls, Some(100), 130));
+        for (id, href) in [
+            ("first-calls", "?from=0"),
+            ("earlier-calls", "?from=0"),
+            ("later-calls", "?from=100"),
+            ("newest-calls", "\""),
+        ] {
+            assert!(p.contains(&format!("id=\"{id}\" href=\"/workbench/episodes/ep{href}")), "{id}: {p}");
+        }
+        let newest = calls_pager(&page(80, (80..130).map(|p| call(p, 1, "x", vec![])).collect(), None, 130));
+        assert!(
+            newest.contains("earlier-calls\" href=\"/workbench/episodes/ep?from=30\"") && !newest.contains("later")
+        );
+        assert_eq!(calls_pager(&page(0, vec![call(0, 1, "x", vec![])], None, 1)), "<p class=\"pager\"></p>");
+        assert_eq!((newest_from(0), newest_from(CALLS_SHOWN), newest_from(130)), (0, 0, 130 - CALLS_SHOWN));
+    }
+
+    #[test]
+    fn every_part_of_an_episode_escapes_what_it_shows_and_writes_its_numbers() {
+        let mut hostile = call(3, 1_796_418_679, EVIL, vec![effect(EVIL, "denied", 0, Some(EVIL))]);
+        hostile.task_id = EVIL.into();
+        let shown =
+            page(3, vec![hostile, call(4, 1_796_418_680, "ailang-write", vec![effect(WRITE, "ok", 1, None)])], None, 5);
+        let mut s = summary(3);
+        s.episode = EVIL.into();
+        let parts =
+            [episode_row(&s), summary_html(&s), spend_html(&s, &shown, None), denials_html(&s), timeline_html(&shown)];
+        for p in &parts {
+            assert!(!p.contains("<script") && !p.contains("'x'"), "{p}");
+        }
+        for p in [&parts[0], &parts[2], &parts[3], &parts[4]] {
+            assert!(p.contains(EVIL_ESCAPED), "{p}");
+        }
+        let row = &parts[0];
+        assert_eq!(cell(row, "<tr", "calls"), "9");
+        assert!(row.contains("<span class=\"grant-spent\">3</span> / <span class=\"grant-budget\">10</span>"), "{row}");
+        assert!(row.contains("<title>Workspace.Write on worktree: 3 spent of 10</title>"), "{row}");
+        assert!(row.contains("<title>2026-12-04 21:13:00 for 1 min: 6 calls</title>"), "{row}");
+        assert!(row.contains("denied 1 · ok 8"), "{row}");
+        assert_eq!(cell(&parts[3], "\"denial-label\">denied:budget", "denial-count"), "1");
+        assert_eq!(cell(&parts[3], &format!("\"denial-label\">{EVIL_ESCAPED}"), "denial-count"), "2");
+        let timeline = &parts[4];
+        assert!(timeline.contains("Calls #3–#4 of 5"), "{timeline}");
+        assert_eq!(cell(timeline, "id=\"call-4\"", "call-budget"), "8");
+        assert!(timeline.contains(&format!("href=\"/workbench?object={}\"", world_store::Ref::of(b"r"))));
+        assert!(timeline.contains("href=\"/workbench?entry=5\""), "{timeline}");
+    }
+
+    #[test]
+    fn utc_spells_calendar_time() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(utc(1_796_418_679), "2026-12-04 21:11:19");
+        assert_eq!(utc(4_107_542_399), "2100-02-28 23:59:59");
+        assert_eq!(
+            (span(60), span(7680), span(7200), span(45)),
+            ("1 min".into(), "128 min".into(), "2 h".into(), "45 s".into())
+        );
+    }
+
+    #[test]
+    fn the_list_takes_only_a_cursor() {
+        assert_eq!(parse_list(&pairs("")), Ok(None));
+        assert_eq!(parse_list(&pairs("after=17.demo")), Ok(Some((17, "demo".into()))));
+        for bad in ["after=17", "after=x.demo", "after=", "after=1.a&after=2.b", "from=0", "after=1.a&x=1"] {
+            assert!(parse_list(&pairs(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_episode_page_takes_only_from() {
+        assert_eq!(parse_calls(&pairs("")), Ok(None));
+        assert_eq!(parse_calls(&pairs("from=0")), Ok(Some(0)));
+        assert_eq!(parse_calls(&pairs("from=150")), Ok(Some(150)));
+        for bad in ["from=", "from=-1", "from=+1", "from=1.5", "from=1&from=2", "after=1.a", "from=1&limit=2", "x"] {
+            assert!(parse_calls(&pairs(bad)).is_err(), "{bad}");
+        }
+    }
+}

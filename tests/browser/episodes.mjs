@@ -1,0 +1,193 @@
+// Drives headless Chromium through /workbench/episodes and
+// /workbench/episodes/demo after run.sh's scripted agent session: the
+// numbers (calls, spend against the budget, denials by label), the diffs of
+// the rewrite and the edit, the commands with their argv and exit codes, the
+// links to records and entries, paging, the 400s and 404, and screenshots.
+// run.sh sets WORKBENCH_SESSION (the session's A2A replies, one a line) and
+// what harness.mjs reads.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CSP, artifacts, base, check, open, step, text, worldBlock } from './harness.mjs';
+
+const replies = Object.fromEntries(
+  readFileSync(process.env.WORKBENCH_SESSION, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l).result)
+    .map((r) => [r.id, r]),
+);
+const data = (id) => replies[id].artifacts[0].parts[0].data;
+// workbench.mjs's three calls come first: the session's calls are #3 to #8.
+const position = { 'w-app': 3, 'x-fail': 4, 'w-fix': 5, 'e-say': 6, 'x-pass': 7, 'w-over': 8 };
+const CALLS = 9;
+const episode = `${base}/workbench/episodes/demo`;
+
+const { page, scripts, close } = await open('episodes');
+const cells = (row, sel) => row.locator(sel).allInnerTexts();
+
+await step('main page links the episodes', async () => {
+  await page.goto(`${base}/workbench`);
+  await page.locator('#episodes-link').click();
+  await page.waitForLoadState();
+  check('episodes url', page.url() === `${base}/workbench/episodes`, page.url());
+});
+
+await step('episodes list', async () => {
+  const resp = await page.goto(`${base}/workbench/episodes`);
+  check('list status 200', resp.status() === 200, String(resp.status()));
+  check('list strict csp', resp.headers()['content-security-policy'] === CSP);
+  const row = page.locator('#episode-demo');
+  check('one row for demo', (await row.count()) === 1);
+  check('list: calls', (await text(row, '.calls')) === String(CALLS), await text(row, '.calls'));
+  check('list: states', (await text(row, '.states')) === `committed ${CALLS}`, await text(row, '.states'));
+  check('list: effects by status', (await text(row, '.effects')) === 'denied 1 · ok 8', await text(row, '.effects'));
+  const grants = {};
+  for (const g of await row.locator('.grant').all()) {
+    grants[await text(g, '.grant-effect')] = `${await text(g, '.grant-spent')}/${await text(g, '.grant-budget')}`;
+  }
+  const want = { 'Workspace.Exec': '2/1000', 'Workspace.Read': '2/1000', 'Workspace.Write': '4/1000', 'world.apply': '0/1000' };
+  check('list: spend against budget per grant', JSON.stringify(grants) === JSON.stringify(want), JSON.stringify(grants));
+  const meter = await row.locator('svg.meter title').allTextContents();
+  check('list: each meter says its numbers', meter.includes('Workspace.Write on worktree: 4 spent of 1000'), meter.join('; '));
+  const activity = await row.locator('svg.columns rect title').allTextContents();
+  const counted = activity.map((t) => Number(t.match(/: (\d+) calls?$/)?.[1] ?? NaN)).reduce((a, b) => a + b, 0);
+  check('list: activity columns add up to the calls', counted === CALLS, activity.join('; '));
+  const box = await row.locator('svg.meter').first().boundingBox();
+  check('list: meters are drawn', box && box.width >= 100 && box.height > 0, JSON.stringify(box));
+  check('list: no script element', (await scripts()) === 0);
+  await page.screenshot({ path: join(artifacts, 'workbench-episodes.png'), fullPage: true });
+  await row.locator('a.episode-link').click();
+  await page.waitForLoadState();
+  check('list links the episode', page.url() === episode, page.url());
+});
+
+await step('episode summary, spend and denials', async () => {
+  const resp = await page.goto(episode);
+  check('episode status 200', resp.status() === 200, String(resp.status()));
+  check('episode strict csp', resp.headers()['content-security-policy'] === CSP);
+  check('summary: calls', (await text(page, '#summary-calls')) === String(CALLS));
+  const write = page.locator('#spend-table tr.spend-row', { hasText: 'Workspace.Write' });
+  const figures = await Promise.all(
+    ['before', 'page', 'after', 'total', 'budget', 'remaining'].map((c) => text(write, `.spend-${c}`)),
+  );
+  check('spend table: write before/page/after/now/budget/remaining', figures.join(' ') === '0 4 4 4 1000 996', figures.join(' '));
+  const exec = page.locator('#spend-table tr.spend-row', { hasText: 'Workspace.Exec' });
+  check('spend table: exec spent 2 of 1000', `${await text(exec, '.spend-total')}/${await text(exec, '.spend-budget')}` === '2/1000');
+  const charts = page.locator('figure.spend-chart');
+  const names = await charts.locator('figcaption').allInnerTexts();
+  check('a spend chart per grant spent on', names.join('; ') === 'Workspace.Exec worktree; Workspace.Read worktree; Workspace.Write worktree', names.join('; '));
+  const writeChart = charts.filter({ hasText: 'Workspace.Write' });
+  const dots = await writeChart.locator('circle.dot title').allTextContents();
+  const totals = dots.map((t) => Number(t.match(/: (\d+) spent/)?.[1]));
+  check('write chart: running total 1 to 4', totals.join(',') === '1,2,3,4', dots.join('; '));
+  check('write chart: the edit is a step', dots.some((t) => t.startsWith(`#${position['e-say']} ailang-edit ended `)), dots.join('; '));
+  const limit = await writeChart.locator('line.limit title').allTextContents();
+  check('write chart: budget line', limit.length === 1 && limit[0].startsWith('budget 1000'), limit.join('; '));
+  const box = await writeChart.locator('svg.steps').boundingBox();
+  check('write chart drawn', box && box.width >= 300 && box.height >= 100, JSON.stringify(box));
+  const denials = page.locator('#denials-table tr.denial');
+  check('denials: one label', (await denials.count()) === 1);
+  check('denials: denied:budget 1', `${await text(denials, '.denial-label')} ${await text(denials, '.denial-count')}` === 'denied:budget 1');
+  const bar = await page.locator('svg.bars rect.bar title').allTextContents();
+  check('denials chart says its numbers', bar.join('; ') === 'denied:budget: 1', bar.join('; '));
+  await page.screenshot({ path: join(artifacts, 'workbench-episode.png'), fullPage: true });
+});
+
+await step('timeline', async () => {
+  await page.goto(episode);
+  const rows = page.locator('#timeline tr.call');
+  check('timeline: every call on the newest page', (await rows.count()) === CALLS, String(await rows.count()));
+  for (const [id, pos] of Object.entries(position)) {
+    const row = page.locator(`#call-${pos}`);
+    const { entry, record } = worldBlock(replies[id]);
+    check(`timeline #${pos}: task ${id}`, (await text(row, '.task')) === id, await text(row, '.task'));
+    const recordHref = await row.locator('a.effect-link').getAttribute('href');
+    check(`timeline #${pos}: links its effect record`, recordHref === `/workbench?object=${record}`, recordHref);
+    const entryHref = await row.locator('a.entry-link').getAttribute('href');
+    check(`timeline #${pos}: links its entry`, entryHref === `/workbench?entry=${entry}`, entryHref);
+  }
+  const over = page.locator(`#call-${position['w-over']}`);
+  check('timeline: the denial and its label', (await text(over, '.call-status')) === 'denied denied:budget', await text(over, '.call-status'));
+  check('timeline: the denial leaves the small session nothing', (await text(over, '.call-budget')) === '0');
+  const fix = page.locator(`#call-${position['w-fix']}`);
+  check('timeline: a write costs 1', (await text(fix, '.call-cost')) === '1');
+  check('timeline: budget after the third write', (await text(fix, '.call-budget')) === '997', await text(fix, '.call-budget'));
+  await fix.locator('a.effect-link').click();
+  await page.waitForLoadState();
+  check('record link opens the effect record', (await text(page, '#semantic-id')) === 'world/effect-record/v2');
+  await page.goto(episode);
+  await page.locator(`#call-${position['w-fix']} a.entry-link`).click();
+  await page.waitForLoadState();
+  check('entry link opens its entry', (await text(page, '#record-invocationId')) === 'a2a:demo:w-fix');
+});
+
+await step('what changed', async () => {
+  await page.goto(episode);
+  const change = (id) => page.locator(`#change-${position[id]}-0`);
+  const first = change('w-app');
+  check('first write: whole content', (await text(first, '.change-note')).includes('the whole content'), await text(first, '.change-note'));
+  check('first write: five added lines', (await first.locator('.add').count()) === 5);
+  const fix = change('w-fix');
+  check('rewrite: against the first write', (await text(fix, '.change-note')) === `against the write of #${position['w-app']}`, await text(fix, '.change-note'));
+  check('rewrite: the removed line', (await cells(fix, '.del')).join('|') === '-    return a - b', (await cells(fix, '.del')).join('|'));
+  check('rewrite: the added line', (await cells(fix, '.add')).join('|') === '+    return a + b', (await cells(fix, '.add')).join('|'));
+  const edit = change('e-say');
+  check('edit: its old text removed', (await cells(edit, '.del')).join('|') === '-print(add(2, 3))', (await cells(edit, '.del')).join('|'));
+  check('edit: its new text added', (await cells(edit, '.add')).join('|') === '+print("sum", add(2, 3))', (await cells(edit, '.add')).join('|'));
+  const over = change('w-over');
+  check('denied write: nothing written', (await text(over, '.change-note')) === 'denied (denied:budget): nothing written');
+  check('denied write: no diff', (await over.locator('pre.diff').count()) === 0);
+  const hostile = page.locator('#change-1-0 .add');
+  check('a written <script> is diff text', (await hostile.allInnerTexts()).join('') === '+<h1>hi</h1><script>alert(1)</script>');
+  check('changes: no script element', (await scripts()) === 0);
+  await page.locator('#changes').screenshot({ path: join(artifacts, 'workbench-episode-changes.png') });
+});
+
+await step('what ran', async () => {
+  await page.goto(episode);
+  for (const [id, code] of [['x-fail', '1'], ['x-pass', '0']]) {
+    const row = page.locator(`#run-${position[id]}-0`);
+    const argv = await cells(row, 'code.arg');
+    check(`${id}: argv as run`, JSON.stringify(argv) === JSON.stringify(data(id).argv), JSON.stringify(argv));
+    check(`${id}: exit code ${code}`, (await text(row, '.exit-code')) === code && String(data(id).exit_code) === code);
+    check(`${id}: duration`, (await text(row, '.duration')) === `${data(id).duration_ms} ms`, await text(row, '.duration'));
+  }
+  const failed = page.locator(`#run-${position['x-fail']}-0`);
+  check('failing command: its stdout', (await text(failed, 'pre.stdout')).trim() === '-1');
+  check('failing command: its stderr', (await text(failed, 'pre.stderr')).includes('AssertionError: add is wrong'));
+  check('passing command: its stdout', (await text(page.locator(`#run-${position['x-pass']}-0`), 'pre.stdout')).trim() === 'sum 5');
+  await page.locator('#runs').screenshot({ path: join(artifacts, 'workbench-episode-runs.png') });
+});
+
+await step('paging', async () => {
+  await page.goto(`${episode}?from=5`);
+  const shown = await page.locator('#timeline tr.call td.position').allInnerTexts();
+  check('from=5 shows #5 to #8', shown.join(',') === '5,6,7,8', shown.join(','));
+  check('no later page after the newest calls', (await page.locator('#later-calls').count()) === 0);
+  // The rewrite is still compared with the write before the page.
+  const note = await text(page, `#change-${position['w-fix']}-0 .change-note`);
+  check('a page reads back for what a write replaced', note === `against the write of #${position['w-app']}`, note);
+  const write = page.locator('#spend-table tr.spend-row', { hasText: 'Workspace.Write' });
+  check('spend set on the running total', `${await text(write, '.spend-before')} ${await text(write, '.spend-page')}` === '2 2');
+  await page.locator('#earlier-calls').click();
+  await page.waitForLoadState();
+  check('earlier page', page.url() === `${episode}?from=0`, page.url());
+});
+
+for (const [name, path, status] of [
+  ['list: unknown parameter is 400', '/workbench/episodes?bogus=1', 400],
+  ['list: bad cursor is 400', '/workbench/episodes?after=nope', 400],
+  ['episode: bad from is 400', '/workbench/episodes/demo?from=x', 400],
+  ['episode: repeated from is 400', '/workbench/episodes/demo?from=1&from=2', 400],
+  ['episode: malformed name is 400', '/workbench/episodes/Not_An_Episode', 400],
+  ['episode: hostile name is escaped', '/workbench/episodes/%3Cscript%3Ealert(1)%3C%2Fscript%3E', 400],
+  ['unknown episode is 404', '/workbench/episodes/nosuch', 404],
+]) {
+  await step(name, async () => {
+    const resp = await page.goto(`${base}${path}`);
+    const err = await text(page, '#error');
+    check(name, resp.status() === status && err.length > 0 && (await scripts()) === 0, `${resp.status()} ${err}`);
+  });
+}
+
+await close();
