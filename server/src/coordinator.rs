@@ -734,6 +734,7 @@ impl Invocation<'_> {
             budget_before: debit.budget_before,
             budget_after: debit.budget_after,
             record: Some(record_ref),
+            request: Some(request.hash),
             ..planned(e)
         };
         Ok(Brokered {
@@ -783,6 +784,7 @@ impl Invocation<'_> {
             budget_before: remaining,
             budget_after: remaining,
             record: Some(record.hash),
+            request: Some(request.hash),
             ..planned(e)
         };
         Brokered {
@@ -952,6 +954,7 @@ fn planned(e: &PlannedEffect) -> CallEffect {
         budget_before: 0,
         budget_after: 0,
         record: None,
+        request: None,
     }
 }
 

@@ -85,6 +85,8 @@ pub struct Effect {
     pub budget_before: u64,
     pub budget_after: u64,
     pub record: Option<String>,
+    /// The request object it handed its handler (none for a skipped effect).
+    pub request: Option<String>,
 }
 
 /// One call of an episode.
@@ -243,6 +245,7 @@ fn effect(e: &CallEffect) -> Effect {
         budget_before: e.budget_before,
         budget_after: e.budget_after,
         record: e.record.map(|r| r.to_string()),
+        request: e.request.map(|r| r.to_string()),
     }
 }
 

@@ -282,9 +282,14 @@ pub struct CallEffect {
     pub denial: Option<String>,
     pub budget_before: u64,
     pub budget_after: u64,
-    /// Its effect record (none for a skipped effect).
+    /// Its effect record: none for a skipped effect, nor for one whose
+    /// outcome was never recorded (recovery found only its intent).
     #[serde(default)]
     pub record: Option<Ref>,
+    /// What it asked its handler (none for a skipped effect): what an
+    /// effect without a record still tells.
+    #[serde(default)]
+    pub request: Option<Ref>,
 }
 
 impl CallEffect {
@@ -303,6 +308,7 @@ impl CallEffect {
             budget_before: i.budget_before,
             budget_after: i.budget_after,
             record: item.outcome.as_ref().and_then(|o| o.record_ref),
+            request: Some(i.request_ref),
         }
     }
 

@@ -76,6 +76,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
             budget_before: 1,
             budget_after: 1,
             record: Some(Ref::of(b"record 0")),
+            request: Some(Ref::of(b"request")),
         }],
     };
     let intent = EffectIntent {

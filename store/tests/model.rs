@@ -677,6 +677,7 @@ impl Model {
                 budget_before: item.intent.budget_before,
                 budget_after: item.intent.budget_after,
                 record: item.outcome.and_then(|o| o.record_ref),
+                request: Some(item.intent.request_ref),
             })
             .collect()
     }
@@ -708,6 +709,7 @@ fn told_effects(seed: u8) -> Vec<CallEffect> {
         denial: denial.map(str::to_string),
         budget_before: 5,
         budget_after: 5,
+        request: record.map(|_| Ref::of(b"request")),
         record,
     };
     let record = Some(Ref::of(&[seed]));

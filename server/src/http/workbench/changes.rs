@@ -41,7 +41,9 @@ fn objects(s: &Snapshot, e: &Effect, with_result: bool) -> Result<Objects, ReadE
         Some(record) => episodes::effect_objects(s, &record)?,
         None => None,
     };
-    let (request, result_ref) = named.map_or((None, None), |n| (n.request, n.result));
+    // An effect recovery found without an outcome has no record, but its request.
+    let told = e.request.as_deref().and_then(|r| Ref::parse(r).ok());
+    let (request, result_ref) = named.map_or((told, None), |n| (n.request, n.result));
     let payload = match request {
         Some(r) => episodes::effect_request(s, &r)?.map(|q| q.payload),
         None => None,
@@ -463,6 +465,7 @@ mod tests {
             budget_before: 5,
             budget_after: 4,
             record: None,
+            request: None,
         }
     }
 

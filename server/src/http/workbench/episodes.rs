@@ -463,6 +463,7 @@ mod tests {
             budget_before: 9,
             budget_after: 9 - debited,
             record: Some(world_store::Ref::of(b"r").to_string()),
+            request: Some(world_store::Ref::of(b"q").to_string()),
         }
     }
 
