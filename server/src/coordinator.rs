@@ -73,6 +73,8 @@ pub struct Outcome {
     pub invocation_id: String,
     pub output: Value,
     pub committed: Committed,
+    /// When the task ended (its commit), Unix seconds.
+    pub ended_at: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -310,7 +312,8 @@ async fn resume(host: &SharedHost, call: &Call, task: Task, digest: Ref) -> Resu
                 return Err(CallError::Unavailable(format!("committed output {out_ref} fails its hash check")));
             }
             let output = serde_json::from_slice(&bytes).map_err(|e| CallError::Unavailable(e.to_string()))?;
-            Ok(Outcome { invocation_id: task_key(call).invocation_id(), output, committed: c })
+            let ended_at = task.ended_at.unwrap_or(task.started_at);
+            Ok(Outcome { invocation_id: task_key(call).invocation_id(), output, committed: c, ended_at })
         }
     }
 }
@@ -894,6 +897,7 @@ impl Invocation<'_> {
             effects: told,
             at: crate::clock::now(),
         };
+        let ended_at = commit.at;
         let pending = outcome_records(&outcomes);
         let mut ops = outcomes;
         ops.push(Op::CommitInvocation(commit));
@@ -910,7 +914,7 @@ impl Invocation<'_> {
         }
         match replies.next() {
             Some(Ok(Reply::Committed(committed))) => {
-                Ok(Outcome { invocation_id: self.key.invocation_id(), output, committed })
+                Ok(Outcome { invocation_id: self.key.invocation_id(), output, committed, ended_at })
             }
             Some(Err(WriteError::TransitionChanged { .. })) if !self.ran => Err(Failed(CallError::HeadMoved)),
             Some(Err(e)) => Err(Failed(self.unrecorded(format!("commit: {e}")))),

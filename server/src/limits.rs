@@ -66,3 +66,11 @@ pub const CACHE_MIB_MAX: u64 = 64 << 10;
 /// Exit status of a daemon that stopped because its store's durability is in
 /// doubt (a failed sync of the write-ahead log); restart it to recover.
 pub const EXIT_STORE_FAILED: i32 = 75;
+
+/// The most of an episode's calls one A2A `ListTasks` request reads: a page
+/// ends early (with a token to go on) rather than read past it, and its
+/// `totalSize` counts what the walk met (exact once the walk reached the
+/// episode's first call).
+pub const LIST_TASKS_SCAN_MAX: u64 = 4096;
+/// The episode's calls `ListTasks` reads per store request.
+pub const LIST_TASKS_SCAN_CHUNK: u64 = 256;

@@ -5,6 +5,8 @@
 //! - `mcp`: `POST /mcp/` — the 401s, transport checks, methods, results,
 //!   batches, tool names and schemas, host failures, Origin/Host.
 //! - `a2a`: `POST /a2a/` — every row of the error table, and the success shape.
+//! - `a2a_spec`: `POST /a2a/` as A2A 1.0 has it — refusals with the spec's
+//!   codes and reasons, the card's capabilities, CancelTask, history, ListTasks.
 //! - `mcp_modern`: `POST /mcp/` in the 2026-07-28 era, beside the legacy one.
 //! - `card`: the agent card, and that it and `tools/list` are one view.
 //! - `reliability`: 200 task ids from 16 clients, twice, across a SIGKILL.
@@ -13,6 +15,7 @@
 //! - `store`: registries `worldd publish` refuses, written through the store API.
 
 mod a2a;
+mod a2a_spec;
 mod card;
 #[path = "../common/commit.rs"]
 mod commit;

@@ -21,6 +21,59 @@ fn assert_invalid_params(body: &str) {
     assert_eq!(r.error_message(), Some("invalid params"), "{body}");
 }
 
+/// Asserts a 0.3/1.0 refusal: its code, and `error.data` as A2A 1.0 §9.5
+/// shapes it (an ErrorInfo first; a BadRequest naming the parameter when
+/// one is at fault); returns the detail.
+fn assert_refused(body: &str, code: i64, parameter: Option<&str>) -> String {
+    let r = refusal(body);
+    assert_eq!(r.error_code(), Some(code), "{body}: {}", String::from_utf8_lossy(&r.body()));
+    let data = r.error_data().unwrap_or_else(|| panic!("no data: {body}")).as_array().unwrap().clone();
+    let info = &data[0];
+    assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "{body}");
+    assert_eq!(info["domain"], "a2a-protocol.org");
+    assert!(info["reason"].as_str().unwrap().chars().all(|c| c.is_ascii_uppercase() || c == '_'));
+    assert!(
+        info["metadata"].as_object().unwrap().values().all(Value::is_string),
+        "ErrorInfo.metadata is map<string,string>"
+    );
+    let detail = info["metadata"]["detail"].as_str().unwrap().to_owned();
+    assert!(!detail.is_empty());
+    match parameter {
+        Some(p) => {
+            assert_eq!(info["metadata"]["parameter"], p, "{body}");
+            assert_eq!(data[1]["@type"], "type.googleapis.com/google.rpc.BadRequest");
+            assert_eq!(data[1]["fieldViolations"], json!([{"field": p, "description": detail}]));
+            assert_eq!(data.len(), 2);
+        }
+        None => assert_eq!(data.len(), 1, "{body}"),
+    }
+    detail
+}
+
+fn send10(message: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"metadata":{{"skill_id":"s"}},"message":{message}}}}}"#
+    )
+}
+
+fn send03(message: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"metadata":{{"skill_id":"s"}},"message":{message}}}}}"#
+    )
+}
+
+fn send_request(task_id: &str, skill_id: &str, arguments: Value) -> SendRequest {
+    SendRequest {
+        task_id: task_id.into(),
+        skill_id: skill_id.into(),
+        arguments,
+        transition_fn: None,
+        context_id: None,
+        message_id: None,
+        history_length: None,
+    }
+}
+
 #[test]
 fn seed_tasks_send_parses() {
     let req = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"id":"read-1","metadata":{"skill_id":"ailang-read"},"message":{"role":"user","parts":[{"type":"data","data":{"path":"hello.ail"}}]}}}"#).unwrap();
@@ -29,13 +82,7 @@ fn seed_tasks_send_parses() {
         A2aRequest {
             jsonrpc_id: RpcId::from(1),
             flavor: Flavor::Legacy01,
-            kind: A2aKind::Send {
-                task_id: "read-1".into(),
-                skill_id: "ailang-read".into(),
-                arguments: json!({"path": "hello.ail"}),
-                transition_fn: None,
-                context_id: None,
-            },
+            kind: A2aKind::Send(send_request("read-1", "ailang-read", json!({"path": "hello.ail"}))),
         }
     );
 }
@@ -46,8 +93,8 @@ fn transition_fn_pin_is_carried() {
         r#"{{"id":"t","metadata":{{"skill_id":"s","transition_fn":"{PIN}"}},"message":{{"parts":[{{"type":"data","data":{{}}}}]}}}}"#
     ));
     let req = parse_str(&body).unwrap();
-    let A2aKind::Send { transition_fn, .. } = req.kind else { panic!() };
-    assert_eq!(transition_fn.as_deref(), Some(PIN));
+    let A2aKind::Send(send) = req.kind else { panic!() };
+    assert_eq!(send.transition_fn.as_deref(), Some(PIN));
 }
 
 #[test]
@@ -103,7 +150,8 @@ fn missing_method_is_invalid_request() {
 
 #[test]
 fn other_methods_are_method_not_found() {
-    for m in ["tasks/cancel", "tasks/sendSubscribe", "message/stream", "CancelTask", ""] {
+    // 0.3 has no JSON-RPC tasks/list; names are case-sensitive.
+    for m in ["tasks/sendSubscribe", "tasks/list", "listTasks", "cancelTask", "initialize", ""] {
         let r = refusal(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#));
         assert_eq!(
             String::from_utf8(r.body()).unwrap(),
@@ -157,23 +205,16 @@ fn tasks_send_shape_errors_are_invalid_params() {
 }
 
 /// The request `a2a-sdk` 1.3.0 sends through its 0.3 compat transport.
-const SDK_03: &str = r#"{"method":"message/send","params":{"configuration":{"blocking":true},"message":{"kind":"message","messageId":"5f0c6a7e-2a3b-4c1d-9e8f-0a1b2c3d4e5f","parts":[{"data":{"message":"hi"},"kind":"data"}],"role":"agent"},"metadata":{"skill_id":"tools.echo"}},"id":"9d1e","jsonrpc":"2.0"}"#;
+const SDK_03: &str = r#"{"method":"message/send","params":{"configuration":{"blocking":true},"message":{"kind":"message","messageId":"5f0c6a7e-2a3b-4c1d-9e8f-0a1b2c3d4e5f","parts":[{"data":{"message":"hi"},"kind":"data"}],"role":"user"},"metadata":{"skill_id":"tools.echo"}},"id":"9d1e","jsonrpc":"2.0"}"#;
 
 #[test]
 fn message_send_from_the_sdk_parses_as_0_3() {
     let req = parse_str(SDK_03).unwrap();
     assert_eq!(req.flavor, Flavor::V03);
     assert_eq!(req.jsonrpc_id, RpcId::from("9d1e"));
-    assert_eq!(
-        req.kind,
-        A2aKind::Send {
-            task_id: "5f0c6a7e-2a3b-4c1d-9e8f-0a1b2c3d4e5f".into(),
-            skill_id: "tools.echo".into(),
-            arguments: json!({"message": "hi"}),
-            transition_fn: None,
-            context_id: None,
-        }
-    );
+    let id = "5f0c6a7e-2a3b-4c1d-9e8f-0a1b2c3d4e5f";
+    let want = SendRequest { message_id: Some(id.into()), ..send_request(id, "tools.echo", json!({"message": "hi"})) };
+    assert_eq!(req.kind, A2aKind::Send(want));
 }
 
 #[test]
@@ -182,50 +223,126 @@ fn message_send_prefers_task_id_and_reads_message_metadata() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"message":{{"kind":"message","messageId":"m1","taskId":"task-9","contextId":"ctx","role":"user","metadata":{{"skill_id":"s","transition_fn":"{PIN}"}},"parts":[{{"kind":"data","data":{{"a":1}}}}]}}}}}}"#
     ))
     .unwrap();
-    assert_eq!(
-        req.kind,
-        A2aKind::Send {
-            task_id: "task-9".into(),
-            skill_id: "s".into(),
-            arguments: json!({"a": 1}),
-            transition_fn: Some(PIN.into()),
-            context_id: Some("ctx".into()),
-        }
-    );
+    let want = SendRequest {
+        transition_fn: Some(PIN.into()),
+        context_id: Some("ctx".into()),
+        message_id: Some("m1".into()),
+        ..send_request("task-9", "s", json!({"a": 1}))
+    };
+    assert_eq!(req.kind, A2aKind::Send(want));
 }
 
 #[test]
 fn params_metadata_wins_over_message_metadata() {
-    let req = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"metadata":{"skill_id":"outer"},"message":{"messageId":"m1","metadata":{"skill_id":"inner"},"parts":[{"kind":"data","data":{}}]}}}"#).unwrap();
-    let A2aKind::Send { skill_id, .. } = req.kind else { panic!() };
-    assert_eq!(skill_id, "outer");
+    let req = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"metadata":{"skill_id":"outer"},"message":{"messageId":"m1","role":"user","metadata":{"skill_id":"inner"},"parts":[{"kind":"data","data":{}}]}}}"#).unwrap();
+    let A2aKind::Send(send) = req.kind else { panic!() };
+    assert_eq!(send.skill_id, "outer");
 }
 
 #[test]
 fn message_id_outside_the_task_id_grammar_is_refused() {
-    assert_invalid_params(
-        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"metadata":{"skill_id":"s"},"message":{"messageId":"has space","parts":[{"kind":"data","data":{}}]}}}"#,
+    let detail = assert_refused(
+        &send03(r#"{"messageId":"has space","role":"user","parts":[{"kind":"data","data":{}}]}"#),
+        -32602,
+        Some("message.messageId"),
     );
-    assert_invalid_params(
-        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"metadata":{"skill_id":"s"},"message":{"messageId":"ok","taskId":"bad/id","parts":[{"kind":"data","data":{}}]}}}"#,
+    assert!(detail.contains("with no taskId the messageId is the task id"), "{detail}");
+    assert_refused(
+        &send03(r#"{"messageId":"ok","taskId":"bad/id","role":"user","parts":[{"kind":"data","data":{}}]}"#),
+        -32602,
+        Some("message.taskId"),
+    );
+    // With a taskId, the messageId is any string.
+    assert!(
+        parse_str(&send03(
+            r#"{"messageId":"has space","taskId":"t-1","role":"user","parts":[{"kind":"data","data":{}}]}"#
+        ))
+        .is_ok()
     );
 }
 
 #[test]
-fn message_send_shape_errors_are_invalid_params() {
-    for message in [
-        r#"{"parts":[{"kind":"data","data":{}}]}"#,
-        r#"{"messageId":"m","kind":"task","parts":[{"kind":"data","data":{}}]}"#,
-        r#"{"messageId":"m","parts":[{"kind":"text","text":"hi"}]}"#,
-        r#"{"messageId":"m","parts":[{"type":"data","data":{}}]}"#,
-        r#"{"messageId":"m","contextId":5,"parts":[{"kind":"data","data":{}}]}"#,
-    ] {
-        assert_invalid_params(&format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"message/send","params":{{"metadata":{{"skill_id":"s"}},"message":{message}}}}}"#
-        ));
+fn message_send_shape_errors_are_invalid_params_naming_the_parameter() {
+    let long = "x".repeat(MESSAGE_ID_MAX + 1);
+    let cases: Vec<(String, &str)> = vec![
+        (r#"{"role":"user","parts":[{"kind":"data","data":{}}]}"#.into(), "message.messageId"),
+        (r#"{"messageId":"","role":"user","parts":[{"kind":"data","data":{}}]}"#.into(), "message.messageId"),
+        (r#"{"messageId":"m","kind":"task","role":"user","parts":[{"kind":"data","data":{}}]}"#.into(), "message.kind"),
+        (r#"{"messageId":"m","parts":[{"kind":"data","data":{}}]}"#.into(), "message.role"),
+        (r#"{"messageId":"m","role":"agent","parts":[{"kind":"data","data":{}}]}"#.into(), "message.role"),
+        (r#"{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"data","data":{}}]}"#.into(), "message.role"),
+        (r#"{"messageId":"m","role":"user","parts":[{"type":"data","data":{}}]}"#.into(), "message.parts[0].kind"),
+        (
+            r#"{"messageId":"m","role":"user","contextId":5,"parts":[{"kind":"data","data":{}}]}"#.into(),
+            "message.contextId",
+        ),
+        (
+            format!(
+                r#"{{"messageId":"m","role":"user","contextId":"{long}","parts":[{{"kind":"data","data":{{}}}}]}}"#
+            ),
+            "message.contextId",
+        ),
+        (r#"{"messageId":"m","role":"user","parts":[]}"#.into(), "message.parts"),
+        (r#"{"messageId":"m","role":"user"}"#.into(), "message.parts"),
+        (r#"{"messageId":"m","role":"user","parts":[{"kind":"data","data":[1]}]}"#.into(), "message.parts[0].data"),
+        (
+            r#"{"messageId":"m","role":"user","parts":[{"kind":"data","data":{}},{"kind":"data","data":{}}]}"#.into(),
+            "message.parts",
+        ),
+        (r#""hi""#.into(), "message"),
+    ];
+    for (message, parameter) in cases {
+        assert_refused(&send03(&message), -32602, Some(parameter));
     }
-    assert_invalid_params(
-        r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","parts":[{"kind":"data","data":{}}]}}}"#,
+    let no_skill = r#"{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"messageId":"m","role":"user","parts":[{"kind":"data","data":{}}]}}}"#;
+    assert_eq!(assert_refused(no_skill, -32602, Some("metadata.skill_id")), SKILL_ID_REQUIRED);
+    let no_params = r#"{"jsonrpc":"2.0","id":1,"method":"SendMessage"}"#;
+    assert_refused(no_params, -32602, Some("params"));
+    let config = |c: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"metadata":{{"skill_id":"s"}},"configuration":{c},"message":{{"messageId":"m","role":"ROLE_USER","parts":[{{"data":{{}}}}]}}}}}}"#
+        )
+    };
+    assert_refused(&config(r#"{"historyLength":-1}"#), -32602, Some("configuration.historyLength"));
+    assert_refused(&config(r#"{"historyLength":"x"}"#), -32602, Some("configuration.historyLength"));
+    assert_refused(&config("5"), -32602, Some("configuration"));
+    // Push notifications are not offered, not even as part of a send.
+    let push = r#"{"taskPushNotificationConfig":{"url":"http://127.0.0.1:9/hook"}}"#;
+    assert_refused(&config(push), -32003, Some("configuration.taskPushNotificationConfig"));
+    let ok = parse_str(&config(r#"{"historyLength":"2","returnImmediately":false,"acceptedOutputModes":[]}"#)).unwrap();
+    let A2aKind::Send(send) = ok.kind else { panic!() };
+    assert_eq!(send.history_length, Some(2));
+}
+
+#[test]
+fn a_part_the_agent_cannot_take_is_content_type_not_supported_but_invalid_params_for_tasks_send() {
+    for (body, kind) in [
+        (send03(r#"{"messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]}"#), "text"),
+        (
+            send03(r#"{"messageId":"m","role":"user","parts":[{"kind":"data","data":{}},{"kind":"file","file":{}}]}"#),
+            "file",
+        ),
+        (send10(r#"{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}"#), "text"),
+        (send10(r#"{"messageId":"m","role":"ROLE_USER","parts":[{"url":"http://x"}]}"#), "url"),
+        (send10(r#"{"messageId":"m","role":"ROLE_USER","parts":[{"raw":"aGk="}]}"#), "raw"),
+        (send10(r#"{"messageId":"m","role":"ROLE_USER","parts":[{"data":{"a":1},"text":"hi"}]}"#), "text"),
+    ] {
+        let parameter = if kind == "file" { "message.parts[1]" } else { "message.parts[0]" };
+        let detail = assert_refused(&body, -32005, Some(parameter));
+        assert_eq!(
+            detail,
+            format!(
+                "message has a {kind} part; this agent takes exactly one data part whose data is the skill's arguments"
+            )
+        );
+        assert_eq!(refusal(&body).error_message(), Some("incompatible content types"));
+    }
+    // The seed's table: a text part is `invalid params`, with no data.
+    let seed =
+        tasks_send(r#"{"id":"t","metadata":{"skill_id":"s"},"message":{"parts":[{"type":"text","text":"hi"}]}}"#);
+    assert_eq!(
+        String::from_utf8(refusal(&seed).body()).unwrap(),
+        "{\"error\":{\"code\":-32602,\"message\":\"invalid params\"},\"id\":1,\"jsonrpc\":\"2.0\"}\n"
     );
 }
 
@@ -236,24 +353,30 @@ const SDK_10: &str = r#"{"jsonrpc":"2.0","id":"r1","method":"SendMessage","param
 fn send_message_parses_as_1_0() {
     let req = parse_str(SDK_10).unwrap();
     assert_eq!(req.flavor, Flavor::V10);
-    assert_eq!(
-        req.kind,
-        A2aKind::Send {
-            task_id: "m-1".into(),
-            skill_id: "tools.echo".into(),
-            arguments: json!({"message": "hi"}),
-            transition_fn: None,
-            context_id: None,
-        }
-    );
+    let want =
+        SendRequest { message_id: Some("m-1".into()), ..send_request("m-1", "tools.echo", json!({"message": "hi"})) };
+    assert_eq!(req.kind, A2aKind::Send(want));
+    // ProtoJSON spells ROLE_USER as 1 too.
+    assert!(parse_str(&SDK_10.replace(r#""ROLE_USER""#, "1")).is_ok());
 }
 
 #[test]
 fn send_message_parts_must_be_one_data_object() {
-    for part in [r#"{"text":"hi"}"#, r#"{"data":{"a":1},"text":"hi"}"#, r#"{"data":"s"}"#, r#"{"url":"http://x"}"#] {
-        assert_invalid_params(&format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"metadata":{{"skill_id":"s"}},"message":{{"messageId":"m","role":"ROLE_USER","parts":[{part}]}}}}}}"#
-        ));
+    for (part, parameter) in
+        [(r#"{"data":"s"}"#, "message.parts[0].data"), (r#"{}"#, "message.parts[0].data"), ("5", "message.parts[0]")]
+    {
+        assert_refused(
+            &send10(&format!(r#"{{"messageId":"m","role":"ROLE_USER","parts":[{part}]}}"#)),
+            -32602,
+            Some(parameter),
+        );
+    }
+    for role in [r#""user""#, r#""ROLE_AGENT""#, "2", "null"] {
+        assert_refused(
+            &send10(&format!(r#"{{"messageId":"m","role":{role},"parts":[{{"data":{{}}}}]}}"#)),
+            -32602,
+            Some("message.role"),
+        );
     }
 }
 
@@ -261,11 +384,154 @@ fn send_message_parts_must_be_one_data_object() {
 fn get_methods_take_an_id() {
     let r = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"read-1","historyLength":0}}"#)
         .unwrap();
-    assert_eq!((r.flavor, r.kind), (Flavor::V03, A2aKind::Get { task_id: "read-1".into() }));
+    assert_eq!((r.flavor, r.kind), (Flavor::V03, A2aKind::Get { task_id: "read-1".into(), history_length: Some(0) }));
     let r = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"read-1"}}"#).unwrap();
-    assert_eq!((r.flavor, r.kind), (Flavor::V10, A2aKind::Get { task_id: "read-1".into() }));
-    assert_invalid_params(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#);
-    assert_invalid_params(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#);
+    assert_eq!((r.flavor, r.kind), (Flavor::V10, A2aKind::Get { task_id: "read-1".into(), history_length: None }));
+    assert_refused(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{}}"#, -32602, Some("id"));
+    assert_refused(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get"}"#, -32602, Some("params"));
+    for bad in ["-1", "1.5", "\"x\"", "true", "2147483648"] {
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{{"id":"t","historyLength":{bad}}}}}"#);
+        assert_refused(&body, -32602, Some("historyLength"));
+    }
+    let r = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/cancel","params":{"id":"t-1"}}"#).unwrap();
+    assert_eq!((r.flavor, r.kind), (Flavor::V03, A2aKind::Cancel { task_id: "t-1".into() }));
+    let r = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"t-1"}}"#).unwrap();
+    assert_eq!((r.flavor, r.kind), (Flavor::V10, A2aKind::Cancel { task_id: "t-1".into() }));
+    assert_refused(r#"{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"a/b"}}"#, -32602, Some("id"));
+    for (m, flavor) in [("GetExtendedAgentCard", Flavor::V10), ("agent/getAuthenticatedExtendedCard", Flavor::V03)] {
+        let r = parse_str(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#)).unwrap();
+        assert_eq!((r.flavor, r.kind), (flavor, A2aKind::ExtendedCard));
+    }
+}
+
+#[test]
+fn what_the_card_does_not_offer_is_refused_with_the_spec_codes() {
+    for m in ["SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"] {
+        let detail =
+            assert_refused(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{}}}}"#), -32004, None);
+        assert!(detail.contains("capabilities.streaming false"), "{detail}");
+        assert_eq!(
+            refusal(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#)).error_message(),
+            Some("this operation is not supported")
+        );
+    }
+    for m in [
+        "CreateTaskPushNotificationConfig",
+        "GetTaskPushNotificationConfig",
+        "ListTaskPushNotificationConfigs",
+        "DeleteTaskPushNotificationConfig",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+    ] {
+        let detail = assert_refused(
+            &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{"id":"t"}}}}"#),
+            -32003,
+            None,
+        );
+        assert!(detail.contains("capabilities.pushNotifications false"), "{detail}");
+    }
+}
+
+#[test]
+fn list_tasks_parses_its_filters_and_refuses_each_bad_one_by_name() {
+    let list = |params: &str| format!(r#"{{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{params}}}"#);
+    let r = parse_str(r#"{"jsonrpc":"2.0","id":1,"method":"ListTasks"}"#).unwrap();
+    let want = ListQuery {
+        context_id: None,
+        status: None,
+        status_after: None,
+        page_size: LIST_PAGE_DEFAULT,
+        page_token: None,
+        history_length: None,
+        include_artifacts: false,
+    };
+    assert_eq!((r.flavor, r.kind), (Flavor::V10, A2aKind::List(want.clone())));
+    let r = parse_str(&list(
+        r#"{"contextId":"c","status":"TASK_STATE_COMPLETED","pageSize":100,"historyLength":1,"includeArtifacts":true,"statusTimestampAfter":"2025-10-28T10:30:00.250Z","tenant":""}"#,
+    ))
+    .unwrap();
+    let full = ListQuery {
+        context_id: Some("c".into()),
+        status: Some(TaskStateName::Completed),
+        status_after: Some(1_761_647_400),
+        page_size: 100,
+        history_length: Some(1),
+        include_artifacts: true,
+        ..want.clone()
+    };
+    assert_eq!(r.kind, A2aKind::List(full.clone()));
+    // A token is taken with the filters it was issued for, and no others.
+    let token =
+        PageToken { before: 7, seen: 3, filters: filters_digest(Some("c"), Some(TaskStateName::Completed), None) };
+    let r = parse_str(&list(&format!(r#"{{"contextId":"c","status":3,"pageToken":"{}"}}"#, token.encode()))).unwrap();
+    let A2aKind::List(q) = r.kind else { panic!() };
+    assert_eq!(q.page_token, Some(token));
+    assert_refused(
+        &list(&format!(r#"{{"contextId":"d","status":3,"pageToken":"{}"}}"#, token.encode())),
+        -32602,
+        Some("pageToken"),
+    );
+    for (params, parameter) in [
+        (r#"{"pageSize":0}"#, "pageSize"),
+        (r#"{"pageSize":-3}"#, "pageSize"),
+        (r#"{"pageSize":101}"#, "pageSize"),
+        (r#"{"pageSize":"many"}"#, "pageSize"),
+        (r#"{"status":"TASK_STATE_RUNNING"}"#, "status"),
+        (r#"{"status":"completed"}"#, "status"),
+        (r#"{"status":9}"#, "status"),
+        (r#"{"historyLength":-5}"#, "historyLength"),
+        (r#"{"pageToken":"not a token"}"#, "pageToken"),
+        (r#"{"pageToken":"bm9wZQ"}"#, "pageToken"),
+        (r#"{"pageToken":7}"#, "pageToken"),
+        (r#"{"contextId":7}"#, "contextId"),
+        (r#"{"includeArtifacts":"yes"}"#, "includeArtifacts"),
+        (r#"{"statusTimestampAfter":"yesterday"}"#, "statusTimestampAfter"),
+        (r#"{"statusTimestampAfter":"2025-10-28T10:30:00+02:00"}"#, "statusTimestampAfter"),
+        (r#"{"statusTimestampAfter":"2025-02-30T10:30:00Z"}"#, "statusTimestampAfter"),
+        (r#"{"statusTimestampAfter":1761647400}"#, "statusTimestampAfter"),
+        ("[]", "params"),
+    ] {
+        assert_refused(&list(params), -32602, Some(parameter));
+    }
+    let detail = assert_refused(&list(r#"{"status":"TASK_STATE_RUNNING"}"#), -32602, Some("status"));
+    assert!(detail.contains("TASK_STATE_AUTH_REQUIRED") && detail.contains("TASK_STATE_RUNNING"), "{detail}");
+}
+
+#[test]
+fn timestamps_are_iso_8601_utc_both_ways() {
+    for (secs, text) in
+        [(0, "1970-01-01T00:00:00Z"), (951_782_400, "2000-02-29T00:00:00Z"), (1_761_647_400, "2025-10-28T10:30:00Z")]
+    {
+        assert_eq!(iso8601(secs), text);
+        assert_eq!(parse_iso8601(text), Some(secs));
+    }
+    assert_eq!(parse_iso8601("2025-10-28T10:30:00.999999999Z"), Some(1_761_647_400));
+    assert_eq!(parse_iso8601("1960-01-01T00:00:00Z"), Some(0));
+    for bad in [
+        "",
+        "2025-10-28",
+        "2025-10-28T10:30:00",
+        "2025-10-28 10:30:00Z",
+        "2025-13-01T00:00:00Z",
+        "2025-10-28T24:00:00Z",
+        "2025-10-28T10:30:00.Z",
+        "2025-10-28T10:30:00ZZ",
+        "2023-02-29T00:00:00Z",
+    ] {
+        assert_eq!(parse_iso8601(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn page_tokens_round_trip_and_refuse_garbage() {
+    let t = PageToken { before: 12, seen: 40, filters: 0xdead_beef };
+    assert_eq!(PageToken::decode(&t.encode()), Some(t));
+    for bad in ["", "!", "MTIuNDA", "MTIuNDAuMDAwMDAwMDBkZWFkYmVlZi4x"] {
+        assert_eq!(PageToken::decode(bad), None, "{bad}");
+    }
 }
 
 #[test]
@@ -274,14 +540,19 @@ fn missing_id_is_answered_as_null() {
     assert_eq!(r.jsonrpc_id, RpcId::Null);
 }
 
-fn done<'a>(output: &'a Value) -> CompletedTask<'a> {
-    CompletedTask {
+fn done<'a>(output: &'a Value) -> TaskView<'a> {
+    TaskView {
         task_id: "read-1",
         context_id: None,
-        output,
-        invocation_id: "a2a:ep1:read-1",
-        world_ref: "sha256:abc",
-        entry_index: 3,
+        state: TaskStateName::Completed,
+        timestamp: None,
+        committed: Some(CommittedView {
+            output,
+            invocation_id: "a2a:ep1:read-1",
+            world_ref: "sha256:abc",
+            entry_index: 3,
+        }),
+        history: vec![],
     }
 }
 
@@ -341,8 +612,54 @@ fn v10_send_wraps_the_task_and_get_does_not() {
 }
 
 #[test]
+fn history_is_the_request_then_the_reply_cut_to_the_last_n_in_each_flavour() {
+    let (args, out) = (json!({"path": "a"}), json!({"ok": true}));
+    let all = task_messages("t-1", Some("m-1"), Some(&args), Some(&out));
+    assert_eq!(last(all.clone(), None).len(), 2);
+    assert_eq!(last(all.clone(), Some(5)).len(), 2);
+    assert_eq!(last(all.clone(), Some(1)), vec![all[1].clone()]);
+    assert!(last(all.clone(), Some(0)).is_empty());
+    let mut t = done(&out);
+    t.task_id = "t-1";
+    t.context_id = Some("ctx");
+    t.timestamp = Some(1_761_647_400);
+    t.history = all;
+    let v10 = task_snapshot(Flavor::V10, &RpcId::from(1), &t).result().unwrap().clone();
+    assert_eq!(v10["status"], json!({"state": "TASK_STATE_COMPLETED", "timestamp": "2025-10-28T10:30:00Z"}));
+    assert_eq!(
+        v10["history"],
+        json!([
+            {"messageId": "m-1", "contextId": "ctx", "taskId": "t-1", "role": "ROLE_USER", "parts": [{"data": {"path": "a"}}]},
+            {"messageId": "t-1.reply", "contextId": "ctx", "taskId": "t-1", "role": "ROLE_AGENT", "parts": [{"data": {"ok": true}}]},
+        ])
+    );
+    let v03 = task_snapshot(Flavor::V03, &RpcId::from(1), &t).result().unwrap().clone();
+    assert_eq!(v03["history"][0]["kind"], "message");
+    assert_eq!((&v03["history"][0]["role"], &v03["history"][1]["role"]), (&json!("user"), &json!("agent")));
+    assert_eq!(v03["history"][1]["parts"], json!([{"kind": "data", "data": {"ok": true}}]));
+    // No history asked for: no member at all.
+    t.history = vec![];
+    assert!(task_snapshot(Flavor::V10, &RpcId::from(1), &t).result().unwrap().get("history").is_none());
+    // Without a request message id, the task id stands for it.
+    assert_eq!(task_messages("t-2", None, Some(&args), None)[0].message_id, "t-2");
+}
+
+#[test]
+fn a_list_page_omits_artifacts_unless_asked_and_always_has_a_next_page_token() {
+    let out = json!({"a": 1});
+    let tasks = [done(&out)];
+    let r = task_list(&RpcId::from(1), &tasks, false, "", 50, 1);
+    let v = r.result().unwrap();
+    assert_eq!((&v["nextPageToken"], &v["pageSize"], &v["totalSize"]), (&json!(""), &json!(50), &json!(1)));
+    assert!(v["tasks"][0].get("artifacts").is_none(), "{v}");
+    assert_eq!(v["tasks"][0]["status"]["state"], "TASK_STATE_COMPLETED");
+    let r = task_list(&RpcId::from(1), &tasks, true, "tok", 1, 9);
+    assert_eq!(r.result().unwrap()["tasks"][0]["artifacts"][0]["parts"], json!([{"data": {"a": 1}}]));
+}
+
+#[test]
 fn every_error_row_has_its_code_and_exact_message() {
-    let rows: [(A2aError, i64, &str); 18] = [
+    let rows: [(A2aError, i64, &str); 22] = [
         (A2aError::InvalidRequest, -32600, "invalid JSON-RPC request"),
         (A2aError::MethodNotFound, -32601, "method not found"),
         (A2aError::InvalidParams, -32602, "invalid params"),
@@ -365,6 +682,10 @@ fn every_error_row_has_its_code_and_exact_message() {
         (A2aError::HeadMoved, -32603, "world head moved during invocation; not committed; send a new task id"),
         (A2aError::Unavailable, -32603, "transition invocation is not available in this daemon"),
         (A2aError::TaskNotFound, -32001, "task not found"),
+        (A2aError::TaskNotCancelable, -32002, "task cannot be canceled"),
+        (A2aError::PushNotificationNotSupported, -32003, "push notifications are not supported"),
+        (A2aError::UnsupportedOperation, -32004, "this operation is not supported"),
+        (A2aError::ContentTypeNotSupported, -32005, "incompatible content types"),
     ];
     for (e, code, msg) in rows {
         let r = e.reply(&RpcId::from(4));
@@ -410,6 +731,30 @@ fn generic_error_keeps_code_and_message() {
     );
 }
 
+#[test]
+fn a_refusal_carries_data_for_0_3_and_1_0_and_none_for_the_seed() {
+    let why = Why::parameter("message.role", "required: ROLE_USER").with("taskId", "t-1");
+    let refused = A2aError::InvalidParams.because(why);
+    let seed = refused.reply(&RpcId::from(1), Flavor::Legacy01);
+    assert_eq!(seed, A2aError::InvalidParams.reply(&RpcId::from(1)));
+    let r = refused.reply(&RpcId::from(1), Flavor::V10);
+    assert_eq!(
+        String::from_utf8(r.body()).unwrap(),
+        concat!(
+            r#"{"error":{"code":-32602,"data":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","domain":"a2a-protocol.org","#,
+            r#""metadata":{"detail":"required: ROLE_USER","parameter":"message.role","taskId":"t-1"},"reason":"INVALID_PARAMS"},"#,
+            r#"{"@type":"type.googleapis.com/google.rpc.BadRequest","fieldViolations":[{"description":"required: ROLE_USER","field":"message.role"}]}],"#,
+            r#""message":"invalid params"},"id":1,"jsonrpc":"2.0"}"#,
+            "\n"
+        )
+    );
+    assert_eq!(refused.reply(&RpcId::from(1), Flavor::V03), r);
+    // The deadline still closes the connection when it carries data.
+    let late = A2aError::DeadlineExceeded.because(Why::new("resend the same task id"));
+    assert!(late.reply(&RpcId::Null, Flavor::V10).closes_connection());
+    assert_eq!(late.data()[0]["reason"], "INTERNAL_ERROR");
+}
+
 fn skill(id: &str, title: &str) -> ToolView {
     ToolView {
         id: id.into(),
@@ -448,7 +793,8 @@ fn the_card_names_json_rpc_at_1_0_first_then_0_3_and_keeps_the_0_3_fields() {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
-        "capabilities": {"streaming": false, "pushNotifications": false, "stateTransitionHistory": false},
+        "capabilities": {"streaming": false, "pushNotifications": false, "stateTransitionHistory": false, "extendedAgentCard": true},
+        "supportsAuthenticatedExtendedCard": true,
         "securitySchemes": {"bearer": bearer},
         "security": [{"bearer": []}],
         "securityRequirements": [{"schemes": {"bearer": {"list": []}}}],

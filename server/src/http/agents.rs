@@ -1,6 +1,7 @@
-//! The agent surfaces: MCP at `POST /mcp/`, A2A at `POST /a2a/`, and the
-//! session's agent card. The wire logic is `world_protocol`'s; this is the shell
-//! that resolves sessions, builds the view and runs the coordinator.
+//! The agent surfaces: MCP at `POST /mcp/` and the session's agent card (A2A
+//! at `POST /a2a/` is `super::a2a`). The wire logic is `world_protocol`'s;
+//! this is the shell that resolves sessions, builds the view and runs the
+//! coordinator.
 
 use super::{Rest, State, Unresolved, reply, resolve_session};
 use crate::coordinator::{self, Call, CallError};
@@ -13,18 +14,18 @@ use axum::response::Response;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-use world_protocol::a2a::{self, A2aError, A2aKind, CompletedTask};
+use world_protocol::HttpReply;
+use world_protocol::a2a;
 use world_protocol::auth::{self, SessionDenial};
 use world_protocol::mcp::{self, HostFailure, McpHeaders, ServerInfo};
-use world_protocol::{HttpReply, RpcId};
-use world_store::{Ref, Snapshot, Surface as CallSurface, TaskKey, TaskState};
+use world_store::{Snapshot, Surface as CallSurface};
 
 /// The aggregate deadline of one MCP POST.
 pub const MCP_POST_DEADLINE: Duration = Duration::from_secs(20);
 pub const SERVER_NAME: &str = "worldd";
 pub const CARD_DESCRIPTION: &str = "World: the transitions this session's grants admit, each call brokered, journaled and committed to a hash-chained log";
 
-enum Denied {
+pub(super) enum Denied {
     Session(SessionDenial),
     Failed(String),
 }
@@ -38,7 +39,7 @@ impl From<Unresolved> for Denied {
     }
 }
 
-async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
+pub(super) async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller, Denied> {
     Ok(resolve_session(state, headers, |_, _, _| ()).await?.0)
 }
 
@@ -75,7 +76,7 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn read_body(body: Body, max: usize) -> Option<Vec<u8>> {
+pub(super) async fn read_body(body: Body, max: usize) -> Option<Vec<u8>> {
     match tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, axum::body::to_bytes(body, max)).await {
         Ok(Ok(b)) => Some(b.to_vec()),
         _ => None,
@@ -218,156 +219,32 @@ async fn mcp_call(
     }
 }
 
-// ---- A2A ----
-
-pub async fn a2a_post(
-    axum::extract::State(state): axum::extract::State<State>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    let caller = match resolve(&state, &headers).await {
-        Ok(c) => c,
-        Err(Denied::Session(d)) => return reply(auth::a2a_denial(d).into_http()),
-        Err(Denied::Failed(why)) => {
-            eprintln!("worldd: a2a refusal: session: {why:?}");
-            return reply(A2aError::Unavailable.reply(&RpcId::Null).into_http());
-        }
-    };
-    let Some(body) = read_body(body, a2a::A2A_BODY_MAX).await else { return reply(a2a::body_too_large().into_http()) };
-    let req = match a2a::parse(&body) {
-        Ok(r) => r,
-        Err(reply_) => return reply(reply_.into_http()),
-    };
-    let out = match req.kind {
-        A2aKind::Send { task_id, skill_id, arguments, transition_fn, context_id } => {
-            let pin = match transition_fn.as_deref().map(Ref::parse) {
-                Some(Err(_)) => return reply(A2aError::InvalidParams.reply(&req.jsonrpc_id).into_http()),
-                Some(Ok(r)) => Some(r),
-                None => None,
-            };
-            let call = Call {
-                surface: CallSurface::A2a,
-                episode: caller.session.episode.clone(),
-                grants: caller.session.grants.clone(),
-                expires_at: caller.session.expires_at,
-                task_id: task_id.clone(),
-                transition_id: skill_id,
-                arguments,
-                pin,
-            };
-            match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
-                Ok(o) => {
-                    let world_ref = o.committed.world_ref.to_string();
-                    let t = CompletedTask {
-                        task_id: &task_id,
-                        context_id: context_id.as_deref(),
-                        output: &o.output,
-                        invocation_id: &o.invocation_id,
-                        world_ref: &world_ref,
-                        entry_index: o.committed.entry_index,
-                    };
-                    a2a::task_completed(req.flavor, &req.jsonrpc_id, &t)
-                }
-                Err(e) => a2a_error(&e, &format!("a2a:{}:{task_id}", caller.session.episode)).reply(&req.jsonrpc_id),
-            }
-        }
-        A2aKind::Get { task_id } => a2a_get(&state, &caller, req.flavor, &req.jsonrpc_id, &task_id).await,
-    };
-    reply(out.into_http())
-}
-
-fn a2a_error(e: &CallError, invocation_id: &str) -> A2aError {
-    match e {
-        CallError::NotAuthorized => A2aError::NotAuthorized,
-        CallError::PinMismatch => A2aError::ProposalMismatch,
-        CallError::TaskIdInUse => A2aError::TaskIdReused,
-        CallError::EffectsUnrecorded { records, cause } => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
-            A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect())
-        }
-        CallError::NoHandler { missing } => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {:?}", format!("{e} ({missing})"));
-            A2aError::NoEffectHandler
-        }
-        CallError::NoWorld => A2aError::NoWorldSelected,
-        CallError::Convention(why) => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
-            A2aError::CallingConvention
-        }
-        CallError::ExecutionFailed(why) => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
-            A2aError::ExecutionFailed
-        }
-        CallError::NotAnObject => A2aError::OutputNotObject,
-        CallError::Deadline => A2aError::DeadlineExceeded,
-        CallError::Unconfirmed => A2aError::OutcomeUnconfirmed,
-        CallError::NotCommitted(why) => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
-            A2aError::NotCommitted
-        }
-        CallError::HeadMoved => A2aError::HeadMoved,
-        CallError::Unavailable(why) => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
-            A2aError::Unavailable
-        }
-        CallError::OutOfSpace(why) => {
-            eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {why:?}");
-            A2aError::OutOfSpace
-        }
-    }
-}
-
-async fn a2a_get(state: &State, caller: &Caller, flavor: a2a::Flavor, id: &RpcId, task_id: &str) -> a2a::A2aReply {
-    let key =
-        TaskKey { surface: CallSurface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
-    let running = key.clone();
-    let d = state.clone();
-    let found = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
-        let Some(task) = snap.task(&key).map_err(|e| e.to_string())? else { return Ok(None) };
-        let output = match &task.committed {
-            Some(c) => snap.payload(&c.output_ref).map_err(|e| e.to_string())?,
-            None => None,
-        };
-        Ok(Some((task, output)))
-    })
-    .await;
-    let found = found.unwrap_or_else(|e| Err(e.to_string()));
-    let (task, output) = match found {
-        Ok(Some(x)) => x,
-        // Running, with no durable row yet: its outcome is not known yet.
-        Ok(None) if state.coordinator.in_flight(&running) => return A2aError::OutcomeUnconfirmed.reply(id),
-        Ok(None) => return A2aError::TaskNotFound.reply(id),
-        Err(why) => {
-            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
-            return A2aError::Unavailable.reply(id);
-        }
-    };
-    match (task.state, task.committed, output) {
-        (TaskState::Committed, Some(c), Some(bytes)) if Ref::of(&bytes) == c.output_ref => {
-            let Ok(output) = serde_json::from_slice::<Value>(&bytes) else { return A2aError::Unavailable.reply(id) };
-            let world_ref = c.world_ref.to_string();
-            let invocation_id = format!("a2a:{}:{task_id}", caller.session.episode);
-            let t = CompletedTask {
-                task_id,
-                context_id: None,
-                output: &output,
-                invocation_id: &invocation_id,
-                world_ref: &world_ref,
-                entry_index: c.entry_index,
-            };
-            a2a::task_snapshot(flavor, id, &t)
-        }
-        (TaskState::Started, _, _) => A2aError::OutcomeUnconfirmed.reply(id),
-        (TaskState::NotCommitted, _, _) => A2aError::NotCommitted.reply(id),
-        (TaskState::Uncertain, _, _) => {
-            A2aError::EffectsUnrecorded(task.effect_records.iter().map(|r| r.to_string()).collect()).reply(id)
-        }
-        _ => A2aError::Unavailable.reply(id),
-    }
-}
-
 // ---- the agent card ----
+
+/// Why the session's card could not be built.
+pub(super) enum CardError {
+    Deadline,
+    Failed(String),
+}
+
+/// The session's card, as the client reached the daemon: for the
+/// well-known routes and for `GetExtendedAgentCard` alike.
+pub(super) async fn session_card(state: &State, headers: &HeaderMap, caller: &Caller) -> Result<Value, CardError> {
+    let tools = match session_tools(state, caller).await {
+        Ok(t) => t,
+        Err(why) if why == "deadline" => return Err(CardError::Deadline),
+        Err(why) => return Err(CardError::Failed(why)),
+    };
+    let host = header_str(headers, header::HOST).unwrap_or("127.0.0.1:7644");
+    let base_url = format!("http://{host}");
+    Ok(a2a::agent_card(a2a::CardInput {
+        base_url: &base_url,
+        name: SERVER_NAME,
+        description: CARD_DESCRIPTION,
+        version: DAEMON_VERSION,
+        skills: &tools.views,
+    }))
+}
 
 pub async fn agent_card(
     axum::extract::State(state): axum::extract::State<State>,
@@ -378,23 +255,14 @@ pub async fn agent_card(
         Err(Denied::Session(d)) => return Err(Rest(auth::rest_denial(d))),
         Err(Denied::Failed(why)) => return Err(super::internal("/.well-known/agent.json", &why)),
     };
-    let tools = match session_tools(&state, &caller).await {
-        Ok(t) => t,
-        Err(why) if why == "deadline" => return Err(Rest(a2a::card_deadline_exceeded())),
-        Err(why) => {
+    match session_card(&state, &headers, &caller).await {
+        Ok(card) => Ok(reply(a2a::card_reply(&card))),
+        Err(CardError::Deadline) => Err(Rest(a2a::card_deadline_exceeded())),
+        Err(CardError::Failed(why)) => {
             tracing::error!(route = "/.well-known/agent.json", cause = %why, "registry read failed");
-            return Err(Rest(a2a::card_unavailable()));
+            Err(Rest(a2a::card_unavailable()))
         }
-    };
-    let host = header_str(&headers, header::HOST).unwrap_or("127.0.0.1:7644");
-    let base_url = format!("http://{host}");
-    Ok(reply(a2a::agent_card_reply(a2a::CardInput {
-        base_url: &base_url,
-        name: SERVER_NAME,
-        description: CARD_DESCRIPTION,
-        version: DAEMON_VERSION,
-        skills: &tools.views,
-    })))
+    }
 }
 
 // ---- DNS-rebinding protection ----

@@ -1,6 +1,7 @@
 //! The HTTP shell: routing, limits, and the bridge from async handlers to the
 //! store's blocking reads (writes are queued through `crate::writes`).
 
+mod a2a;
 pub mod agents;
 mod episodes;
 mod provenance;
@@ -30,8 +31,8 @@ pub fn router(state: State) -> Router {
         .merge(workbench::routes())
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))
-        .route("/a2a", post(agents::a2a_post))
-        .route("/a2a/", post(agents::a2a_post))
+        .route("/a2a", post(a2a::a2a_post))
+        .route("/a2a/", post(a2a::a2a_post))
         .route("/.well-known/agent.json", get(agents::agent_card))
         .route("/.well-known/agent-card.json", get(agents::agent_card))
         .fallback(not_found)

@@ -1,0 +1,449 @@
+//! `POST /a2a/`: the seed's `tasks/send`, and the A2A 0.3 and 1.0 methods
+//! over the same tasks. The wire logic is `world_protocol::a2a`'s; this
+//! resolves the session, runs the coordinator and reads the caller's tasks.
+//!
+//! Every task ends within its call, so a cancel always finds a task it
+//! cannot stop: one that ended (an effect that ran is never undone; its
+//! record stays), or one still running, which is not stopped once started.
+
+use super::agents::{self, CardError, Denied};
+use super::{State, reply};
+use crate::coordinator::{self, Call, CallError};
+use crate::limits::{LIST_TASKS_SCAN_CHUNK, LIST_TASKS_SCAN_MAX, READ_DEADLINE};
+use crate::sessions::Caller;
+use axum::body::Body;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use serde_json::Value;
+use world_protocol::RpcId;
+use world_protocol::a2a::{
+    self, A2aError, A2aKind, A2aReply, CommittedView, Flavor, ListQuery, PageToken, Refusal, SendRequest,
+    TaskStateName, TaskView, Why,
+};
+use world_protocol::auth;
+use world_store::{Ref, Snapshot, Surface as CallSurface, Task, TaskKey, TaskState};
+
+pub async fn a2a_post(
+    axum::extract::State(state): axum::extract::State<State>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let caller = match agents::resolve(&state, &headers).await {
+        Ok(c) => c,
+        Err(Denied::Session(d)) => return reply(auth::a2a_denial(d).into_http()),
+        Err(Denied::Failed(why)) => {
+            eprintln!("worldd: a2a refusal: session: {why:?}");
+            return reply(A2aError::Unavailable.reply(&RpcId::Null).into_http());
+        }
+    };
+    let Some(body) = agents::read_body(body, a2a::A2A_BODY_MAX).await else {
+        return reply(a2a::body_too_large().into_http());
+    };
+    let req = match a2a::parse(&body) {
+        Ok(r) => r,
+        Err(reply_) => return reply(reply_.into_http()),
+    };
+    let (id, flavor) = (&req.jsonrpc_id, req.flavor);
+    let out = match req.kind {
+        A2aKind::Send(send) => send_message(&state, &caller, flavor, id, send).await,
+        A2aKind::Get { task_id, history_length } => {
+            get_task(&state, &caller, flavor, id, &task_id, history_length).await
+        }
+        A2aKind::Cancel { task_id } => cancel_task(&state, &caller, flavor, id, &task_id).await,
+        A2aKind::List(query) => list_tasks(&state, &caller, id, query).await,
+        A2aKind::ExtendedCard => match agents::session_card(&state, &headers, &caller).await {
+            Ok(card) => a2a::extended_card(id, card),
+            Err(e) => {
+                let why = match e {
+                    CardError::Deadline => "the registry read deadline was exceeded".to_owned(),
+                    CardError::Failed(why) => why,
+                };
+                eprintln!("worldd: a2a refusal: extended card: {why:?}");
+                let detail = "the session's card could not be built (the cause is in the daemon's log)";
+                A2aError::Unavailable.because(Why::new(detail)).reply(id, flavor)
+            }
+        },
+    };
+    reply(out.into_http())
+}
+
+fn invocation_id(caller: &Caller, task_id: &str) -> String {
+    format!("a2a:{}:{task_id}", caller.session.episode)
+}
+
+async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, send: SendRequest) -> A2aReply {
+    let SendRequest { task_id, skill_id, arguments, transition_fn, context_id, message_id, history_length } = send;
+    let pin = match transition_fn.as_deref().map(Ref::parse) {
+        Some(Err(_)) => {
+            let why = Why::parameter("metadata.transition_fn", "a sha256 ref");
+            return A2aError::InvalidParams.because(why).reply(id, flavor);
+        }
+        Some(Ok(r)) => Some(r),
+        None => None,
+    };
+    // The seed's reply shows no history: keep no copy of its arguments.
+    let request = (flavor != Flavor::Legacy01).then(|| arguments.clone());
+    let call = Call {
+        surface: CallSurface::A2a,
+        episode: caller.session.episode.clone(),
+        grants: caller.session.grants.clone(),
+        expires_at: caller.session.expires_at,
+        task_id: task_id.clone(),
+        transition_id: skill_id,
+        arguments,
+        pin,
+    };
+    match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
+        Ok(o) => {
+            let world_ref = o.committed.world_ref.to_string();
+            let messages = a2a::task_messages(&task_id, message_id.as_deref(), request.as_ref(), Some(&o.output));
+            let t = TaskView {
+                task_id: &task_id,
+                context_id: context_id.as_deref(),
+                state: TaskStateName::Completed,
+                timestamp: Some(o.ended_at),
+                committed: Some(CommittedView {
+                    output: &o.output,
+                    invocation_id: &o.invocation_id,
+                    world_ref: &world_ref,
+                    entry_index: o.committed.entry_index,
+                }),
+                history: a2a::last(messages, history_length),
+            };
+            a2a::task_completed(flavor, id, &t)
+        }
+        Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id)).reply(id, flavor),
+    }
+}
+
+/// A failed call as the A2A table answers it, its cause logged where the
+/// wire gets a fixed text.
+fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str) -> Refusal {
+    let log = |cause: &dyn std::fmt::Debug| eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
+    let (error, why) = match e {
+        CallError::NotAuthorized => (
+            A2aError::NotAuthorized,
+            Why::parameter("metadata.skill_id", "a skill this session's grants admit: one the agent card lists"),
+        ),
+        CallError::PinMismatch => (
+            A2aError::ProposalMismatch,
+            Why::parameter("metadata.transition_fn", "the skill's registered transitionFn, or no pin at all"),
+        ),
+        CallError::TaskIdInUse => (
+            A2aError::TaskIdReused,
+            Why::new(
+                "the task with this id is still running: read it with GetTask once it ends, or send a new task id",
+            ),
+        ),
+        CallError::EffectsUnrecorded { records, cause } => {
+            log(cause);
+            (
+                A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect()),
+                Why::new(
+                    "effects ran and are journaled, but the invocation was not committed; the effect records name what ran",
+                ),
+            )
+        }
+        CallError::NoHandler { missing } => {
+            log(&format!("{e} ({missing})"));
+            (
+                A2aError::NoEffectHandler,
+                Why::new("this daemon cannot run the skill's effect for this session's episode"),
+            )
+        }
+        CallError::NoWorld => (A2aError::NoWorldSelected, Why::new("nothing can commit before the genesis world")),
+        CallError::Convention(why) => {
+            log(why);
+            (A2aError::CallingConvention, Why::new("nothing was committed; the cause is in the daemon's log"))
+        }
+        CallError::ExecutionFailed(why) => {
+            log(why);
+            (A2aError::ExecutionFailed, Why::new("nothing was committed; the cause is in the daemon's log"))
+        }
+        CallError::NotAnObject => {
+            (A2aError::OutputNotObject, Why::new("nothing was committed; a skill's output must be a JSON object"))
+        }
+        CallError::Deadline => (
+            A2aError::DeadlineExceeded,
+            Why::new("the invocation passed its 20 s deadline; send the same request again to learn how it ended"),
+        ),
+        CallError::Unconfirmed => (
+            A2aError::OutcomeUnconfirmed,
+            Why::new("whether the commit landed is not known; send the same request with the same task id again"),
+        ),
+        CallError::NotCommitted(why) => {
+            log(why);
+            (A2aError::NotCommitted, Why::new("nothing was committed and this task id is spent"))
+        }
+        CallError::HeadMoved => (
+            A2aError::HeadMoved,
+            Why::new("the skill was republished while it ran; nothing was committed and this task id is spent"),
+        ),
+        CallError::Unavailable(why) => {
+            log(why);
+            (A2aError::Unavailable, Why::new("the cause is in the daemon's log"))
+        }
+        CallError::OutOfSpace(why) => {
+            log(why);
+            (A2aError::OutOfSpace, Why::new("nothing was committed; send the same task id again once space is freed"))
+        }
+    };
+    error.because(why.with("taskId", task_id))
+}
+
+/// Runs a read of the caller's tasks on the blocking pool under the read deadline.
+async fn read<T: Send + 'static>(
+    state: &State,
+    f: impl FnOnce(&Snapshot) -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let d = state.clone();
+    let work = tokio::task::spawn_blocking(move || f(&d.store.snapshot().map_err(|e| e.to_string())?));
+    match tokio::time::timeout(READ_DEADLINE, work).await {
+        Err(_) => Err(format!("the store read exceeded its {} s deadline", READ_DEADLINE.as_secs())),
+        Ok(Err(join)) => Err(join.to_string()),
+        Ok(Ok(r)) => r,
+    }
+}
+
+fn key(caller: &Caller, task_id: &str) -> TaskKey {
+    TaskKey { surface: CallSurface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() }
+}
+
+/// The A2A state a task row is in: a task that did not commit failed.
+fn state_name(state: TaskState) -> TaskStateName {
+    match state {
+        TaskState::Started => TaskStateName::Working,
+        TaskState::Committed => TaskStateName::Completed,
+        TaskState::NotCommitted | TaskState::Uncertain => TaskStateName::Failed,
+    }
+}
+
+/// A JSON payload, checked against its ref.
+fn payload_json(snap: &Snapshot, r: &Ref) -> Result<Value, String> {
+    let bytes = snap.payload(r).map_err(|e| e.to_string())?.ok_or_else(|| format!("object {r} is missing"))?;
+    if Ref::of(&bytes) != *r {
+        return Err(format!("object {r} fails its hash check"));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("object {r}: {e}"))
+}
+
+/// What a committed task shows: its output, and (when history is wanted)
+/// the arguments its invocation record names as input.
+struct Shown {
+    output: Value,
+    arguments: Option<Value>,
+}
+
+fn committed_task(snap: &Snapshot, task: &Task, with_arguments: bool) -> Result<Option<Shown>, String> {
+    let (TaskState::Committed, Some(c)) = (task.state, &task.committed) else { return Ok(None) };
+    let output = payload_json(snap, &c.output_ref)?;
+    let arguments = if with_arguments {
+        let entry = snap.log_entry(c.entry_index).map_err(|e| e.to_string())?;
+        let entry = entry.ok_or_else(|| format!("entry {} is missing", c.entry_index))?;
+        let record = payload_json(snap, &entry.transition_ref)?;
+        let input = record.get("input").and_then(Value::as_str).and_then(|s| Ref::parse(s).ok());
+        let input = input.ok_or_else(|| format!("invocation record {} names no input", entry.transition_ref))?;
+        Some(payload_json(snap, &input)?)
+    } else {
+        None
+    };
+    Ok(Some(Shown { output, arguments }))
+}
+
+async fn get_task(
+    state: &State,
+    caller: &Caller,
+    flavor: Flavor,
+    id: &RpcId,
+    task_id: &str,
+    history_length: Option<u32>,
+) -> A2aReply {
+    let key = key(caller, task_id);
+    let running = state.coordinator.in_flight(&key);
+    let with_arguments = history_length != Some(0);
+    let found = read(state, move |snap| {
+        let Some(task) = snap.task(&key).map_err(|e| e.to_string())? else { return Ok(None) };
+        let shown = committed_task(snap, &task, with_arguments)?;
+        Ok(Some((task, shown)))
+    })
+    .await;
+    let refuse = |e: A2aError, detail: &str| e.because(Why::new(detail).with("taskId", task_id)).reply(id, flavor);
+    let (task, shown) = match found {
+        Ok(Some(x)) => x,
+        // Running, with no durable row yet: its outcome is not known yet.
+        Ok(None) if running => {
+            return refuse(A2aError::OutcomeUnconfirmed, "the task is running: ask again once it ends");
+        }
+        Ok(None) => return refuse(A2aError::TaskNotFound, "no task with this id in this session's episode"),
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
+            return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
+        }
+    };
+    match (task.state, shown, &task.committed) {
+        (TaskState::Committed, Some(shown), Some(c)) => {
+            let world_ref = c.world_ref.to_string();
+            let invocation_id = invocation_id(caller, task_id);
+            let messages = a2a::task_messages(task_id, None, shown.arguments.as_ref(), Some(&shown.output));
+            let t = TaskView {
+                task_id,
+                context_id: None,
+                state: TaskStateName::Completed,
+                timestamp: task.ended_at,
+                committed: Some(CommittedView {
+                    output: &shown.output,
+                    invocation_id: &invocation_id,
+                    world_ref: &world_ref,
+                    entry_index: c.entry_index,
+                }),
+                history: a2a::last(messages, history_length),
+            };
+            a2a::task_snapshot(flavor, id, &t)
+        }
+        (TaskState::Started, _, _) => {
+            refuse(A2aError::OutcomeUnconfirmed, "the task is running: ask again once it ends")
+        }
+        (TaskState::NotCommitted, _, _) => {
+            refuse(A2aError::NotCommitted, "the task failed: nothing was committed and this task id is spent")
+        }
+        (TaskState::Uncertain, _, _) => refuse(
+            A2aError::EffectsUnrecorded(task.effect_records.iter().map(|r| r.to_string()).collect()),
+            "the task failed after its effects ran; they are journaled, and the effect records name them",
+        ),
+        _ => refuse(A2aError::Unavailable, "the task's committed result could not be read"),
+    }
+}
+
+async fn cancel_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> A2aReply {
+    let key = key(caller, task_id);
+    let running = state.coordinator.in_flight(&key);
+    let found = read(state, move |snap| snap.task(&key).map_err(|e| e.to_string())).await;
+    let refuse = |e: A2aError, why: Why| e.because(why.with("taskId", task_id)).reply(id, flavor);
+    let task_state = match found {
+        Ok(Some(task)) => state_name(task.state),
+        Ok(None) if running => TaskStateName::Working,
+        Ok(None) => return refuse(A2aError::TaskNotFound, Why::new("no task with this id in this session's episode")),
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: tasks/cancel {task_id}: {why:?}");
+            return refuse(
+                A2aError::Unavailable,
+                Why::new("the task could not be read; the cause is in the daemon's log"),
+            );
+        }
+    };
+    let why = if task_state.is_terminal() {
+        Why::new(
+            "the task has ended (every task here ends within its call); an effect that already ran is never undone; its record stays",
+        )
+    } else {
+        Why::new(
+            "the task is running and cannot be stopped: once started, its effect runs to its end and is journaled; an effect that ran is never undone",
+        )
+    };
+    refuse(A2aError::TaskNotCancelable, why.with("state", task_state.name(flavor)))
+}
+
+/// One page of the caller's tasks, read from one snapshot.
+struct Page {
+    tasks: Vec<(String, Task, Option<Shown>)>,
+    next: Option<PageToken>,
+    total: u64,
+}
+
+/// Whether a task passes the listing's filters. A task sent without a
+/// `contextId` is its own context (as its replies say).
+fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
+    q.context_id.as_deref().is_none_or(|c| c == task_id)
+        && q.status.is_none_or(|s| s == state_name(task.state))
+        && q.status_after.is_none_or(|after| task.ended_at.unwrap_or(task.started_at) >= after)
+}
+
+/// The caller's tasks are the A2A calls of its session's episode, newest
+/// first: the episode index walked down from the end (or from the page
+/// token's position), other surfaces skipped, at most
+/// `LIST_TASKS_SCAN_MAX` positions per request.
+fn walk(snap: &Snapshot, episode: &str, q: &ListQuery) -> Result<Page, String> {
+    let end = snap.episode(episode).map_err(|e| e.to_string())?.map_or(0, |r| r.calls);
+    let mut upper = q.page_token.map_or(end, |t| t.before.min(end));
+    let seen = q.page_token.map_or(0, |t| t.seen);
+    let (mut tasks, mut beyond, mut scanned, mut last) = (vec![], 0u64, 0u64, upper);
+    let with_arguments = q.history_length != Some(0);
+    while upper > 0 && scanned < LIST_TASKS_SCAN_MAX {
+        let n = upper.min(LIST_TASKS_SCAN_CHUNK).min(LIST_TASKS_SCAN_MAX - scanned);
+        let from = upper - n;
+        let calls = snap.episode_calls(episode, from, n as usize).map_err(|e| e.to_string())?;
+        for (position, key, task) in calls.into_iter().rev() {
+            if key.surface != CallSurface::A2a || !listed(&key.task_id, &task, q) {
+                continue;
+            }
+            if tasks.len() < q.page_size as usize {
+                let shown = committed_task(snap, &task, with_arguments)?;
+                tasks.push((key.task_id, task, shown));
+                last = position;
+            } else {
+                // Past a full page the walk only counts, for totalSize.
+                beyond += 1;
+            }
+        }
+        (scanned, upper) = (scanned + n, from);
+    }
+    let filters = a2a::filters_digest(q.context_id.as_deref(), q.status, q.status_after);
+    let listed = seen + tasks.len() as u64;
+    let full = tasks.len() == q.page_size as usize;
+    let next = match (full, beyond > 0 || upper > 0) {
+        // More below this page's last task.
+        (true, true) => Some(PageToken { before: last, seen: listed, filters }),
+        // The walk stopped at its bound before the page filled: go on from there.
+        (false, true) => Some(PageToken { before: upper, seen: listed, filters }),
+        (_, false) => None,
+    };
+    Ok(Page { tasks, next, total: listed + beyond })
+}
+
+async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) -> A2aReply {
+    let episode = caller.session.episode.clone();
+    let (page_size, history_length, include_artifacts) = (q.page_size, q.history_length, q.include_artifacts);
+    let page = match read(state, move |snap| walk(snap, &episode, &q)).await {
+        Ok(p) => p,
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: ListTasks {}: {why:?}", caller.session.episode);
+            let why = Why::new("the tasks could not be read; the cause is in the daemon's log");
+            return A2aError::Unavailable.because(why).reply(id, Flavor::V10);
+        }
+    };
+    let shown: Vec<(String, String)> = page
+        .tasks
+        .iter()
+        .map(|(task_id, task, _)| {
+            let world_ref = task.committed.as_ref().map(|c| c.world_ref.to_string()).unwrap_or_default();
+            (invocation_id(caller, task_id), world_ref)
+        })
+        .collect();
+    let views: Vec<TaskView<'_>> = page
+        .tasks
+        .iter()
+        .zip(&shown)
+        .map(|((task_id, task, result), (invocation_id, world_ref))| {
+            let committed = result.as_ref().zip(task.committed.as_ref()).map(|(r, c)| CommittedView {
+                output: &r.output,
+                invocation_id,
+                world_ref,
+                entry_index: c.entry_index,
+            });
+            let messages = match result {
+                Some(r) => a2a::task_messages(task_id, None, r.arguments.as_ref(), Some(&r.output)),
+                None => vec![],
+            };
+            TaskView {
+                task_id,
+                context_id: None,
+                state: state_name(task.state),
+                timestamp: Some(task.ended_at.unwrap_or(task.started_at)),
+                committed,
+                history: a2a::last(messages, history_length),
+            }
+        })
+        .collect();
+    let next = page.next.map(|t| t.encode()).unwrap_or_default();
+    a2a::task_list(id, &views, include_artifacts, &next, page_size, page.total)
+}
