@@ -85,6 +85,10 @@ pub enum CallError {
     PinMismatch,
     #[error("task id already used in this session")]
     TaskIdInUse,
+    /// The task id names a task that ended, and this is another request
+    /// (the same request replays the committed result instead).
+    #[error("task id already used in this session")]
+    TaskEnded(TaskState),
     #[error("effects were requested but the invocation was not confirmed committed ({cause})")]
     EffectsUnrecorded { records: Vec<Ref>, cause: String },
     /// R8. `missing` says what the operator lacks (for the log, never the wire).
@@ -119,7 +123,7 @@ impl CallError {
         match self {
             CallError::NotAuthorized => "not_authorized",
             CallError::PinMismatch => "pin_mismatch",
-            CallError::TaskIdInUse => "task_id_in_use",
+            CallError::TaskIdInUse | CallError::TaskEnded(_) => "task_id_in_use",
             CallError::EffectsUnrecorded { .. } => "effects_unrecorded",
             CallError::NoHandler { .. } => "no_handler",
             CallError::NoWorld => "no_world",
@@ -290,7 +294,10 @@ async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
 /// A resent task id: the committed result, or why it cannot be given.
 async fn resume(host: &SharedHost, call: &Call, task: Task, digest: Ref) -> Result<Outcome, CallError> {
     if task.request_digest != digest {
-        return Err(CallError::TaskIdInUse);
+        return Err(match task.state {
+            TaskState::Started => CallError::TaskIdInUse,
+            ended => CallError::TaskEnded(ended),
+        });
     }
     match task.state {
         TaskState::Started => Err(CallError::TaskIdInUse),
@@ -557,7 +564,11 @@ impl Invocation<'_> {
     async fn record_end(&mut self, e: &CallError) {
         let state = match e {
             CallError::EffectsUnrecorded { .. } => TaskState::Uncertain,
-            CallError::Unconfirmed | CallError::Unavailable(_) | CallError::TaskIdInUse | CallError::OutOfSpace(_) => {
+            CallError::Unconfirmed
+            | CallError::Unavailable(_)
+            | CallError::TaskIdInUse
+            | CallError::TaskEnded(_)
+            | CallError::OutOfSpace(_) => {
                 return;
             }
             _ => TaskState::NotCommitted,

@@ -396,3 +396,46 @@ fn list_tasks_pages_the_sessions_a2a_tasks_newest_first_with_filters() {
         refused(&rpc(&lab, &token, "ListTasks", params), -32602, Some(parameter));
     }
 }
+
+#[test]
+fn a_task_id_that_ended_replays_the_same_request_and_refuses_another_as_the_spec_and_the_seed_each_say() {
+    let (lab, token) = lab();
+    let m = lab.manifest("exits", &[("exits.py", EXITS)], json!([exec_entry("t.exits", "exits.py", None, None)]));
+    lab.publish_ok(&m, false);
+    let first =
+        rpc(&lab, &token, "SendMessage", message10("r-1", "tools.echo", json!({"a": 1})))["result"]["task"].clone();
+    let failed = rpc(&lab, &token, "SendMessage", message10("r-2", "t.exits", json!({})));
+    assert_eq!(failed["error"]["message"], "transition execution failed");
+    let log_len = lab.log_len();
+    // The same request: its committed result, nothing run again.
+    let again =
+        rpc(&lab, &token, "SendMessage", message10("r-1", "tools.echo", json!({"a": 1})))["result"]["task"].clone();
+    assert_eq!((&again["metadata"], &again["artifacts"]), (&first["metadata"], &first["artifacts"]));
+    // Another request naming an ended task: UnsupportedOperation, in either generation.
+    let mut named = message10("m-9", "tools.echo", json!({"a": 2}));
+    named["message"]["taskId"] = json!("r-1");
+    let mut named03 = message03("m-10", "tools.echo", json!({"a": 2}));
+    named03["message"]["taskId"] = json!("r-1");
+    let mut failed_named = message10("m-11", "tools.echo", json!({}));
+    failed_named["message"]["taskId"] = json!("r-2");
+    for (method, params, state) in [
+        ("SendMessage", named, "TASK_STATE_COMPLETED"),
+        ("SendMessage", message10("r-1", "tools.echo", json!({"a": 3})), "TASK_STATE_COMPLETED"),
+        ("message/send", named03, "completed"),
+        ("SendMessage", failed_named, "TASK_STATE_FAILED"),
+    ] {
+        let v = rpc(&lab, &token, method, params);
+        assert_eq!(v["error"]["message"], "this operation is not supported", "{method}: {v}");
+        let meta = refused(&v, -32004, None);
+        assert_eq!((&meta["state"], &meta["taskId"].as_str().is_some()), (&json!(state), &true), "{v}");
+        assert!(meta["detail"].as_str().unwrap().contains("send a new task id"), "{meta}");
+    }
+    // The same failed request: the seed's answer (the id is spent).
+    let v = rpc(&lab, &token, "SendMessage", message10("r-2", "t.exits", json!({})));
+    assert_eq!(rpc_error(&v), (-32603, "invocation was not committed; send a new task id".to_owned()));
+    // The seed's tasks/send keeps its table, byte for byte.
+    let r = lab
+        .a2a_raw(Some(&token), &serde_json::to_vec(&send_body("r-1", "tools.echo", &json!({"a": 4}), None)).unwrap());
+    assert_eq!(r.text(), a2a_error("1", -32602, "task id already used in this session"));
+    assert_eq!(lab.log_len(), log_len, "nothing ran again");
+}

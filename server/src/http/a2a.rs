@@ -112,13 +112,14 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
             };
             a2a::task_completed(flavor, id, &t)
         }
-        Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id)).reply(id, flavor),
+        Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
+        Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor).reply(id, flavor),
     }
 }
 
 /// A failed call as the A2A table answers it, its cause logged where the
 /// wire gets a fixed text.
-fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str) -> Refusal {
+fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavor) -> Refusal {
     let log = |cause: &dyn std::fmt::Debug| eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
     let (error, why) = match e {
         CallError::NotAuthorized => (
@@ -134,6 +135,13 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str) -> Refusal {
             Why::new(
                 "the task with this id is still running: read it with GetTask once it ends, or send a new task id",
             ),
+        ),
+        // A2A 1.0 §3.1.1: a message to a terminal task is UnsupportedOperation
+        // (the seed's tasks/send keeps its own answer: see send_message).
+        CallError::TaskEnded(state) => (
+            A2aError::UnsupportedOperation,
+            Why::new("the task has ended and takes no more messages; send a new task id (the same request replays it)")
+                .with("state", state_name(*state).name(flavor)),
         ),
         CallError::EffectsUnrecorded { records, cause } => {
             log(cause);
