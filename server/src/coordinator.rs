@@ -65,6 +65,11 @@ pub struct Call {
     pub transition_id: String,
     pub arguments: Value,
     pub pin: Option<Ref>,
+    /// The A2A `contextId` and `messageId` the call was sent with, kept in its
+    /// task row for the task's later readers (neither is part of the request
+    /// digest: a resend may carry another message id).
+    pub context: Option<String>,
+    pub message_id: Option<String>,
 }
 
 /// A committed invocation (fresh, or the stored one for a resent task id).
@@ -75,6 +80,10 @@ pub struct Outcome {
     pub committed: Committed,
     /// When the task ended (its commit), Unix seconds.
     pub ended_at: u64,
+    /// The A2A `contextId` and `messageId` of the request that committed it
+    /// (for a resend, the first one's, from its row).
+    pub context: Option<String>,
+    pub message_id: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -320,7 +329,14 @@ async fn resume(host: &SharedHost, call: &Call, task: Task, digest: Ref) -> Resu
             }
             let output = serde_json::from_slice(&bytes).map_err(|e| CallError::Unavailable(e.to_string()))?;
             let ended_at = task.ended_at.unwrap_or(task.started_at);
-            Ok(Outcome { invocation_id: task_key(call).invocation_id(), output, committed: c, ended_at })
+            Ok(Outcome {
+                invocation_id: task_key(call).invocation_id(),
+                output,
+                committed: c,
+                ended_at,
+                context: task.context,
+                message_id: task.message_id,
+            })
         }
     }
 }
@@ -507,6 +523,8 @@ impl Invocation<'_> {
             request_digest: self.digest,
             at: crate::clock::now(),
             transition: self.d.id.clone(),
+            context: self.call.context.clone(),
+            message_id: self.call.message_id.clone(),
         })
     }
 
@@ -924,9 +942,14 @@ impl Invocation<'_> {
             }
         }
         match replies.next() {
-            Some(Ok(Reply::Committed(committed))) => {
-                Ok(Outcome { invocation_id: self.key.invocation_id(), output, committed, ended_at })
-            }
+            Some(Ok(Reply::Committed(committed))) => Ok(Outcome {
+                invocation_id: self.key.invocation_id(),
+                output,
+                committed,
+                ended_at,
+                context: self.call.context.clone(),
+                message_id: self.call.message_id.clone(),
+            }),
             Some(Err(WriteError::TransitionChanged { .. })) if !self.ran => Err(Failed(CallError::HeadMoved)),
             Some(Err(e)) => Err(Failed(self.unrecorded(format!("commit: {e}")))),
             other => Err(Failed(self.unrecorded(format!("unexpected writer reply {other:?}")))),

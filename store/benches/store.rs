@@ -162,6 +162,8 @@ fn invocation_commits(store: &Arc<Store>, dir: &Path, f: Ref, committers: usize,
                 request_digest: Ref::of(b"d"),
                 at: 1,
                 transition: "tools.echo".into(),
+                context: None,
+                message_id: None,
             }),
         );
     }

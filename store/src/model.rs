@@ -222,6 +222,13 @@ pub struct Task {
     /// The call's effects as the episode view tells them, set when it ends.
     #[serde(default)]
     pub effects: Vec<CallEffect>,
+    /// The A2A `contextId` the call was sent with (A2A calls that named one);
+    /// absent from the encoded row when unset, as on rows written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// The A2A `messageId` of the request (A2A 0.3 and 1.0 calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
 }
 
 /// How one planned effect of a call ended.

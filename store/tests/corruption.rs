@@ -60,7 +60,14 @@ fn fixture() -> Fixture {
 
     let task = TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: "t1".into() };
     store
-        .call(Op::BeginTask { task: task.clone(), request_digest: Ref::of(b"t1"), at: 1, transition: String::new() })
+        .call(Op::BeginTask {
+            task: task.clone(),
+            request_digest: Ref::of(b"t1"),
+            at: 1,
+            transition: String::new(),
+            context: None,
+            message_id: None,
+        })
         .unwrap();
     let intent = IntentRequest {
         task: task.clone(),

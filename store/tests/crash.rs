@@ -182,6 +182,8 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
             request_digest: Ref::of(inv.as_bytes()),
             at: now(),
             transition: String::new(),
+            context: None,
+            message_id: None,
         };
         match store.call(begin) {
             Ok(Reply::Begun(BeginOutcome::Started)) => acks.ack(format!("begin {inv}")),

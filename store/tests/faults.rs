@@ -302,6 +302,8 @@ fn workload(store: &Store) -> Acked {
                 request_digest: Ref::of(key.task_id.as_bytes()),
                 at: 1,
                 transition: String::new(),
+                context: None,
+                message_id: None,
             },
             Op::RecordIntent(intent(&key, 0, "Workspace.Write", 10, format!("req {i}").as_bytes())),
         ]);

@@ -85,7 +85,14 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     // A resent task id answers with the same committed result as before.
     let (key, output, c) = &committed[7];
     let replayed = store
-        .call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 3, transition: String::new() })
+        .call(Op::BeginTask {
+            task: key.clone(),
+            request_digest: Ref::of(b"d"),
+            at: 3,
+            transition: String::new(),
+            context: None,
+            message_id: None,
+        })
         .unwrap();
     let Reply::Begun(BeginOutcome::Existing(task)) = replayed else { panic!("{replayed:?}") };
     assert_eq!(task.committed.as_ref(), Some(c));

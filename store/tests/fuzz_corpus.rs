@@ -78,6 +78,8 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
             record: Some(Ref::of(b"record 0")),
             request: Some(Ref::of(b"request")),
         }],
+        context: None,
+        message_id: None,
     };
     let intent = EffectIntent {
         episode: "ep1".into(),
@@ -127,8 +129,16 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
             "row_task",
             vec![
                 ("valid-started", rows::encode(&task(TaskState::Started, None))),
-                ("valid-committed", rows::encode(&task(TaskState::Committed, Some(committed)))),
+                ("valid-committed", rows::encode(&task(TaskState::Committed, Some(committed.clone())))),
                 ("valid-uncertain", rows::encode(&task(TaskState::Uncertain, None))),
+                (
+                    "valid-a2a-context-and-message",
+                    rows::encode(&Task {
+                        context: Some("ctx-1".into()),
+                        message_id: Some("m-1".into()),
+                        ..task(TaskState::Committed, Some(committed))
+                    }),
+                ),
             ],
         ),
         ("row_effect_intent", vec![("valid-intent", rows::encode(&intent))]),

@@ -348,7 +348,7 @@ impl Model {
                 }
             },
             Op::CommitWorld(c) => self.commit_world(c),
-            Op::BeginTask { task, request_digest, at, transition } => {
+            Op::BeginTask { task, request_digest, at, transition, context, message_id } => {
                 if !well_formed_key(task) {
                     return Err(Want::Invalid("task"));
                 }
@@ -364,17 +364,25 @@ impl Model {
                     transition: transition.clone(),
                     ended_at: None,
                     effects: vec![],
+                    context: context.clone(),
+                    message_id: message_id.clone(),
                 };
                 self.tasks.insert(task.clone(), t);
                 self.calls.entry(task.episode.clone()).or_default().push(task.clone());
                 Ok(Reply::Begun(BeginOutcome::Started))
             }
-            Op::CreateTask { task, request_digest, at, transition } => {
+            Op::CreateTask { task, request_digest, at, transition, context, message_id } => {
                 if let Some(t) = self.tasks.get(task) {
                     return Err(Want::Err(WriteError::TaskExists(Box::new(t.clone()))));
                 }
-                let transition = transition.clone();
-                self.apply(&Op::BeginTask { task: task.clone(), request_digest: *request_digest, at: *at, transition })
+                self.apply(&Op::BeginTask {
+                    task: task.clone(),
+                    request_digest: *request_digest,
+                    at: *at,
+                    transition: transition.clone(),
+                    context: context.clone(),
+                    message_id: message_id.clone(),
+                })
             }
             Op::Sequence(ops) => {
                 let mut out = vec![];
@@ -856,6 +864,9 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             request_digest: Ref::of(&[*digest]),
             at,
             transition: TRANSITIONS[*digest as usize % TRANSITIONS.len()].into(),
+            // Some calls carry an A2A context and message id, kept in their row.
+            context: (digest % 3 == 0).then(|| format!("ctx-{}", digest % 2)),
+            message_id: (digest % 2 == 0).then(|| format!("m-{digest}")),
         },
         Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request } => {
             let task = pick_task(m, *task);
@@ -1086,6 +1097,10 @@ fn check_reads(store: &dyn WorldStore, m: &Model) -> Result<(), TestCaseError> {
         let listed: Vec<TaskKey> = calls.iter().map(|(_, k, _)| k.clone()).collect();
         prop_assert_eq!(&listed, &keys, "the calls of {} in the order they were created", ep);
         prop_assert!(calls.iter().enumerate().all(|(i, (seq, _, _))| *seq == i as u64), "positions from 0");
+        // The index hands back each call's whole row (what A2A ListTasks filters on).
+        for (_, key, task) in &calls {
+            prop_assert_eq!(Some(task), m.tasks.get(key), "row of {} as the index reads it", key.invocation_id());
+        }
         let summary = snap.episode(ep).unwrap();
         if keys.is_empty() {
             prop_assert_eq!(summary, None);

@@ -39,6 +39,8 @@ fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
                             request_digest: Ref::of(b"d"),
                             at: 1,
                             transition: String::new(),
+                            context: None,
+                            message_id: None,
                         };
                         let debit =
                             Op::RecordIntent(intent(&key, 0, "Workspace.Write", BUDGET, key.task_id.as_bytes()));
@@ -77,6 +79,8 @@ fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
         request_digest: Ref::of(b"d"),
         at: 1,
         transition: String::new(),
+        context: None,
+        message_id: None,
     };
     let batch = Op::Sequence(vec![
         create(&a),
@@ -139,6 +143,8 @@ fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
                             request_digest: Ref::of(b"d"),
                             at: 1,
                             transition: String::new(),
+                            context: None,
+                            message_id: None,
                         };
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         store.call(Op::Sequence(vec![create, commit])).unwrap()
@@ -351,6 +357,8 @@ fn a_database_restarted_mid_load_loses_nothing_acknowledged_and_the_nodes_resume
                             request_digest: Ref::of(b"d"),
                             at: 1,
                             transition: String::new(),
+                            context: None,
+                            message_id: None,
                         };
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         match store.call(Op::Sequence(vec![create, commit])) {

@@ -439,3 +439,43 @@ fn a_task_id_that_ended_replays_the_same_request_and_refuses_another_as_the_spec
     assert_eq!(r.text(), a2a_error("1", -32602, "task id already used in this session"));
     assert_eq!(lab.log_len(), log_len, "nothing ran again");
 }
+
+#[test]
+fn a_tasks_context_and_message_id_are_kept_with_it_and_list_tasks_filters_on_the_context() {
+    let (mut lab, token) = lab();
+    let send = |lab: &Lab, task: &str, message: &str, context: Option<&str>, n: u64| {
+        let mut params = message10(message, "tools.echo", json!({"n": n}));
+        params["message"]["taskId"] = json!(task);
+        if let Some(c) = context {
+            params["message"]["contextId"] = json!(c);
+        }
+        rpc(lab, &token, "SendMessage", params)["result"]["task"].clone()
+    };
+    let sent = send(&lab, "c-1", "m-1", Some("conv-a"), 1);
+    assert_eq!(sent["contextId"], "conv-a");
+    assert_eq!(sent["history"][0]["messageId"], "m-1");
+    send(&lab, "c-2", "m-2", Some("conv-b"), 2);
+    send(&lab, "c-3", "m-3", Some("conv-a"), 3);
+    send(&lab, "c-4", "m-4", None, 4);
+    // A resend of the same request under another message id is the task as it committed.
+    let again = send(&lab, "c-1", "m-1-again", Some("conv-a"), 1);
+    assert_eq!((&again["history"][0]["messageId"], &again["metadata"]), (&json!("m-1"), &sent["metadata"]));
+    // Kept in the task's row: read back after the daemon was killed and restarted.
+    lab.kill9();
+    lab.restart();
+    let got = rpc(&lab, &token, "GetTask", json!({"id": "c-1"}))["result"].clone();
+    assert_eq!((&got["contextId"], &got["history"][0]["messageId"]), (&json!("conv-a"), &json!("m-1")));
+    assert_eq!(got["history"][1]["contextId"], "conv-a");
+    let got03 = rpc(&lab, &token, "tasks/get", json!({"id": "c-3"}))["result"].clone();
+    assert_eq!(got03["contextId"], "conv-a");
+    let listed = |context: &str| {
+        let page = rpc(&lab, &token, "ListTasks", json!({"contextId": context}))["result"].clone();
+        ids(page["tasks"].as_array().unwrap()).iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(listed("conv-a"), ["c-3", "c-1"]);
+    assert_eq!(listed("conv-b"), ["c-2"]);
+    assert_eq!(listed("c-4"), ["c-4"], "sent without a context: its own");
+    assert_eq!(listed("c-1"), Vec::<String>::new(), "a task with a context is not its own");
+    let (paged, totals) = list_all(&lab, &token, json!({"contextId": "conv-a"}), 1);
+    assert_eq!((ids(&paged), totals), (vec!["c-3", "c-1"], vec![2, 2]));
+}

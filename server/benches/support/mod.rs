@@ -483,7 +483,14 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
             at: 1,
         };
         Op::Sequence(vec![
-            Op::CreateTask { task, request_digest: Ref::of(b"floor"), at: 1, transition: "tools.echo".into() },
+            Op::CreateTask {
+                task,
+                request_digest: Ref::of(b"floor"),
+                at: 1,
+                transition: "tools.echo".into(),
+                context: None,
+                message_id: None,
+            },
             Op::CommitInvocation(commit),
         ])
     };

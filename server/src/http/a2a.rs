@@ -92,14 +92,17 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         transition_id: skill_id,
         arguments,
         pin,
+        context: context_id,
+        message_id,
     };
     match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
         Ok(o) => {
             let world_ref = o.committed.world_ref.to_string();
-            let messages = a2a::task_messages(&task_id, message_id.as_deref(), request.as_ref(), Some(&o.output));
+            // A resend shows the task as it committed: the first request's ids.
+            let messages = a2a::task_messages(&task_id, o.message_id.as_deref(), request.as_ref(), Some(&o.output));
             let t = TaskView {
                 task_id: &task_id,
-                context_id: context_id.as_deref(),
+                context_id: o.context.as_deref(),
                 state: TaskStateName::Completed,
                 timestamp: Some(o.ended_at),
                 committed: Some(CommittedView {
@@ -292,10 +295,11 @@ async fn get_task(
         (TaskState::Committed, Some(shown), Some(c)) => {
             let world_ref = c.world_ref.to_string();
             let invocation_id = invocation_id(caller, task_id);
-            let messages = a2a::task_messages(task_id, None, shown.arguments.as_ref(), Some(&shown.output));
+            let messages =
+                a2a::task_messages(task_id, task.message_id.as_deref(), shown.arguments.as_ref(), Some(&shown.output));
             let t = TaskView {
                 task_id,
-                context_id: None,
+                context_id: task.context.as_deref(),
                 state: TaskStateName::Completed,
                 timestamp: task.ended_at,
                 committed: Some(CommittedView {
@@ -361,7 +365,7 @@ struct Page {
 /// Whether a task passes the listing's filters. A task sent without a
 /// `contextId` is its own context (as its replies say).
 fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
-    q.context_id.as_deref().is_none_or(|c| c == task_id)
+    q.context_id.as_deref().is_none_or(|c| c == task.context.as_deref().unwrap_or(task_id))
         && q.status.is_none_or(|s| s == state_name(task.state))
         && q.status_after.is_none_or(|after| task.ended_at.unwrap_or(task.started_at) >= after)
 }
@@ -439,12 +443,14 @@ async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) ->
                 entry_index: c.entry_index,
             });
             let messages = match result {
-                Some(r) => a2a::task_messages(task_id, None, r.arguments.as_ref(), Some(&r.output)),
+                Some(r) => {
+                    a2a::task_messages(task_id, task.message_id.as_deref(), r.arguments.as_ref(), Some(&r.output))
+                }
                 None => vec![],
             };
             TaskView {
                 task_id,
-                context_id: None,
+                context_id: task.context.as_deref(),
                 state: state_name(task.state),
                 timestamp: Some(task.ended_at.unwrap_or(task.started_at)),
                 committed,

@@ -196,6 +196,8 @@ async fn mcp_call(
         transition_id,
         arguments,
         pin: None,
+        context: None,
+        message_id: None,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
     let invoked =

@@ -153,15 +153,15 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
             rest_intent(rows, &invocation_id, request_digest).map(Reply::RestIntent)
         }
         Op::CommitWorld(c) => commit_world(rows, c).map(Reply::Selected),
-        Op::BeginTask { task, request_digest, at, transition } => {
-            begin_task(rows, &task, request_digest, at, transition).map(Reply::Begun)
+        Op::BeginTask { task, request_digest, at, transition, context, message_id } => {
+            begin_task(rows, &task, started(request_digest, at, transition, context, message_id)).map(Reply::Begun)
         }
         Op::RecordIntent(i) => record_intent(rows, i).map(Reply::Debited),
         Op::RecordOutcome(o) => record_outcome(rows, o).map(|_| Reply::Done),
         Op::CommitInvocation(c) => commit_invocation(rows, c).map(Reply::Committed),
         Op::EndTask { task, state, at } => end_task(rows, &task, state, at).map(|_| Reply::Done),
-        Op::CreateTask { task, request_digest, at, transition } => {
-            match begin_task(rows, &task, request_digest, at, transition)? {
+        Op::CreateTask { task, request_digest, at, transition, context, message_id } => {
+            match begin_task(rows, &task, started(request_digest, at, transition, context, message_id))? {
                 BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
                 BeginOutcome::Existing(t) => Err(WriteError::TaskExists(t)),
             }
@@ -331,15 +331,9 @@ fn check_rest_commit(rows: &mut impl Rows, c: &RestCommit) -> R<()> {
     Ok(())
 }
 
-fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64, transition: String) -> R<BeginOutcome> {
-    // The journal is keyed by the invocation id; two keys with one id would share it.
-    if TaskKey::from_invocation_id(&key.invocation_id()).as_ref() != Some(key) {
-        return Err(WriteError::InvalidCommit(format!(
-            "task key {}: episode and task id must be non-empty and contain no ':'",
-            key.invocation_id()
-        )));
-    }
-    let task = Task {
+/// The row of a task that starts now.
+fn started(digest: Ref, at: u64, transition: String, context: Option<String>, message_id: Option<String>) -> Task {
+    Task {
         request_digest: digest,
         state: TaskState::Started,
         started_at: at,
@@ -348,7 +342,19 @@ fn begin_task(rows: &mut impl Rows, key: &TaskKey, digest: Ref, at: u64, transit
         transition,
         ended_at: None,
         effects: vec![],
-    };
+        context,
+        message_id,
+    }
+}
+
+fn begin_task(rows: &mut impl Rows, key: &TaskKey, task: Task) -> R<BeginOutcome> {
+    // The journal is keyed by the invocation id; two keys with one id would share it.
+    if TaskKey::from_invocation_id(&key.invocation_id()).as_ref() != Some(key) {
+        return Err(WriteError::InvalidCommit(format!(
+            "task key {}: episode and task id must be non-empty and contain no ':'",
+            key.invocation_id()
+        )));
+    }
     match create_call(rows, key, &task)? {
         Some(existing) => Ok(BeginOutcome::Existing(Box::new(existing))),
         None => Ok(BeginOutcome::Started),

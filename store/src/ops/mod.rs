@@ -162,6 +162,12 @@ pub enum Op {
         /// The transition the call runs.
         #[serde(default)]
         transition: String,
+        /// The A2A `contextId` and `messageId` the call was sent with, kept
+        /// in its row (frames written before them read as none).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
     },
     RecordIntent(IntentRequest),
     RecordOutcome(OutcomeRequest),
@@ -181,6 +187,10 @@ pub enum Op {
         at: u64,
         #[serde(default)]
         transition: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message_id: Option<String>,
     },
     /// Several requests applied in order within one durable batch, each with
     /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
