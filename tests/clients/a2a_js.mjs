@@ -1,6 +1,7 @@
 // The JavaScript A2A SDK (@a2a-js/sdk 1.3.0) in its default configuration
-// (A2A 1.0) against worldd: the card, SendMessage with a data part and the
-// skill id in metadata, then GetTask.
+// (A2A 1.0) against worldd: the card (and the extended card it declares),
+// SendMessage with a data part and the skill id in metadata, GetTask,
+// ListTasks paged, CancelTask refused as the spec says.
 //
 //   TOKEN=<64 hex> SDK_DIR=<folder with node_modules> node a2a_js.mjs http://127.0.0.1:PORT/
 //
@@ -48,6 +49,13 @@ async function main() {
     card.name === "worldd" && card.skills.some((s) => s.id === "ailang-read") && card.skills.some((s) => s.id === "tools.echo"),
     `card ${show(card)}`,
   );
+  // The card declares an extended card, so the client asks for it: the session's card again.
+  check(
+    "extended_card",
+    card.capabilities?.extendedAgentCard === true &&
+      show(wire.find(([m]) => m === "POST")) === show(["POST", "/a2a/", "1.0", "GetExtendedAgentCard"]),
+    `wire ${show(wire)}`,
+  );
 
   const task = await client.sendMessage({
     message: {
@@ -71,7 +79,7 @@ async function main() {
   );
   check(
     "speaks_1_0",
-    show(wire.find(([m]) => m === "POST")) === show(["POST", "/a2a/", "1.0", "SendMessage"]),
+    show(wire.find(([m, , , rpc]) => m === "POST" && rpc === "SendMessage")) === show(["POST", "/a2a/", "1.0", "SendMessage"]),
     `wire ${show(wire)}`,
   );
 
@@ -99,6 +107,52 @@ async function main() {
     replay.id === task.id && replay.metadata?.entry_index === task.metadata?.entry_index,
     `first ${show(task.metadata)}, replay ${show(replay.metadata)}`,
   );
+
+  // Every task of the session's episode, newest first, two per page.
+  const listed = [];
+  const totals = new Set();
+  let pageToken = "";
+  for (let i = 0; i < 100; i++) {
+    // Every member of the request type (an unset enum would be sent as "UNRECOGNIZED").
+    const page = await client.listTasks({
+      tenant: "",
+      contextId: "",
+      status: TaskState.TASK_STATE_UNSPECIFIED,
+      pageSize: 2,
+      pageToken,
+    });
+    listed.push(...page.tasks);
+    totals.add(page.totalSize);
+    pageToken = page.nextPageToken;
+    if (!pageToken) break;
+  }
+  const listedIds = listed.map((t) => t.id);
+  check(
+    "list_tasks",
+    listedIds[0] === task.id &&
+      listed[0].status?.state === TaskState.TASK_STATE_COMPLETED &&
+      new Set(listedIds).size === listedIds.length &&
+      show([...totals]) === show([listed.length]),
+    `listed ${show(listedIds)}, totals ${show([...totals])}`,
+  );
+
+  for (const [id, name, state] of [
+    [task.id, "TaskNotCancelableError", "TASK_STATE_COMPLETED"],
+    ["no-such-task", "TaskNotFoundError", undefined],
+  ]) {
+    let error;
+    try {
+      await client.cancelTask({ id });
+    } catch (e) {
+      error = e;
+    }
+    const info = Array.isArray(error?.data) ? error.data.find((d) => d["@type"]?.endsWith("google.rpc.ErrorInfo")) : undefined;
+    check(
+      `cancel_task.${name}`,
+      error?.name === name && info?.metadata?.taskId === id && info?.metadata?.state === state,
+      `error ${error?.name}: ${error?.message} ${show(error?.data)}`,
+    );
+  }
 }
 
 try {

@@ -1,5 +1,6 @@
 """The Python A2A SDK (a2a-sdk 1.3.0) against worldd: the card leads it to the
-A2A 1.0 JSON-RPC interface (`SendMessage`, `GetTask`).
+A2A 1.0 JSON-RPC interface (`SendMessage`, `GetTask` with history,
+`ListTasks` paged, `CancelTask` refused as the spec says, the extended card).
 
     TOKEN=<64 hex> python a2a_python.py http://127.0.0.1:PORT
 
@@ -17,7 +18,16 @@ import httpx
 from google.protobuf.json_format import MessageToJson
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.helpers import get_data_parts, new_data_message
-from a2a.types import GetTaskRequest, Role, SendMessageRequest, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 BASE = sys.argv[1]
 TOKEN = os.environ["TOKEN"]
@@ -97,6 +107,70 @@ async def main():
             and get_data_parts(again.artifacts[0].parts)[0] == out
             and again.metadata == task.metadata,
             f"sent {show(task)}, got {show(again)}",
+        )
+
+        last = await client.get_task(GetTaskRequest(id=task.id, history_length=1))
+        check(
+            "get_task_history",
+            len(last.history) == 1
+            and last.history[0].role == Role.ROLE_AGENT
+            and get_data_parts(last.history[0].parts)[0] == out,
+            f"got {show(last)}",
+        )
+
+        # Every task of the session's episode, newest first, one per page.
+        listed, token, totals = [], "", set()
+        for _ in range(100):
+            page = await client.list_tasks(ListTasksRequest(page_size=1, page_token=token))
+            listed.extend(page.tasks)
+            totals.add(page.total_size)
+            token = page.next_page_token
+            if not token:
+                break
+        check(
+            "list_tasks",
+            listed
+            and listed[0].id == task.id
+            and listed[0].status.state == TaskState.TASK_STATE_COMPLETED
+            and not listed[0].artifacts
+            and len({t.id for t in listed}) == len(listed)
+            and totals == {len(listed)},
+            f"listed {[t.id for t in listed]}, totals {totals}",
+        )
+        done = await client.list_tasks(
+            ListTasksRequest(context_id=task.context_id, status=TaskState.TASK_STATE_COMPLETED, include_artifacts=True)
+        )
+        check(
+            "list_tasks_filtered",
+            [t.id for t in done.tasks] == [task.id]
+            and get_data_parts(done.tasks[0].artifacts[0].parts)[0] == out
+            and done.next_page_token == "",
+            f"got {show(done)}",
+        )
+
+        try:
+            await client.cancel_task(CancelTaskRequest(id=task.id))
+            check("cancel_task", False, "a completed task was canceled")
+        except TaskNotCancelableError as e:
+            check(
+                "cancel_task",
+                (e.data or {}).get("state") == "TASK_STATE_COMPLETED"
+                and "never undone" in (e.data or {}).get("detail", ""),
+                f"data {e.data!r}",
+            )
+        try:
+            await client.cancel_task(CancelTaskRequest(id="no-such-task"))
+            check("cancel_unknown_task", False, "an unknown task was canceled")
+        except TaskNotFoundError as e:
+            check("cancel_unknown_task", (e.data or {}).get("taskId") == "no-such-task", f"data {e.data!r}")
+
+        extended = await client.get_extended_agent_card(GetExtendedAgentCardRequest())
+        check(
+            "extended_card",
+            extended.capabilities.extended_agent_card
+            and [s.id for s in extended.skills] == skills
+            and any("GetExtendedAgentCard" in w for w in wire),
+            f"card {show(extended)}",
         )
 
 
