@@ -372,16 +372,16 @@ fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
 
 /// The caller's tasks are the A2A calls of its session's episode, newest
 /// first: the episode index walked down from the end (or from the page
-/// token's position), other surfaces skipped, at most
-/// `LIST_TASKS_SCAN_MAX` positions per request.
-fn walk(snap: &Snapshot, episode: &str, q: &ListQuery) -> Result<Page, String> {
+/// token's position), other surfaces skipped, at most `scan_max` positions
+/// per request, `chunk` per read.
+fn walk(snap: &Snapshot, episode: &str, q: &ListQuery, scan_max: u64, chunk: u64) -> Result<Page, String> {
     let end = snap.episode(episode).map_err(|e| e.to_string())?.map_or(0, |r| r.calls);
     let mut upper = q.page_token.map_or(end, |t| t.before.min(end));
     let seen = q.page_token.map_or(0, |t| t.seen);
     let (mut tasks, mut beyond, mut scanned, mut last) = (vec![], 0u64, 0u64, upper);
     let with_arguments = q.history_length != Some(0);
-    while upper > 0 && scanned < LIST_TASKS_SCAN_MAX {
-        let n = upper.min(LIST_TASKS_SCAN_CHUNK).min(LIST_TASKS_SCAN_MAX - scanned);
+    while upper > 0 && scanned < scan_max {
+        let n = upper.min(chunk).min(scan_max - scanned);
         let from = upper - n;
         let calls = snap.episode_calls(episode, from, n as usize).map_err(|e| e.to_string())?;
         for (position, key, task) in calls.into_iter().rev() {
@@ -415,7 +415,8 @@ fn walk(snap: &Snapshot, episode: &str, q: &ListQuery) -> Result<Page, String> {
 async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) -> A2aReply {
     let episode = caller.session.episode.clone();
     let (page_size, history_length, include_artifacts) = (q.page_size, q.history_length, q.include_artifacts);
-    let page = match read(state, move |snap| walk(snap, &episode, &q)).await {
+    let page = match read(state, move |snap| walk(snap, &episode, &q, LIST_TASKS_SCAN_MAX, LIST_TASKS_SCAN_CHUNK)).await
+    {
         Ok(p) => p,
         Err(why) => {
             eprintln!("worldd: a2a refusal: ListTasks {}: {why:?}", caller.session.episode);
@@ -460,4 +461,95 @@ async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) ->
         .collect();
     let next = page.next.map(|t| t.encode()).unwrap_or_default();
     a2a::task_list(id, &views, include_artifacts, &next, page_size, page.total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use world_store::{Op, Reads, Store, WorldStore};
+
+    /// An episode of ten calls, seven of them A2A (t0…t6; t1, t3 and t5
+    /// failed, the others still running), three MCP, interleaved.
+    fn episode() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(&dir.path().join("world.db"), 1).unwrap();
+        let (mut a2a, mut mcp) = (0, 0);
+        for position in 0..10u64 {
+            let surface = if position % 3 == 2 { CallSurface::Mcp } else { CallSurface::A2a };
+            let id = match surface {
+                CallSurface::A2a => (format!("t{a2a}"), a2a += 1).0,
+                _ => (format!("m{mcp}"), mcp += 1).0,
+            };
+            let task = TaskKey { surface, episode: "ep".into(), task_id: id.clone() };
+            let begin = Op::BeginTask {
+                task: task.clone(),
+                request_digest: Ref::of(id.as_bytes()),
+                at: 100 + position,
+                transition: "tools.echo".into(),
+                context: Some(format!("ctx-{}", position % 2)),
+                message_id: None,
+            };
+            store.call(begin).unwrap();
+            if surface == CallSurface::A2a && a2a % 2 == 0 {
+                store.call(Op::EndTask { task, state: TaskState::NotCommitted, at: 200 + position }).unwrap();
+            }
+        }
+        (dir, store)
+    }
+
+    fn query(page_size: u32) -> ListQuery {
+        ListQuery {
+            context_id: None,
+            status: None,
+            status_after: None,
+            page_size,
+            page_token: None,
+            history_length: None,
+            include_artifacts: false,
+        }
+    }
+
+    /// Every page of `q` under a scan bound: the ids in order, and each page's size and totalSize.
+    fn pages(store: &Store, mut q: ListQuery, scan_max: u64) -> (Vec<String>, Vec<(usize, u64)>) {
+        let snap = store.snapshot().unwrap();
+        let (mut ids, mut sizes) = (vec![], vec![]);
+        for _ in 0..20 {
+            let page = walk(&snap, "ep", &q, scan_max, 3).unwrap();
+            ids.extend(page.tasks.iter().map(|(id, _, _)| id.clone()));
+            sizes.push((page.tasks.len(), page.total));
+            match page.next {
+                Some(t) => q.page_token = Some(t),
+                None => return (ids, sizes),
+            }
+        }
+        panic!("no last page");
+    }
+
+    #[test]
+    fn a_listing_walks_the_episode_down_a_bounded_stretch_at_a_time_and_misses_nothing() {
+        let (_dir, store) = episode();
+        let newest_first = ["t6", "t5", "t4", "t3", "t2", "t1", "t0"];
+        // Unbounded: full pages, the exact total on each.
+        let (ids, sizes) = pages(&store, query(3), 100);
+        assert_eq!(ids, newest_first);
+        assert_eq!(sizes, [(3, 7), (3, 7), (1, 7)]);
+        // Four positions per request: pages come short with a token to go on;
+        // the totals count what each walk met, exact on the last.
+        let (ids, sizes) = pages(&store, query(3), 4);
+        assert_eq!(ids, newest_first);
+        assert_eq!(sizes, [(3, 3), (2, 5), (2, 7)], "the second page stops at the bound, short");
+        // Filters hold across pages and bounds.
+        let failed = ListQuery { status: Some(TaskStateName::Failed), ..query(1) };
+        for bound in [4, 100] {
+            let (ids, sizes) = pages(&store, failed.clone(), bound);
+            assert_eq!(ids, ["t5", "t3", "t1"], "bound {bound}");
+            assert_eq!(sizes.last().unwrap().1, 3);
+        }
+        let working = ListQuery { status: Some(TaskStateName::Working), context_id: Some("ctx-0".into()), ..query(2) };
+        let (ids, _) = pages(&store, working, 4);
+        assert_eq!(ids, ["t4", "t0"], "running, and sent in context ctx-0 (the even positions)");
+        // A task's status time is when it ended, or when it started while it runs.
+        let late = ListQuery { status_after: Some(205), ..query(10) };
+        assert_eq!(pages(&store, late, 100).0, ["t5"]);
+    }
 }
