@@ -69,6 +69,7 @@ fn call(episode: &str, n: u64, at: u64, f: Ref, interp: Ref) -> Op {
         budget_before: BIG + SMALL - n,
         budget_after: BIG + SMALL - n - 1,
         record: Some(record.hash),
+        request: Some(Ref::of(format!("request {n}").as_bytes())),
     };
     let commit = InvocationCommit {
         task: task.clone(),

@@ -10,7 +10,8 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use world_store::*;
 
-/// Most sessions of one episode read for its summary.
+/// Most sessions of one episode read for its summary: past it, `sessions`
+/// and the budgets count the first ones by credential id.
 pub const EPISODE_SESSIONS_MAX: usize = 1000;
 /// Default and largest page of calls.
 pub const CALLS_PAGE_DEFAULT: usize = 100;
