@@ -4,7 +4,7 @@
 //! `--json`, the REST bodies as they came.
 
 use super::client;
-use serde::Deserialize;
+use crate::clock::utc;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -16,69 +16,8 @@ pub const EPISODES_LIMIT_MAX: u64 = crate::episodes::EPISODES_PAGE_MAX as u64;
 /// What `--calls` may ask of one page of `/v1/episodes/{episode}/calls`.
 pub const CALLS_MAX: u64 = crate::episodes::CALLS_PAGE_MAX as u64;
 
-// ---- the REST bodies, as far as the tables read them ----
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Summary {
-    pub episode: String,
-    pub calls: u64,
-    pub states: BTreeMap<String, u64>,
-    pub effects: BTreeMap<String, u64>,
-    pub denials: BTreeMap<String, u64>,
-    pub spend: Vec<Spend>,
-    pub sessions: Sessions,
-    pub first_at: u64,
-    pub last_at: u64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Spend {
-    pub effect: String,
-    pub scope: String,
-    pub spent: u64,
-    pub budget: Option<u64>,
-    pub remaining: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct Sessions {
-    pub live: u64,
-    pub total: u64,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct EpisodesPage {
-    pub episodes: Vec<Summary>,
-    pub next: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-pub struct CallsPage {
-    pub calls: Vec<Call>,
-    pub total: u64,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Call {
-    pub position: u64,
-    pub surface: String,
-    pub transition: String,
-    pub started_at: u64,
-    pub state: String,
-    pub entry_index: Option<u64>,
-    pub effects: Vec<Effect>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Effect {
-    pub status: String,
-    pub denial: Option<String>,
-    pub cost: u64,
-    pub budget_after: u64,
-}
+// The REST bodies are `crate::episodes`'s, read back.
+use crate::episodes::{CallsPage, EpisodesPage, Spend, Summary};
 
 // ---- the verbs ----
 
@@ -343,23 +282,6 @@ fn or_dash(n: Option<u64>) -> String {
     n.map_or("-".into(), |n| n.to_string())
 }
 
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC; the proleptic Gregorian
-/// calendar, from the days since 1970-01-01).
-pub fn utc(secs: u64) -> String {
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Shifted so that a year starts in March: leap days fall at its end.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
-}
-
 // ---- tables ----
 
 /// One column; numbers align right.
@@ -477,14 +399,6 @@ mod tests {
         for l in lines {
             assert!(chars(l) <= WIDTH, "{} columns: {l:?}", chars(l));
         }
-    }
-
-    #[test]
-    fn dates_are_utc_calendar_days() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
-        assert_eq!(utc(1_796_418_462), "2026-12-04 21:07:42");
-        assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59");
     }
 
     #[test]
