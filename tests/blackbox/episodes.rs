@@ -793,4 +793,18 @@ fn one_episodes_calls_through_two_nodes_on_one_database_are_numbered_without_gap
         told.push((s, calls));
     }
     assert_eq!(told[0], told[1], "both nodes tell the episode alike");
+    // Metrics are each node's own: its calls, not the database's.
+    for (i, (d, _)) in nodes.iter().enumerate() {
+        let text = d.get("/metrics").text();
+        let committed: f64 = text
+            .lines()
+            .filter(|l| l.starts_with("worldd_calls_total{") && l.contains("outcome=\"committed\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum();
+        assert_eq!(committed, (n / 2) as f64, "node {i} counts the calls it served:\n{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("worldd_build_info{") && l.contains("engine=\"postgres\"")),
+            "{text}"
+        );
+    }
 }
