@@ -6,11 +6,12 @@
 //! same in an episode of ten calls and in one of a million. The REST routes,
 //! the CLI and the workbench all tell episodes through this module.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use world_store::*;
 
-/// Most sessions of one episode read for its summary.
+/// Most sessions of one episode read for its summary: past it, `sessions`
+/// and the budgets count the first ones by credential id.
 pub const EPISODE_SESSIONS_MAX: usize = 1000;
 /// Default and largest page of calls.
 pub const CALLS_PAGE_DEFAULT: usize = 100;
@@ -20,7 +21,7 @@ pub const EPISODES_PAGE_DEFAULT: usize = 50;
 pub const EPISODES_PAGE_MAX: usize = 200;
 
 /// Units spent on one (effect, scope), beside what the episode's live grants allow.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Spend {
     pub effect: String,
@@ -33,13 +34,13 @@ pub struct Spend {
     pub remaining: Option<u64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Sessions {
     pub live: u64,
     pub total: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Activity {
     /// Start of the first bucket (Unix seconds).
@@ -51,7 +52,7 @@ pub struct Activity {
 }
 
 /// One episode's summary.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Summary {
     pub episode: String,
@@ -71,13 +72,13 @@ pub struct Summary {
 }
 
 /// One effect of a call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Effect {
     pub id: String,
     pub effect: String,
     pub scope: String,
-    pub status: &'static str,
+    pub status: String,
     pub denial: Option<String>,
     pub cost: u64,
     /// What the call debited: its cost if it ran, else nothing.
@@ -90,18 +91,18 @@ pub struct Effect {
 }
 
 /// One call of an episode.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Call {
     /// Its place among the episode's calls, from 0.
     pub position: u64,
     pub task_id: String,
     pub invocation_id: String,
-    pub surface: &'static str,
+    pub surface: String,
     pub transition: String,
     pub started_at: u64,
     pub ended_at: Option<u64>,
-    pub state: &'static str,
+    pub state: String,
     /// The log entry it committed as.
     pub entry_index: Option<u64>,
     pub output: Option<String>,
@@ -109,7 +110,7 @@ pub struct Call {
 }
 
 /// A page of an episode's calls.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CallsPage {
     pub episode: String,
@@ -122,7 +123,7 @@ pub struct CallsPage {
 }
 
 /// A page of episodes, most recently active first.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EpisodesPage {
     pub episodes: Vec<Summary>,
@@ -222,11 +223,11 @@ fn call((position, key, task): (u64, TaskKey, Task)) -> Call {
         position,
         task_id: key.task_id.clone(),
         invocation_id: key.invocation_id(),
-        surface: key.surface.as_str(),
+        surface: key.surface.as_str().into(),
         transition: task.transition.clone(),
         started_at: task.started_at,
         ended_at: task.ended_at,
-        state: task.state.as_str(),
+        state: task.state.as_str().into(),
         entry_index: committed.map(|c| c.entry_index),
         output: committed.map(|c| c.output_ref.to_string()),
         effects: task.effects.iter().map(effect).collect(),
@@ -238,7 +239,7 @@ fn effect(e: &CallEffect) -> Effect {
         id: e.id.clone(),
         effect: e.effect.clone(),
         scope: e.scope.clone(),
-        status: e.status.as_str(),
+        status: e.status.as_str().into(),
         denial: e.denial.clone(),
         cost: e.cost,
         debited: e.debited(),

@@ -398,9 +398,8 @@ impl EpisodeRow {
     pub fn created(&mut self, task: &Task) -> u64 {
         let seq = self.calls;
         self.calls += 1;
-        if seq == 0 {
-            self.first_at = task.started_at;
-        }
+        // The earliest start, whichever call it was (nodes' clocks differ).
+        self.first_at = if seq == 0 { task.started_at } else { self.first_at.min(task.started_at) };
         self.touch(task.started_at);
         self.activity.add(task.started_at);
         Self::bump(&mut self.states, task.state.as_str(), 1);
@@ -581,4 +580,55 @@ pub fn summarize_calls<'t>(tasks: impl IntoIterator<Item = &'t Task>) -> Episode
         row.created(t);
     }
     row
+}
+
+#[cfg(test)]
+mod episode_tests {
+    use super::*;
+
+    fn task(started_at: u64, state: TaskState) -> Task {
+        Task {
+            request_digest: Ref::of(b"d"),
+            state,
+            started_at,
+            committed: None,
+            effect_records: vec![],
+            transition: "tools.echo".into(),
+            ended_at: (state != TaskState::Started).then_some(started_at + 1),
+            effects: vec![],
+            context: None,
+            message_id: None,
+        }
+    }
+
+    #[test]
+    fn an_episode_starts_at_its_earliest_call_whichever_was_numbered_first() {
+        let mut row = EpisodeRow::default();
+        assert_eq!(row.created(&task(100, TaskState::Started)), 0);
+        assert_eq!(row.created(&task(40, TaskState::Committed)), 1);
+        assert_eq!((row.first_at, row.last_at, row.calls), (40, 100, 2));
+        assert_eq!(row.states.get("started"), Some(&1));
+        assert_eq!(row.states.get("committed"), Some(&1));
+        row.ended(&task(100, TaskState::Uncertain), true);
+        assert_eq!(row.states.get("started"), None, "a count that reaches 0 leaves the map");
+        assert_eq!((row.states.get("uncertain"), row.last_at), (Some(&1), 101));
+    }
+
+    #[test]
+    fn activity_keeps_at_most_its_buckets_by_doubling_their_width() {
+        let mut a = Activity::default();
+        a.add(60);
+        a.add(61);
+        assert_eq!((a.origin, a.width, a.counts.clone()), (60, 60, vec![2]));
+        a.add(60 + 60 * ACTIVITY_BUCKETS as u64);
+        assert_eq!(a.width, 120, "one bucket past the last merges neighbours once");
+        assert!(a.counts.len() <= ACTIVITY_BUCKETS);
+        assert_eq!(a.counts.iter().sum::<u64>(), 3);
+        a.add(u64::MAX);
+        assert!(a.counts.len() <= ACTIVITY_BUCKETS);
+        assert_eq!(a.counts.iter().sum::<u64>(), 4, "no call is lost, however far");
+        let first = a.counts[0];
+        a.add(0);
+        assert_eq!(a.counts[0], first + 1, "a call before the origin counts in the first bucket");
+    }
 }

@@ -10,6 +10,7 @@
 mod cli;
 #[path = "../../store/tests/common/cluster.rs"]
 mod cluster;
+mod episodes;
 mod fixture;
 mod harness;
 mod nodes;

@@ -134,12 +134,22 @@ pub fn validate(schema: &'static Value, value: &Value, at: &str) -> Result<(), S
                 }
             }
             "additionalProperties" => {
-                assert_eq!(s, &Value::Bool(false), "only additionalProperties: false is supported");
                 let known = keywords.get("properties").and_then(|p| p.as_object());
-                if let Some(obj) = value.as_object()
-                    && let Some(extra) = obj.keys().find(|k| !known.is_some_and(|p| p.contains_key(*k)))
-                {
-                    return Err(format!("{at}: undocumented member {extra:?}"));
+                let Some(obj) = value.as_object() else { continue };
+                let mut extra = obj.iter().filter(|(k, _)| !known.is_some_and(|p| p.contains_key(*k)));
+                match s {
+                    Value::Bool(false) => {
+                        if let Some((name, _)) = extra.next() {
+                            return Err(format!("{at}: undocumented member {name:?}"));
+                        }
+                    }
+                    // A map: every member the properties do not name has this schema.
+                    Value::Object(_) => {
+                        for (name, v) in extra {
+                            validate(s, v, &format!("{at}.{name}"))?;
+                        }
+                    }
+                    other => panic!("additionalProperties {other} is not supported"),
                 }
             }
             "items" => {

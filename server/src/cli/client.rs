@@ -5,7 +5,7 @@ use crate::limits::CLIENT_TIMEOUT;
 use std::io::Write;
 use std::process::ExitCode;
 
-fn agent() -> ureq::Agent {
+pub(super) fn agent() -> ureq::Agent {
     ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build().into()
 }
 
@@ -33,7 +33,7 @@ pub fn get_and_print(addr: &str, path: &str) -> ExitCode {
     fail(1, describe_error(path, status, &body))
 }
 
-fn describe_error(path: &str, status: u16, body: &[u8]) -> String {
+pub(super) fn describe_error(path: &str, status: u16, body: &[u8]) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let err = parsed.as_ref().and_then(|v| v.get("error"));
     let class = err.and_then(|e| e.get("class")).and_then(|c| c.as_str()).unwrap_or("");

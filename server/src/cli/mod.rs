@@ -4,6 +4,7 @@
 
 mod client;
 mod compact;
+mod episodes;
 pub(crate) mod export;
 mod publish;
 mod quickstart;
@@ -168,6 +169,32 @@ enum Command {
     Head {
         #[arg(long, default_value = DEFAULT_ADDR)]
         addr: String,
+    },
+    /// List a running daemon's episodes, most recently active first: calls, their states,
+    /// effects, last activity and spend per grant.
+    Episodes {
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+        /// Print the body of GET /v1/episodes as it came.
+        #[arg(long)]
+        json: bool,
+        /// Most episodes shown.
+        #[arg(long, default_value_t = 50,
+              value_parser = clap::value_parser!(u64).range(1..=episodes::EPISODES_LIMIT_MAX))]
+        limit: u64,
+    },
+    /// Show what one episode did and paid (its summary), then its last calls.
+    Episode {
+        episode: String,
+        #[arg(long, default_value = DEFAULT_ADDR)]
+        addr: String,
+        /// Print the bodies of GET /v1/episodes/EP and of its last calls' page, one per line.
+        #[arg(long)]
+        json: bool,
+        /// How many of the latest calls to show (0: none).
+        #[arg(long, default_value_t = 10,
+              value_parser = clap::value_parser!(u64).range(0..=episodes::CALLS_MAX))]
+        calls: u64,
     },
 }
 
@@ -385,6 +412,8 @@ pub fn run() -> ExitCode {
         }
         Command::Why { target, addr, json } => why::run(&target, &addr, json),
         Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
+        Command::Episodes { addr, json, limit } => episodes::list(&addr, json, limit),
+        Command::Episode { episode, addr, json, calls } => episodes::one(&addr, &episode, json, calls),
     }
 }
 

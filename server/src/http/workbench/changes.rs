@@ -92,7 +92,7 @@ enum Ended {
 }
 
 fn ended(e: &Effect, result: Option<&Value>) -> Ended {
-    match e.status {
+    match e.status.as_str() {
         "denied" => Ended::NotRun(format!("denied ({}): nothing written", e.denial.as_deref().unwrap_or("?"))),
         "skipped" => Ended::NotRun("skipped after an earlier effect of the call: nothing written".into()),
         "ok" => match result.map(|r| (&r["ok"], &r["refused"])) {
@@ -246,7 +246,7 @@ pub(super) fn what_changed(s: &Snapshot, episode: &str, page: &CallsPage) -> Res
     let (lookback_from, earlier) = lookback(s, episode, page)?;
     let mut files = HashMap::new();
     for c in &earlier {
-        for e in c.effects.iter().filter(|e| e.effect == WRITE && !matches!(e.status, "denied" | "skipped")) {
+        for e in c.effects.iter().filter(|e| e.effect == WRITE && !matches!(e.status.as_str(), "denied" | "skipped")) {
             let o = objects(s, e, e.status == "ok")?;
             if let Some(op) = o.payload.as_ref().and_then(FileOp::of) {
                 apply(&mut files, c.position, &op, &ended(e, o.result.as_ref()));
@@ -312,7 +312,7 @@ fn argv(payload: Option<&Value>, result: Option<&Value>) -> Vec<String> {
 /// How a command ended, as HTML, and the class its cell takes.
 fn exit(e: &Effect, result: Option<&Value>) -> (String, &'static str) {
     let Some(r) = result else {
-        return match e.status {
+        return match e.status.as_str() {
             "denied" => (format!("denied ({})", esc(e.denial.as_deref().unwrap_or("?"))), "denied"),
             status => (format!("{}: no result", esc(status)), "failed"),
         };
@@ -458,7 +458,7 @@ mod tests {
             id: "e1".into(),
             effect: WRITE.into(),
             scope: "worktree".into(),
-            status,
+            status: status.into(),
             denial: denial.map(String::from),
             cost: 1,
             debited: 1,

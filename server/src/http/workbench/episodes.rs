@@ -8,6 +8,7 @@
 use super::changes;
 use super::svg::{self, Mark, Steps};
 use super::{DASH, Page, check_params, entry_link, esc, index, obj_link_short, respond};
+use crate::clock::utc;
 use crate::episodes::{self, Activity, Call, CallsPage, Summary};
 use crate::http::{State, query_pairs, read};
 use axum::extract::rejection::PathRejection;
@@ -67,21 +68,6 @@ pub async fn one(
         };
     let now = crate::clock::now();
     respond(read(&state, "/workbench/episodes/{episode}", move |s| episode_view(s, &episode, from, now)).await)
-}
-
-/// `2026-12-04 21:11:19` (UTC) from Unix seconds.
-fn utc(t: u64) -> String {
-    // Howard Hinnant's days-to-civil, for days since 1970-01-01.
-    let z = (t / 86_400) as i64 + 719_468;
-    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let s = t % 86_400;
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
 }
 
 /// A length of time in its largest whole unit (bucket widths are 60 s doubled).
@@ -404,11 +390,11 @@ fn call_row(c: &Call) -> String {
         esc(&took),
         if c.transition.is_empty() { DASH.into() } else { esc(&c.transition) },
         esc(&c.task_id),
-        esc(c.surface),
+        esc(&c.surface),
         per_effect(c, |e| format!("{} <span class=\"muted\">{}</span>", esc(&e.effect), esc(&e.scope))),
         per_effect(c, |e| match &e.denial {
-            Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(e.status)),
-            None => format!("<span class=\"{s}\">{s}</span>", s = esc(e.status)),
+            Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(&e.status)),
+            None => format!("<span class=\"{s}\">{s}</span>", s = esc(&e.status)),
         }),
         per_effect(c, |e| e.cost.to_string()),
         per_effect(c, |e| e.budget_after.to_string()),
@@ -418,7 +404,7 @@ fn call_row(c: &Call) -> String {
         }),
         c.entry_index.map_or_else(|| DASH.into(), entry_link),
         pos = c.position,
-        state = esc(c.state),
+        state = esc(&c.state),
     )
 }
 
@@ -456,7 +442,7 @@ mod tests {
             id: "e1".into(),
             effect: name.into(),
             scope: "worktree".into(),
-            status,
+            status: status.into(),
             denial: denial.map(String::from),
             cost: 1,
             debited,
@@ -472,11 +458,11 @@ mod tests {
             position,
             task_id: format!("t{position}"),
             invocation_id: format!("a2a:ep:t{position}"),
-            surface: "a2a",
+            surface: "a2a".into(),
             transition: transition.into(),
             started_at: at,
             ended_at: Some(at + 1),
-            state: "committed",
+            state: "committed".into(),
             entry_index: Some(position + 1),
             output: None,
             effects,
@@ -606,11 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn utc_spells_calendar_time() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(951_782_400), "2000-02-29 00:00:00");
-        assert_eq!(utc(1_796_418_679), "2026-12-04 21:11:19");
-        assert_eq!(utc(4_107_542_399), "2100-02-28 23:59:59");
+    fn spans_read_in_their_largest_whole_unit() {
         assert_eq!(
             (span(60), span(7680), span(7200), span(45)),
             ("1 min".into(), "128 min".into(), "2 h".into(), "45 s".into())
