@@ -59,16 +59,7 @@ fn fixture() -> Fixture {
     store.call(Op::PublishRegistry(publish)).unwrap();
 
     let task = TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: "t1".into() };
-    store
-        .call(Op::BeginTask {
-            task: task.clone(),
-            request_digest: Ref::of(b"t1"),
-            at: 1,
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        })
-        .unwrap();
+    store.call(Op::begin_task(task.clone(), Ref::of(b"t1"), 1)).unwrap();
     let intent = IntentRequest {
         task: task.clone(),
         ordinal: 0,

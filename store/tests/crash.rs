@@ -177,14 +177,7 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
             task_id: format!("{tag}-{n}"),
         };
         let inv = key.invocation_id();
-        let begin = Op::BeginTask {
-            task: key.clone(),
-            request_digest: Ref::of(inv.as_bytes()),
-            at: now(),
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        };
+        let begin = Op::begin_task(key.clone(), Ref::of(inv.as_bytes()), now());
         match store.call(begin) {
             Ok(Reply::Begun(BeginOutcome::Started)) => acks.ack(format!("begin {inv}")),
             other => fail(&format!("begin {inv}: {other:?}")),

@@ -17,16 +17,7 @@ fn populated() -> (tempfile::TempDir, Store) {
     };
     store.call(Op::CommitWorld(commit)).unwrap();
     let key = TaskKey { surface: Surface::A2a, episode: "ep".into(), task_id: "t1".into() };
-    store
-        .call(Op::BeginTask {
-            task: key.clone(),
-            request_digest: Ref::of(b"r"),
-            at: 1,
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        })
-        .unwrap();
+    store.call(Op::begin_task(key.clone(), Ref::of(b"r"), 1)).unwrap();
     let request = NewObject::derived("world/effect-request/v1", "host/broker", b"req".to_vec());
     let intent = IntentRequest {
         task: key.clone(),

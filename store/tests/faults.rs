@@ -297,14 +297,7 @@ fn workload(store: &Store) -> Acked {
     for i in 0..3 {
         let key = task(&format!("t{i}"));
         let begin = Op::Sequence(vec![
-            Op::CreateTask {
-                task: key.clone(),
-                request_digest: Ref::of(key.task_id.as_bytes()),
-                at: 1,
-                transition: String::new(),
-                context: None,
-                message_id: None,
-            },
+            Op::create_task(key.clone(), Ref::of(key.task_id.as_bytes()), 1),
             Op::RecordIntent(intent(&key, 0, "Workspace.Write", 10, format!("req {i}").as_bytes())),
         ]);
         let Ok(Reply::Sequence(r)) = store.call(begin) else { return acked };

@@ -84,16 +84,7 @@ fn compaction_gives_free_pages_back_and_keeps_every_byte_of_the_store() {
     assert_verifies(&store);
     // A resent task id answers with the same committed result as before.
     let (key, output, c) = &committed[7];
-    let replayed = store
-        .call(Op::BeginTask {
-            task: key.clone(),
-            request_digest: Ref::of(b"d"),
-            at: 3,
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        })
-        .unwrap();
+    let replayed = store.call(Op::begin_task(key.clone(), Ref::of(b"d"), 3)).unwrap();
     let Reply::Begun(BeginOutcome::Existing(task)) = replayed else { panic!("{replayed:?}") };
     assert_eq!(task.committed.as_ref(), Some(c));
     assert_eq!(store.snapshot().unwrap().payload(&c.output_ref).unwrap().as_deref(), Some(&output[..]));

@@ -34,14 +34,7 @@ fn a_budget_shared_by_three_nodes_pays_for_exactly_its_units() {
                 s.spawn(move || {
                     for i in 0..6 {
                         let key = task(&format!("n{n}-t{t}-{i}"));
-                        let create = Op::CreateTask {
-                            task: key.clone(),
-                            request_digest: Ref::of(b"d"),
-                            at: 1,
-                            transition: String::new(),
-                            context: None,
-                            message_id: None,
-                        };
+                        let create = Op::create_task(key.clone(), Ref::of(b"d"), 1);
                         let debit =
                             Op::RecordIntent(intent(&key, 0, "Workspace.Write", BUDGET, key.task_id.as_bytes()));
                         let Reply::Sequence(r) = store.call(Op::Sequence(vec![create, debit])).unwrap() else {
@@ -74,14 +67,7 @@ fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
     let mut holder = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
     holder.batch_execute("BEGIN; SELECT ref FROM heads WHERE name = 'world/selected' FOR UPDATE").unwrap();
     let (a, b) = (task("head-first"), task("head-second"));
-    let create = |k: &TaskKey| Op::CreateTask {
-        task: k.clone(),
-        request_digest: Ref::of(b"d"),
-        at: 1,
-        transition: String::new(),
-        context: None,
-        message_id: None,
-    };
+    let create = |k: &TaskKey| Op::create_task(k.clone(), Ref::of(b"d"), 1);
     let batch = Op::Sequence(vec![
         create(&a),
         Op::CommitInvocation(invocation(&a, f, b"1")),
@@ -138,14 +124,7 @@ fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
                 .map(|store| {
                     let key = key.clone();
                     s.spawn(move || {
-                        let create = Op::CreateTask {
-                            task: key.clone(),
-                            request_digest: Ref::of(b"d"),
-                            at: 1,
-                            transition: String::new(),
-                            context: None,
-                            message_id: None,
-                        };
+                        let create = Op::create_task(key.clone(), Ref::of(b"d"), 1);
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         store.call(Op::Sequence(vec![create, commit])).unwrap()
                     })
@@ -352,14 +331,7 @@ fn a_database_restarted_mid_load_loses_nothing_acknowledged_and_the_nodes_resume
                     while !stop.load(Ordering::SeqCst) {
                         i += 1;
                         let key = task(&format!("r{n}-{t}-{i}"));
-                        let create = Op::CreateTask {
-                            task: key.clone(),
-                            request_digest: Ref::of(b"d"),
-                            at: 1,
-                            transition: String::new(),
-                            context: None,
-                            message_id: None,
-                        };
+                        let create = Op::create_task(key.clone(), Ref::of(b"d"), 1);
                         let commit = Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()));
                         match store.call(Op::Sequence(vec![create, commit])) {
                             Ok(Reply::Sequence(r)) => match &r[1] {

@@ -62,14 +62,14 @@ on_both_engines! {
         for (i, id) in ["t1", "t2"].iter().enumerate() {
             let key = task(id);
             let begun =
-                store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 5, transition: String::new() , context: None, message_id: None}).unwrap();
+                store.call(Op::begin_task(key.clone(), Ref::of(id.as_bytes()), 5)).unwrap();
             assert_eq!(begun, Reply::Begun(BeginOutcome::Started));
             let Reply::Committed(c) = store.call(Op::CommitInvocation(invocation(&key, f, id.as_bytes()))).unwrap() else {
                 panic!()
             };
             assert_eq!(c.entry_index, i as u64 + 1);
             let again =
-                store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 6, transition: String::new() , context: None, message_id: None}).unwrap();
+                store.call(Op::begin_task(key.clone(), Ref::of(id.as_bytes()), 6)).unwrap();
             let Reply::Begun(BeginOutcome::Existing(t)) = again else { panic!() };
             assert_eq!((t.state, t.committed), (TaskState::Committed, Some(c)));
             assert!(matches!(
@@ -82,7 +82,7 @@ on_both_engines! {
     fn budget_is_debited_exactly_to_the_grant_and_never_below_zero(store) {
         store.call(Op::CommitWorld(genesis())).unwrap();
         let key = task("spend");
-        store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1, transition: String::new() , context: None, message_id: None}).unwrap();
+        store.call(Op::begin_task(key.clone(), Ref::of(b"d"), 1)).unwrap();
         let intent = |ordinal: u32| intent(&key, ordinal, "Workspace.Read", 2, format!("req{ordinal}").as_bytes());
         assert_eq!(
             store.call(Op::RecordIntent(intent(0))).unwrap(),
@@ -114,7 +114,7 @@ on_both_engines! {
         let record = NewObject::derived("world/effect-record/v1", "host/broker", b"alike".to_vec());
         for id in ["t-b", "t-a", "t-c"] {
             let key = task(id);
-            store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(id.as_bytes()), at: 1, transition: String::new() , context: None, message_id: None}).unwrap();
+            store.call(Op::begin_task(key.clone(), Ref::of(id.as_bytes()), 1)).unwrap();
             store.call(Op::RecordIntent(intent(&key, 0, "Workspace.Read", 5, b"alike"))).unwrap();
             let outcome = OutcomeRequest {
                 task: key.clone(),
@@ -134,7 +134,7 @@ on_both_engines! {
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(store);
         let key = task("walk");
-        store.call(Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"w"), at: 1, transition: String::new() , context: None, message_id: None}).unwrap();
+        store.call(Op::begin_task(key.clone(), Ref::of(b"w"), 1)).unwrap();
         let inv = invocation(&key, f, b"{\"out\":1}");
         let (record, output) = (inv.transition_ref, inv.state_root);
         // The record names the output only if its payload spells the ref out.
@@ -164,7 +164,7 @@ on_both_engines! {
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(store);
         let key = task("seq");
-        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"s"), at: 1, transition: String::new() , context: None, message_id: None};
+        let create = Op::create_task(key.clone(), Ref::of(b"s"), 1);
         let commit = Op::CommitInvocation(invocation(&key, f, b"{\"seq\":1}"));
         let Reply::Sequence(replies) = store.call(Op::Sequence(vec![create.clone(), commit.clone()])).unwrap() else {
             panic!()
@@ -194,7 +194,7 @@ on_both_engines! {
         moved.entries = vec![("tools.echo".into(), source.hash)];
         moved.objects = vec![source, registry];
         let key = task("behind");
-        let create = Op::CreateTask { task: key.clone(), request_digest: Ref::of(b"s"), at: 1, transition: String::new() , context: None, message_id: None};
+        let create = Op::create_task(key.clone(), Ref::of(b"s"), 1);
         let commit = Op::CommitInvocation(invocation(&key, f, b"{\"late\":1}"));
         let batch = Op::Sequence(vec![Op::PublishRegistry(moved), create, commit]);
         let Reply::Sequence(r) = store.call(batch).unwrap() else { panic!() };
@@ -212,16 +212,7 @@ fn recovery_marks_unfinished_work_fail_closed_and_is_idempotent() {
         let (store, _) = Store::open(&path, 1).unwrap();
         store.call(Op::CommitWorld(genesis())).unwrap();
         for id in ["with-effect", "without"] {
-            store
-                .call(Op::BeginTask {
-                    task: task(id),
-                    request_digest: Ref::of(b"d"),
-                    at: 1,
-                    transition: String::new(),
-                    context: None,
-                    message_id: None,
-                })
-                .unwrap();
+            store.call(Op::begin_task(task(id), Ref::of(b"d"), 1)).unwrap();
         }
         let i = intent(&task("with-effect"), 0, "Workspace.Write", 5, b"w");
         store.call(Op::RecordIntent(i)).unwrap();
@@ -272,14 +263,7 @@ fn the_open_task_set_holds_exactly_the_started_tasks_whichever_batches_write_the
         let (store, _) = Store::open(&path, 1).unwrap();
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(&store);
-        let create = |key: &TaskKey| Op::CreateTask {
-            task: key.clone(),
-            request_digest: Ref::of(b"o"),
-            at: 1,
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        };
+        let create = |key: &TaskKey| Op::create_task(key.clone(), Ref::of(b"o"), 1);
         let intent = |key: &TaskKey| intent(key, 0, "Workspace.Read", 10, key.task_id.as_bytes());
         let outcome = |key: &TaskKey| OutcomeRequest {
             task: key.clone(),
@@ -344,7 +328,7 @@ on_both_engines! {
         for i in 0..16 {
             let (tx, key) = (tx.clone(), task(&format!("t{i}")));
             let commit = Op::Sequence(vec![
-                Op::BeginTask { task: key.clone(), request_digest: Ref::of(b"d"), at: 1, transition: String::new() , context: None, message_id: None},
+                Op::begin_task(key.clone(), Ref::of(b"d"), 1),
                 Op::CommitInvocation(invocation(&key, f, format!("{i}").as_bytes())),
             ]);
             store.submit(commit, Box::new(move |r| tx.send(r).unwrap()));

@@ -206,6 +206,18 @@ pub enum Op {
     PublishRegistry(RegistryPublish),
 }
 
+impl Op {
+    /// `BeginTask` of a call that tells nothing but its key, digest and start.
+    pub fn begin_task(task: TaskKey, request_digest: Ref, at: u64) -> Op {
+        Op::BeginTask { task, request_digest, at, transition: String::new(), context: None, message_id: None }
+    }
+
+    /// `CreateTask` of a call that tells nothing but its key, digest and start.
+    pub fn create_task(task: TaskKey, request_digest: Ref, at: u64) -> Op {
+        Op::CreateTask { task, request_digest, at, transition: String::new(), context: None, message_id: None }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestIntentOutcome {
     /// Journaled (or already journaled by an earlier attempt): go on and commit.

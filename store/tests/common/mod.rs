@@ -169,16 +169,7 @@ pub fn echo_store(path: &std::path::Path, opts: StoreOptions) -> (Store, Ref) {
 
 /// Starts task `key` (digest `d`, at 1).
 pub fn begin(store: &dyn WorldStore, key: &TaskKey) {
-    store
-        .call(Op::BeginTask {
-            task: key.clone(),
-            request_digest: Ref::of(b"d"),
-            at: 1,
-            transition: String::new(),
-            context: None,
-            message_id: None,
-        })
-        .unwrap();
+    store.call(Op::begin_task(key.clone(), Ref::of(b"d"), 1)).unwrap();
 }
 
 /// Starts task `key` and commits an echo invocation of it returning `output`.
