@@ -1329,10 +1329,13 @@ fn every_reply_and_read_matches_the_in_memory_model_and_verify_stays_clean() {
     every_reply_and_read_match_the_model(Engine::Embedded, 64);
 }
 
-/// Fewer cases: each needs a database of its own, and every read is a round trip.
+/// Fewer cases: each needs a database of its own, and every read is a round
+/// trip. Enough that every write's success path is reached in nearly every
+/// run: at 24 cases a run now and then saw no successful RecordOutcome (they
+/// come 4-12 a run, clustered in a few cases).
 #[test]
 fn every_reply_and_read_matches_the_in_memory_model_and_verify_stays_clean_on_postgres() {
-    every_reply_and_read_match_the_model(Engine::Postgres, 24);
+    every_reply_and_read_match_the_model(Engine::Postgres, 48);
 }
 
 /// A call that commits, and one that ends, before an effect's outcome is
