@@ -106,23 +106,8 @@ impl Invocation<'_> {
     /// A denial is recorded, never debited; it travels with the commit.
     fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Recorded {
         self.host.metrics().effect(&e.effect, &e.scope, "denied", e.cost, Some(label));
-        let invocation_id = self.key.invocation_id();
-        let record = Record {
-            invocation_id: &invocation_id,
-            ordinal: 0,
-            effect_id: &e.id,
-            effect: &e.effect,
-            scope: &e.scope,
-            cost: e.cost,
-            budget_before: remaining,
-            budget_after: remaining,
-            allowed: false,
-            failed: false,
-            denial: label,
-            request_ref: request.hash,
-            result_ref: None,
-        };
-        let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
+        let nothing = Debit { budget_before: remaining, budget_after: remaining };
+        let record = self.effect_record(e, nothing, Err(label), request.hash, None);
         let told = CallEffect {
             status: EffectStatus::Denied,
             denial: Some(label.to_string()),
@@ -142,5 +127,34 @@ impl Invocation<'_> {
             outcome: None,
             told,
         }
+    }
+
+    /// The effect record of `e` in this invocation: allowed (`Ok(failed)`),
+    /// or denied (`Err(label)`), with the budget before and after it.
+    pub(super) fn effect_record(
+        &self,
+        e: &PlannedEffect,
+        debit: Debit,
+        allowed: Result<bool, &str>,
+        request: Ref,
+        result: Option<Ref>,
+    ) -> NewObject {
+        let invocation_id = self.key.invocation_id();
+        let record = Record {
+            invocation_id: &invocation_id,
+            ordinal: 0,
+            effect_id: &e.id,
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            budget_before: debit.budget_before,
+            budget_after: debit.budget_after,
+            allowed: allowed.is_ok(),
+            failed: allowed.unwrap_or(false),
+            denial: allowed.err().unwrap_or(""),
+            request_ref: request,
+            result_ref: result,
+        };
+        NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes())
     }
 }

@@ -5,7 +5,7 @@
 use super::broker::{Brokered, Recorded};
 use super::plan::{Plan, PlannedEffect, planned};
 use super::{HANDLER_DEADLINE, Invocation, Stop};
-use crate::effects::{self, Record};
+use crate::effects;
 use serde_json::Value;
 use world_store::*;
 
@@ -50,23 +50,7 @@ impl Invocation<'_> {
         let result = output
             .as_ref()
             .map(|v| NewObject::derived(effects::EFFECT_RESULT, effects::BROKER_PROVENANCE, canonical::to_vec(v)));
-        let invocation_id = self.key.invocation_id();
-        let record = Record {
-            invocation_id: &invocation_id,
-            ordinal: 0,
-            effect_id: &e.id,
-            effect: &e.effect,
-            scope: &e.scope,
-            cost: e.cost,
-            budget_before: debit.budget_before,
-            budget_after: debit.budget_after,
-            allowed: true,
-            failed,
-            denial: "",
-            request_ref: request,
-            result_ref: result.as_ref().map(|r| r.hash),
-        };
-        let record = NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes());
+        let record = self.effect_record(e, debit, Ok(failed), request, result.as_ref().map(|r| r.hash));
         let record_ref = record.hash;
         let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
         let label = if failed { "failed" } else { "ok" };
