@@ -1,0 +1,115 @@
+//! Admission: the registry read from a fresh glance, the grant check, the
+//! pin; a resent task id answered from its row (`resume`); a task id claimed
+//! in memory while its call runs (`InFlight`).
+
+use super::{ADMISSION_DEADLINE, Call, CallError, Coordinator, Outcome, SharedHost};
+use crate::registry::{self, Descriptor};
+use serde_json::{Value, json};
+use world_store::*;
+
+/// What admission found: the descriptor, and whether the world and handlers exist.
+pub(super) struct Admitted {
+    pub(super) descriptor: Descriptor,
+    pub(super) existing: Option<Task>,
+    pub(super) has_world: bool,
+}
+
+pub(super) fn request_digest(call: &Call) -> Ref {
+    let pin = call.pin.map(|p| p.to_string()).unwrap_or_default();
+    let v = json!({"transition": call.transition_id, "arguments": call.arguments, "transitionFn": pin});
+    Ref::of(&canonical::to_vec(&v))
+}
+
+pub(super) fn task_key(call: &Call) -> TaskKey {
+    TaskKey { surface: call.surface, episode: call.episode.clone(), task_id: call.task_id.clone() }
+}
+
+pub(super) async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
+    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
+    let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        // Each of these is checked again inside the call's write transaction.
+        let snap = d.store().glance().map_err(|e| e.to_string())?;
+        let registry = d.coordinator().registry(&snap).map_err(|e| e.to_string())?;
+        let descriptor = registry.and_then(|r| r.get(&id).cloned());
+        let existing = snap.task(&key).map_err(|e| e.to_string())?;
+        let has_world = d.coordinator().has_world(&snap).map_err(|e| e.to_string())?;
+        Ok((descriptor, existing, has_world))
+    });
+    let (descriptor, existing, has_world) = match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
+        Err(_) => return Err(CallError::Unavailable("admission read exceeded its deadline".into())),
+        Ok(Err(e)) => return Err(CallError::Unavailable(e.to_string())),
+        Ok(Ok(Err(e))) => return Err(CallError::Unavailable(e)),
+        Ok(Ok(Ok(x))) => x,
+    };
+    let live = crate::clock::now() < call.expires_at;
+    let descriptor =
+        descriptor.filter(|d| registry::grants_admit(&call.grants, live, &d.access)).ok_or(CallError::NotAuthorized)?;
+    if call.pin.is_some_and(|p| p != descriptor.transition_fn) {
+        return Err(CallError::PinMismatch);
+    }
+    Ok(Admitted { descriptor, existing, has_world })
+}
+
+/// A resent task id: the committed result, or why it cannot be given.
+pub(super) async fn resume(host: &SharedHost, call: &Call, task: Task, digest: Ref) -> Result<Outcome, CallError> {
+    if task.request_digest != digest {
+        return Err(match task.state {
+            TaskState::Started => CallError::TaskIdInUse,
+            ended => CallError::TaskEnded(ended),
+        });
+    }
+    match task.state {
+        TaskState::Started => Err(CallError::TaskIdInUse),
+        TaskState::NotCommitted => Err(CallError::NotCommitted("an earlier attempt with this task id".into())),
+        TaskState::Uncertain => Err(CallError::EffectsUnrecorded {
+            records: task.effect_records,
+            cause: "an earlier attempt with this task id ran effects and did not commit".into(),
+        }),
+        TaskState::Committed => {
+            let c = task.committed.ok_or_else(|| CallError::Unavailable("committed task without a result".into()))?;
+            let output = committed_output(host, c.output_ref).await?;
+            let ended_at = task.ended_at.unwrap_or(task.started_at);
+            Ok(Outcome {
+                invocation_id: task_key(call).invocation_id(),
+                output,
+                committed: c,
+                ended_at,
+                context: task.context,
+                message_id: task.message_id,
+            })
+        }
+    }
+}
+
+/// A committed call's output, read back and checked against its ref.
+async fn committed_output(host: &SharedHost, out_ref: Ref) -> Result<Value, CallError> {
+    let d = host.clone();
+    let bytes = tokio::task::spawn_blocking(move || d.store().snapshot().and_then(|s| s.payload(&out_ref)))
+        .await
+        .map_err(|e| CallError::Unavailable(e.to_string()))?
+        .map_err(|e| CallError::Unavailable(e.to_string()))?
+        .ok_or_else(|| CallError::Unavailable(format!("committed output {out_ref} is missing")))?;
+    if Ref::of(&bytes) != out_ref {
+        return Err(CallError::Unavailable(format!("committed output {out_ref} fails its hash check")));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| CallError::Unavailable(e.to_string()))
+}
+
+/// A task id claimed by a running call; released when the call ends.
+pub(super) struct InFlight<'a> {
+    coordinator: &'a Coordinator,
+    key: TaskKey,
+}
+
+impl<'a> InFlight<'a> {
+    pub(super) fn claim(coordinator: &'a Coordinator, key: &TaskKey) -> Option<InFlight<'a>> {
+        let fresh = coordinator.in_flight.lock().unwrap_or_else(|p| p.into_inner()).insert(key.clone());
+        fresh.then(|| InFlight { coordinator, key: key.clone() })
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.coordinator.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
+    }
+}

@@ -1,0 +1,160 @@
+//! The broker: one planned effect decided under the call's grants (name →
+//! scope → liveness in `effects::decide`), then its intent and debit made
+//! durable in one batch, the budget checked inside the store. A denial is
+//! recorded, never debited. Runs under the episode's lock and hold.
+
+use super::Stop::{self, Failed};
+use super::plan::{PlannedEffect, planned};
+use super::{CallError, Invocation};
+use crate::effects::{self, Decision, Record};
+use serde_json::Value;
+use world_store::*;
+
+/// The broker's word on one effect.
+pub(super) enum Brokered {
+    /// Its intent (which carries the request) and debit are durable: the
+    /// handler runs next.
+    Allowed { request: Ref, debit: Debit },
+    /// Denied, by a grant or by the budget.
+    Denied(Box<Recorded>),
+}
+
+/// What one brokered effect came to: ran, failed or denied.
+pub(super) struct Recorded {
+    pub(super) id: String,
+    pub(super) effect: String,
+    pub(super) status: &'static str,
+    pub(super) record: Ref,
+    pub(super) output: Option<Value>,
+    /// Objects the commit must carry (denials are journaled nowhere else).
+    pub(super) objects: Vec<NewObject>,
+    /// The outcome still to be made durable (with the commit, when possible).
+    pub(super) outcome: Option<OutcomeRequest>,
+    /// How the episode view tells it.
+    pub(super) told: CallEffect,
+}
+
+impl Invocation<'_> {
+    /// Waits, on the blocking pool, until this node alone among the store's
+    /// nodes runs the episode's effects.
+    pub(super) async fn hold_episode(&self) -> Result<EpisodeHold, Stop> {
+        let host = self.host.clone();
+        let episode = self.call.episode.clone();
+        match tokio::task::spawn_blocking(move || host.store().hold_episode(&episode)).await {
+            Ok(Ok(hold)) => Ok(hold),
+            Ok(Err(WriteError::Unavailable(why))) => {
+                Err(Failed(CallError::Unavailable(format!("the store's database is unavailable: {why}"))))
+            }
+            Ok(Err(e)) => Err(Failed(CallError::NotCommitted(e.to_string()))),
+            Err(join) => Err(Failed(CallError::Unavailable(format!("episode hold: {join}")))),
+        }
+    }
+
+    /// Decides one effect; an allowed one leaves with its intent and debit durable.
+    pub(super) async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, Stop> {
+        let now = crate::clock::now();
+        let payload = canonical::to_vec(&e.payload);
+        let request = NewObject::derived(
+            effects::EFFECT_REQUEST,
+            effects::BROKER_PROVENANCE,
+            effects::request_bytes(&e.effect, &e.scope, e.cost, now, &payload),
+        );
+        let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
+        let grant_budget = match decision {
+            Decision::Deny { label, grant_budget } => {
+                let remaining = match grant_budget {
+                    Some(b) => b.saturating_sub(self.spent(&e.effect, &e.scope).await?),
+                    None => 0,
+                };
+                return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining))));
+            }
+            Decision::Allow { grant_budget } => grant_budget,
+        };
+        let intent = IntentRequest {
+            task: self.key.clone(),
+            ordinal: 0,
+            effect_id: e.id.clone(),
+            effect: e.effect.clone(),
+            scope: e.scope.clone(),
+            cost: e.cost,
+            grant_budget,
+            request: request.clone(),
+            at: now,
+        };
+        // The task row and the intent + debit share one durable batch; the row
+        // still precedes the intent, and both precede the effect.
+        let debit = match self.write(vec![Op::RecordIntent(intent)]).await?.pop() {
+            Some(Ok(Reply::Debited(d))) => d,
+            Some(Err(WriteError::BudgetExhausted { remaining })) => {
+                return Ok(Brokered::Denied(Box::new(self.denied(e, request, effects::DENIED_BUDGET, remaining))));
+            }
+            other => return Err(Failed(CallError::NotCommitted(format!("journaling the effect intent: {other:?}")))),
+        };
+        self.ran = true;
+        Ok(Brokered::Allowed { request: request.hash, debit })
+    }
+
+    async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {
+        let d = self.host.clone();
+        let (ep, ef, sc) = (self.call.episode.clone(), effect.to_string(), scope.to_string());
+        tokio::task::spawn_blocking(move || d.store().snapshot().and_then(|s| s.spent(&ep, &ef, &sc)))
+            .await
+            .map_err(|e| CallError::Unavailable(e.to_string()))?
+            .map_err(|e| CallError::Unavailable(e.to_string()))
+    }
+
+    /// A denial is recorded, never debited; it travels with the commit.
+    fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Recorded {
+        self.host.metrics().effect(&e.effect, &e.scope, "denied", e.cost, Some(label));
+        let nothing = Debit { budget_before: remaining, budget_after: remaining };
+        let record = self.effect_record(e, nothing, Err(label), request.hash, None);
+        let told = CallEffect {
+            status: EffectStatus::Denied,
+            denial: Some(label.to_string()),
+            budget_before: remaining,
+            budget_after: remaining,
+            record: Some(record.hash),
+            request: Some(request.hash),
+            ..planned(e)
+        };
+        Recorded {
+            id: e.id.clone(),
+            effect: e.effect.clone(),
+            status: "denied",
+            record: record.hash,
+            output: None,
+            objects: vec![request, record],
+            outcome: None,
+            told,
+        }
+    }
+
+    /// The effect record of `e` in this invocation: allowed (`Ok(failed)`),
+    /// or denied (`Err(label)`), with the budget before and after it.
+    pub(super) fn effect_record(
+        &self,
+        e: &PlannedEffect,
+        debit: Debit,
+        allowed: Result<bool, &str>,
+        request: Ref,
+        result: Option<Ref>,
+    ) -> NewObject {
+        let invocation_id = self.key.invocation_id();
+        let record = Record {
+            invocation_id: &invocation_id,
+            ordinal: 0,
+            effect_id: &e.id,
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            budget_before: debit.budget_before,
+            budget_after: debit.budget_after,
+            allowed: allowed.is_ok(),
+            failed: allowed.unwrap_or(false),
+            denial: allowed.err().unwrap_or(""),
+            request_ref: request,
+            result_ref: result,
+        };
+        NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes())
+    }
+}
