@@ -35,6 +35,31 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// One invocation's journal, each intent with its outcome, in ordinal order
+/// ($1: the invocation id): what a batch and a snapshot read alike.
+pub(crate) const JOURNAL_OF: &str = "SELECT i.ordinal, i.intent, o.outcome FROM intents i
+     LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
+     WHERE i.invocation_id = $1 ORDER BY i.ordinal";
+
+/// The rows `JOURNAL_OF` read, decoded.
+pub(crate) fn journal_items(
+    invocation_id: &str,
+    rows: &[postgres::Row],
+) -> Result<Vec<crate::model::JournalItem>, crate::rows::Corruption> {
+    rows.iter()
+        .map(|row| {
+            let ordinal = row.get::<_, i32>(0) as u32;
+            let key = format!("{invocation_id}#{ordinal}");
+            let outcome: Option<&[u8]> = row.get(2);
+            Ok(crate::model::JournalItem {
+                ordinal,
+                intent: crate::rows::decode("intents", &key, row.get(1))?,
+                outcome: outcome.map(|o| crate::rows::decode("outcomes", &key, o)).transpose()?,
+            })
+        })
+        .collect()
+}
+
 /// Most connections a node keeps for episode holds (one per episode whose
 /// effects it runs or waits to run at once).
 pub const EPISODE_HOLDS_MAX: usize = 16;

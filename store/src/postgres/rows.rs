@@ -688,21 +688,8 @@ impl Rows for PgRows<'_> {
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
-        let rows = self.q(
-            "SELECT i.ordinal, i.intent, o.outcome FROM intents i
-             LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
-             WHERE i.invocation_id = $1 ORDER BY i.ordinal",
-            &[(&invocation_id, Type::TEXT)],
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let ordinal = r.get::<_, i32>(0) as u32;
-            let key = format!("{invocation_id}#{ordinal}");
-            let intent = decoded("intents", &key, r.get(1))?;
-            let outcome = r.get::<_, Option<&[u8]>>(2).map(|b| decoded("outcomes", &key, b)).transpose()?;
-            out.push(JournalItem { ordinal, intent, outcome });
-        }
-        Ok(out)
+        let rows = self.q(super::JOURNAL_OF, &[(&invocation_id, Type::TEXT)])?;
+        super::journal_items(invocation_id, &rows).map_err(|c| WriteError::Read(c.into()))
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {

@@ -268,24 +268,8 @@ impl View for PgSnapshot {
     }
 
     fn journal_of(&self, invocation_id: &str) -> Result<Vec<JournalItem>, ReadError> {
-        let rows = self.q(
-            "SELECT i.ordinal, i.intent, o.outcome FROM intents i
-             LEFT JOIN outcomes o ON o.invocation_id = i.invocation_id AND o.ordinal = i.ordinal
-             WHERE i.invocation_id = $1 ORDER BY i.ordinal",
-            &[(&invocation_id, Type::TEXT)],
-        )?;
-        rows.iter()
-            .map(|row| {
-                let ordinal = row.get::<_, i32>(0) as u32;
-                let key = format!("{invocation_id}#{ordinal}");
-                let outcome: Option<&[u8]> = row.get(2);
-                Ok(JournalItem {
-                    ordinal,
-                    intent: decoded("intents", &key, row.get(1))?,
-                    outcome: outcome.map(|o| decoded("outcomes", &key, o)).transpose()?,
-                })
-            })
-            .collect()
+        let rows = self.q(super::JOURNAL_OF, &[(&invocation_id, Type::TEXT)])?;
+        Ok(super::journal_items(invocation_id, &rows)?)
     }
 
     fn episode(&self, episode: &str) -> Result<Option<EpisodeRow>, ReadError> {
