@@ -9,18 +9,8 @@ pub fn now() -> u64 {
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC, the proleptic Gregorian
 /// calendar), as people read stored times.
 pub fn utc(secs: u64) -> String {
-    // Days to a civil date, with years starting in March so that a leap day
-    // falls at a year's end.
-    let z = (secs / 86_400) as i64 + 719_468;
-    let (era, doe) = (z.div_euclid(146_097), z.rem_euclid(146_097));
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let s = secs % 86_400;
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    let [y, m, d, h, mi, s] = world_protocol::a2a::civil(secs);
+    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}")
 }
 
 #[cfg(test)]

@@ -90,8 +90,15 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// Unix seconds as ISO 8601 in UTC (`2025-10-28T10:30:00Z`), as A2A 1.0 §5.6.1
 /// writes timestamps (the store keeps whole seconds, so no fraction).
 pub fn iso8601(secs: u64) -> String {
+    let [y, m, d, h, mi, s] = civil(secs);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
+/// Unix seconds as `[year, month, day, hour, minute, second]` in UTC, the
+/// proleptic Gregorian calendar: the one calendar every written time uses.
+pub fn civil(secs: u64) -> [i64; 6] {
     let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
+    let rem = (secs % 86_400) as i64;
     // Hinnant's civil_from_days.
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
@@ -102,7 +109,7 @@ pub fn iso8601(secs: u64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    [y, m, d, rem / 3600, rem % 3600 / 60, rem % 60]
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction]Z` to Unix seconds (the fraction is

@@ -3,6 +3,7 @@
 //! episode index every commit keeps (see `crate::episodes`). Open on
 //! loopback like the other `/v1` reads.
 
+use super::rest::param;
 use super::{Rest, State, json, query_pairs, read};
 use crate::episodes;
 use axum::Router;
@@ -24,10 +25,6 @@ fn bad(m: impl Into<String>) -> Rest {
 
 fn not_found() -> Rest {
     Rest(RestError::new(RestClass::NotFound, "the store has seen no call of this episode"))
-}
-
-fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
 /// `limit=` between 1 and `max`; absent, `default`.

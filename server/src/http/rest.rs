@@ -87,7 +87,7 @@ pub(super) fn limit_param(pairs: &[(String, String)]) -> Result<usize, Rest> {
     }
 }
 
-fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn param<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
     pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
