@@ -42,6 +42,15 @@ pub enum AdminRequest {
         out: PathBuf,
         with_sessions: bool,
     },
+    /// The open approvals.
+    Approvals,
+    /// The operator's word on approval `id`.
+    Decide {
+        id: String,
+        verdict: crate::approvals::Verdict,
+        #[serde(default)]
+        note: String,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -69,6 +78,13 @@ pub enum AdminResponse {
     Verified {
         output: String,
         clean: bool,
+    },
+    Approvals {
+        rows: Vec<crate::approvals::Listed>,
+    },
+    Decided {
+        id: String,
+        state: String,
     },
     Error {
         message: String,
@@ -128,6 +144,13 @@ async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::
             let exported = tokio::time::timeout(ADMIN_LONG_DEADLINE, export(&daemon, out, with_sessions));
             write_line(&mut w, &exported.await.map_err(|_| timed_out())?).await?;
         }
+        Ok(AdminRequest::Decide { id, verdict, note }) => {
+            // The socket is the owner's (mode 0600): the peer's uid says who decided.
+            let uid = peer_uid(&w);
+            let decided = decide(&daemon, id, verdict, note, uid);
+            let response = tokio::time::timeout(ADMIN_TIMEOUT, decided).await.map_err(|_| timed_out())?;
+            write_line(&mut w, &response).await?;
+        }
         Ok(req) => {
             let response = tokio::time::timeout(ADMIN_TIMEOUT, handle(&daemon, req)).await.map_err(|_| timed_out())?;
             write_line(&mut w, &response).await?;
@@ -135,6 +158,39 @@ async fn serve_one(daemon: Arc<Daemon>, stream: tokio::net::UnixStream) -> std::
         Err(e) => write_line(&mut w, &AdminResponse::Error { message: format!("bad admin request: {e}") }).await?,
     }
     w.shutdown().await
+}
+
+fn peer_uid(w: &tokio::net::unix::OwnedWriteHalf) -> u32 {
+    w.as_ref().peer_cred().map(|c| c.uid()).unwrap_or(u32::MAX)
+}
+
+/// The operator's decision, through this daemon's writer.
+async fn decide(
+    daemon: &Arc<Daemon>,
+    id: String,
+    verdict: crate::approvals::Verdict,
+    note: String,
+    uid: u32,
+) -> AdminResponse {
+    let err = |message: String| AdminResponse::Error { message };
+    let d = daemon.clone();
+    let by = crate::approvals::Decider::AdminSocket { node: daemon.db_path.display().to_string(), uid };
+    let ttl = daemon.approval_ttl_s;
+    let op = tokio::task::spawn_blocking(move || {
+        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
+        crate::approvals::operator_decision(&snap, &id, verdict, &by, &note, ttl).map_err(|e| e.to_string())
+    })
+    .await;
+    let op = match op {
+        Ok(Ok(op)) => op,
+        Ok(Err(e)) => return err(e),
+        Err(e) => return err(e.to_string()),
+    };
+    match crate::writes::write(daemon.store.as_ref(), op).await {
+        Ok(Reply::Approval(id, row)) => AdminResponse::Decided { id, state: row.state.as_str().into() },
+        Ok(other) => err(format!("unexpected writer reply {other:?}")),
+        Err(e) => err(e.to_string()),
+    }
 }
 
 async fn write_line(w: &mut tokio::net::unix::OwnedWriteHalf, response: &AdminResponse) -> std::io::Result<()> {
@@ -227,7 +283,22 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             }
         }
         // `serve_one` answers these itself, under their own deadline.
-        AdminRequest::Verify { .. } | AdminRequest::Export { .. } => err("answered by serve_one".into()),
+        AdminRequest::Verify { .. } | AdminRequest::Export { .. } | AdminRequest::Decide { .. } => {
+            err("answered by serve_one".into())
+        }
+        AdminRequest::Approvals => {
+            let d = daemon.clone();
+            let rows = tokio::task::spawn_blocking(move || {
+                let snap = d.store.snapshot()?;
+                crate::approvals::listed(&snap)
+            })
+            .await;
+            match rows {
+                Ok(Ok(rows)) => AdminResponse::Approvals { rows },
+                Ok(Err(e)) => err(e.to_string()),
+                Err(e) => err(e.to_string()),
+            }
+        }
         AdminRequest::Revoke { credential_id } => {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));

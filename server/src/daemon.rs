@@ -30,6 +30,8 @@ pub struct Daemon {
     pub tools: crate::tools::ToolsCache,
     /// What `GET /metrics` serves.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// `serve --approval-ttl`.
+    pub approval_ttl_s: u64,
 }
 
 impl crate::coordinator::Host for Daemon {
@@ -47,5 +49,8 @@ impl crate::coordinator::Host for Daemon {
     }
     fn metrics(&self) -> &crate::metrics::Metrics {
         &self.metrics
+    }
+    fn approval_ttl(&self) -> u64 {
+        self.approval_ttl_s
     }
 }

@@ -1,6 +1,7 @@
 //! `worldd`: World's daemon and command line.
 
 mod admin;
+mod approvals;
 mod cli;
 mod clock;
 mod confine;
@@ -46,7 +47,7 @@ mod layers {
     /// above every layer, only declares the modules and `main`.
     const LAYERS: &[&[&str]] = &[
         &["registry::descriptor", "limits", "clock", "metrics"],
-        &["runtime::builtin", "sessions", "stores", "report", "writes"],
+        &["runtime::builtin", "sessions", "stores", "report", "writes", "approvals"],
         &["registry"],
         &["effects", "runtime", "publish", "confine"],
         &["coordinator"],

@@ -40,6 +40,8 @@ pub struct ServeOptions {
     /// Print ready-to-paste agent connections on stdout once listening
     /// (`quickstart` prints its own, with its token file, before serving).
     pub print_connections: bool,
+    /// How long an approval waits for a person, and an approved effect to run.
+    pub approval_ttl_s: u64,
 }
 
 /// A startup failure: the stage it happened at and why. Exit code 2.
@@ -142,6 +144,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         host_callbacks_max: host_callbacks,
         tools: Default::default(),
         metrics,
+        approval_ttl_s: opts.approval_ttl_s,
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;

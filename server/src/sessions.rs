@@ -9,7 +9,7 @@ use crate::limits::*;
 use rand::RngCore;
 use serde::Serialize;
 use world_protocol::auth::{BearerError, SessionDenial, parse_bearer};
-use world_store::{Grant, ReadError, Ref, Session, Snapshot};
+use world_store::{Approver, Grant, ReadError, Ref, Session, Snapshot};
 
 /// `^[a-z0-9][a-z0-9-]{0,63}$`.
 pub fn validate_episode(episode: &str) -> Result<(), String> {
@@ -36,11 +36,35 @@ pub fn parse_grant(text: &str) -> Result<Grant, String> {
         return bad(&format!("needs a scope of 1-{GRANT_FIELD_MAX} characters"));
     }
     let Ok(budget) = budget.parse::<u64>() else { return bad("needs a non-negative integer budget") };
-    Ok(Grant { effect: effect.to_string(), scope: scope.to_string(), budget })
+    Ok(Grant::new(effect, scope, budget))
+}
+
+/// Marks the grants `EFFECT[=SCOPE]` names as asking `who` first; each must
+/// name at least one grant.
+pub fn ask(grants: &mut [Grant], text: &str, who: Approver) -> Result<(), String> {
+    let (effect, scope) = match text.split_once('=') {
+        Some((e, s)) => (e, Some(s)),
+        None => (text, None),
+    };
+    let mut named = 0;
+    for g in grants.iter_mut().filter(|g| g.effect == effect && scope.is_none_or(|s| s == g.scope)) {
+        // The operator-only ask is the stricter one and wins.
+        g.ask = Some(if g.ask == Some(Approver::Operator) { Approver::Operator } else { who });
+        named += 1;
+    }
+    if named == 0 {
+        return Err(format!("ask {text:?} names no grant; expected EFFECT[=SCOPE] of a --grant"));
+    }
+    Ok(())
 }
 
 pub fn format_grant(g: &Grant) -> String {
-    format!("{}={}:{}", g.effect, g.scope, g.budget)
+    let asks = match g.ask {
+        None => "",
+        Some(Approver::Anyone) => " (asks)",
+        Some(Approver::Operator) => " (asks the operator)",
+    };
+    format!("{}={}:{}{asks}", g.effect, g.scope, g.budget)
 }
 
 /// A fresh token: 32 random bytes from the OS generator, as lowercase hex.

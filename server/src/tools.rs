@@ -83,11 +83,11 @@ mod tests {
         crate::publish::publish(&store, &builtin).unwrap();
         let (coordinator, cache) = (Coordinator::default(), ToolsCache::default());
         let tools = |grants: &[Grant]| cache.get(&coordinator, &store.snapshot().unwrap(), grants, true).unwrap();
-        let apply = [Grant { effect: "world.apply".into(), scope: "world".into(), budget: 5 }];
+        let apply = [Grant::new("world.apply", "world", 5)];
         let pure = tools(&apply);
         assert!(Arc::ptr_eq(&pure, &tools(&apply)), "the same view is built once");
         assert!(pure.views.iter().any(|v| v.id == "tools.echo"));
-        let read = [apply[0].clone(), Grant { effect: "Workspace.Read".into(), scope: "worktree".into(), budget: 5 }];
+        let read = [apply[0].clone(), Grant::new("Workspace.Read", "worktree", 5)];
         let reader = tools(&read);
         assert!(reader.views.len() > pure.views.len(), "a grant shows more tools");
         assert!(Arc::ptr_eq(&reader, &tools(&read)));

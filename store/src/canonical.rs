@@ -211,6 +211,69 @@ pub fn parse_entry_preimage(bytes: &[u8]) -> Result<LogEntry, PreimageError> {
     Ok(LogEntry { header, entry_hash, transition_ref: f.transition_ref })
 }
 
+/// What an approval binds: one session's exact effect request under one
+/// transition (never the request's time, so a retry of the same call finds
+/// it). `payload` is the effect's canonical JSON payload.
+pub fn approval_digest(
+    credential: &Ref,
+    transition: &str,
+    effect: &str,
+    scope: &str,
+    cost: u64,
+    payload: &[u8],
+) -> Ref {
+    let preimage = FixedObject::new()
+        .str("credentialId", &credential.to_string())
+        .str("transition", transition)
+        .str("effect", effect)
+        .str("scope", scope)
+        .uint("cost", cost)
+        .raw("payload", payload)
+        .finish();
+    Ref::of(&preimage)
+}
+
+/// `"<len(effect)>:<effect><len(scope)>:<scope><cost>:<now>:" + payload`, the
+/// request encoding of the reference system.
+pub fn request_bytes(effect: &str, scope: &str, cost: u64, now: u64, payload_canonical: &[u8]) -> Vec<u8> {
+    let mut out = format!("{}:{effect}{}:{scope}{cost}:{now}:", effect.len(), scope.len()).into_bytes();
+    out.extend_from_slice(payload_canonical);
+    out
+}
+
+/// A request object read back: effect, scope, cost, when, and the canonical
+/// JSON payload (the inverse of [`request_bytes`]); `None` if it is not one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParsedRequest<'a> {
+    pub effect: &'a str,
+    pub scope: &'a str,
+    pub cost: u64,
+    pub at: u64,
+    pub payload: &'a [u8],
+}
+
+pub fn parse_request(bytes: &[u8]) -> Option<ParsedRequest<'_>> {
+    // `<digits>:` then the rest.
+    fn number(b: &[u8]) -> Option<(u64, &[u8])> {
+        let colon = b.iter().position(|c| *c == b':')?;
+        let digits = &b[..colon];
+        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        Some((std::str::from_utf8(digits).ok()?.parse().ok()?, &b[colon + 1..]))
+    }
+    fn sized(b: &[u8]) -> Option<(&str, &[u8])> {
+        let (len, rest) = number(b)?;
+        let len = usize::try_from(len).ok().filter(|l| *l <= rest.len())?;
+        Some((std::str::from_utf8(&rest[..len]).ok()?, &rest[len..]))
+    }
+    let (effect, rest) = sized(bytes)?;
+    let (scope, rest) = sized(rest)?;
+    let (cost, rest) = number(rest)?;
+    let (at, payload) = number(rest)?;
+    Some(ParsedRequest { effect, scope, cost, at, payload })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -77,6 +77,15 @@ pub enum WriteError {
     Skipped,
     #[error("session credential already exists")]
     SessionExists,
+    #[error("no approval {0}")]
+    NoApproval(String),
+    /// The approval cannot take this step: decided already, expired, used,
+    /// or bound to another request or episode.
+    #[error("approval {id} is {state}: {why}")]
+    ApprovalRefused { id: String, state: &'static str, why: String },
+    /// Too many approvals are open: nobody could be asked.
+    #[error("{0} approvals are open, the most a store keeps; decide some first")]
+    ApprovalsFull(u64),
     #[error("the write queue is full ({0} requests waiting)")]
     Overloaded(usize),
     #[error(transparent)]

@@ -102,6 +102,116 @@ pub struct Grant {
     pub effect: String,
     pub scope: String,
     pub budget: u64,
+    /// Who must say yes before each effect under this grant runs; none
+    /// decides by name, scope, expiry and budget alone. Rows written before
+    /// grants could ask read as none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<Approver>,
+}
+
+impl Grant {
+    /// A grant that decides without asking anyone.
+    pub fn new(effect: &str, scope: &str, budget: u64) -> Grant {
+        Grant { effect: effect.to_string(), scope: scope.to_string(), budget, ask: None }
+    }
+}
+
+/// Who may approve an effect under an asking grant.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approver {
+    /// The agent's own client may ask its user in-band, or the operator decides.
+    Anyone,
+    /// Only the operator (the store's owner, through the admin socket or the store).
+    Operator,
+}
+
+impl Approver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approver::Anyone => "anyone",
+            Approver::Operator => "operator",
+        }
+    }
+}
+
+/// Where an approval is in its life.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalState {
+    /// Asked, not decided.
+    Pending,
+    Approved,
+    Denied,
+    /// Nobody decided before it expired (told to the call that found it so).
+    Expired,
+}
+
+impl ApprovalState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Approved => "approved",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Expired => "expired",
+        }
+    }
+}
+
+/// One request for a person's yes, keyed by its approval id. It binds one
+/// exact effect request of one session (`digest`), and is found again by
+/// `(credential, digest)` while it is open.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRow {
+    pub episode: String,
+    /// The asking session's credential id.
+    pub credential: Ref,
+    /// Digest of what is approved: credential, transition, effect, scope,
+    /// cost and the effect's canonical payload (never the request's time).
+    pub digest: Ref,
+    pub transition: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub approver: Approver,
+    /// The `world/approval-request/v1` object: what a person is shown.
+    pub shown: Ref,
+    pub requested_at: u64,
+    /// Pending: the decision must come before it; approved: the effect must
+    /// run before it.
+    pub expires_at: u64,
+    pub state: ApprovalState,
+    /// Approved for every identical request of the session, not just one.
+    pub for_session: bool,
+    /// The `world/approval/v1` object of the decision (or the expiry).
+    pub decision: Option<Ref>,
+    pub decided_at: u64,
+    /// Effects run under it.
+    pub uses: u64,
+    /// No call finds it any more: used (once), or its denial or expiry told.
+    pub closed: bool,
+}
+
+impl ApprovalRow {
+    /// Whether an effect may run under it at `now` (approved, unexpired, unused
+    /// unless it is for the session).
+    pub fn usable(&self, now: u64) -> bool {
+        self.state == ApprovalState::Approved && now < self.expires_at && (self.for_session || self.uses == 0)
+    }
+}
+
+/// A person's (or the clock's) word on a pending approval.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalDecision {
+    /// `Approved`, `Denied` or `Expired`.
+    pub state: ApprovalState,
+    pub for_session: bool,
+    /// The `world/approval/v1` object that records it.
+    pub object: NewObject,
+    pub at: u64,
+    /// An approved effect must run before this.
+    pub use_by: u64,
 }
 
 /// A session credential row, keyed by `sha256(token)`; the token itself is never stored.

@@ -209,6 +209,46 @@ impl View for RedbSnapshot {
         Ok(out)
     }
 
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, ReadError> {
+        let Some(t) = open(&self.txn, APPROVALS)? else { return Ok(None) };
+        match t.get(id).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("approvals", &id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
+        let Some(t) = open(&self.txn, OPEN_APPROVALS)? else { return Ok(vec![]) };
+        let mut out = vec![];
+        for item in t.iter().map_err(read_storage)?.take(limit) {
+            let (_, v) = item.map_err(read_storage)?;
+            let id = v.value().to_string();
+            let row = self.approval(&id)?.ok_or_else(|| rows::Corruption {
+                table: "open_approvals",
+                key: id.clone(),
+                detail: "names an approval that has no row".into(),
+            })?;
+            out.push((id, row));
+        }
+        Ok(out)
+    }
+
+    fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
+        let Some(t) = open(&self.txn, APPROVALS)? else { return Ok(vec![]) };
+        let range = match after {
+            Some(a) => t.range::<&str>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+            None => t.range::<&str>(..),
+        };
+        let mut out = vec![];
+        for item in range.map_err(read_storage)?.take(limit) {
+            let (k, v) = item.map_err(read_storage)?;
+            let id = k.value().to_string();
+            let row = rows::decode("approvals", &id, v.value())?;
+            out.push((id, row));
+        }
+        Ok(out)
+    }
+
     fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
         let Some(t) = open(&self.txn, TASKS)? else { return Ok(None) };
         let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());

@@ -60,6 +60,11 @@ pub const EPISODE_CALLS: TableDefinition<(&str, u64), (&str, &str)> = TableDefin
 pub const EPISODES_BY_ACTIVITY: TableDefinition<(u64, &str), ()> = TableDefinition::new("episodes_by_activity");
 /// (episode, credentialId) → (): an episode's sessions.
 pub const EPISODE_SESSIONS: TableDefinition<(&str, Key32), ()> = TableDefinition::new("episode_sessions");
+/// approval id → ApprovalRow.
+pub const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("approvals");
+/// (credentialId, request digest) → approval id: the open approval of one
+/// session's exact request (pending, or approved and not used up).
+pub const OPEN_APPROVALS: TableDefinition<(Key32, Key32), &str> = TableDefinition::new("open_approvals");
 /// `rest:<id>` → Receipt.
 pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
 

@@ -87,6 +87,12 @@ pub trait View: Send + Sync {
     /// Units the episode spent, per (effect, scope) it spent on.
     fn episode_spend(&self, episode: &str) -> Result<Vec<(String, String, u64)>, ReadError>;
 
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, ReadError>;
+    /// Up to `limit` open approvals (pending, or approved and not used up).
+    fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError>;
+    /// Up to `limit` approvals in id order, strictly after `after`.
+    fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError>;
+
     // ---- derived: the same for every engine ----
 
     fn selected_head(&self) -> Result<Option<Ref>, ReadError> {

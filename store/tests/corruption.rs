@@ -70,6 +70,7 @@ fn fixture() -> Fixture {
         grant_budget: 10,
         request: NewObject::derived("world/effect-request/v1", "host/broker", b"write a file".to_vec()),
         at: 1,
+        approval: None,
     };
     store.call(Op::RecordIntent(intent)).unwrap();
     let outcome = OutcomeRequest {

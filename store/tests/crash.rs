@@ -199,6 +199,7 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
                 grant_budget: GRANT_BUDGET,
                 request,
                 at: now(),
+                approval: None,
             };
             match store.call(Op::RecordIntent(intent)) {
                 Ok(Reply::Debited(_)) => acks.ack(format!("intent {inv} {ordinal} {} {cost}", key.episode)),

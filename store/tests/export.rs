@@ -29,6 +29,7 @@ fn populated() -> (tempfile::TempDir, Store) {
         grant_budget: 5,
         request,
         at: 1,
+        approval: None,
     };
     store.call(Op::RecordIntent(intent)).unwrap();
     let record = NewObject::derived("world/effect-record/v1", "host/broker", b"{\"rec\":1}".to_vec());
@@ -38,6 +39,33 @@ fn populated() -> (tempfile::TempDir, Store) {
     store.call(Op::EndTask { task: key, state: TaskState::Uncertain, at: 0 }).unwrap();
     let session = Session { episode: "ep".into(), grants: vec![], created_at: 1, expires_at: 9 };
     store.call(Op::MintSession { credential_id: Ref::of(b"tok"), session }).unwrap();
+    // One approval decided, one pending: both travel.
+    for (id, digest) in [("ap-1", b"d1"), ("ap-2", b"d2")] {
+        let shown = NewObject::derived("world/approval-request/v1", "host/approvals", id.as_bytes().to_vec());
+        let approval = ApprovalRow {
+            episode: "ep".into(),
+            credential: Ref::of(b"tok"),
+            digest: Ref::of(digest),
+            transition: "tool".into(),
+            effect: "Workspace.Read".into(),
+            scope: "worktree".into(),
+            cost: 1,
+            approver: Approver::Operator,
+            shown: shown.hash,
+            requested_at: 1,
+            expires_at: 9,
+            state: ApprovalState::Pending,
+            for_session: false,
+            decision: None,
+            decided_at: 0,
+            uses: 0,
+            closed: false,
+        };
+        store.call(Op::AskApproval { id: id.into(), approval, shown }).unwrap();
+    }
+    let object = NewObject::derived("world/approval/v1", "host/approvals", b"{\"denied\":1}".to_vec());
+    let decision = ApprovalDecision { state: ApprovalState::Denied, for_session: false, object, at: 2, use_by: 0 };
+    store.call(Op::DecideApproval { id: "ap-1".into(), decision }).unwrap();
     (dir, store)
 }
 
@@ -65,6 +93,9 @@ fn an_export_imports_into_the_same_store_and_verifies_clean() {
     assert_eq!(a.journal_of("a2a:ep:t1").unwrap(), b.journal_of("a2a:ep:t1").unwrap());
     assert_eq!(a.sessions(10).unwrap(), b.sessions(10).unwrap());
     assert_eq!(a.receipt_state("rest:g").unwrap(), b.receipt_state("rest:g").unwrap());
+    assert_eq!(a.approvals(None, 10).unwrap().len(), 2);
+    assert_eq!(a.approvals(None, 10).unwrap(), b.approvals(None, 10).unwrap());
+    assert_eq!(a.open_approvals(10).unwrap(), b.open_approvals(10).unwrap());
     let report = verify(&b, &Options::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
     assert_eq!(report.counts.objects, verify(&a, &Options::default()).counts.objects);

@@ -49,7 +49,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         state_root: root,
         log_head: e.entry_hash,
     };
-    let grant = |budget| Grant { effect: "Workspace.Write".into(), scope: "worktree".into(), budget };
+    let grant = |budget| Grant::new("Workspace.Write", "worktree", budget);
     let session = Session {
         episode: "ep1".into(),
         grants: vec![grant(5), grant(0)],

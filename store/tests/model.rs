@@ -427,6 +427,10 @@ impl Model {
             }
             Op::RevokeSession { credential_id } => Ok(Reply::Revoked(self.sessions.remove(credential_id).is_some())),
             Op::PublishRegistry(p) => self.publish(p),
+            // The approval law has its own scenarios (tests/approvals.rs).
+            Op::AskApproval { .. } | Op::DecideApproval { .. } | Op::CloseApproval { .. } => {
+                unreachable!("approval requests are not generated here")
+            }
         }
     }
 
@@ -886,6 +890,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
                 grant_budget: u64::from(*budget),
                 request: flawed(request, *bad_request),
                 at,
+                approval: None,
             })
         }
         Step::Outcome { task, ordinal, status, with_result, bad_record } => {
@@ -957,8 +962,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             at: m.now,
         },
         Step::Mint { id, episode, ttl } => {
-            let grants =
-                vec![Grant { effect: EFFECTS[0].into(), scope: SCOPES[0].into(), budget: u64::from(*ttl % 7) }];
+            let grants = vec![Grant::new(EFFECTS[0], SCOPES[0], u64::from(*ttl % 7))];
             let session = Session {
                 episode: EPISODES[*episode as usize % 2].into(),
                 grants,
@@ -1034,6 +1038,9 @@ fn op_name(op: &Op) -> &'static str {
         Op::PublishRegistry(_) => "PublishRegistry",
         Op::CreateTask { .. } => "CreateTask",
         Op::Sequence(_) => "Sequence",
+        Op::AskApproval { .. } => "AskApproval",
+        Op::DecideApproval { .. } => "DecideApproval",
+        Op::CloseApproval { .. } => "CloseApproval",
     }
 }
 

@@ -349,3 +349,113 @@ on_both_engines! {
         assert!(sync > 0 && h.commit_ns.sum - seen.commit_ns.sum >= sync, "{h:?}");
     }
 }
+
+/// A pending approval of `digest` for credential `c`, as the daemon asks it.
+fn ask(id: &str, c: &[u8], digest: &[u8], expires_at: u64) -> Op {
+    let shown =
+        NewObject::derived("world/approval-request/v1", "host/approvals", format!("{{\"id\":\"{id}\"}}").into_bytes());
+    let approval = ApprovalRow {
+        episode: "ep".into(),
+        credential: Ref::of(c),
+        digest: Ref::of(digest),
+        transition: "tool".into(),
+        effect: "Workspace.Write".into(),
+        scope: "worktree".into(),
+        cost: 1,
+        approver: Approver::Anyone,
+        shown: shown.hash,
+        requested_at: 1,
+        expires_at,
+        state: ApprovalState::Pending,
+        for_session: false,
+        decision: None,
+        decided_at: 0,
+        uses: 0,
+        closed: false,
+    };
+    Op::AskApproval { id: id.into(), approval, shown }
+}
+
+fn decide(id: &str, state: ApprovalState, for_session: bool, at: u64, use_by: u64) -> Op {
+    let object =
+        NewObject::derived("world/approval/v1", "host/approvals", format!("{{\"{id}\":\"{state:?}\"}}").into_bytes());
+    Op::DecideApproval { id: id.into(), decision: ApprovalDecision { state, for_session, object, at, use_by } }
+}
+
+fn asked(reply: Result<Reply, WriteError>) -> (String, ApprovalRow) {
+    match reply {
+        Ok(Reply::Approval(id, row)) => (id, *row),
+        other => panic!("not an approval: {other:?}"),
+    }
+}
+
+/// An intent running under approval `id` of `digest`, in a task of its own.
+fn intent_under(store: &dyn WorldStore, task_id: &str, id: &str, digest: &[u8], at: u64) -> Result<Reply, WriteError> {
+    let key = TaskKey { surface: Surface::Mcp, episode: "ep".into(), task_id: task_id.into() };
+    store.call(Op::begin_task(key.clone(), Ref::of(task_id.as_bytes()), at)).unwrap();
+    let mut i = intent(&key, 0, "Workspace.Write", 10, task_id.as_bytes());
+    i.at = at;
+    i.approval = Some(ApprovalUse { id: id.into(), digest: Ref::of(digest) });
+    store.call(Op::RecordIntent(i))
+}
+
+on_both_engines! {
+    fn one_request_keeps_one_open_approval_until_it_is_used_once(store) {
+        let (id, row) = asked(store.call(ask("ap-1", b"c", b"d", 100)));
+        assert_eq!((id.as_str(), row.state), ("ap-1", ApprovalState::Pending));
+        // The same session and request finds it; another credential or request asks anew.
+        assert_eq!(asked(store.call(ask("ap-2", b"c", b"d", 100))).0, "ap-1");
+        assert_eq!(asked(store.call(ask("ap-3", b"other", b"d", 100))).0, "ap-3");
+        // Pending runs nothing, and nothing is debited.
+        let refused = intent_under(store, "t0", "ap-1", b"d", 5).unwrap_err();
+        assert!(matches!(refused, WriteError::ApprovalRefused { ref why, .. } if why.contains("only an approved")), "{refused:?}");
+        assert_eq!(store.snapshot().unwrap().spent("ep", "Workspace.Write", "worktree").unwrap(), 0);
+
+        let (_, row) = asked(store.call(decide("ap-1", ApprovalState::Approved, false, 10, 50)));
+        assert_eq!((row.state, row.expires_at, row.decision.is_some()), (ApprovalState::Approved, 50, true));
+        assert!(matches!(store.call(decide("ap-1", ApprovalState::Denied, false, 11, 0)), Err(WriteError::ApprovalRefused { .. })));
+        // Bound to its request: another digest does not run under it.
+        assert!(matches!(intent_under(store, "t1", "ap-1", b"not d", 12), Err(WriteError::ApprovalRefused { .. })));
+        assert!(matches!(intent_under(store, "t2", "ap-1", b"d", 12), Ok(Reply::Debited(_))));
+        // Used once: closed, and the same request asks afresh.
+        assert!(matches!(intent_under(store, "t3", "ap-1", b"d", 13), Err(WriteError::ApprovalRefused { ref why, .. }) if why.contains("used")));
+        let snap = store.snapshot().unwrap();
+        let row = snap.approval("ap-1").unwrap().unwrap();
+        assert_eq!((row.uses, row.closed), (1, true));
+        assert_eq!(snap.spent("ep", "Workspace.Write", "worktree").unwrap(), 1);
+        assert_eq!(snap.open_approvals(10).unwrap().iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), vec!["ap-3"]);
+        assert_eq!(asked(store.call(ask("ap-4", b"c", b"d", 100))).0, "ap-4");
+        assert_eq!(snap.approvals(None, 10).unwrap().len(), 2, "the snapshot predates ap-4");
+        assert_eq!(store.snapshot().unwrap().approvals(Some("ap-1"), 10).unwrap().len(), 2);
+    }
+
+    fn an_approval_for_the_session_serves_until_its_use_by_time(store) {
+        asked(store.call(ask("ap-1", b"c", b"d", 100)));
+        asked(store.call(decide("ap-1", ApprovalState::Approved, true, 10, 40)));
+        for (i, at) in [20, 30].iter().enumerate() {
+            assert!(matches!(intent_under(store, &format!("t{i}"), "ap-1", b"d", *at), Ok(Reply::Debited(_))));
+        }
+        assert!(matches!(intent_under(store, "late", "ap-1", b"d", 40), Err(WriteError::ApprovalRefused { .. })));
+        // Still serving: it closes only once spent.
+        assert!(matches!(store.call(Op::CloseApproval { id: "ap-1".into(), at: 39 }), Err(WriteError::ApprovalRefused { .. })));
+        let (_, row) = asked(store.call(Op::CloseApproval { id: "ap-1".into(), at: 40 }));
+        assert_eq!((row.uses, row.closed, row.for_session), (2, true, true));
+    }
+
+    fn a_denial_or_an_expiry_is_decided_once_then_closed(store) {
+        asked(store.call(ask("ap-1", b"c", b"d", 100)));
+        // Not before its time, and a yes comes too late after it.
+        assert!(matches!(store.call(decide("ap-1", ApprovalState::Expired, false, 99, 0)), Err(WriteError::ApprovalRefused { .. })));
+        assert!(matches!(store.call(decide("ap-1", ApprovalState::Approved, false, 100, 200)), Err(WriteError::ApprovalRefused { .. })));
+        let (_, row) = asked(store.call(decide("ap-1", ApprovalState::Expired, false, 100, 0)));
+        assert_eq!((row.state, row.closed), (ApprovalState::Expired, false));
+        assert!(matches!(intent_under(store, "t", "ap-1", b"d", 101), Err(WriteError::ApprovalRefused { .. })));
+        asked(store.call(Op::CloseApproval { id: "ap-1".into(), at: 101 }));
+        asked(store.call(Op::CloseApproval { id: "ap-1".into(), at: 102 }));
+        asked(store.call(ask("ap-2", b"c", b"d", 300)));
+        let (_, row) = asked(store.call(decide("ap-2", ApprovalState::Denied, false, 150, 0)));
+        assert_eq!(row.state, ApprovalState::Denied);
+        assert!(matches!(store.call(Op::CloseApproval { id: "nope".into(), at: 1 }), Err(WriteError::NoApproval(_))));
+        assert!(matches!(store.call(ask("", b"x", b"y", 1)), Err(WriteError::InvalidCommit(_))));
+    }
+}

@@ -34,17 +34,23 @@ sys.stdout.write(json.dumps({"plan": "world/effect-plan/v1", "effects": [effect]
 const PROBE_CRASH: &str = "import sys\nsys.exit(3)\n";
 
 /// A session minted through the command line.
-struct Minted {
-    token: String,
-    credential_id: String,
-    expires_at: u64,
+pub(crate) struct Minted {
+    pub(crate) token: String,
+    pub(crate) credential_id: String,
+    pub(crate) expires_at: u64,
 }
 
-fn mint(db: &str, episode: &str, grants: &[&str], ttl: Option<u64>) -> Minted {
+pub(crate) fn mint(db: &str, episode: &str, grants: &[&str], ttl: Option<u64>) -> Minted {
+    mint_with(db, episode, grants, &[], ttl)
+}
+
+/// `mint` with more arguments (`--ask …`).
+pub(crate) fn mint_with(db: &str, episode: &str, grants: &[&str], more: &[&str], ttl: Option<u64>) -> Minted {
     let mut args = vec!["session", "mint", "--db", db, "--episode", episode, "--yes"];
     for g in grants {
         args.extend(["--grant", g]);
     }
+    args.extend(more);
     let ttl = ttl.map(|t| t.to_string());
     if let Some(t) = &ttl {
         args.extend(["--ttl", t.as_str()]);
@@ -65,7 +71,7 @@ fn mint(db: &str, episode: &str, grants: &[&str], ttl: Option<u64>) -> Minted {
 }
 
 /// `tasks/send`: the whole JSON-RPC reply.
-fn a2a(d: &Daemon, token: &str, task: &str, skill: &str, args: Value) -> Value {
+pub(crate) fn a2a(d: &Daemon, token: &str, task: &str, skill: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": task,
         "metadata": {"skill_id": skill}, "message": {"role": "user", "parts": [{"type": "data", "data": args}]}}});
     let auth = format!("Bearer {token}");
@@ -74,7 +80,7 @@ fn a2a(d: &Daemon, token: &str, task: &str, skill: &str, args: Value) -> Value {
 }
 
 /// A legacy-era MCP `tools/call`: the JSON-RPC message of its one SSE event.
-fn mcp(d: &Daemon, token: &str, tool: &str, args: Value) -> Value {
+pub(crate) fn mcp(d: &Daemon, token: &str, tool: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args}});
     let auth = format!("Bearer {token}");
     let headers = [

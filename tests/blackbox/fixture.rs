@@ -129,7 +129,7 @@ pub fn commit_chain(store: &Store, n: usize) -> Vec<World> {
 pub fn put_session(store: &Store, token: &str, created_at: u64, expires_at: u64) {
     let session = Session {
         episode: "bb".into(),
-        grants: vec![world_store::Grant { effect: "world.apply".into(), scope: "world".into(), budget: 1 }],
+        grants: vec![world_store::Grant::new("world.apply", "world", 1)],
         created_at,
         expires_at,
     };

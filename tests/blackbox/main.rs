@@ -7,6 +7,7 @@
 //! A daemon per test rather than one per file: a daemon held in a `static`
 //! would never be dropped, so it would outlive the test binary.
 
+mod approvals;
 mod cli;
 #[path = "../../store/tests/common/cluster.rs"]
 mod cluster;

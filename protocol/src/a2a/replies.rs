@@ -42,6 +42,8 @@ pub struct TaskView<'a> {
     pub committed: Option<CommittedView<'a>>,
     /// The messages shown, oldest first (already cut to `historyLength`).
     pub history: Vec<MessageView<'a>>,
+    /// The agent's word with the state (what an `input-required` task waits for).
+    pub status_message: Option<MessageView<'a>>,
 }
 
 /// A task's messages: the request (when its arguments are known) and the
@@ -103,7 +105,11 @@ fn task_value(flavor: Flavor, t: &TaskView<'_>, artifacts: bool) -> Value {
     });
     let output = t.committed.map(|c| c.output);
     if flavor == Flavor::Legacy01 {
-        // The seed's shape; only a committed task is ever shown in it.
+        // The seed's shape: a committed task, or one waiting for input.
+        if let Some(m) = &t.status_message {
+            let message = json!({"role": "agent", "parts": [{"type": "data", "data": m.data}]});
+            return json!({"id": t.task_id, "status": {"state": t.state.v03(), "message": message}});
+        }
         return json!({
             "id": t.task_id,
             "status": {"state": t.state.v03()},
@@ -116,6 +122,9 @@ fn task_value(flavor: Flavor, t: &TaskView<'_>, artifacts: bool) -> Value {
     status.insert("state".into(), json!(t.state.name(flavor)));
     if let Some(at) = t.timestamp {
         status.insert("timestamp".into(), json!(iso8601(at)));
+    }
+    if let Some(m) = &t.status_message {
+        status.insert("message".into(), message_value(flavor, t.task_id, context_id, m));
     }
     let mut task = Map::new();
     task.insert("id".into(), json!(t.task_id));

@@ -553,6 +553,7 @@ fn done<'a>(output: &'a Value) -> TaskView<'a> {
             entry_index: 3,
         }),
         history: vec![],
+        status_message: None,
     }
 }
 

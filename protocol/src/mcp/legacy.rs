@@ -139,6 +139,31 @@ struct CallResult<'a> {
     structured_content: &'a Value,
 }
 
+/// A call's answer in this era: its result, a tool error, or a JSON-RPC
+/// error (these eras have no `input_required`; the server never asks for it).
+fn answer_response(id: &RpcId, answer: super::CallAnswer) -> Vec<u8> {
+    use super::CallAnswer;
+    match answer {
+        CallAnswer::Output(output) => call_response(id, &output),
+        CallAnswer::Refused(text) => {
+            rpc::result_bytes(id, &ToolError { content: [TextContent { kind: "text", text }], is_error: true })
+        }
+        CallAnswer::InputRequired { .. } => {
+            rpc::error_bytes(id, CODE_INTERNAL_ERROR, "this protocol version cannot ask the client for input")
+        }
+        CallAnswer::Error { code, message, data: Some(data) } => rpc::error_data_bytes(id, code, &message, &data),
+        CallAnswer::Error { code, message, data: None } => rpc::error_bytes(id, code, &message),
+    }
+}
+
+/// A tool execution error that ran nothing.
+#[derive(Serialize)]
+struct ToolError {
+    content: [TextContent; 1],
+    #[serde(rename = "isError")]
+    is_error: bool,
+}
+
 fn call_response(id: &RpcId, output: &Value) -> Vec<u8> {
     match call_output(output) {
         Ok(()) => rpc::result_bytes(id, &CallResult { content: [TextContent::of(output)], structured_content: output }),
@@ -157,7 +182,7 @@ pub(super) fn finish(plan: &McpPlan, batch: bool, outcomes: Vec<CallOutcome>) ->
         match step {
             Step::Answered(a) => responses.push(a.json.clone()),
             Step::Call(c) => match outcomes.next() {
-                Some(Ok(output)) => responses.push(call_response(&c.jsonrpc_id, &output)),
+                Some(Ok(answer)) => responses.push(answer_response(&c.jsonrpc_id, answer)),
                 Some(Err(f)) => return host_failure(&envelope_id, f),
                 None => return host_failure(&envelope_id, HostFailure::Failed),
             },

@@ -459,7 +459,7 @@ fn call_result_is_text_and_structured_content() {
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tools_decho","arguments":{"message":"hi"}}}"#,
     )
     .unwrap();
-    let r = finish(p, vec![Ok(json!({"ok": true, "echo": "<hi>"}))]);
+    let r = finish(p, vec![Ok(json!({"ok": true, "echo": "<hi>"}).into())]);
     assert_eq!(r.status, 200);
     assert_eq!(r.header("Content-Type"), Some("text/event-stream"));
     assert_eq!(
@@ -474,12 +474,12 @@ fn call_result_is_text_and_structured_content() {
 #[test]
 fn non_object_output_is_a_per_item_error() {
     let body = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ailang-read"}}"#;
-    let r = finish(run(&headers(None), body).unwrap(), vec![Ok(Value::Null)]);
+    let r = finish(run(&headers(None), body).unwrap(), vec![Ok(Value::Null.into())]);
     assert_eq!(
         r.body_text(),
         sse(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"host callback returned no result"}}"#)
     );
-    let r = finish(run(&headers(None), body).unwrap(), vec![Ok(json!([1]))]);
+    let r = finish(run(&headers(None), body).unwrap(), vec![Ok(json!([1]).into())]);
     assert_eq!(
         r.body_text(),
         sse(r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"host callback returned invalid JSON"}}"#)
@@ -533,7 +533,7 @@ fn batch_under_2025_03_26_is_one_event_holding_the_array() {
     let p = run(&headers(None), BATCH).unwrap();
     assert!(p.is_batch());
     assert_eq!(p.call_count(), 2);
-    let r = finish(p, vec![Ok(json!({"n": 1})), Ok(json!({"n": 3}))]);
+    let r = finish(p, vec![Ok(json!({"n": 1}).into()), Ok(json!({"n": 3}).into())]);
     assert_eq!(
         r.body_text(),
         sse(concat!(
@@ -556,7 +556,7 @@ fn batch_calls_keep_repeated_ids_apart() {
 #[test]
 fn batch_host_failure_has_id_null() {
     let p = run(&headers(None), BATCH).unwrap();
-    let r = finish(p, vec![Ok(json!({})), Err(HostFailure::TimedOut)]);
+    let r = finish(p, vec![Ok(json!({}).into()), Err(HostFailure::TimedOut)]);
     assert_eq!(
         r.body_text(),
         "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"host callback timed out\"}}\n"
@@ -667,7 +667,7 @@ proptest! {
         for v in [None, Some("2025-06-18")] {
             if let Ok(p) = plan(&headers(v), &body, &surface(), &SERVER) {
                 let n = p.call_count();
-                let _ = finish(p, vec![Ok(json!({})); n]);
+                let _ = finish(p, vec![Ok(json!({}).into()); n]);
             }
         }
     }
@@ -678,7 +678,7 @@ proptest! {
             match plan(&headers(v), body.as_bytes(), &surface(), &SERVER) {
                 Ok(p) => {
                     let n = p.call_count();
-                    let r = finish(p.clone(), vec![Ok(json!({"x": 1})); n]);
+                    let r = finish(p.clone(), vec![Ok(json!({"x": 1}).into()); n]);
                     prop_assert_eq!(r.status, 200);
                     let r = finish(p, vec![Err(HostFailure::Failed); n]);
                     prop_assert_eq!(r.status, 200);

@@ -151,7 +151,28 @@ enum PlanEra {
 
 /// What the server reports for each [`Call`], in order. After the first
 /// `Err` it stops calling; `finish` answers with that failure's envelope.
-pub type CallOutcome = Result<Value, HostFailure>;
+pub type CallOutcome = Result<CallAnswer, HostFailure>;
+
+/// How one call ended, as the client is told.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallAnswer {
+    /// The transition's output: the tool's result.
+    Output(Value),
+    /// A tool execution error that ran nothing: text for the model (and its
+    /// user) to act on, `isError` set.
+    Refused(String),
+    /// Modern era: the client must ask its user first (a Multi Round-Trip
+    /// Request), then retry with the answers and the state, byte-exact.
+    InputRequired { input_requests: Value, request_state: String },
+    /// A JSON-RPC error for this call alone.
+    Error { code: i64, message: String, data: Option<Value> },
+}
+
+impl From<Value> for CallAnswer {
+    fn from(output: Value) -> CallAnswer {
+        CallAnswer::Output(output)
+    }
+}
 
 impl McpPlan {
     pub fn steps(&self) -> &[Step] {

@@ -447,6 +447,59 @@ pub fn is_tool_error(output: &Value) -> bool {
         || effects.iter().any(|e| matches!(e.get("status").and_then(Value::as_str), Some("denied" | "failed")))
 }
 
+/// A call's answer: its result, a tool error, an `input_required` result or
+/// a JSON-RPC error.
+fn answer_reply(id: &RpcId, answer: super::CallAnswer, server: &OwnedServerInfo) -> HttpReply {
+    use super::CallAnswer;
+    let meta = ResultMeta { server_info: server };
+    match answer {
+        CallAnswer::Output(output) => json_reply(200, call_response(id, &output, server)),
+        CallAnswer::Refused(text) => json_reply(
+            200,
+            rpc::result_bytes(
+                id,
+                &ToolError {
+                    result_type: COMPLETE,
+                    content: [TextContent { kind: "text", text }],
+                    is_error: true,
+                    meta,
+                },
+            ),
+        ),
+        CallAnswer::InputRequired { input_requests, request_state } => json_reply(
+            200,
+            rpc::result_bytes(
+                id,
+                &InputRequiredResult {
+                    result_type: INPUT_REQUIRED,
+                    input_requests: &input_requests,
+                    request_state: &request_state,
+                    meta,
+                },
+            ),
+        ),
+        CallAnswer::Error { code, message, data: Some(data) } => {
+            json_reply(error_status(code), rpc::error_data_bytes(id, code, &message, &data))
+        }
+        CallAnswer::Error { code, message, data: None } => error_reply(id, code, &message),
+    }
+}
+
+const INPUT_REQUIRED: &str = "input_required";
+
+/// MCP 2026-07-28's Multi Round-Trip answer to a `tools/call`.
+#[derive(Serialize)]
+struct InputRequiredResult<'a> {
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    #[serde(rename = "inputRequests")]
+    input_requests: &'a Value,
+    #[serde(rename = "requestState")]
+    request_state: &'a str,
+    #[serde(rename = "_meta")]
+    meta: ResultMeta<'a>,
+}
+
 fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8> {
     match call_output(output) {
         Ok(()) => rpc::result_bytes(
@@ -473,7 +526,7 @@ pub(super) fn finish(plan: &McpPlan, server: &OwnedServerInfo, outcomes: Vec<Cal
             json_reply(error_code.map_or(200, error_status), json.clone())
         }
         Some(Step::Call(c)) => match outcomes.next() {
-            Some(Ok(output)) => json_reply(200, call_response(&c.jsonrpc_id, &output, server)),
+            Some(Ok(answer)) => answer_reply(&c.jsonrpc_id, answer, server),
             Some(Err(f)) => host_failure(&envelope_id, f),
             None => host_failure(&envelope_id, super::HostFailure::Failed),
         },

@@ -334,7 +334,7 @@ fn modern_call(output: CallOutcome) -> (u16, Value) {
 #[test]
 fn a_tool_result_carries_the_output_as_text_and_structured_content_with_is_error_false() {
     let output = json!({"ok": true, "content": "x", "world": {"effects": [], "plan": null}});
-    let (status, body) = modern_call(Ok(output.clone()));
+    let (status, body) = modern_call(Ok(output.clone().into()));
     assert_eq!(status, 200);
     let result = &body["result"];
     assert_eq!(result["resultType"], "complete");
@@ -348,7 +348,7 @@ fn a_tool_result_carries_the_output_as_text_and_structured_content_with_is_error
 fn a_tools_own_failure_is_a_result_with_is_error_true_carrying_the_output() {
     let refused =
         json!({"ok": false, "refused": "path \"../x\" refused", "world": {"effects": [], "plan": "sha256:00"}});
-    let (status, body) = modern_call(Ok(refused.clone()));
+    let (status, body) = modern_call(Ok(refused.clone().into()));
     assert_eq!(status, 200);
     assert_eq!(body["result"]["isError"], true);
     assert_eq!(body["result"]["structuredContent"], refused);
@@ -368,7 +368,7 @@ fn a_denied_or_failed_effect_is_the_tools_own_failure_and_ok_or_skipped_is_not()
     assert!(!is_tool_error(&effects(&[])));
     assert!(!is_tool_error(&json!({"echo": {"ok": false}})), "only the top-level ok counts");
     assert!(!is_tool_error(&json!({"world": "not an object", "ok": true})));
-    let (_, body) = modern_call(Ok(effects(&["denied"])));
+    let (_, body) = modern_call(Ok(effects(&["denied"]).into()));
     assert_eq!(body["result"]["isError"], true);
 }
 
@@ -379,7 +379,7 @@ fn a_host_failure_keeps_the_seed_envelope_in_the_modern_era() {
         assert_eq!(status, 200);
         assert_eq!(body, json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": f.message()}}));
     }
-    let (_, body) = modern_call(Ok(Value::Null));
+    let (_, body) = modern_call(Ok(Value::Null.into()));
     assert_eq!(body["error"]["message"], MSG_NO_RESULT);
 }
 
@@ -445,7 +445,7 @@ proptest! {
         let _ = select_era(h.protocol_version, &body);
         if let Ok(p) = plan(&h, &body, &surface(), &SERVER) {
             let n = p.call_count();
-            let r = finish(p, vec![Ok(json!({"ok": true})); n]);
+            let r = finish(p, vec![Ok(json!({"ok": true}).into()); n]);
             prop_assert!(r.status == 200);
         }
     }

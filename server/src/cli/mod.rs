@@ -2,6 +2,7 @@
 //! 0 success, 1 a usage, client or verification failure, 2 a fatal startup or
 //! open failure (see README).
 
+mod approvals;
 mod client;
 mod compact;
 mod episodes;
@@ -12,6 +13,7 @@ mod session;
 pub(crate) mod verify;
 mod why;
 
+use crate::approvals::Verdict;
 use crate::limits::{
     CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT,
     SESSION_TTL_DEFAULT_S,
@@ -64,6 +66,10 @@ enum Command {
         /// Count nothing and serve no /metrics: the benchmarks' baseline for what the metrics cost.
         #[arg(long, hide = true)]
         no_metrics: bool,
+        /// Seconds an approval waits for a person, and an approved effect for its run.
+        #[arg(long = "approval-ttl", default_value_t = crate::approvals::APPROVAL_TTL_DEFAULT_S,
+              value_parser = clap::value_parser!(u64).range(1..=crate::approvals::APPROVAL_TTL_MAX_S))]
+        approval_ttl: u64,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -101,6 +107,32 @@ enum Command {
     /// Mint, list and revoke session credentials.
     #[command(subcommand)]
     Session(SessionCommand),
+    /// List the approvals that wait for a person (or were approved and not yet used).
+    Approvals {
+        #[command(flatten)]
+        at: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a pending approval: the agent's next identical call runs the effect once.
+    Approve {
+        #[command(flatten)]
+        at: StoreArgs,
+        /// The approval id (ap-…), as `worldd approvals` and the agent's tool result name it.
+        id: String,
+        /// Approve this exact request (the same tool, the same arguments) for the rest of the session.
+        #[arg(long)]
+        for_session: bool,
+    },
+    /// Deny a pending approval: nothing runs, nothing is debited, the denial is recorded.
+    Deny {
+        #[command(flatten)]
+        at: StoreArgs,
+        id: String,
+        /// Why, kept in the approval's record.
+        #[arg(long, default_value = "")]
+        note: String,
+    },
     /// Manage a PostgreSQL store.
     #[command(subcommand)]
     Store(StoreCommand),
@@ -289,6 +321,13 @@ enum SessionCommand {
         /// EFFECT=SCOPE:BUDGET (repeatable).
         #[arg(long = "grant", required = true)]
         grants: Vec<String>,
+        /// EFFECT[=SCOPE]: each effect under the matching grants waits for a person's
+        /// approval (the agent's client may ask its user, or the operator decides). Repeatable.
+        #[arg(long = "ask")]
+        ask: Vec<String>,
+        /// EFFECT[=SCOPE]: like --ask, but only the operator's approval counts. Repeatable.
+        #[arg(long = "ask-operator")]
+        ask_operator: Vec<String>,
         /// Lifetime in seconds.
         #[arg(long, default_value_t = SESSION_TTL_DEFAULT_S)]
         ttl: u64,
@@ -340,6 +379,7 @@ pub fn run() -> ExitCode {
             host_callbacks,
             cache_mib,
             no_metrics,
+            approval_ttl,
             confine,
         } => {
             let print_connections = true;
@@ -364,19 +404,40 @@ pub fn run() -> ExitCode {
                 confine: confine.options(),
                 worktree_quota_bytes: confine.worktree_quota_bytes(),
                 print_connections,
+                approval_ttl_s: approval_ttl,
             })
         }
         Command::Quickstart { dir, store, bind, exec_allow, confine } => {
             quickstart::run(&dir, store, &bind, exec_allow, confine)
         }
+        Command::Approvals { at, json } => match at.spec() {
+            Ok(spec) => approvals::list(&spec, json),
+            Err(code) => code,
+        },
+        Command::Approve { at, id, for_session } => match at.spec() {
+            Ok(spec) => {
+                let verdict = if for_session { Verdict::ApproveForSession } else { Verdict::Approve };
+                approvals::decide(&spec, &id, verdict, "")
+            }
+            Err(code) => code,
+        },
+        Command::Deny { at, id, note } => match at.spec() {
+            Ok(spec) => approvals::decide(&spec, &id, Verdict::Deny, &note),
+            Err(code) => code,
+        },
         Command::Publish { at, manifest, builtin, replace } => match at.spec() {
             Ok(spec) => publish::run(&spec, manifest.as_deref(), builtin, replace),
             Err(code) => code,
         },
-        Command::Session(SessionCommand::Mint { at, episode, grants, ttl, out, yes }) => match at.spec() {
-            Ok(spec) => session::mint(&spec, &episode, &grants, ttl, out.as_deref(), yes),
-            Err(code) => code,
-        },
+        Command::Session(SessionCommand::Mint { at, episode, grants, ask, ask_operator, ttl, out, yes }) => {
+            match at.spec() {
+                Ok(spec) => {
+                    let asks = session::Asks { anyone: &ask, operator: &ask_operator };
+                    session::mint(&spec, &episode, &grants, &asks, ttl, out.as_deref(), yes)
+                }
+                Err(code) => code,
+            }
+        }
         Command::Session(SessionCommand::List { at, json }) => match at.spec() {
             Ok(spec) => session::list(&spec, json),
             Err(code) => code,

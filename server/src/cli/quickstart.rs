@@ -39,7 +39,7 @@ fn demo_grants() -> Vec<Grant> {
         ("world.apply", "world"),
     ]
     .iter()
-    .map(|(e, s)| Grant { effect: e.to_string(), scope: s.to_string(), budget: DEMO_BUDGET })
+    .map(|(e, s)| Grant::new(e, s, DEMO_BUDGET))
     .collect()
 }
 
@@ -139,6 +139,7 @@ pub fn run(
         );
     }
     super::serve(ServeOptions {
+        approval_ttl_s: crate::approvals::APPROVAL_TTL_DEFAULT_S,
         store: spec,
         local,
         bind: bind.to_string(),

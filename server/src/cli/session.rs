@@ -47,9 +47,35 @@ fn confirm(prompt: &str) -> Result<(), ExitCode> {
     }
 }
 
-pub fn mint(spec: &StoreSpec, episode: &str, grants: &[String], ttl: u64, out: Option<&Path>, yes: bool) -> ExitCode {
+/// `--ask` and `--ask-operator`, as given.
+pub struct Asks<'a> {
+    pub anyone: &'a [String],
+    pub operator: &'a [String],
+}
+
+impl Asks<'_> {
+    fn apply(&self, mut grants: Vec<world_store::Grant>) -> Result<Vec<world_store::Grant>, String> {
+        for a in self.anyone {
+            sessions::ask(&mut grants, a, world_store::Approver::Anyone)?;
+        }
+        for a in self.operator {
+            sessions::ask(&mut grants, a, world_store::Approver::Operator)?;
+        }
+        Ok(grants)
+    }
+}
+
+pub fn mint(
+    spec: &StoreSpec,
+    episode: &str,
+    grants: &[String],
+    asks: &Asks<'_>,
+    ttl: u64,
+    out: Option<&Path>,
+    yes: bool,
+) -> ExitCode {
     let grants: Result<Vec<_>, _> = grants.iter().map(|g| sessions::parse_grant(g)).collect();
-    let req = match grants {
+    let req = match grants.and_then(|g| asks.apply(g)) {
         Ok(grants) => MintRequest { episode: episode.to_string(), grants, ttl_s: ttl },
         Err(e) => return fail(1, format!("session mint: {e}")),
     };

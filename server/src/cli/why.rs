@@ -12,8 +12,8 @@ use world_store::{EntryHeader, Ref, canonical};
 
 const RECORD_V1: &str = "world/invocation-record/v1";
 const RECORD_V2: &str = "world/invocation-record/v2";
-use crate::effects::{EFFECT_RECORD as EFFECT_RECORD_V2, EFFECT_RECORD_V1};
-const EFFECT_RECORDS: [&str; 2] = [EFFECT_RECORD_V1, EFFECT_RECORD_V2];
+use crate::effects::{EFFECT_RECORD as EFFECT_RECORD_V2, EFFECT_RECORD_V1, EFFECT_RECORD_V3};
+const EFFECT_RECORDS: [&str; 3] = [EFFECT_RECORD_V1, EFFECT_RECORD_V2, EFFECT_RECORD_V3];
 
 struct Walk {
     addr: String,
@@ -120,7 +120,7 @@ impl Walk {
         };
         match obj.semantic_id.as_str() {
             RECORD_V1 | RECORD_V2 => self.walk_record(&r, &obj),
-            EFFECT_RECORD_V1 | EFFECT_RECORD_V2 => self.walk_effect_record(&r, &obj),
+            EFFECT_RECORD_V1 | EFFECT_RECORD_V2 | EFFECT_RECORD_V3 => self.walk_effect_record(&r, &obj),
             "world/effect-request/v1" | "world/effect-result/v1" => {
                 let records = self.naming_objects(&r, &EFFECT_RECORDS)?;
                 let Some((rec, obj)) = records.into_iter().next() else {
@@ -162,7 +162,7 @@ impl Walk {
     fn walk_effect_record(&mut self, rec: &Ref, obj: &Object) -> Result<Found, String> {
         let named: Value = serde_json::from_slice(&obj.payload).map_err(|e| format!("effect record {rec}: {e}"))?;
         let mut records = self.naming_objects(rec, &[RECORD_V1, RECORD_V2])?;
-        if obj.semantic_id == EFFECT_RECORD_V2 {
+        if obj.semantic_id != EFFECT_RECORD_V1 {
             let invocation = named["invocationId"].as_str().unwrap_or_default().to_string();
             let listing: Vec<Ref> = records.iter().map(|(r, _)| *r).collect();
             records.retain(|(_, o)| {
@@ -362,6 +362,36 @@ impl Walk {
     }
 
     /// Checks one effect record with its request and result.
+    /// The decision an effect record names: who approved (or denied) it, when.
+    fn approval(&mut self, r: &Ref, rec: &Value) -> Result<(), String> {
+        let Some(obj) = self.object(r, "approval")? else {
+            self.link(false, format!("approval {r} resolves"));
+            return Ok(());
+        };
+        let Some(a) = crate::approvals::ApprovalObject::parse(&obj.payload) else {
+            self.link(false, format!("approval {r} is a {} object", crate::approvals::APPROVAL));
+            return Ok(());
+        };
+        let same = rec["effect"] == json!(a.effect) && rec["scope"] == json!(a.scope) && rec["cost"] == json!(a.cost);
+        self.link(same, format!("approval {} is for this effect, scope and cost", a.approval_id));
+        let verb = match a.decision.as_str() {
+            "approved" => "approved",
+            "approved-for-session" => "approved for the session",
+            "denied" => "denied",
+            _ => "not decided",
+        };
+        let note = if a.note.is_empty() { String::new() } else { format!(" ({})", a.note) };
+        self.notes.push(format!(
+            "    {verb} by {} at {} UTC{note}: approval {}, asked at {} UTC, object {r}",
+            a.decided_by_text,
+            crate::clock::utc(a.decided_at),
+            a.approval_id,
+            crate::clock::utc(a.requested_at),
+        ));
+        self.chain.insert("approval".into(), json!({"ref": r.to_string(), "decision": a.decision, "by": a.decided_by_text, "decidedAt": a.decided_at, "id": a.approval_id}));
+        Ok(())
+    }
+
     fn effect(&mut self, r: &Ref, status: Option<String>) -> Result<(), String> {
         let Some(obj) = self.object(r, "effect record")? else {
             self.link(false, format!("effect record {r} resolves"));
@@ -396,6 +426,9 @@ impl Walk {
                 _ => String::new(),
             },
         ));
+        if let Some(a) = rec["approvalRef"].as_str().and_then(|s| Ref::parse(s).ok()) {
+            self.approval(&a, &rec)?;
+        }
         let effects = self.chain.entry("effects").or_insert_with(|| json!([]));
         if let Some(a) = effects.as_array_mut() {
             a.push(json!({"record": r.to_string(), "status": status, "detail": rec}));

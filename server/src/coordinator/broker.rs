@@ -4,6 +4,7 @@
 //! recorded, never debited. Runs under the episode's lock and hold.
 
 use super::Stop::{self, Failed};
+use super::approve::Approval;
 use super::plan::{PlannedEffect, planned};
 use super::{CallError, Invocation};
 use crate::effects::{self, Decision, Record};
@@ -14,7 +15,7 @@ use world_store::*;
 pub(super) enum Brokered {
     /// Its intent (which carries the request) and debit are durable: the
     /// handler runs next.
-    Allowed { request: Ref, debit: Debit },
+    Allowed { request: Ref, debit: Debit, approval: Option<Ref> },
     /// Denied, by a grant or by the budget.
     Denied(Box<Recorded>),
 }
@@ -60,15 +61,32 @@ impl Invocation<'_> {
             effects::request_bytes(&e.effect, &e.scope, e.cost, now, &payload),
         );
         let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
-        let grant_budget = match decision {
+        let (grant_budget, ask) = match decision {
             Decision::Deny { label, grant_budget } => {
                 let remaining = match grant_budget {
                     Some(b) => b.saturating_sub(self.spent(&e.effect, &e.scope).await?),
                     None => 0,
                 };
-                return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining))));
+                return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, None))));
             }
-            Decision::Allow { grant_budget } => grant_budget,
+            Decision::Allow { grant_budget, ask } => (grant_budget, ask),
+        };
+        let approval = match ask {
+            None => None,
+            Some(who) => {
+                // A person is asked only about what the budget allows.
+                let remaining = grant_budget.saturating_sub(self.spent(&e.effect, &e.scope).await?);
+                if e.cost > remaining {
+                    let denial = self.denied(e, request, effects::DENIED_BUDGET, remaining, None);
+                    return Ok(Brokered::Denied(Box::new(denial)));
+                }
+                match self.approve(e, who, remaining).await? {
+                    Approval::Approved { using, decision } => Some((using, decision)),
+                    Approval::Refused { label, decision } => {
+                        return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
+                    }
+                }
+            }
         };
         let intent = IntentRequest {
             task: self.key.clone(),
@@ -80,18 +98,31 @@ impl Invocation<'_> {
             grant_budget,
             request: request.clone(),
             at: now,
+            approval: approval.as_ref().map(|(using, _)| using.clone()),
         };
         // The task row and the intent + debit share one durable batch; the row
         // still precedes the intent, and both precede the effect.
         let debit = match self.write(vec![Op::RecordIntent(intent)]).await?.pop() {
             Some(Ok(Reply::Debited(d))) => d,
             Some(Err(WriteError::BudgetExhausted { remaining })) => {
-                return Ok(Brokered::Denied(Box::new(self.denied(e, request, effects::DENIED_BUDGET, remaining))));
+                let decision = approval.map(|(_, d)| d);
+                return Ok(Brokered::Denied(Box::new(self.denied(
+                    e,
+                    request,
+                    effects::DENIED_BUDGET,
+                    remaining,
+                    decision,
+                ))));
+            }
+            // Used up or expired since it was read: nothing ran; the call
+            // can be sent again, and asks afresh.
+            Some(Err(e @ WriteError::ApprovalRefused { .. })) => {
+                return Err(Failed(CallError::ApprovalAnswer(e.to_string())));
             }
             other => return Err(Failed(CallError::NotCommitted(format!("journaling the effect intent: {other:?}")))),
         };
         self.ran = true;
-        Ok(Brokered::Allowed { request: request.hash, debit })
+        Ok(Brokered::Allowed { request: request.hash, debit, approval: approval.map(|(_, d)| d) })
     }
 
     async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {
@@ -104,10 +135,17 @@ impl Invocation<'_> {
     }
 
     /// A denial is recorded, never debited; it travels with the commit.
-    fn denied(&self, e: &PlannedEffect, request: NewObject, label: &'static str, remaining: u64) -> Recorded {
+    fn denied(
+        &self,
+        e: &PlannedEffect,
+        request: NewObject,
+        label: &'static str,
+        remaining: u64,
+        approval: Option<Ref>,
+    ) -> Recorded {
         self.host.metrics().effect(&e.effect, &e.scope, "denied", e.cost, Some(label));
         let nothing = Debit { budget_before: remaining, budget_after: remaining };
-        let record = self.effect_record(e, nothing, Err(label), request.hash, None);
+        let record = self.effect_record(e, nothing, Err(label), request.hash, None, approval);
         let told = CallEffect {
             status: EffectStatus::Denied,
             denial: Some(label.to_string()),
@@ -138,6 +176,7 @@ impl Invocation<'_> {
         allowed: Result<bool, &str>,
         request: Ref,
         result: Option<Ref>,
+        approval: Option<Ref>,
     ) -> NewObject {
         let invocation_id = self.key.invocation_id();
         let record = Record {
@@ -154,7 +193,8 @@ impl Invocation<'_> {
             denial: allowed.err().unwrap_or(""),
             request_ref: request,
             result_ref: result,
+            approval,
         };
-        NewObject::derived(effects::EFFECT_RECORD, effects::BROKER_PROVENANCE, record.to_bytes())
+        NewObject::derived(record.semantic_id(), effects::BROKER_PROVENANCE, record.to_bytes())
     }
 }

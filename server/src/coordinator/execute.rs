@@ -24,7 +24,7 @@ impl Invocation<'_> {
         let mut pending = plan.effects.iter();
         for e in pending.by_ref() {
             let r = match self.broker(e).await? {
-                Brokered::Allowed { request, debit } => self.execute(e, request, debit).await,
+                Brokered::Allowed { request, debit, approval } => self.execute(e, request, debit, approval).await,
                 Brokered::Denied(r) => *r,
             };
             let stop = r.status != "ok";
@@ -44,13 +44,13 @@ impl Invocation<'_> {
     }
 
     /// Runs an allowed effect's handler: its record, and its outcome for the commit.
-    async fn execute(&self, e: &PlannedEffect, request: Ref, debit: Debit) -> Recorded {
+    async fn execute(&self, e: &PlannedEffect, request: Ref, debit: Debit, approval: Option<Ref>) -> Recorded {
         let output = self.handle(e).await;
         let failed = output.is_none();
         let result = output
             .as_ref()
             .map(|v| NewObject::derived(effects::EFFECT_RESULT, effects::BROKER_PROVENANCE, canonical::to_vec(v)));
-        let record = self.effect_record(e, debit, Ok(failed), request, result.as_ref().map(|r| r.hash));
+        let record = self.effect_record(e, debit, Ok(failed), request, result.as_ref().map(|r| r.hash), approval);
         let record_ref = record.hash;
         let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
         let label = if failed { "failed" } else { "ok" };

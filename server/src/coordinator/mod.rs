@@ -10,12 +10,16 @@
 //! Each phase is a file, read in the order a call goes through them: `admit`
 //! (→ `Admitted`, or a resent task id's stored `Outcome`), `plan` (→
 //! `Planned`), `broker` (one effect → `Brokered`: its intent and debit
-//! durable, or its denial), `execute` (the handler → the effect's
+//! durable, or its denial; for a grant that asks, `approve` first finds or
+//! opens the approval of the exact request and goes on only with a yes, or
+//! stops the call `ApprovalPending` with nothing run or debited), `execute`
+//! (the handler → the effect's
 //! `Recorded`), `commit` (the output, the invocation record, the entry).
 //! `write` queues and settles the call's durable batches for all of them. A
 //! phase uses this module's items and earlier phases, never a later one.
 
 mod admit;
+mod approve;
 mod broker;
 mod commit;
 mod execute;
@@ -42,6 +46,8 @@ pub trait Host: Send + Sync + 'static {
     fn runtimes(&self) -> &Runtimes;
     fn worktrees(&self) -> &Worktrees;
     fn metrics(&self) -> &crate::metrics::Metrics;
+    /// How long an approval waits for a person, and an approved effect to run.
+    fn approval_ttl(&self) -> u64;
 }
 
 /// The host a call runs against, shared with the call's own task.
@@ -85,6 +91,35 @@ pub struct Call {
     /// digest: a resend may carry another message id).
     pub context: Option<String>,
     pub message_id: Option<String>,
+    /// The session's credential id: an approval binds it.
+    pub credential: Ref,
+    /// A person's answer to the approval this call asked for earlier, as the
+    /// surface read it (an MCP client's elicitation result, an A2A message).
+    pub answer: Option<Answer>,
+}
+
+/// A person's answer, carried by the call that retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub approval_id: String,
+    /// `None`: the person dismissed the question (nothing decided).
+    pub verdict: Option<crate::approvals::Verdict>,
+    pub by: crate::approvals::Decider,
+}
+
+/// A call waiting for a person: nothing ran, nothing was debited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingApproval {
+    pub id: String,
+    /// Only the operator may decide.
+    pub approver: Approver,
+    /// What the person is asked, in words.
+    pub summary: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub budget_left: u64,
+    pub expires_at: u64,
 }
 
 /// A committed invocation (fresh, or the stored one for a resent task id).
@@ -139,6 +174,13 @@ pub enum CallError {
     /// The store's disk is full; nothing of the call is durable.
     #[error("{0}")]
     OutOfSpace(String),
+    /// An effect waits for a person's approval; nothing ran or was debited.
+    #[error("approval {} is pending: {}", .0.id, .0.summary)]
+    ApprovalPending(Box<PendingApproval>),
+    /// The answer the call carried cannot decide its approval (decided or
+    /// used already, expired, another request's, not the caller's to give).
+    #[error("{0}")]
+    ApprovalAnswer(String),
 }
 
 impl CallError {
@@ -160,6 +202,8 @@ impl CallError {
             CallError::HeadMoved => "head_moved",
             CallError::Unavailable(_) => "unavailable",
             CallError::OutOfSpace(_) => "out_of_space",
+            CallError::ApprovalPending(_) => "approval_pending",
+            CallError::ApprovalAnswer(_) => "approval_answer",
         }
     }
 }
@@ -294,6 +338,8 @@ async fn run(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     match inv.complete().await {
         Ok(outcome) => Ok(outcome),
         Err(Resumed(task)) => resume(host, &call, *task, digest).await,
+        // Nothing of the call is durable: no task row, intent or debit.
+        Err(Failed(e @ (CallError::ApprovalPending(_) | CallError::ApprovalAnswer(_)))) if !inv.created => Err(e),
         Err(Failed(e)) => {
             inv.record_end(&e).await;
             Err(e)

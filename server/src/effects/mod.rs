@@ -16,6 +16,10 @@ pub const EFFECT_REQUEST: &str = "world/effect-request/v1";
 pub const EFFECT_RECORD: &str = "world/effect-record/v2";
 /// Records written before they named their invocation; still read and walked.
 pub const EFFECT_RECORD_V1: &str = "world/effect-record/v1";
+/// The record of an effect decided under a grant that asks: the v2 fields,
+/// then `approvalRef`, the `world/approval/v1` decision it ran (or was
+/// denied) under.
+pub const EFFECT_RECORD_V3: &str = "world/effect-record/v3";
 pub const EFFECT_RESULT: &str = "world/effect-result/v1";
 pub const BROKER_PROVENANCE: &str = "host/broker";
 
@@ -28,9 +32,11 @@ pub const DENIED_BUDGET: &str = "denied:budget";
 /// store's intent transaction, where it cannot race.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// A live grant for exactly this effect and scope; its budget.
+    /// A live grant for exactly this effect and scope; its budget, and who
+    /// must approve first if the grant asks.
     Allow {
         grant_budget: u64,
+        ask: Option<world_store::Approver>,
     },
     Deny {
         label: &'static str,
@@ -44,55 +50,20 @@ pub fn decide(grants: &[Grant], expires_at: u64, now: u64, effect: &str, scope: 
     if named.is_empty() {
         return Decision::Deny { label: DENIED_EFFECT_NAME, grant_budget: None };
     }
-    let Some(g) = named.iter().filter(|g| g.scope == scope).max_by_key(|g| g.budget) else {
+    // Of several grants for the same effect and scope, the largest budget
+    // decides, and one that asks is preferred at equal budget (asking is never
+    // skipped by a second grant of the same size).
+    let Some(g) = named.iter().filter(|g| g.scope == scope).max_by_key(|g| (g.budget, g.ask.is_some())) else {
         return Decision::Deny { label: DENIED_SCOPE, grant_budget: None };
     };
     if now >= expires_at {
         return Decision::Deny { label: DENIED_EXPIRED, grant_budget: Some(g.budget) };
     }
-    Decision::Allow { grant_budget: g.budget }
+    Decision::Allow { grant_budget: g.budget, ask: g.ask }
 }
 
-/// `"<len(effect)>:<effect><len(scope)>:<scope><cost>:<now>:" + payload`, the
-/// request encoding of the reference system.
-pub fn request_bytes(effect: &str, scope: &str, cost: u64, now: u64, payload_canonical: &[u8]) -> Vec<u8> {
-    let mut out = format!("{}:{effect}{}:{scope}{cost}:{now}:", effect.len(), scope.len()).into_bytes();
-    out.extend_from_slice(payload_canonical);
-    out
-}
-
-/// A request object read back: effect, scope, cost, when, and the canonical
-/// JSON payload (the inverse of [`request_bytes`]); `None` if it is not one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ParsedRequest<'a> {
-    pub effect: &'a str,
-    pub scope: &'a str,
-    pub cost: u64,
-    pub at: u64,
-    pub payload: &'a [u8],
-}
-
-pub fn parse_request(bytes: &[u8]) -> Option<ParsedRequest<'_>> {
-    // `<digits>:` then the rest.
-    fn number(b: &[u8]) -> Option<(u64, &[u8])> {
-        let colon = b.iter().position(|c| *c == b':')?;
-        let digits = &b[..colon];
-        if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        Some((std::str::from_utf8(digits).ok()?.parse().ok()?, &b[colon + 1..]))
-    }
-    fn sized(b: &[u8]) -> Option<(&str, &[u8])> {
-        let (len, rest) = number(b)?;
-        let len = usize::try_from(len).ok().filter(|l| *l <= rest.len())?;
-        Some((std::str::from_utf8(&rest[..len]).ok()?, &rest[len..]))
-    }
-    let (effect, rest) = sized(bytes)?;
-    let (scope, rest) = sized(rest)?;
-    let (cost, rest) = number(rest)?;
-    let (at, payload) = number(rest)?;
-    Some(ParsedRequest { effect, scope, cost, at, payload })
-}
+// The request encoding is the store's (its verifier reads requests back).
+pub use world_store::canonical::{parse_request, request_bytes};
 
 /// One effect's decision and accounting, in the record's fixed field order,
 /// and the decision it records: the journal key `(invocation_id, ordinal)`
@@ -112,11 +83,17 @@ pub struct Record<'a> {
     pub denial: &'a str,
     pub request_ref: Ref,
     pub result_ref: Option<Ref>,
+    /// The approval decision it was decided under (a grant that asks).
+    pub approval: Option<Ref>,
 }
 
 impl Record<'_> {
+    pub fn semantic_id(&self) -> &'static str {
+        if self.approval.is_some() { EFFECT_RECORD_V3 } else { EFFECT_RECORD }
+    }
+
     pub fn to_bytes(&self) -> Vec<u8> {
-        FixedObject::new()
+        let fields = FixedObject::new()
             .str("effect", self.effect)
             .str("scope", self.scope)
             .uint("cost", self.cost)
@@ -129,17 +106,21 @@ impl Record<'_> {
             .str("resultRef", &refs::optional_text(self.result_ref))
             .str("invocationId", self.invocation_id)
             .uint("ordinal", u64::from(self.ordinal))
-            .str("effectId", self.effect_id)
-            .finish()
+            .str("effectId", self.effect_id);
+        match self.approval {
+            Some(a) => fields.str("approvalRef", &a.to_string()).finish(),
+            None => fields.finish(),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use world_store::canonical::ParsedRequest;
 
     fn g(effect: &str, scope: &str, budget: u64) -> Grant {
-        Grant { effect: effect.into(), scope: scope.into(), budget }
+        Grant::new(effect, scope, budget)
     }
 
     #[test]
@@ -157,7 +138,10 @@ mod tests {
             decide(&grants, 10, 10, "Workspace.Read", "worktree"),
             Decision::Deny { label: DENIED_EXPIRED, grant_budget: Some(5) }
         );
-        assert_eq!(decide(&grants, 10, 9, "Workspace.Read", "worktree"), Decision::Allow { grant_budget: 5 });
+        assert_eq!(
+            decide(&grants, 10, 9, "Workspace.Read", "worktree"),
+            Decision::Allow { grant_budget: 5, ask: None }
+        );
     }
 
     #[test]
@@ -197,7 +181,9 @@ mod tests {
             denial: "",
             request_ref: Ref::of(b"q"),
             result_ref: None,
+            approval: None,
         };
+        assert_eq!(r.semantic_id(), EFFECT_RECORD);
         let text = String::from_utf8(r.to_bytes()).unwrap();
         assert_eq!(
             text,
@@ -206,5 +192,10 @@ mod tests {
                 Ref::of(b"q")
             )
         );
+        // Decided under an approval: v3, the v2 fields and then the decision's ref.
+        let approved = Record { approval: Some(Ref::of(b"a")), ..r };
+        assert_eq!(approved.semantic_id(), EFFECT_RECORD_V3);
+        let v3 = String::from_utf8(approved.to_bytes()).unwrap();
+        assert_eq!(v3, format!("{},\"approvalRef\":\"{}\"}}", text.strip_suffix('}').unwrap(), Ref::of(b"a")));
     }
 }

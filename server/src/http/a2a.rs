@@ -83,6 +83,7 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
     };
     // The seed's reply shows no history: keep no copy of its arguments.
     let request = (flavor != Flavor::Legacy01).then(|| arguments.clone());
+    let sent_message_id = message_id.clone();
     let call = Call {
         surface: CallSurface::A2a,
         episode: caller.session.episode.clone(),
@@ -94,6 +95,8 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         pin,
         context: context_id,
         message_id,
+        credential: caller.credential_id,
+        answer: None,
     };
     match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
         Ok(o) => {
@@ -112,6 +115,27 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
                     entry_index: o.committed.entry_index,
                 }),
                 history: a2a::last(messages, history_length),
+                status_message: None,
+            };
+            a2a::task_completed(flavor, id, &t)
+        }
+        Err(CallError::ApprovalPending(p)) => {
+            // Nothing of the task is durable: the same task id, sent again
+            // once the approval is decided, runs (or records the denial) once.
+            let data = super::approvals::pending_data(&p);
+            let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
+            let t = TaskView {
+                task_id: &task_id,
+                context_id: None,
+                state: TaskStateName::InputRequired,
+                timestamp: Some(crate::clock::now()),
+                committed: None,
+                history: a2a::last(messages, history_length),
+                status_message: Some(a2a::MessageView {
+                    message_id: format!("{task_id}:approval:{}", p.id),
+                    role: a2a::Role::Agent,
+                    data: &data,
+                }),
             };
             a2a::task_completed(flavor, id, &t)
         }
@@ -125,6 +149,12 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
 fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavor) -> Refusal {
     let log = |cause: &dyn std::fmt::Debug| eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
     let (error, why) = match e {
+        // Answered as an input-required task by `send_message`.
+        CallError::ApprovalPending(p) => (A2aError::NotCommitted, Why::new(super::approvals::pending_text(p))),
+        CallError::ApprovalAnswer(why) => (
+            A2aError::InvalidParams,
+            Why::new(format!("the approval answer decides nothing: {why}; send the request again to be asked afresh")),
+        ),
         CallError::NotAuthorized => (
             A2aError::NotAuthorized,
             Why::parameter("metadata.skill_id", "a skill this session's grants admit: one the agent card lists"),
@@ -309,6 +339,7 @@ async fn get_task(
                     entry_index: c.entry_index,
                 }),
                 history: a2a::last(messages, history_length),
+                status_message: None,
             };
             a2a::task_snapshot(flavor, id, &t)
         }
@@ -456,6 +487,7 @@ async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) ->
                 timestamp: Some(task.ended_at.unwrap_or(task.started_at)),
                 committed,
                 history: a2a::last(messages, history_length),
+                status_message: None,
             }
         })
         .collect();

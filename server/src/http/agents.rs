@@ -180,7 +180,7 @@ async fn mcp_call(
     transition_id: String,
     arguments: Value,
     deadline: tokio::time::Instant,
-) -> Result<Value, HostFailure> {
+) -> mcp::CallOutcome {
     let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {
         eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
         return Err(HostFailure::CapacityExceeded);
@@ -198,12 +198,16 @@ async fn mcp_call(
         pin: None,
         context: None,
         message_id: None,
+        credential: caller.credential_id,
+        answer: None,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
     let invoked =
         tokio::time::timeout_at(deadline, coordinator::invoke(&(state.clone() as coordinator::SharedHost), call)).await;
     match invoked.unwrap_or(Err(CallError::Deadline)) {
-        Ok(outcome) => Ok(outcome.output),
+        Ok(outcome) => Ok(outcome.output.into()),
+        Err(CallError::ApprovalPending(p)) => Ok(mcp::CallAnswer::Refused(super::approvals::pending_text(&p))),
+        Err(CallError::ApprovalAnswer(why)) => Ok(super::approvals::bad_state(&why)),
         Err(e) => {
             let detail = match &e {
                 CallError::EffectsUnrecorded { records, .. } => {

@@ -3,6 +3,7 @@
 
 mod a2a;
 pub mod agents;
+mod approvals;
 mod episodes;
 mod provenance;
 pub mod rest;

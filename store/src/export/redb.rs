@@ -93,6 +93,7 @@ pub(crate) fn records(
         put(Record::Task { key, task })
     })?;
     each(snap, RECEIPTS, |k, v| put(Record::Receipt { id: k.to_string(), receipt: row("receipts", &k, v)? }))?;
+    each(snap, APPROVALS, |k, v| put(Record::Approval { id: k.to_string(), approval: row("approvals", &k, v)? }))?;
     if with_sessions {
         each(snap, SESSIONS, |k, v| {
             put(Record::Session { credential_id: Ref(k), session: row("sessions", &Ref(k), v)? })

@@ -8,6 +8,7 @@
 //! exception, kept on purpose: a REST commit that fails its checks drops its
 //! own receipt). Only an engine error aborts the batch.
 
+use super::approvals;
 use super::record::Record;
 use super::*;
 use crate::canonical;
@@ -47,7 +48,7 @@ pub(crate) struct Append<'a> {
 /// The rows of one write transaction, by domain. An engine implements these
 /// primitives; a row it is asked to insert as new that another writer created
 /// meanwhile is an engine error (the batch is retried), never an overwrite.
-pub(crate) trait Rows {
+pub(crate) trait Rows: approvals::ApprovalRows {
     fn has_object(&mut self, r: &Ref) -> R<bool>;
     /// Writes an object, with its indexes, unless the store has it already
     /// (immutable, first writer wins: an existing object keeps its metadata).
@@ -170,6 +171,9 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
         Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
         Op::RevokeSession { credential_id } => rows.remove_session(&credential_id).map(Reply::Revoked),
         Op::PublishRegistry(p) => publish_registry(rows, p).map(Reply::Published),
+        Op::AskApproval { id, approval, shown } => approvals::ask(rows, &id, approval, &shown),
+        Op::DecideApproval { id, decision } => approvals::decide(rows, &id, decision),
+        Op::CloseApproval { id, at } => approvals::close(rows, &id, at),
     }
 }
 
@@ -195,25 +199,6 @@ fn sequence(rows: &mut impl Rows, ops: Vec<Op>) -> R<Vec<Result<Reply, WriteErro
 }
 
 // ---- checks shared by several transactions (read-only) ----
-
-fn check_objects(objects: &[NewObject]) -> R<()> {
-    for o in objects {
-        if o.payload.len() > OBJECT_PAYLOAD_MAX {
-            return Err(WriteError::ObjectTooLarge { size: o.payload.len(), max: OBJECT_PAYLOAD_MAX });
-        }
-        let actual = Ref::of(&o.payload);
-        if actual != o.hash {
-            return Err(WriteError::HashMismatch { claimed: o.hash, actual });
-        }
-        if o.semantic_id.is_empty() || o.semantic_id.len() > LABEL_MAX || o.provenance.len() > LABEL_MAX {
-            return Err(WriteError::InvalidCommit(format!(
-                "object {}: semanticId must be 1-{LABEL_MAX} bytes and provenance at most {LABEL_MAX}",
-                o.hash
-            )));
-        }
-    }
-    Ok(())
-}
 
 fn object_exists(rows: &mut impl Rows, r: &Ref, offered: &[NewObject]) -> R<bool> {
     Ok(offered.iter().any(|o| o.hash == *r) || rows.has_object(r)?)
@@ -385,7 +370,13 @@ fn record_intent(rows: &mut impl Rows, i: IntentRequest) -> R<Debit> {
         budget_after: debit.budget_after,
         at: i.at,
     };
+    if let Some(approval) = &i.approval {
+        approvals::check_use(rows, approval, &i.task.episode, i.at)?;
+    }
     write_objects(rows, std::slice::from_ref(&i.request))?;
+    if let Some(approval) = &i.approval {
+        approvals::use_once(rows, approval)?;
+    }
     rows.insert_intent(&inv, i.ordinal, &intent)?;
     rows.set_spent(&i.task.episode, &i.effect, &i.scope, spent + i.cost)?;
     Ok(debit)
@@ -662,5 +653,6 @@ pub(crate) fn import(rows: &mut impl Rows, record: Record) -> R<()> {
         X::Task { key, task } => call_imported(rows, &key, &task),
         X::Receipt { id, receipt } => rows.put_receipt(&id, &receipt),
         X::Session { credential_id, session } => mint_session(rows, &credential_id, &session),
+        X::Approval { id, approval } => rows.insert_approval(&id, &approval),
     }
 }

@@ -4,10 +4,12 @@
 //! embedded engine's rows.
 
 mod apply;
+mod approvals;
 pub(crate) mod record;
 mod redb;
 
 pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
+pub(crate) use approvals::ApprovalRows;
 pub(crate) use redb::{W, index_episodes};
 
 use crate::canonical;
@@ -19,6 +21,11 @@ use crate::refs::Ref;
 pub const OBJECT_PAYLOAD_MAX: usize = 64 << 20;
 /// Longest `writtenBy`, semantic id or provenance string.
 pub const LABEL_MAX: usize = 512;
+/// Approvals open at once (pending, or approved and not yet used) in a store:
+/// past it a grant that asks is denied as having no approver to ask.
+pub const APPROVALS_OPEN_MAX: u64 = 1024;
+/// Longest approval id.
+pub const APPROVAL_ID_MAX: usize = 64;
 
 /// A REST commit: compare-and-append on the selected head.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -124,6 +131,17 @@ pub struct IntentRequest {
     pub grant_budget: u64,
     pub request: NewObject,
     pub at: u64,
+    /// The approval this effect runs under (a grant that asks); the intent
+    /// uses it up, so it serves once (or, for the session, while it lasts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalUse>,
+}
+
+/// The approval an intent names, and the request digest it must bind.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ApprovalUse {
+    pub id: String,
+    pub digest: Ref,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -144,6 +162,26 @@ pub struct RegistryPublish {
     pub objects: Vec<NewObject>,
     /// `(transition id, transitionFn)` of every descriptor of the new revision.
     pub entries: Vec<(String, Ref)>,
+}
+
+/// The checks every object a request carries must pass.
+pub(crate) fn check_objects(objects: &[NewObject]) -> R<()> {
+    for o in objects {
+        if o.payload.len() > OBJECT_PAYLOAD_MAX {
+            return Err(WriteError::ObjectTooLarge { size: o.payload.len(), max: OBJECT_PAYLOAD_MAX });
+        }
+        let actual = Ref::of(&o.payload);
+        if actual != o.hash {
+            return Err(WriteError::HashMismatch { claimed: o.hash, actual });
+        }
+        if o.semantic_id.is_empty() || o.semantic_id.len() > LABEL_MAX || o.provenance.len() > LABEL_MAX {
+            return Err(WriteError::InvalidCommit(format!(
+                "object {}: semanticId must be 1-{LABEL_MAX} bytes and provenance at most {LABEL_MAX}",
+                o.hash
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// One request to the writer.
@@ -204,6 +242,24 @@ pub enum Op {
         credential_id: Ref,
     },
     PublishRegistry(RegistryPublish),
+    /// Asks for a person's yes: the open approval of `(credential, digest)`
+    /// if there is one, else this new pending one (with the object it shows).
+    AskApproval {
+        id: String,
+        approval: ApprovalRow,
+        shown: NewObject,
+    },
+    /// Decides a pending approval (approved, denied, or expired by the clock).
+    DecideApproval {
+        id: String,
+        decision: ApprovalDecision,
+    },
+    /// Closes an open approval whose denial or expiry a call has told: the
+    /// next identical request asks afresh.
+    CloseApproval {
+        id: String,
+        at: u64,
+    },
 }
 
 impl Op {
@@ -255,6 +311,8 @@ pub enum Reply {
     Committed(Committed),
     Revoked(bool),
     Published(PublishOutcome),
+    /// An approval as it now stands, with its id.
+    Approval(String, Box<ApprovalRow>),
     Sequence(Vec<Result<Reply, WriteError>>),
 }
 

@@ -59,6 +59,10 @@ pub enum Record {
         credential_id: Ref,
         session: Session,
     },
+    Approval {
+        id: String,
+        approval: ApprovalRow,
+    },
     End {
         records: u64,
     },

@@ -2,12 +2,13 @@
 //! write transaction.
 
 use super::apply::{R, Rows};
+use super::approvals::ApprovalRows;
 use crate::error::{WriteError, storage};
 use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
-use redb::{ReadableTable, Table, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
 
 pub(crate) struct W<'t> {
     objects: Table<'t, Key32, &'static [u8]>,
@@ -34,6 +35,8 @@ pub(crate) struct W<'t> {
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
     episodes_by_activity: Table<'t, (u64, &'static str), ()>,
     episode_sessions: Table<'t, (&'static str, Key32), ()>,
+    approvals: Table<'t, &'static str, &'static [u8]>,
+    open_approvals: Table<'t, (Key32, Key32), &'static str>,
     /// Tasks started in this batch whose `open_tasks` row is not written yet: a
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
@@ -77,6 +80,8 @@ impl<'t> W<'t> {
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
             episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
             episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
+            approvals: txn.open_table(APPROVALS).map_err(storage)?,
+            open_approvals: txn.open_table(OPEN_APPROVALS).map_err(storage)?,
             started: Default::default(),
             next_seq: None,
         })
@@ -418,4 +423,46 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
         w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
     w.finish()
+}
+
+impl ApprovalRows for W<'_> {
+    fn approval(&mut self, id: &str) -> R<Option<ApprovalRow>> {
+        match self.approvals.get(id).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("approvals", &id, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn open_approval(&mut self, credential: &Ref, digest: &Ref) -> R<Option<String>> {
+        Ok(self.open_approvals.get((credential.0, digest.0)).map_err(storage)?.map(|v| v.value().to_string()))
+    }
+
+    fn open_approvals(&mut self) -> R<u64> {
+        self.open_approvals.len().map_err(storage)
+    }
+
+    fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
+        if self.approvals.get(id).map_err(storage)?.is_some() {
+            return Err(WriteError::Storage(format!("approval {id} exists already")));
+        }
+        self.update_approval(id, approval)
+    }
+
+    fn update_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
+        self.approvals.insert(id, rows::encode(approval).as_slice()).map_err(storage)?;
+        let key = (approval.credential.0, approval.digest.0);
+        if approval.closed {
+            let open = self.open_approvals.get(key).map_err(storage)?.is_some_and(|v| v.value() == id);
+            if open {
+                self.open_approvals.remove(key).map_err(storage)?;
+            }
+        } else {
+            self.open_approvals.insert(key, id).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    fn insert_approval_object(&mut self, o: &NewObject) -> R<()> {
+        self.insert_object(o)
+    }
 }

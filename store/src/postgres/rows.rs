@@ -11,7 +11,7 @@
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
-use crate::ops::{Append, Pending, R, Rows, chain};
+use crate::ops::{Append, ApprovalRows, Pending, R, Rows, chain};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
@@ -400,6 +400,29 @@ impl<'c> PgRows<'c> {
             self.tasks.insert(key.clone(), task.clone());
         }
         Ok(written)
+    }
+
+    /// An approval row; `conflict` says what an existing id means (none: an
+    /// engine error, so a batch that raced another writer is retried).
+    fn write_approval(&mut self, id: &str, a: &ApprovalRow, conflict: &str) -> R<()> {
+        let requested_at = i64::try_from(a.requested_at).unwrap_or(i64::MAX);
+        self.q(
+            &format!(
+                "INSERT INTO approvals (id, credential, digest, episode, state, closed, requested_at, approval) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) {conflict}"
+            ),
+            &[
+                (&id, Type::TEXT),
+                (&a.credential.0.as_slice(), Type::BYTEA),
+                (&a.digest.0.as_slice(), Type::BYTEA),
+                (&a.episode.as_str(), Type::TEXT),
+                (&a.state.as_str(), Type::TEXT),
+                (&a.closed, Type::BOOL),
+                (&requested_at, Type::INT8),
+                (&rows::encode(a), Type::BYTEA),
+            ],
+        )?;
+        Ok(())
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -1014,5 +1037,41 @@ impl EntryColumns {
             self.tasks.push(rows::encode(task));
         }
         Ok(())
+    }
+}
+
+impl ApprovalRows for PgRows<'_> {
+    fn approval(&mut self, id: &str) -> R<Option<ApprovalRow>> {
+        let rows = self.q("SELECT approval FROM approvals WHERE id = $1 FOR UPDATE", &[(&id, Type::TEXT)])?;
+        rows.first().map(|r| decoded("approvals", &id, r.get(0))).transpose()
+    }
+
+    fn open_approval(&mut self, credential: &Ref, digest: &Ref) -> R<Option<String>> {
+        let rows = self.q(
+            "SELECT id FROM approvals WHERE credential = $1 AND digest = $2 AND NOT closed FOR UPDATE",
+            &[(&credential.0.as_slice(), Type::BYTEA), (&digest.0.as_slice(), Type::BYTEA)],
+        )?;
+        Ok(rows.first().map(|r| r.get::<_, String>(0)))
+    }
+
+    fn open_approvals(&mut self) -> R<u64> {
+        let rows = self.q("SELECT count(*) FROM approvals WHERE NOT closed", &[])?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
+    }
+
+    fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
+        self.write_approval(id, approval, "")
+    }
+
+    fn update_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
+        self.write_approval(
+            id,
+            approval,
+            "ON CONFLICT (id) DO UPDATE SET state = excluded.state, closed = excluded.closed, approval = excluded.approval",
+        )
+    }
+
+    fn insert_approval_object(&mut self, o: &NewObject) -> R<()> {
+        self.insert_object(o)
     }
 }

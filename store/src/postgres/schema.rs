@@ -8,6 +8,7 @@ use postgres::Client;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_world", include_str!("../../migrations/0001_world.sql")),
     ("0002_episodes", include_str!("../../migrations/0002_episodes.sql")),
+    ("0003_approvals", include_str!("../../migrations/0003_approvals.sql")),
 ];
 
 /// The schema version this binary writes and reads.

@@ -226,6 +226,30 @@ impl View for PgSnapshot {
         )
     }
 
+    fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, ReadError> {
+        self.one("SELECT approval FROM approvals WHERE id = $1", &[(&id, Type::TEXT)], |row| {
+            decoded("approvals", &id, row.get(0))
+        })
+    }
+
+    fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.q(
+            "SELECT id, approval FROM approvals WHERE NOT closed ORDER BY requested_at, id LIMIT $1",
+            &[(&limit, Type::INT8)],
+        )?;
+        approval_rows(&rows)
+    }
+
+    fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.q(
+            "SELECT id, approval FROM approvals WHERE id COLLATE \"C\" > $1 ORDER BY id COLLATE \"C\" LIMIT $2",
+            &[(&after.unwrap_or(""), Type::TEXT), (&limit, Type::INT8)],
+        )?;
+        approval_rows(&rows)
+    }
+
     fn sessions(&self, limit: usize) -> Result<Vec<(Ref, Session)>, ReadError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.q(
@@ -473,6 +497,14 @@ const SCANS: &[Scan] = &[
             Ok(Record::Receipt { id, receipt })
         },
     },
+    Scan {
+        sql: "SELECT id, approval FROM approvals ORDER BY id COLLATE \"C\"",
+        record: |row| {
+            let id: String = row.get(0);
+            let approval = decoded("approvals", &id, row.get(1))?;
+            Ok(Record::Approval { id, approval })
+        },
+    },
 ];
 
 const SESSIONS_SCAN: Scan = Scan {
@@ -562,3 +594,13 @@ impl PgSnapshot {
 
 /// The most referrer rows naming nothing that a verify names one by one.
 pub(crate) const DANGLING_KEPT_MAX: usize = 100;
+
+fn approval_rows(rows: &[postgres::Row]) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
+    rows.iter()
+        .map(|row| {
+            let id: String = row.get(0);
+            let approval = decoded("approvals", &id, row.get(1))?;
+            Ok((id, approval))
+        })
+        .collect()
+}

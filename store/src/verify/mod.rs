@@ -11,6 +11,7 @@
 //! (`report`) lies below both; this module, which picks a snapshot's
 //! engine, lies above them.
 
+mod approvals;
 pub mod derived;
 pub(crate) mod redb;
 pub(crate) mod report;

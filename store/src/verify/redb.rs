@@ -15,13 +15,13 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-struct Sink {
+pub(super) struct Sink {
     faults: Mutex<Vec<Fault>>,
     count: AtomicU64,
 }
 
 impl Sink {
-    fn push(&self, table: &'static str, key: impl ToString, kind: FaultKind, detail: impl Into<String>) {
+    pub(super) fn push(&self, table: &'static str, key: impl ToString, kind: FaultKind, detail: impl Into<String>) {
         self.count.fetch_add(1, Ordering::Relaxed);
         let mut faults = self.faults.lock().unwrap_or_else(|p| p.into_inner());
         if faults.len() < FAULTS_KEPT_MAX {
@@ -33,7 +33,7 @@ impl Sink {
         self.push(table, "-", FaultKind::Engine, e.to_string());
     }
 
-    fn corrupt(&self, c: rows::Corruption) {
+    pub(super) fn corrupt(&self, c: rows::Corruption) {
         self.push(c.table, c.key, FaultKind::Decode, c.detail);
     }
 }
@@ -63,6 +63,8 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     v.guarded("sessions", |v| v.sessions(&mut counts));
     v.guarded("episodes", |v| v.episodes(&counts));
     v.guarded("receipts", |v| v.receipts(&mut counts));
+    v.guarded("approvals", |v| v.approval_rows());
+    v.guarded("approvals", |v| v.approved_records());
     let mut tables = vec![];
     v.guarded("(footprint)", |v| {
         tables = v.footprint()?;
@@ -73,12 +75,12 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
 }
 
-struct Verifier<'a> {
-    snap: &'a RedbSnapshot,
-    sink: &'a Sink,
+pub(super) struct Verifier<'a> {
+    pub(super) snap: &'a RedbSnapshot,
+    pub(super) sink: &'a Sink,
 }
 
-type Step = Result<(), String>;
+pub(super) type Step = Result<(), String>;
 
 impl<'a> Verifier<'a> {
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
@@ -88,7 +90,7 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
+    pub(super) fn table<K: redb::Key + 'static, V: redb::Value + 'static>(
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Option<ReadOnlyTable<K, V>>, String> {
@@ -119,7 +121,7 @@ impl<'a> Verifier<'a> {
         Ok(tables)
     }
 
-    fn has_object(&self, r: &Ref) -> bool {
+    pub(super) fn has_object(&self, r: &Ref) -> bool {
         self.snap.has_object(r).unwrap_or(false)
     }
 

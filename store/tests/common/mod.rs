@@ -109,6 +109,7 @@ pub fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, requ
         grant_budget,
         request: NewObject::derived("world/effect-request/v1", "host/broker", request.to_vec()),
         at: 1,
+        approval: None,
     }
 }
 

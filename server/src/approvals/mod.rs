@@ -1,0 +1,453 @@
+//! Approvals, as values: what a person is shown, the decision object the
+//! chain keeps, and the store requests that ask and decide. The coordinator's
+//! `approve` phase asks; the operator's verbs and an MCP client's answer
+//! decide.
+
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use world_store::*;
+
+/// A decision, as the chain keeps it; the effect record of an effect run
+/// (or denied) under it names it.
+pub const APPROVAL: &str = "world/approval/v1";
+/// What a person was shown when asked.
+pub const APPROVAL_REQUEST: &str = "world/approval-request/v1";
+pub const PROVENANCE: &str = "host/approvals";
+
+/// How long a pending approval waits for a person, and an approved one for
+/// its effect to run (`serve --approval-ttl`).
+pub const APPROVAL_TTL_DEFAULT_S: u64 = 300;
+pub const APPROVAL_TTL_MAX_S: u64 = 86_400;
+/// Longest note an operator may give with a denial.
+pub const NOTE_MAX: usize = 1024;
+/// Most of a write's content or a request's JSON shown to a person.
+const SHOWN_TEXT_MAX: usize = 2000;
+
+pub const DENIED_APPROVAL: &str = "denied:approval";
+pub const DENIED_APPROVAL_EXPIRED: &str = "denied:approval-expired";
+/// Nobody could be asked (the store's open approvals are at their bound).
+pub const DENIED_NO_APPROVER: &str = "denied:approval-unavailable";
+
+/// A fresh approval id: `ap-` and 16 random hex digits.
+pub fn new_id() -> String {
+    let mut bytes = [0u8; 8];
+    rand::rng().fill_bytes(&mut bytes);
+    format!("ap-{}", hex::encode(bytes))
+}
+
+/// Whether `id` could be an approval id (checked before any lookup).
+pub fn valid_id(id: &str) -> bool {
+    id.len() == 19 && id.starts_with("ap-") && id[3..].bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// One effect request, as a person judges it.
+pub struct Asked<'a> {
+    pub episode: &'a str,
+    pub credential: Ref,
+    pub transition: &'a str,
+    pub effect: &'a str,
+    pub scope: &'a str,
+    pub cost: u64,
+    pub budget_left: u64,
+    pub payload: &'a Value,
+    pub approver: Approver,
+}
+
+impl Asked<'_> {
+    pub fn digest(&self) -> Ref {
+        let payload = canonical::to_vec(self.payload);
+        canonical::approval_digest(&self.credential, self.transition, self.effect, self.scope, self.cost, &payload)
+    }
+
+    /// One sentence a person can judge: tool, effect, scope, cost, budget
+    /// left, and the request itself.
+    pub fn summary(&self) -> String {
+        format!(
+            "tool {} asks to {} (effect {} on {}, cost {} of {} left in episode {})",
+            self.transition,
+            describe(self.effect, self.payload),
+            self.effect,
+            self.scope,
+            self.cost,
+            self.budget_left,
+            self.episode,
+        )
+    }
+
+    /// The `world/approval-request/v1` object: what was shown.
+    pub fn shown(&self) -> NewObject {
+        let shown = json!({
+            "summary": self.summary(),
+            "episode": self.episode,
+            "credentialId": self.credential.to_string(),
+            "transition": self.transition,
+            "effect": self.effect,
+            "scope": self.scope,
+            "cost": self.cost,
+            "budgetLeft": self.budget_left,
+            "request": self.payload,
+            "approver": self.approver.as_str(),
+        });
+        NewObject::derived(APPROVAL_REQUEST, PROVENANCE, canonical::to_vec(&shown))
+    }
+
+    /// The store request asking for it (the open one of the same request is
+    /// answered instead, if there is one).
+    pub fn ask(&self, now: u64, ttl: u64) -> Op {
+        let shown = self.shown();
+        let approval = ApprovalRow {
+            episode: self.episode.to_string(),
+            credential: self.credential,
+            digest: self.digest(),
+            transition: self.transition.to_string(),
+            effect: self.effect.to_string(),
+            scope: self.scope.to_string(),
+            cost: self.cost,
+            approver: self.approver,
+            shown: shown.hash,
+            requested_at: now,
+            expires_at: now.saturating_add(ttl),
+            state: ApprovalState::Pending,
+            for_session: false,
+            decision: None,
+            decided_at: 0,
+            uses: 0,
+            closed: false,
+        };
+        Op::AskApproval { id: new_id(), approval, shown }
+    }
+}
+
+/// The request in words: the command line, the path and size (or the
+/// edit), else the request's JSON.
+fn describe(effect: &str, payload: &Value) -> String {
+    let text = |k: &str| payload.get(k).and_then(Value::as_str).unwrap_or("");
+    match payload.get("op").and_then(Value::as_str) {
+        Some("exec") => {
+            let args: Vec<&str> =
+                payload.get("args").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+            let line = std::iter::once(text("command")).chain(args).collect::<Vec<_>>().join(" ");
+            format!("run `{line}` in the episode's worktree")
+        }
+        Some("write") => {
+            let content = text("content");
+            format!("write {} bytes to {}: {}", content.len(), text("path"), clipped(content))
+        }
+        Some("edit") => format!("edit {}:\n{}", text("path"), clipped(&diff(text("old_text"), text("new_text")))),
+        Some(op) => format!("{op} {}", text("path")),
+        None => format!("perform {effect} with {}", clipped(&String::from_utf8_lossy(&canonical::to_vec(payload)))),
+    }
+}
+
+fn diff(old: &str, new: &str) -> String {
+    similar::TextDiff::from_lines(old, new).unified_diff().context_radius(2).to_string()
+}
+
+fn clipped(s: &str) -> String {
+    if s.len() <= SHOWN_TEXT_MAX {
+        return s.to_string();
+    }
+    let mut end = SHOWN_TEXT_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &s[..end], s.len())
+}
+
+/// Who decided, and how they were known to be who they are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", tag = "via")]
+pub enum Decider {
+    /// The operator, through a daemon's admin socket (owner only).
+    AdminSocket { node: String, uid: u32 },
+    /// The operator, on the store itself (`--store URL` or `--db PATH`).
+    Store { store: String, uid: u32 },
+    /// The user of the MCP client holding the session's credential, asked
+    /// through elicitation.
+    Elicitation { credential_id: String },
+    /// The A2A client holding the session's credential, on the task.
+    Task { credential_id: String, task_id: String },
+    /// Nobody decided before the approval expired.
+    Clock,
+}
+
+impl Decider {
+    pub fn describe(&self) -> String {
+        match self {
+            Decider::AdminSocket { node, uid } => {
+                format!("the operator (uid {uid}) through the admin socket of {node}")
+            }
+            Decider::Store { store, uid } => format!("the operator (uid {uid}) on the store {store}"),
+            Decider::Elicitation { credential_id } => {
+                format!("the user of the MCP client of credential {}, through elicitation", short(credential_id))
+            }
+            Decider::Task { credential_id, task_id } => {
+                format!("the A2A client of credential {} on task {task_id}", short(credential_id))
+            }
+            Decider::Clock => "nobody: it expired".into(),
+        }
+    }
+
+    /// Whether an approver of this kind may decide under a grant asking `who`.
+    pub fn may_decide(&self, who: Approver) -> bool {
+        match self {
+            Decider::AdminSocket { .. } | Decider::Store { .. } | Decider::Clock => true,
+            Decider::Elicitation { .. } | Decider::Task { .. } => who == Approver::Anyone,
+        }
+    }
+}
+
+fn short(credential_id: &str) -> &str {
+    credential_id.get(..12).unwrap_or(credential_id)
+}
+
+/// A person's word, as the operator's verbs and the surfaces give it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Approve,
+    ApproveForSession,
+    Deny,
+}
+
+impl Verdict {
+    fn decision(self) -> &'static str {
+        match self {
+            Verdict::Approve => "approved",
+            Verdict::ApproveForSession => "approved-for-session",
+            Verdict::Deny => "denied",
+        }
+    }
+}
+
+/// The store request deciding `row` (id `id`): the decision object and the
+/// row's new state. An approved effect must run within `ttl` seconds; one
+/// approved for the session, before the session expires.
+pub fn decide(
+    id: &str,
+    row: &ApprovalRow,
+    verdict: Option<Verdict>,
+    by: &Decider,
+    note: &str,
+    at: u64,
+    (ttl, session_expires_at): (u64, u64),
+) -> Op {
+    let (state, decision) = match verdict {
+        Some(Verdict::Deny) => (ApprovalState::Denied, "denied"),
+        Some(v) => (ApprovalState::Approved, v.decision()),
+        None => (ApprovalState::Expired, "expired"),
+    };
+    let for_session = verdict == Some(Verdict::ApproveForSession);
+    let use_by = if for_session { session_expires_at } else { at.saturating_add(ttl) };
+    let object = FixedObjectOf {
+        id,
+        row,
+        decision,
+        by,
+        note,
+        at,
+        expires_at: if state == ApprovalState::Approved { use_by } else { row.expires_at },
+    }
+    .object();
+    Op::DecideApproval { id: id.to_string(), decision: ApprovalDecision { state, for_session, object, at, use_by } }
+}
+
+/// The fields of a `world/approval/v1` object.
+struct FixedObjectOf<'a> {
+    id: &'a str,
+    row: &'a ApprovalRow,
+    decision: &'a str,
+    by: &'a Decider,
+    note: &'a str,
+    at: u64,
+    expires_at: u64,
+}
+
+impl FixedObjectOf<'_> {
+    fn object(&self) -> NewObject {
+        let r = self.row;
+        let by = serde_json::to_value(self.by).unwrap_or(Value::Null);
+        let bytes = canonical::FixedObject::new()
+            .str("approvalId", self.id)
+            .str("episode", &r.episode)
+            .str("credentialId", &r.credential.to_string())
+            .str("transition", &r.transition)
+            .str("effect", &r.effect)
+            .str("scope", &r.scope)
+            .uint("cost", r.cost)
+            .str("requestDigest", &r.digest.to_string())
+            .str("shownRef", &r.shown.to_string())
+            .str("approver", r.approver.as_str())
+            .str("decision", self.decision)
+            .value("decidedBy", &by)
+            .str("decidedByText", &self.by.describe())
+            .str("note", self.note)
+            .uint("requestedAt", r.requested_at)
+            .uint("decidedAt", self.at)
+            .uint("expiresAt", self.expires_at)
+            .finish();
+        NewObject::derived(APPROVAL, PROVENANCE, bytes)
+    }
+}
+
+/// An approval decision object read back (for `why`, the workbench, verify).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalObject {
+    pub approval_id: String,
+    pub episode: String,
+    pub credential_id: String,
+    pub transition: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub request_digest: String,
+    pub decision: String,
+    pub decided_by_text: String,
+    pub note: String,
+    pub requested_at: u64,
+    pub decided_at: u64,
+    pub expires_at: u64,
+}
+
+impl ApprovalObject {
+    pub fn parse(payload: &[u8]) -> Option<ApprovalObject> {
+        serde_json::from_slice(payload).ok()
+    }
+}
+
+/// One approval as the operator's verbs and the workbench list it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Listed {
+    pub id: String,
+    pub episode: String,
+    pub credential_id: String,
+    pub state: String,
+    pub approver: String,
+    pub transition: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    pub requested_at: u64,
+    pub expires_at: u64,
+    pub for_session: bool,
+    pub uses: u64,
+    /// What the person is asked, in words.
+    pub summary: String,
+}
+
+/// The open approvals, oldest first, as listed.
+pub fn listed(snap: &Snapshot) -> Result<Vec<Listed>, ReadError> {
+    let mut out = vec![];
+    for (id, row) in snap.open_approvals(APPROVALS_OPEN_MAX as usize)? {
+        let summary = snap
+            .payload(&row.shown)?
+            .and_then(|p| serde_json::from_slice::<Value>(&p).ok())
+            .and_then(|v| v.get("summary").and_then(Value::as_str).map(String::from))
+            .unwrap_or_default();
+        out.push(Listed {
+            id,
+            episode: row.episode.clone(),
+            credential_id: row.credential.hex(),
+            state: row.state.as_str().into(),
+            approver: row.approver.as_str().into(),
+            transition: row.transition.clone(),
+            effect: row.effect.clone(),
+            scope: row.scope.clone(),
+            cost: row.cost,
+            requested_at: row.requested_at,
+            expires_at: row.expires_at,
+            for_session: row.for_session,
+            uses: row.uses,
+            summary,
+        });
+    }
+    out.sort_by_key(|l| (l.requested_at, l.id.clone()));
+    Ok(out)
+}
+
+/// Why an operator's decision was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum DecideError {
+    #[error("{0:?} is not an approval id (ap- and 16 hex digits)")]
+    BadId(String),
+    #[error("no approval {0}")]
+    Unknown(String),
+    #[error("the note is longer than {NOTE_MAX} bytes")]
+    NoteTooLong,
+    #[error(transparent)]
+    Read(#[from] ReadError),
+}
+
+/// The operator's decision on approval `id`, as a store request (the
+/// session's expiry bounds an approval for the session).
+pub fn operator_decision(
+    snap: &Snapshot,
+    id: &str,
+    verdict: Verdict,
+    by: &Decider,
+    note: &str,
+    ttl: u64,
+) -> Result<Op, DecideError> {
+    if !valid_id(id) {
+        return Err(DecideError::BadId(id.to_string()));
+    }
+    if note.len() > NOTE_MAX {
+        return Err(DecideError::NoteTooLong);
+    }
+    let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
+    let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
+    let now = crate::clock::now();
+    Ok(decide(id, &row, Some(verdict), by, note, now, (ttl, session_expires_at)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asked(payload: &Value) -> Asked<'_> {
+        Asked {
+            episode: "ep",
+            credential: Ref::of(b"token"),
+            transition: "tool",
+            effect: "Workspace.Exec",
+            scope: "worktree",
+            cost: 2,
+            budget_left: 10,
+            payload,
+            approver: Approver::Anyone,
+        }
+    }
+
+    #[test]
+    fn an_approval_binds_the_exact_request_and_never_its_time() {
+        let a = json!({"op": "exec", "command": "git", "args": ["status"]});
+        let b = json!({"op": "exec", "command": "git", "args": ["push"]});
+        assert_eq!(asked(&a).digest(), asked(&a).digest());
+        assert_ne!(asked(&a).digest(), asked(&b).digest());
+        let mut other = asked(&a);
+        other.credential = Ref::of(b"another");
+        assert_ne!(other.digest(), asked(&a).digest());
+    }
+
+    #[test]
+    fn a_person_is_shown_the_command_line_and_the_budget() {
+        let a = json!({"op": "exec", "command": "git", "args": ["status", "--short"]});
+        let s = asked(&a).summary();
+        assert!(s.contains("run `git status --short`"), "{s}");
+        assert!(s.contains("cost 2 of 10 left"), "{s}");
+        let w = json!({"op": "edit", "path": "a.txt", "old_text": "one\n", "new_text": "two\n"});
+        let s = asked(&w).summary();
+        assert!(s.contains("-one") && s.contains("+two"), "{s}");
+    }
+
+    #[test]
+    fn approval_ids_are_checked_before_any_lookup() {
+        assert!(valid_id(&new_id()));
+        for bad in ["", "ap-", "ap-zzzzzzzzzzzzzzzz", "../etc/passwd", "ap-0123456789abcdef0"] {
+            assert!(!valid_id(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! `worldd approvals | approve ID | deny ID`: the operator's view of what
+//! waits for a person, and their word on it. Through a running daemon's
+//! admin socket (owner only) when there is one, else on the store itself
+//! (a PostgreSQL store is always decided on directly: every node reads it).
+
+use super::fail;
+use crate::admin::{self, AdminRequest, AdminResponse};
+use crate::approvals::{self, Decider, Listed, Verdict};
+use crate::stores::StoreSpec;
+use std::process::ExitCode;
+use world_store::{Reads, Reply};
+
+/// Asks the daemon serving `spec`, if one does.
+fn ask_daemon(spec: &StoreSpec, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
+    match spec {
+        StoreSpec::Embedded(db) => admin::call(db, req),
+        StoreSpec::Postgres(_) => Ok(None),
+    }
+}
+
+pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
+    let rows = match ask_daemon(spec, &AdminRequest::Approvals) {
+        Ok(Some(AdminResponse::Approvals { rows })) => rows,
+        Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("approvals: {message}")),
+        Ok(Some(other)) => return fail(1, format!("approvals: unexpected reply {other:?}")),
+        Ok(None) => match list_offline(spec) {
+            Ok(rows) => rows,
+            Err(e) => return fail(1, format!("approvals: {e}")),
+        },
+        Err(e) => return fail(1, format!("approvals: {e}")),
+    };
+    if json {
+        println!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
+        return ExitCode::SUCCESS;
+    }
+    let now = crate::clock::now();
+    for r in &rows {
+        println!("{}", line(r, now));
+    }
+    println!("{} open approval(s)", rows.len());
+    ExitCode::SUCCESS
+}
+
+/// One approval in a line: id, state, who may decide, until when, and what.
+fn line(r: &Listed, now: u64) -> String {
+    let state = match r.state.as_str() {
+        "pending" if now >= r.expires_at => "expired".to_string(),
+        "approved" if r.for_session => "approved for the session".to_string(),
+        s => s.to_string(),
+    };
+    let who = if r.approver == "operator" { "operator only" } else { "anyone" };
+    format!(
+        "{} {state} ({who}) until {} UTC, episode {}: {}",
+        r.id,
+        crate::clock::utc(r.expires_at),
+        r.episode,
+        r.summary
+    )
+}
+
+fn list_offline(spec: &StoreSpec) -> Result<Vec<Listed>, String> {
+    let snap = match spec {
+        StoreSpec::Embedded(db) => {
+            world_store::ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot().map_err(|e| e.to_string())?
+        }
+        StoreSpec::Postgres(url) => world_store::postgres::read_only(url).map_err(|e| e.to_string())?,
+    };
+    approvals::listed(&snap).map_err(|e| e.to_string())
+}
+
+/// `approve ID [--for-session]` and `deny ID [--note TEXT]`.
+pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitCode {
+    let verb = if verdict == Verdict::Deny { "deny" } else { "approve" };
+    if !approvals::valid_id(id) {
+        return fail(1, format!("{verb}: {id:?} is not an approval id (ap- and 16 hex digits)"));
+    }
+    let req = AdminRequest::Decide { id: id.to_string(), verdict, note: note.to_string() };
+    let state = match ask_daemon(spec, &req) {
+        Ok(Some(AdminResponse::Decided { state, .. })) => state,
+        Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("{verb}: {message}")),
+        Ok(Some(other)) => return fail(1, format!("{verb}: unexpected reply {other:?}")),
+        Ok(None) => match decide_offline(spec, id, verdict, note) {
+            Ok(state) => state,
+            Err(e) => return fail(1, format!("{verb}: {e}")),
+        },
+        Err(e) => return fail(1, format!("{verb}: {e}")),
+    };
+    let next = if state == "approved" {
+        "the agent's next identical call runs it once"
+    } else {
+        "the agent's next identical call is told, and records the denial"
+    };
+    println!("approval {id}: {state}; {next}");
+    ExitCode::SUCCESS
+}
+
+/// Decides on the store itself: no daemon holds it (a file), or it is shared.
+fn decide_offline(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> Result<String, String> {
+    let store = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?.store;
+    let by = Decider::Store { store: spec.label(), uid: nix::unistd::getuid().as_raw() };
+    let snap = store.snapshot().map_err(|e| e.to_string())?;
+    let op = approvals::operator_decision(&snap, id, verdict, &by, note, approvals::APPROVAL_TTL_DEFAULT_S)
+        .map_err(|e| e.to_string())?;
+    match store.call(op).map_err(|e| e.to_string())? {
+        Reply::Approval(_, row) => Ok(row.state.as_str().to_string()),
+        other => Err(format!("unexpected reply {other:?}")),
+    }
+}

@@ -1,0 +1,161 @@
+//! Approval: between the broker's decision and the effect's intent + debit,
+//! for an effect under a grant that asks. The call finds (or opens) the
+//! approval of its session's exact request and goes on only with a yes:
+//! `Approved` (the intent uses it up, in the debit's transaction),
+//! `Refused` (a denial or expiry, recorded under its decision, never
+//! debited), or it stops `Pending` with nothing run, debited or journaled.
+
+use super::Stop::{self, Failed};
+use super::plan::PlannedEffect;
+use super::{Answer, CallError, Invocation, PendingApproval};
+use crate::approvals::{self, Asked, DENIED_APPROVAL, DENIED_APPROVAL_EXPIRED, DENIED_NO_APPROVER};
+use world_store::*;
+
+/// The approval phase's word on one effect.
+pub(super) enum Approval {
+    /// Run it under this approval (the intent checks and uses it).
+    Approved { using: ApprovalUse, decision: Ref },
+    /// Record it denied with `label`, naming the decision if there was one.
+    Refused { label: &'static str, decision: Option<Ref> },
+}
+
+/// Asks and answers for one effect at most this many times (an approval
+/// found spent is closed and asked afresh).
+const ASK_ROUNDS_MAX: usize = 2;
+
+impl Invocation<'_> {
+    /// Finds or opens the approval of `e` under a grant asking `who`;
+    /// `budget_left` is what the grant has left for it.
+    pub(super) async fn approve(
+        &mut self,
+        e: &PlannedEffect,
+        who: Approver,
+        budget_left: u64,
+    ) -> Result<Approval, Stop> {
+        let asked = Asked {
+            episode: &self.call.episode,
+            credential: self.call.credential,
+            transition: &self.d.id,
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            budget_left,
+            payload: &e.payload,
+            approver: who,
+        };
+        let ttl = self.host.approval_ttl();
+        for _ in 0..ASK_ROUNDS_MAX {
+            let now = crate::clock::now();
+            let (id, row) = match self.store_write(asked.ask(now, ttl)).await? {
+                Ok(Reply::Approval(id, row)) => (id, *row),
+                Err(WriteError::ApprovalsFull(_)) => {
+                    return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None });
+                }
+                other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
+            };
+            let row = match self.call.answer.clone() {
+                Some(answer) if answer.approval_id == id && row.state == ApprovalState::Pending => {
+                    self.answered(&id, &row, answer, now).await?
+                }
+                // An answer naming another approval (or one decided since)
+                // decides nothing: this call goes by the approval's own state.
+                _ => row,
+            };
+            match self.settled(&id, &row, &asked, now).await? {
+                Some(approval) => return Ok(approval),
+                None => continue,
+            }
+        }
+        Err(Failed(CallError::NotCommitted("the approval kept changing while the call read it".into())))
+    }
+
+    /// What an open approval means for this call now: `None` when it was
+    /// found spent and closed (ask afresh).
+    async fn settled(
+        &mut self,
+        id: &str,
+        row: &ApprovalRow,
+        asked: &Asked<'_>,
+        now: u64,
+    ) -> Result<Option<Approval>, Stop> {
+        match row.state {
+            ApprovalState::Pending if now < row.expires_at => {
+                Err(Failed(CallError::ApprovalPending(Box::new(PendingApproval {
+                    id: id.to_string(),
+                    approver: row.approver,
+                    summary: asked.summary(),
+                    effect: row.effect.clone(),
+                    scope: row.scope.clone(),
+                    cost: row.cost,
+                    budget_left: asked.budget_left,
+                    expires_at: row.expires_at,
+                }))))
+            }
+            ApprovalState::Pending => {
+                let op = approvals::decide(id, row, None, &approvals::Decider::Clock, "", now, (0, 0));
+                let expired = self.decided(op).await?;
+                self.close(id, now).await?;
+                Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision }))
+            }
+            ApprovalState::Approved if row.usable(now) => Ok(Some(Approval::Approved {
+                using: ApprovalUse { id: id.to_string(), digest: row.digest },
+                decision: row.decision.unwrap_or(row.shown),
+            })),
+            ApprovalState::Approved => {
+                self.close(id, now).await?;
+                Ok(None)
+            }
+            ApprovalState::Denied | ApprovalState::Expired => {
+                self.close(id, now).await?;
+                let label = if row.state == ApprovalState::Denied { DENIED_APPROVAL } else { DENIED_APPROVAL_EXPIRED };
+                Ok(Some(Approval::Refused { label, decision: row.decision }))
+            }
+        }
+    }
+
+    /// The person's answer carried by this call, written as the decision.
+    async fn answered(&mut self, id: &str, row: &ApprovalRow, answer: Answer, now: u64) -> Result<ApprovalRow, Stop> {
+        if !answer.by.may_decide(row.approver) {
+            return Err(Failed(CallError::ApprovalAnswer(format!(
+                "approval {id} is the operator's to decide: `worldd approve {id}`"
+            ))));
+        }
+        let Some(verdict) = answer.verdict else { return Ok(row.clone()) };
+        let session_expires_at = self.call.expires_at;
+        let ttl = self.host.approval_ttl();
+        let op = approvals::decide(id, row, Some(verdict), &answer.by, "", now, (ttl, session_expires_at));
+        self.decided(op).await
+    }
+
+    async fn decided(&mut self, op: Op) -> Result<ApprovalRow, Stop> {
+        match self.store_write(op).await? {
+            Ok(Reply::Approval(_, row)) => Ok(*row),
+            Err(e @ (WriteError::ApprovalRefused { .. } | WriteError::NoApproval(_))) => {
+                Err(Failed(CallError::ApprovalAnswer(e.to_string())))
+            }
+            other => Err(Failed(CallError::NotCommitted(format!("deciding an approval: {other:?}")))),
+        }
+    }
+
+    async fn close(&mut self, id: &str, at: u64) -> Result<(), Stop> {
+        match self.store_write(Op::CloseApproval { id: id.to_string(), at }).await? {
+            Ok(_) => Ok(()),
+            other => Err(Failed(CallError::NotCommitted(format!("closing an approval: {other:?}")))),
+        }
+    }
+
+    /// One durable request outside the call's own batches: an approval is
+    /// the session's, not the task's, and asking writes no task row.
+    async fn store_write(&self, op: Op) -> Result<Result<Reply, WriteError>, Stop> {
+        match crate::writes::write(self.host.store(), op).await {
+            Err(WriteError::OutOfSpace(why)) => Err(Failed(CallError::OutOfSpace(why))),
+            Err(WriteError::Unavailable(why)) => {
+                Err(Failed(CallError::Unavailable(format!("the store's database is unavailable: {why}"))))
+            }
+            Err(e @ (WriteError::WriterStopped(_) | WriteError::Unconfirmed(_) | WriteError::Storage(_))) => {
+                Err(Failed(CallError::NotCommitted(e.to_string())))
+            }
+            r => Ok(r),
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! Approvals, checked offline: each row is consistent with its decision and
+//! with the index of open approvals; each effect record that names a decision
+//! (`world/effect-record/v3`) names one that decided exactly its request (the
+//! digest recomputed from the record's request object), an effect ran only
+//! under a yes, and no one-time approval served twice.
+
+use super::redb::{Step, Verifier};
+use super::report::FaultKind;
+use crate::canonical::{approval_digest, parse_request};
+use crate::model::*;
+use crate::refs::Ref;
+use crate::rows;
+use crate::tables::{APPROVALS, BY_SEMANTIC_ID, OPEN_APPROVALS};
+use crate::view::View;
+use redb::ReadableTable;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+const EFFECT_RECORD_V3: &str = "world/effect-record/v3";
+const APPROVAL: &str = "world/approval/v1";
+
+/// The fields of a v3 effect record the check reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecordFields {
+    effect: String,
+    scope: String,
+    cost: u64,
+    allowed: bool,
+    denial: String,
+    request_ref: String,
+    approval_ref: String,
+}
+
+/// The fields of a `world/approval/v1` object the check reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Decision {
+    approval_id: String,
+    credential_id: String,
+    transition: String,
+    effect: String,
+    scope: String,
+    cost: u64,
+    request_digest: String,
+    decision: String,
+}
+
+impl Verifier<'_> {
+    /// Every approval row, and the index of the open ones.
+    pub(super) fn approval_rows(&self) -> Step {
+        let Some(t) = self.table(APPROVALS)? else { return Ok(()) };
+        let open = self.table(OPEN_APPROVALS)?;
+        let fault = |id: &str, kind, detail: String| self.sink.push("approvals", id, kind, detail);
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let id = k.value();
+            let row: ApprovalRow = match rows::decode("approvals", &id, v.value()) {
+                Ok(r) => r,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    continue;
+                }
+            };
+            if !self.has_object(&row.shown) {
+                fault(id, FaultKind::Dangling, format!("shown {} names no object", row.shown));
+            }
+            let decided = row.state != ApprovalState::Pending;
+            match row.decision {
+                Some(d) if !decided => fault(id, FaultKind::Mismatch, format!("pending, yet decided by {d}")),
+                Some(d) if !self.has_object(&d) => {
+                    fault(id, FaultKind::Dangling, format!("decision {d} names no object"))
+                }
+                None if decided => fault(id, FaultKind::Missing, format!("{} without a decision", row.state.as_str())),
+                _ => {}
+            }
+            if row.uses > 0 && row.state != ApprovalState::Approved {
+                fault(id, FaultKind::Mismatch, format!("used {} time(s) but {}", row.uses, row.state.as_str()));
+            }
+            if row.uses > 1 && !row.for_session {
+                fault(id, FaultKind::Mismatch, format!("a one-time approval used {} times", row.uses));
+            }
+            let indexed = match &open {
+                Some(o) => o.get((row.credential.0, row.digest.0)).map_err(|e| e.to_string())?.map(|v| v.value() == id),
+                None => None,
+            };
+            match (row.closed, indexed) {
+                (false, Some(true)) | (true, None | Some(false)) => {}
+                (false, _) => fault(id, FaultKind::Missing, "open, but not in the index of open approvals".into()),
+                (true, Some(true)) => {
+                    fault(id, FaultKind::Mismatch, "closed, but still in the index of open approvals".into())
+                }
+            }
+        }
+        let Some(open) = open else { return Ok(()) };
+        for item in open.iter().map_err(|e| e.to_string())? {
+            let (_, v) = item.map_err(|e| e.to_string())?;
+            let id = v.value();
+            if t.get(id).map_err(|e| e.to_string())?.is_none() {
+                self.sink.push("open_approvals", id, FaultKind::Dangling, "names an approval that has no row");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every effect record decided under an approval.
+    pub(super) fn approved_records(&self) -> Step {
+        let Some(index) = self.table(BY_SEMANTIC_ID)? else { return Ok(()) };
+        let start = (EFFECT_RECORD_V3, [0u8; 32]);
+        let end = (EFFECT_RECORD_V3, [0xffu8; 32]);
+        let mut ran: BTreeMap<String, (u64, bool)> = BTreeMap::new();
+        for item in index.range(start..=end).map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
+            let record = Ref(k.value().1);
+            if let Some((id, once)) = self.approved_record(&record)? {
+                let used = ran.entry(id).or_insert((0, once));
+                used.0 += 1;
+            }
+        }
+        for (id, (runs, once)) in ran {
+            if once && runs > 1 {
+                let detail = format!("a one-time approval ran {runs} effects");
+                self.sink.push("approvals", id, FaultKind::Mismatch, detail);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks one v3 record; an effect that ran answers its approval's id
+    /// and whether that approval serves once.
+    fn approved_record(&self, record: &Ref) -> Result<Option<(String, bool)>, String> {
+        let fault = |kind, detail: String| {
+            self.sink.push("objects", record, kind, detail);
+            Ok(None)
+        };
+        let Some(fields) = self.json::<RecordFields>(record)? else {
+            return fault(FaultKind::Decode, "not an effect record naming an approval".into());
+        };
+        let Ok(approval) = Ref::parse(&fields.approval_ref) else {
+            return fault(FaultKind::Decode, format!("approvalRef {:?} is not a ref", fields.approval_ref));
+        };
+        match self.snap.object_meta(&approval).map_err(|e| e.to_string())? {
+            Some(m) if m.semantic_id == APPROVAL => {}
+            Some(m) => return fault(FaultKind::Mismatch, format!("approvalRef {approval} is a {}", m.semantic_id)),
+            None => return fault(FaultKind::Dangling, format!("approvalRef {approval} names no object")),
+        }
+        let Some(d) = self.json::<Decision>(&approval)? else {
+            return fault(FaultKind::Decode, format!("approval {approval} does not decode"));
+        };
+        if (d.effect.as_str(), d.scope.as_str(), d.cost) != (fields.effect.as_str(), fields.scope.as_str(), fields.cost)
+        {
+            return fault(
+                FaultKind::Mismatch,
+                format!("approval {} is for another effect, scope or cost", d.approval_id),
+            );
+        }
+        if !self.binds(&fields, &d)? {
+            return fault(FaultKind::Mismatch, format!("approval {} approved another request", d.approval_id));
+        }
+        let yes = matches!(d.decision.as_str(), "approved" | "approved-for-session");
+        let told = match (fields.allowed, d.decision.as_str(), fields.denial.as_str()) {
+            (true, _, _) => yes,
+            (false, "denied", "denied:approval") | (false, "expired", "denied:approval-expired") => true,
+            // Approved, then refused by the budget when it came to run.
+            (false, _, "denied:budget") => yes,
+            _ => false,
+        };
+        if !told {
+            let detail = format!(
+                "{} under approval {} whose decision is {}",
+                if fields.allowed { "ran" } else { "denied" },
+                d.approval_id,
+                d.decision
+            );
+            return fault(FaultKind::Mismatch, detail);
+        }
+        Ok(fields.allowed.then_some((d.approval_id, d.decision == "approved")))
+    }
+
+    /// Whether the decision's digest is the record's own request.
+    fn binds(&self, fields: &RecordFields, d: &Decision) -> Result<bool, String> {
+        let (Ok(request), Ok(credential)) = (Ref::parse(&fields.request_ref), Ref::parse(&d.credential_id)) else {
+            return Ok(false);
+        };
+        let Some(bytes) = self.snap.payload(&request).map_err(|e| e.to_string())? else { return Ok(false) };
+        let Some(r) = parse_request(&bytes) else { return Ok(false) };
+        let digest = approval_digest(&credential, &d.transition, r.effect, r.scope, r.cost, r.payload);
+        Ok(digest.to_string() == d.request_digest)
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, r: &Ref) -> Result<Option<T>, String> {
+        let Some(bytes) = self.snap.payload(r).map_err(|e| e.to_string())? else { return Ok(None) };
+        Ok(serde_json::from_slice(&bytes).ok())
+    }
+}

@@ -1,0 +1,222 @@
+//! Grants that ask, answered by the operator: a call under an asking grant
+//! runs nothing and debits nothing until `worldd approve`; the next identical
+//! call runs once and its effect record names the decision; a denial and an
+//! expiry are recorded and cost nothing; a pending approval outlives a
+//! restart; `why` tells who approved; `verify` stays clean.
+
+use crate::episodes::{Minted, a2a, mcp, mint_with};
+use crate::fixture;
+use crate::harness::*;
+use serde_json::{Value, json};
+use std::path::Path;
+
+const EP: &str = "asks";
+
+struct Lab {
+    store: TempStore,
+    daemon: Daemon,
+    root: std::path::PathBuf,
+    db: String,
+}
+
+fn lab(extra: &[&str]) -> Lab {
+    let store = TempStore::new();
+    let root = store.dir.path().join("ws");
+    std::fs::create_dir_all(root.join(EP)).unwrap();
+    let daemon = start(&store.db, &root, extra);
+    let db = store.db.to_str().unwrap().to_string();
+    let o = worldd(&["publish", "--db", &db, "--builtin"]);
+    assert!(o.status.success(), "publish: {}", stderr(&o));
+    let lab = Lab { store, daemon, root, db };
+    let committer = lab.session(&[]);
+    assert_eq!(lab.daemon.commit(&fixture::genesis("approvals").bytes(), Some(&committer.token)).status, 200);
+    lab
+}
+
+fn start(db: &Path, root: &Path, extra: &[&str]) -> Daemon {
+    let mut args = vec!["--workspace-root", root.to_str().unwrap()];
+    args.extend(extra);
+    Daemon::start_with(db, &args)
+}
+
+impl Lab {
+    fn session(&self, more: &[&str]) -> Minted {
+        mint_with(&self.db, EP, &["Workspace.Write=worktree:5", "world.apply=world:10"], more, None)
+    }
+
+    fn write(&self, s: &Minted, content: &str) -> Value {
+        mcp(&self.daemon, &s.token, "ailang-write", json!({"path": "notes.txt", "content": content}))
+    }
+
+    fn notes(&self) -> Option<String> {
+        std::fs::read_to_string(self.root.join(EP).join("notes.txt")).ok()
+    }
+
+    fn spent(&self) -> u64 {
+        let summary = self.daemon.get(&format!("/v1/episodes/{EP}")).json();
+        summary["spend"].as_array().into_iter().flatten().map(|g| g["spent"].as_u64().unwrap_or(0)).sum()
+    }
+
+    fn worldd_ok(&self, args: &[&str]) -> String {
+        let mut all = args.to_vec();
+        all.extend(["--db", &self.db]);
+        let o = worldd(&all);
+        assert!(o.status.success(), "worldd {args:?}: {}", stderr(&o));
+        stdout(&o)
+    }
+
+    fn approvals(&self) -> Vec<Value> {
+        serde_json::from_str(&self.worldd_ok(&["approvals", "--json"])).unwrap()
+    }
+}
+
+/// The approval id a waiting call's tool result names.
+fn waiting_id(reply: &Value) -> String {
+    let result = &reply["result"];
+    assert_eq!(result["isError"], json!(true), "a waiting call is a tool error: {reply}");
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("Nothing ran and nothing was debited"), "{text}");
+    let id = text.split("Approval ").nth(1).and_then(|t| t.split(' ').next()).unwrap();
+    assert!(id.starts_with("ap-") && id.len() == 19, "{text}");
+    id.to_string()
+}
+
+fn effect(reply: &Value) -> &Value {
+    &reply["result"]["structuredContent"]["world"]["effects"][0]
+}
+
+/// An effect's record, fetched with its payload, as JSON.
+fn record(d: &Daemon, r: &str) -> (String, Value) {
+    let meta = d.get(&format!("/v1/objects/{r}?payload=true")).ok_json();
+    let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, meta["payload"].as_str().unwrap());
+    (meta["semanticId"].as_str().unwrap().to_string(), serde_json::from_slice(&bytes.unwrap()).unwrap())
+}
+
+#[test]
+fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
+    let lab = lab(&[]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    let listed = worldd(&["session", "list", "--db", &lab.db]);
+    assert!(stdout(&listed).contains("Workspace.Write=worktree:5 (asks)"), "{}", stdout(&listed));
+
+    let first = lab.write(&s, "one\n");
+    let id = waiting_id(&first);
+    assert_eq!((lab.notes(), lab.spent()), (None, 0), "nothing ran, nothing was debited");
+    // Asking again finds the same approval: one request, one question.
+    assert_eq!(waiting_id(&lab.write(&s, "one\n")), id);
+    let open = lab.approvals();
+    assert_eq!(open.len(), 1, "{open:?}");
+    assert_eq!((open[0]["id"].as_str(), open[0]["state"].as_str()), (Some(id.as_str()), Some("pending")));
+    let summary = open[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("write 4 bytes to notes.txt") && summary.contains("cost 1 of 5 left"), "{summary}");
+
+    let said = lab.worldd_ok(&["approve", &id]);
+    assert!(said.contains("approved"), "{said}");
+    // Another request is not approved by it.
+    assert_ne!(waiting_id(&lab.write(&s, "other\n")), id);
+    let ran = lab.write(&s, "one\n");
+    assert_eq!(effect(&ran)["status"], json!("ok"), "{ran}");
+    assert_eq!((lab.notes().as_deref(), lab.spent()), (Some("one\n"), 1));
+    let (kind, rec) = record(&lab.daemon, effect(&ran)["record"].as_str().unwrap());
+    assert_eq!(kind, "world/effect-record/v3");
+    let (kind, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());
+    assert_eq!(kind, "world/approval/v1");
+    assert_eq!((approval["approvalId"].as_str(), approval["decision"].as_str()), (Some(id.as_str()), Some("approved")));
+    assert_eq!(approval["decidedBy"]["via"], json!("adminSocket"), "{approval}");
+    assert_eq!(approval["credentialId"], json!(format!("sha256:{}", s.credential_id)));
+
+    // Used once: the same request asks afresh.
+    let again = waiting_id(&lab.write(&s, "one\n"));
+    assert_ne!(again, id);
+    assert_eq!(lab.spent(), 1);
+
+    let why = worldd(&["why", effect(&ran)["record"].as_str().unwrap(), "--addr", &lab.daemon.base_url()]);
+    assert!(why.status.success(), "why: {}{}", stdout(&why), stderr(&why));
+    let told = stdout(&why);
+    assert!(told.contains("approved by the operator (uid ") && told.contains(&id), "{told}");
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn a_denial_is_recorded_under_its_decision_and_costs_nothing() {
+    let lab = lab(&[]);
+    let s = lab.session(&["--ask-operator", "Workspace.Write=worktree"]);
+    let id = waiting_id(&lab.write(&s, "no\n"));
+    let text = lab.write(&s, "no\n")["result"]["content"][0]["text"].as_str().unwrap().to_string();
+    assert!(text.contains("the operator only"), "{text}");
+    lab.worldd_ok(&["deny", &id, "--note", "not today"]);
+    let denied = lab.write(&s, "no\n");
+    assert_eq!(effect(&denied)["status"], json!("denied"), "{denied}");
+    assert_eq!((lab.notes(), lab.spent()), (None, 0));
+    let (kind, rec) = record(&lab.daemon, effect(&denied)["record"].as_str().unwrap());
+    assert_eq!((kind.as_str(), rec["allowed"].clone()), ("world/effect-record/v3", json!(false)));
+    assert_eq!(rec["denial"], json!("denied:approval"), "{rec}");
+    let (_, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());
+    assert_eq!((approval["decision"].as_str(), approval["note"].as_str()), (Some("denied"), Some("not today")));
+    // Told once: the next identical call asks again.
+    assert_ne!(waiting_id(&lab.write(&s, "no\n")), id);
+    // A decided approval takes no second word.
+    let o = worldd(&["approve", &id, "--db", &lab.db]);
+    assert!(!o.status.success() && stderr(&o).contains("decided already"), "{}", stderr(&o));
+    for bad in ["ap-nothex", "../../etc", "ap-0000000000000000"] {
+        let o = worldd(&["approve", bad, "--db", &lab.db]);
+        assert!(!o.status.success(), "{bad} must be refused");
+    }
+}
+
+#[test]
+fn a_pending_approval_outlives_a_restart_and_lapses_into_a_recorded_expiry() {
+    let mut lab = lab(&["--approval-ttl", "2"]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    let id = waiting_id(&lab.write(&s, "later\n"));
+    lab.daemon.signal_and_wait("TERM");
+    // With no daemon the verbs work on the store itself.
+    assert_eq!(lab.approvals()[0]["id"], json!(id));
+    lab.worldd_ok(&["approve", &id, "--for-session"]);
+    lab.daemon = start(&lab.store.db, &lab.root, &["--approval-ttl", "2"]);
+    for _ in 0..2 {
+        let ran = lab.write(&s, "later\n");
+        assert_eq!(effect(&ran)["status"], json!("ok"), "approved for the session: {ran}");
+    }
+    assert_eq!(lab.spent(), 2);
+    let (_, rec) = record(&lab.daemon, effect(&lab.write(&s, "later\n"))["record"].as_str().unwrap());
+    let (_, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());
+    assert_eq!(
+        (approval["decision"].as_str(), approval["decidedBy"]["via"].as_str()),
+        (Some("approved-for-session"), Some("store"))
+    );
+
+    // Nobody answers this one in time.
+    let late = waiting_id(&lab.write(&s, "too late\n"));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let expired = lab.write(&s, "too late\n");
+    let (_, rec) = record(&lab.daemon, effect(&expired)["record"].as_str().unwrap());
+    assert_eq!(rec["denial"], json!("denied:approval-expired"), "{rec}");
+    let (_, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());
+    assert_eq!(
+        (approval["approvalId"].as_str(), approval["decision"].as_str()),
+        (Some(late.as_str()), Some("expired"))
+    );
+    assert_eq!(lab.spent(), 3);
+
+    // A2A's seed method waits too, and runs nothing.
+    let args = json!({"path": "a2a.txt", "content": "x"});
+    let reply = a2a(&lab.daemon, &s.token, "t-1", "ailang-write", args.clone());
+    let status = &reply["result"]["status"];
+    assert_eq!(status["state"], json!("input-required"), "{reply}");
+    let asked = &status["message"]["parts"][0]["data"]["approval"];
+    let id = asked["id"].as_str().unwrap().to_string();
+    assert!(asked["summary"].as_str().unwrap().contains("write 1 bytes to a2a.txt"), "{asked}");
+    assert!(!lab.root.join(EP).join("a2a.txt").exists());
+    // Decided out of band, the same task id sent again runs once; a resend replays.
+    lab.worldd_ok(&["approve", &id]);
+    for _ in 0..2 {
+        let done = a2a(&lab.daemon, &s.token, "t-1", "ailang-write", args.clone());
+        assert_eq!(done["result"]["status"]["state"], json!("completed"), "{done}");
+    }
+    assert_eq!(std::fs::read_to_string(lab.root.join(EP).join("a2a.txt")).unwrap(), "x");
+    assert_eq!(lab.spent(), 4);
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
