@@ -32,6 +32,8 @@ pub struct Daemon {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// `serve --approval-ttl`.
     pub approval_ttl_s: u64,
+    /// Seals the questions asked of MCP clients (the store's secret).
+    pub approval_key: [u8; crate::approvals::state::KEY_BYTES],
 }
 
 impl crate::coordinator::Host for Daemon {

@@ -2,6 +2,7 @@
 //! the admin socket), the accept loop, graceful shutdown.
 
 use crate::admin;
+use crate::approvals::state;
 use crate::coordinator::Coordinator;
 use crate::daemon::Daemon;
 use crate::effects::worktree::Worktrees;
@@ -42,6 +43,19 @@ pub struct ServeOptions {
     pub print_connections: bool,
     /// How long an approval waits for a person, and an approved effect to run.
     pub approval_ttl_s: u64,
+}
+
+/// The key that seals approval questions, made once per store (every node
+/// of a shared store reads the same one).
+async fn approval_key(store: &dyn world_store::WorldStore) -> Result<[u8; state::KEY_BYTES], String> {
+    let op = world_store::Op::EnsureSecret { name: state::KEY_NAME.into(), value: state::new_key().to_vec() };
+    match crate::writes::write(store, op).await {
+        Ok(world_store::Reply::Secret(bytes)) => {
+            state::key_of(&bytes).ok_or_else(|| format!("the store's {} secret is not a key", state::KEY_NAME))
+        }
+        Ok(other) => Err(format!("unexpected reply {other:?}")),
+        Err(e) => Err(format!("the store's {} secret: {e}", state::KEY_NAME)),
+    }
 }
 
 /// A startup failure: the stage it happened at and why. Exit code 2.
@@ -120,6 +134,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     for (task, state) in &recovery.tasks {
         tracing::warn!(task, state = state.as_str(), "recovery: task was in flight at the last stop");
     }
+    let approval_key = approval_key(store.as_ref()).await.map_err(|e| fail("store-open", e))?;
     let db_path = std::fs::canonicalize(&opts.local).unwrap_or(opts.local.clone());
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
     let metrics = Arc::new(if opts.metrics {
@@ -145,6 +160,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         tools: Default::default(),
         metrics,
         approval_ttl_s: opts.approval_ttl_s,
+        approval_key,
     });
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;

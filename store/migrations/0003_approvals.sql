@@ -14,3 +14,10 @@ CREATE TABLE approvals (
 );
 CREATE UNIQUE INDEX open_approvals ON approvals (credential, digest) WHERE NOT closed;
 CREATE INDEX approvals_by_time ON approvals (requested_at DESC, id COLLATE "C" DESC);
+
+-- The store's secrets: the key that seals the questions asked of a client
+-- (every node checks what another asked). Never exported.
+CREATE TABLE secrets (
+    name text PRIMARY KEY,
+    value bytea NOT NULL
+);

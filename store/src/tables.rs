@@ -65,6 +65,8 @@ pub const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("approv
 /// (credentialId, request digest) → approval id: the open approval of one
 /// session's exact request (pending, or approved and not used up).
 pub const OPEN_APPROVALS: TableDefinition<(Key32, Key32), &str> = TableDefinition::new("open_approvals");
+/// secret name → its bytes (raw): the key that seals approval questions.
+pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
 /// `rest:<id>` → Receipt.
 pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
 

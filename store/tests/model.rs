@@ -428,7 +428,7 @@ impl Model {
             Op::RevokeSession { credential_id } => Ok(Reply::Revoked(self.sessions.remove(credential_id).is_some())),
             Op::PublishRegistry(p) => self.publish(p),
             // The approval law has its own scenarios (tests/approvals.rs).
-            Op::AskApproval { .. } | Op::DecideApproval { .. } | Op::CloseApproval { .. } => {
+            Op::AskApproval { .. } | Op::DecideApproval { .. } | Op::CloseApproval { .. } | Op::EnsureSecret { .. } => {
                 unreachable!("approval requests are not generated here")
             }
         }
@@ -1041,6 +1041,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::AskApproval { .. } => "AskApproval",
         Op::DecideApproval { .. } => "DecideApproval",
         Op::CloseApproval { .. } => "CloseApproval",
+        Op::EnsureSecret { .. } => "EnsureSecret",
     }
 }
 

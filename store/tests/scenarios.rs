@@ -459,3 +459,13 @@ on_both_engines! {
         assert!(matches!(store.call(ask("", b"x", b"y", 1)), Err(WriteError::InvalidCommit(_))));
     }
 }
+
+on_both_engines! {
+    fn a_secret_is_made_once_and_every_later_ask_gets_the_first(store) {
+        let ensure = |v: &[u8]| store.call(Op::EnsureSecret { name: "key".into(), value: v.to_vec() }).unwrap();
+        assert_eq!(ensure(b"first"), Reply::Secret(b"first".to_vec()));
+        assert_eq!(ensure(b"second"), Reply::Secret(b"first".to_vec()));
+        let empty = store.call(Op::EnsureSecret { name: "key".into(), value: vec![] });
+        assert!(matches!(empty, Err(WriteError::InvalidCommit(_))), "{empty:?}");
+    }
+}

@@ -52,8 +52,13 @@ impl Lab {
         std::fs::read_to_string(self.root.join(EP).join("notes.txt")).ok()
     }
 
+    /// What the episode spent (an episode that made no call has no summary: nothing).
     fn spent(&self) -> u64 {
-        let summary = self.daemon.get(&format!("/v1/episodes/{EP}")).json();
+        let r = self.daemon.get(&format!("/v1/episodes/{EP}"));
+        if r.status == 404 {
+            return 0;
+        }
+        let summary = r.json();
         summary["spend"].as_array().into_iter().flatten().map(|g| g["spent"].as_u64().unwrap_or(0)).sum()
     }
 

@@ -150,12 +150,18 @@ impl Lab {
     }
 
     pub fn mint_ttl(&self, episode: &str, grants: &[&str], ttl: Option<u64>) -> String {
+        self.mint_with(episode, grants, ttl, &[])
+    }
+
+    /// A mint with more of its arguments (`--ask …`).
+    pub fn mint_with(&self, episode: &str, grants: &[&str], ttl: Option<u64>, more: &[&str]) -> String {
         let out = self.root.join(format!("session-{episode}-{}", unique()));
         let ttl = ttl.map(|t| t.to_string());
         let mut args = vec!["session", "mint", "--db", self.db_str(), "--episode", episode, "--yes"];
         for g in grants {
             args.extend(["--grant", g]);
         }
+        args.extend(more);
         if let Some(t) = &ttl {
             args.extend(["--ttl", t.as_str()]);
         }

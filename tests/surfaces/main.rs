@@ -16,6 +16,7 @@
 
 mod a2a;
 mod a2a_spec;
+mod approvals;
 mod card;
 #[path = "../common/commit.rs"]
 mod commit;

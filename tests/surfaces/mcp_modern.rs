@@ -15,18 +15,30 @@ fn lab() -> (Lab, String) {
     (lab, token)
 }
 
-fn meta() -> Value {
+fn meta(capabilities: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
         "io.modelcontextprotocol/clientInfo": {"name": "blackbox", "version": "1"},
     })
 }
 
 /// A modern request as a conforming client sends it: `_meta` in the body,
 /// the version, method and (for tools/call) name mirrored into headers.
-fn modern(lab: &Lab, token: &str, id: Value, method: &str, mut params: Value) -> Reply {
-    params["_meta"] = meta();
+fn modern(lab: &Lab, token: &str, id: Value, method: &str, params: Value) -> Reply {
+    modern_with(lab, token, id, method, params, json!({}))
+}
+
+/// `modern` from a client declaring `capabilities`.
+pub(crate) fn modern_with(
+    lab: &Lab,
+    token: &str,
+    id: Value,
+    method: &str,
+    mut params: Value,
+    capabilities: Value,
+) -> Reply {
+    params["_meta"] = meta(capabilities);
     let name = params.get("name").and_then(Value::as_str).map(str::to_owned);
     let auth = bearer(token);
     let mut h = vec![
@@ -43,7 +55,7 @@ fn modern(lab: &Lab, token: &str, id: Value, method: &str, mut params: Value) ->
     lab.mcp_raw(&h, &serde_json::to_vec(&body).unwrap())
 }
 
-fn result(r: &Reply) -> Value {
+pub(crate) fn result(r: &Reply) -> Value {
     assert_eq!((r.status, r.content_type()), (200, "application/json"), "{}", r.text());
     let body = r.json();
     assert!(body.get("error").is_none(), "{body}");
@@ -120,7 +132,7 @@ fn authorization_comes_first_in_the_modern_era_too() {
     let r = modern(&lab, &"ab".repeat(32), json!(1), "server/discover", json!({}));
     assert_text_reply(&r, 401, "unknown session credential\n");
     let body = serde_json::to_vec(
-        &json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta()}}),
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta(json!({}))}}),
     )
     .unwrap();
     let r = lab
@@ -151,12 +163,12 @@ fn modern_protocol_errors_carry_their_status_and_echo_the_id() {
     assert_eq!(post(&h999, discover(v999.clone())), (400, json!("x"), -32022));
     assert_eq!(post(&headers, discover(v999)), (400, json!("x"), -32020), "header and _meta disagree");
     assert_eq!(
-        post(&[("MCP-Protocol-Version", V), ("Mcp-Method", "TOOLS/LIST")], discover(meta())),
+        post(&[("MCP-Protocol-Version", V), ("Mcp-Method", "TOOLS/LIST")], discover(meta(json!({})))),
         (400, json!("x"), -32020)
     );
-    let init = json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"_meta": meta()}});
+    let init = json!({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"_meta": meta(json!({}))}});
     assert_eq!(post(&[("MCP-Protocol-Version", V), ("Mcp-Method", "initialize")], init), (404, json!(9), -32601));
-    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope", "_meta": meta()}});
+    let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "nope", "_meta": meta(json!({}))}});
     let h = [("MCP-Protocol-Version", V), ("Mcp-Method", "tools/call"), ("Mcp-Name", "nope")];
     assert_eq!(post(&h, call.clone()), (400, json!(5), -32602), "unknown tool");
     let h = [("MCP-Protocol-Version", V), ("Mcp-Method", "tools/call"), ("Mcp-Name", "=?base64?bm9wZQ==?=")];

@@ -448,6 +448,7 @@ fn tools_call_becomes_a_call_with_the_decoded_id() {
             tool_name: "tools_decho".into(),
             transition_id: "tools.echo".into(),
             arguments: json!({"message": "hi"}),
+            input: Input::default(),
         }]
     );
 }

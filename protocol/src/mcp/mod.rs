@@ -104,6 +104,19 @@ pub struct Call {
     pub transition_id: String,
     /// A JSON object, already validated against the input schema.
     pub arguments: Value,
+    /// What a modern client said of asking its user (none in the legacy eras).
+    pub input: Input,
+}
+
+/// A modern `tools/call`'s Multi Round-Trip fields.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Input {
+    /// The client declared form elicitation in this request's capabilities.
+    pub can_elicit: bool,
+    /// A retry's `requestState`, as echoed.
+    pub request_state: Option<String>,
+    /// A retry's `inputResponses`, by the keys the server asked with.
+    pub responses: Map<String, Value>,
 }
 
 /// A response `plan` could give by itself.
@@ -556,7 +569,7 @@ fn resolve_call(id: &RpcId, params: &Map<String, Value>, surface: &Surface) -> R
     }
     tool.validate_arguments(&arguments).map_err(CallRefusal::InvalidArguments)?;
     let transition_id = tool.transition_id().to_owned();
-    Ok(Call { jsonrpc_id: id.clone(), tool_name: name, transition_id, arguments })
+    Ok(Call { jsonrpc_id: id.clone(), tool_name: name, transition_id, arguments, input: Input::default() })
 }
 
 /// The legacy era's `tools/call`: every refusal is a -32602 protocol error.

@@ -395,7 +395,10 @@ fn dispatch(
 /// -32602 protocol errors as in the legacy era.
 fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface, meta: ResultMeta<'_>) -> Step {
     match resolve_call(&id, params, surface) {
-        Ok(call) => Step::Call(call),
+        Ok(call) => match input_of(params) {
+            Ok(input) => Step::Call(super::Call { input, ..call }),
+            Err(message) => answer_error(id, CODE_INVALID_PARAMS, &message),
+        },
         Err(CallRefusal::Protocol(message)) => answer_error(id, CODE_INVALID_PARAMS, &message),
         Err(CallRefusal::InvalidArguments(detail)) => {
             let text = format!("invalid arguments: {detail}");
@@ -410,6 +413,29 @@ fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface, meta: Re
             )
         }
     }
+}
+
+/// The Multi Round-Trip fields of a `tools/call`: whether the client can be
+/// asked for a form, and a retry's state and answers.
+fn input_of(params: &Map<String, Value>) -> Result<super::Input, String> {
+    let elicitation = params
+        .get("_meta")
+        .and_then(|m| m.get(META_CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("elicitation"))
+        .and_then(Value::as_object);
+    // `{}` declares form mode alone; otherwise form must be named.
+    let can_elicit = elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form"));
+    let request_state = match params.get("requestState") {
+        None => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err("invalid params: requestState must be a string".into()),
+    };
+    let responses = match params.get("inputResponses") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m.clone(),
+        Some(_) => return Err("invalid params: inputResponses must be a JSON object".into()),
+    };
+    Ok(super::Input { can_elicit, request_state, responses })
 }
 
 /// A tool execution error that never ran: no `structuredContent` (there is

@@ -532,3 +532,68 @@ fn arguments_marked_x_mcp_header_must_arrive_as_matching_mcp_param_headers() {
         assert_eq!(call(all.clone(), bad), (400, CODE_HEADER_MISMATCH), "{bad:?}");
     }
 }
+
+/// A `tools/call` whose `_meta` declares `capabilities`, with `extra` params.
+fn call_with(capabilities: Value, extra: Value) -> Result<McpPlan, HttpReply> {
+    let mut params = json!({"name": "tools_decho", "arguments": {"message": "hi"}});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let mut body: Value = serde_json::from_str(&request(json!(7), "tools/call", params)).unwrap();
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    run(&modern_headers("tools/call", Some("tools_decho")), &body.to_string())
+}
+
+fn input_of(p: &McpPlan) -> &Input {
+    let [Step::Call(c)] = p.steps() else { panic!("one call") };
+    &c.input
+}
+
+#[test]
+fn a_call_tells_whether_its_client_can_be_asked_and_carries_a_retrys_state_and_answers() {
+    let none = call_with(json!({}), json!({})).unwrap();
+    assert_eq!(input_of(&none), &Input::default());
+    for (caps, can) in [(json!({"elicitation": {}}), true), (json!({"elicitation": {"form": {}, "url": {}}}), true)] {
+        assert_eq!(input_of(&call_with(caps, json!({})).unwrap()).can_elicit, can);
+    }
+    assert!(!input_of(&call_with(json!({"elicitation": {"url": {}}}), json!({})).unwrap()).can_elicit, "url mode only");
+    let retry = call_with(
+        json!({"elicitation": {}}),
+        json!({"requestState": "s.t", "inputResponses": {"approval": {"action": "decline"}}}),
+    )
+    .unwrap();
+    let input = input_of(&retry);
+    assert_eq!(input.request_state.as_deref(), Some("s.t"));
+    assert_eq!(input.responses["approval"], json!({"action": "decline"}));
+    for bad in [json!({"requestState": 1}), json!({"inputResponses": []})] {
+        let p = call_with(json!({}), bad).unwrap();
+        let r = finish(p, vec![]);
+        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!((r.status, body["error"]["code"].clone()), (400, json!(-32602)), "{body}");
+    }
+}
+
+#[test]
+fn an_input_required_answer_carries_the_requests_and_the_state_and_a_refusal_is_a_tool_error() {
+    let requests = json!({"approval": {"method": "elicitation/create", "params": {"mode": "form", "message": "ok?"}}});
+    let (status, body) =
+        modern_call(Ok(CallAnswer::InputRequired { input_requests: requests.clone(), request_state: "s.t".into() }));
+    assert_eq!(status, 200);
+    let r = &body["result"];
+    assert_eq!(
+        (&r["resultType"], &r["inputRequests"], &r["requestState"]),
+        (&json!("input_required"), &requests, &json!("s.t"))
+    );
+    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "worldd");
+    let (_, body) = modern_call(Ok(CallAnswer::Refused("waits for approval".into())));
+    assert_eq!(body["result"]["isError"], json!(true));
+    assert_eq!(body["result"]["content"][0]["text"], json!("waits for approval"));
+    assert!(body["result"].get("structuredContent").is_none());
+    let bad = CallAnswer::Error {
+        code: -32602,
+        message: "Invalid or expired requestState".into(),
+        data: Some(json!({"reason": "invalid_request_state"})),
+    };
+    let (status, body) = modern_call(Ok(bad));
+    assert_eq!((status, &body["error"]["data"]["reason"]), (400, &json!("invalid_request_state")));
+}

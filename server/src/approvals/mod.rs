@@ -3,6 +3,8 @@
 //! `approve` phase asks; the operator's verbs and an MCP client's answer
 //! decide.
 
+pub mod state;
+
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

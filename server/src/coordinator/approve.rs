@@ -57,9 +57,15 @@ impl Invocation<'_> {
                 Some(answer) if answer.approval_id == id && row.state == ApprovalState::Pending => {
                     self.answered(&id, &row, answer, now).await?
                 }
-                // An answer naming another approval (or one decided since)
-                // decides nothing: this call goes by the approval's own state.
-                _ => row,
+                // An answer is for one pending approval: decided (or used)
+                // since it was asked, it decides nothing and runs nothing.
+                Some(answer) => {
+                    return Err(Failed(CallError::ApprovalAnswer(format!(
+                        "approval {} was decided or used already; call again without the answer to be asked afresh",
+                        answer.approval_id
+                    ))));
+                }
+                None => row,
             };
             match self.settled(&id, &row, &asked, now).await? {
                 Some(approval) => return Ok(approval),

@@ -152,7 +152,7 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
     };
     let mut outcomes = Vec::with_capacity(plan.call_count());
     for call in plan.calls() {
-        let outcome = mcp_call(state, &caller, call.transition_id.clone(), call.arguments.clone(), deadline).await;
+        let outcome = mcp_call(state, &caller, call, deadline).await;
         let failed = outcome.is_err();
         outcomes.push(outcome);
         if failed {
@@ -177,10 +177,20 @@ fn joined(headers: &HeaderMap, name: &str) -> Option<Vec<u8>> {
 async fn mcp_call(
     state: &State,
     caller: &Caller,
-    transition_id: String,
-    arguments: Value,
+    asked: &mcp::Call,
     deadline: tokio::time::Instant,
 ) -> mcp::CallOutcome {
+    let (transition_id, arguments) = (asked.transition_id.clone(), asked.arguments.clone());
+    let question = super::approvals::Question::of(caller, &asked.transition_id, &arguments, &asked.input);
+    // A retry carries a person's answer: it must be ours, for this call, and
+    // its approval still undecided, or nothing runs.
+    let answer = match question.answer(state).await {
+        Ok(answer) => answer,
+        Err(why) => {
+            eprintln!("worldd: mcp refusal: tools/call {transition_id}: {why}");
+            return Ok(super::approvals::bad_state(&why));
+        }
+    };
     let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {
         eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
         return Err(HostFailure::CapacityExceeded);
@@ -199,14 +209,14 @@ async fn mcp_call(
         context: None,
         message_id: None,
         credential: caller.credential_id,
-        answer: None,
+        answer,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
     let invoked =
         tokio::time::timeout_at(deadline, coordinator::invoke(&(state.clone() as coordinator::SharedHost), call)).await;
     match invoked.unwrap_or(Err(CallError::Deadline)) {
         Ok(outcome) => Ok(outcome.output.into()),
-        Err(CallError::ApprovalPending(p)) => Ok(mcp::CallAnswer::Refused(super::approvals::pending_text(&p))),
+        Err(CallError::ApprovalPending(p)) => Ok(question.ask(state, &p)),
         Err(CallError::ApprovalAnswer(why)) => Ok(super::approvals::bad_state(&why)),
         Err(e) => {
             let detail = match &e {

@@ -1,11 +1,119 @@
 //! How the agent surfaces tell a call that waits for a person, and a bad
 //! answer to one.
 
+use super::State;
+use crate::approvals::state::{self as sealed, Belongs};
+use crate::approvals::{Decider, Verdict};
 use crate::clock;
-use crate::coordinator::PendingApproval;
-use serde_json::json;
-use world_protocol::mcp::CallAnswer;
-use world_store::Approver;
+use crate::coordinator::{Answer, PendingApproval};
+use crate::sessions::Caller;
+use serde_json::{Value, json};
+use world_protocol::mcp::{CallAnswer, Input};
+use world_store::{ApprovalState, Approver, Ref, canonical};
+
+/// The key of the one input request an approval question asks.
+const INPUT_KEY: &str = "approval";
+
+/// One MCP call, as far as asking its user goes.
+pub struct Question<'a> {
+    credential: Ref,
+    transition: &'a str,
+    arguments: Ref,
+    input: &'a Input,
+}
+
+impl<'a> Question<'a> {
+    pub fn of(caller: &Caller, transition: &'a str, arguments: &Value, input: &'a Input) -> Question<'a> {
+        let arguments = Ref::of(&canonical::to_vec(arguments));
+        Question { credential: caller.credential_id, transition, arguments, input }
+    }
+
+    fn belongs(&self) -> Belongs<'_> {
+        (&self.credential, self.transition, self.arguments)
+    }
+
+    /// The answer a retry carries, checked: its state sealed by this store,
+    /// unexpired, the caller's, for this tool and these arguments, and its
+    /// approval still pending. `Ok(None)` for a first call.
+    pub async fn answer(&self, state: &State) -> Result<Option<Answer>, String> {
+        let Some(text) = &self.input.request_state else { return Ok(None) };
+        let opened =
+            sealed::unseal(&state.approval_key, text, clock::now(), self.belongs()).map_err(|e| e.to_string())?;
+        let d = state.clone();
+        let id = opened.approval.clone();
+        let row = tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.approval(&id)))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        match row {
+            Some(r) if r.credential == self.credential && r.state == ApprovalState::Pending && !r.closed => {}
+            Some(_) => return Err(format!("approval {} was decided or used already", opened.approval)),
+            None => return Err(format!("no approval {}", opened.approval)),
+        }
+        let by = Decider::Elicitation { credential_id: self.credential.hex() };
+        Ok(Some(Answer { approval_id: opened.approval, verdict: verdict(self.input.responses.get(INPUT_KEY)), by }))
+    }
+
+    /// How a call waiting for approval `p` answers: a question for the
+    /// client's user when it can ask one and the grant lets its user decide,
+    /// else a tool error naming the approval for the operator.
+    pub fn ask(&self, state: &State, p: &PendingApproval) -> CallAnswer {
+        if !self.input.can_elicit || p.approver != Approver::Anyone {
+            return CallAnswer::Refused(pending_text(p));
+        }
+        let state_of = sealed::State::new(&self.credential, self.transition, self.arguments, &p.id, p.expires_at);
+        CallAnswer::InputRequired {
+            input_requests: json!({INPUT_KEY: {"method": "elicitation/create", "params": form(p)}}),
+            request_state: sealed::seal(&state.approval_key, &state_of),
+        }
+    }
+}
+
+/// A person's word in an elicitation result: accept with a decision, or
+/// decline (no); cancel, or anything else, decides nothing (ask again).
+fn verdict(response: Option<&Value>) -> Option<Verdict> {
+    let r = response?;
+    match r.get("action").and_then(Value::as_str)? {
+        "decline" => Some(Verdict::Deny),
+        "accept" => match r.pointer("/content/decision").and_then(Value::as_str)? {
+            "approve" => Some(Verdict::Approve),
+            "approve-for-session" => Some(Verdict::ApproveForSession),
+            "deny" => Some(Verdict::Deny),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The form a client shows its user: what will happen, and three choices.
+fn form(p: &PendingApproval) -> Value {
+    let message = format!(
+        "Approve this? {}. It runs once if you approve; nothing runs if you deny. (Approval {}, open until {} UTC.)",
+        p.summary,
+        p.id,
+        clock::utc(p.expires_at)
+    );
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "decision": {
+                    "type": "string",
+                    "title": "Decision",
+                    "description": "Approve once, approve this exact request (same tool, same arguments) for the rest of the session, or deny.",
+                    "oneOf": [
+                        {"const": "approve", "title": "Approve once"},
+                        {"const": "approve-for-session", "title": "Approve this exact request for the session"},
+                        {"const": "deny", "title": "Deny"}
+                    ]
+                }
+            },
+            "required": ["decision"]
+        }
+    })
+}
 
 /// JSON-RPC "invalid params": the answer or state a retry carried is not
 /// (or no longer) good for anything.

@@ -174,6 +174,7 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
         Op::AskApproval { id, approval, shown } => approvals::ask(rows, &id, approval, &shown),
         Op::DecideApproval { id, decision } => approvals::decide(rows, &id, decision),
         Op::CloseApproval { id, at } => approvals::close(rows, &id, at),
+        Op::EnsureSecret { name, value } => approvals::ensure_secret(rows, &name, value).map(Reply::Secret),
     }
 }
 

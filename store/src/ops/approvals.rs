@@ -20,6 +20,23 @@ pub(crate) trait ApprovalRows {
     fn update_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()>;
     /// An object an approval request carries (what was shown, the decision).
     fn insert_approval_object(&mut self, o: &NewObject) -> R<()>;
+    /// The store's secrets (the key that seals approval questions).
+    fn secret(&mut self, name: &str) -> R<Option<Vec<u8>>>;
+    fn insert_secret(&mut self, name: &str, value: &[u8]) -> R<()>;
+}
+
+/// The secret `name`, made `value` if there is none.
+pub(super) fn ensure_secret(rows: &mut impl ApprovalRows, name: &str, value: Vec<u8>) -> R<Vec<u8>> {
+    if name.is_empty() || name.len() > SECRET_NAME_MAX || value.is_empty() || value.len() > SECRET_BYTES_MAX {
+        return Err(WriteError::InvalidCommit(format!(
+            "a secret has a 1-{SECRET_NAME_MAX} byte name and a 1-{SECRET_BYTES_MAX} byte value"
+        )));
+    }
+    if let Some(existing) = rows.secret(name)? {
+        return Ok(existing);
+    }
+    rows.insert_secret(name, &value)?;
+    Ok(value)
 }
 
 fn write_object(rows: &mut impl ApprovalRows, o: &NewObject) -> R<()> {

@@ -24,6 +24,9 @@ pub const LABEL_MAX: usize = 512;
 /// Approvals open at once (pending, or approved and not yet used) in a store:
 /// past it a grant that asks is denied as having no approver to ask.
 pub const APPROVALS_OPEN_MAX: u64 = 1024;
+/// Longest secret name and value.
+pub const SECRET_NAME_MAX: usize = 64;
+pub const SECRET_BYTES_MAX: usize = 1024;
 /// Longest approval id.
 pub const APPROVAL_ID_MAX: usize = 64;
 
@@ -260,6 +263,13 @@ pub enum Op {
         id: String,
         at: u64,
     },
+    /// The store's secret `name`, made `value` if it has none yet (so every
+    /// node of a shared store agrees on it). Never exported.
+    EnsureSecret {
+        name: String,
+        #[serde(with = "crate::model::serde_bytes_vec")]
+        value: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -313,6 +323,8 @@ pub enum Reply {
     Published(PublishOutcome),
     /// An approval as it now stands, with its id.
     Approval(String, Box<ApprovalRow>),
+    /// A secret's value.
+    Secret(Vec<u8>),
     Sequence(Vec<Result<Reply, WriteError>>),
 }
 

@@ -37,6 +37,7 @@ pub(crate) struct W<'t> {
     episode_sessions: Table<'t, (&'static str, Key32), ()>,
     approvals: Table<'t, &'static str, &'static [u8]>,
     open_approvals: Table<'t, (Key32, Key32), &'static str>,
+    secrets: Table<'t, &'static str, &'static [u8]>,
     /// Tasks started in this batch whose `open_tasks` row is not written yet: a
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
@@ -82,6 +83,7 @@ impl<'t> W<'t> {
             episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
             approvals: txn.open_table(APPROVALS).map_err(storage)?,
             open_approvals: txn.open_table(OPEN_APPROVALS).map_err(storage)?,
+            secrets: txn.open_table(SECRETS).map_err(storage)?,
             started: Default::default(),
             next_seq: None,
         })
@@ -464,5 +466,14 @@ impl ApprovalRows for W<'_> {
 
     fn insert_approval_object(&mut self, o: &NewObject) -> R<()> {
         self.insert_object(o)
+    }
+
+    fn secret(&mut self, name: &str) -> R<Option<Vec<u8>>> {
+        Ok(self.secrets.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
+    }
+
+    fn insert_secret(&mut self, name: &str, value: &[u8]) -> R<()> {
+        self.secrets.insert(name, value).map_err(storage)?;
+        Ok(())
     }
 }

@@ -1074,4 +1074,16 @@ impl ApprovalRows for PgRows<'_> {
     fn insert_approval_object(&mut self, o: &NewObject) -> R<()> {
         self.insert_object(o)
     }
+
+    fn secret(&mut self, name: &str) -> R<Option<Vec<u8>>> {
+        let rows = self.q("SELECT value FROM secrets WHERE name = $1", &[(&name, Type::TEXT)])?;
+        Ok(rows.first().map(|r| r.get::<_, Vec<u8>>(0)))
+    }
+
+    fn insert_secret(&mut self, name: &str, value: &[u8]) -> R<()> {
+        // Two nodes making it at once: the second insert fails and its batch
+        // is retried, then finds the first one's.
+        self.q("INSERT INTO secrets (name, value) VALUES ($1, $2)", &[(&name, Type::TEXT), (&value, Type::BYTEA)])?;
+        Ok(())
+    }
 }

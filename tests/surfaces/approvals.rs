@@ -1,0 +1,176 @@
+//! A person asked in-band (MCP 2026-07-28 Multi Round-Trip Requests): a
+//! modern client that declared elicitation gets `input_required` with one
+//! form and a sealed `requestState`; its retry with the answer runs the
+//! effect once (or records the denial). A tampered, foreign, replayed or
+//! mismatched state is a JSON-RPC error that runs nothing; a client that
+//! cannot be asked, or a grant only the operator answers, gets a tool error
+//! naming the approval.
+
+use crate::harness::*;
+use crate::mcp_modern::{modern_with, result};
+use serde_json::{Value, json};
+
+const EP: &str = "ask";
+const ELICITS: fn() -> Value = || json!({"elicitation": {}});
+
+struct Asker {
+    lab: Lab,
+    token: String,
+}
+
+fn asker(more: &[&str]) -> Asker {
+    let lab = Lab::new(LabOptions { episodes: &[EP], ..Default::default() });
+    let token = lab.mint_with(EP, &["world.apply=world:100", "Workspace.Write=worktree:5"], None, more);
+    Asker { lab, token }
+}
+
+impl Asker {
+    fn call(&self, params: Value, capabilities: Value) -> Reply {
+        modern_with(&self.lab, &self.token, json!(1), "tools/call", params, capabilities)
+    }
+
+    fn write(&self, content: &str) -> Value {
+        json!({"name": "ailang-write", "arguments": {"path": "notes.txt", "content": content}})
+    }
+
+    /// Asks, and answers the form with `response`: the retry's reply.
+    fn answer(&self, content: &str, response: Value) -> (Reply, String) {
+        let asked = result(&self.call(self.write(content), ELICITS()));
+        let state = asked["requestState"].as_str().unwrap().to_string();
+        let mut retry = self.write(content);
+        retry["requestState"] = json!(state);
+        retry["inputResponses"] = json!({"approval": response});
+        (self.call(retry, ELICITS()), state)
+    }
+
+    fn notes(&self) -> Option<String> {
+        std::fs::read_to_string(self.lab.worktree(EP).join("notes.txt")).ok()
+    }
+
+    /// What the episode spent (an episode that made no call has no summary: nothing).
+    fn spent(&self) -> u64 {
+        let r = self.lab.get(&format!("/v1/episodes/{EP}"));
+        if r.status == 404 {
+            return 0;
+        }
+        let summary = r.json();
+        summary["spend"].as_array().into_iter().flatten().map(|g| g["spent"].as_u64().unwrap_or(0)).sum()
+    }
+}
+
+fn accept(decision: &str) -> Value {
+    json!({"action": "accept", "content": {"decision": decision}})
+}
+
+fn refused_state(r: &Reply) -> Value {
+    assert_eq!(r.status, 400, "{}", r.text());
+    let body = r.json();
+    assert_eq!(body["error"]["code"], json!(-32602), "{body}");
+    assert_eq!(body["error"]["message"], json!("Invalid or expired requestState"), "{body}");
+    assert_eq!(body["error"]["data"]["reason"], json!("invalid_request_state"), "{body}");
+    body
+}
+
+#[test]
+fn a_client_that_can_elicit_is_asked_and_its_approval_runs_the_effect_once() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let asked = result(&a.call(a.write("one\n"), ELICITS()));
+    assert_eq!(asked["resultType"], json!("input_required"), "{asked}");
+    let request = &asked["inputRequests"]["approval"];
+    assert_eq!(request["method"], json!("elicitation/create"));
+    assert_eq!(request["params"]["mode"], json!("form"));
+    let message = request["params"]["message"].as_str().unwrap();
+    assert!(message.contains("write 4 bytes to notes.txt") && message.contains("cost 1 of 5 left"), "{message}");
+    assert_eq!(request["params"]["requestedSchema"]["required"], json!(["decision"]));
+    assert_eq!((a.notes(), a.spent()), (None, 0), "asking runs and debits nothing");
+
+    let (done, state) = a.answer("one\n", accept("approve"));
+    let done = result(&done);
+    assert_eq!(done["resultType"], json!("complete"), "{done}");
+    assert_eq!(done["structuredContent"]["world"]["effects"][0]["status"], json!("ok"), "{done}");
+    assert_eq!((a.notes().as_deref(), a.spent()), (Some("one\n"), 1));
+    let record = done["structuredContent"]["world"]["effects"][0]["record"].as_str().unwrap();
+    let meta = a.lab.get_json(&format!("/v1/objects/{record}"));
+    assert_eq!(meta["semanticId"], json!("world/effect-record/v3"));
+
+    // The same state again: its approval was used; nothing runs.
+    let mut replay = a.write("one\n");
+    replay["requestState"] = json!(state);
+    replay["inputResponses"] = json!({"approval": accept("approve")});
+    refused_state(&a.call(replay, ELICITS()));
+    assert_eq!(a.spent(), 1);
+}
+
+#[test]
+fn a_declined_or_denied_question_records_the_denial_and_a_dismissed_one_asks_again() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let (denied, _) = a.answer("no\n", json!({"action": "decline"}));
+    let denied = result(&denied);
+    assert_eq!(denied["isError"], json!(true), "{denied}");
+    assert_eq!(denied["structuredContent"]["world"]["effects"][0]["status"], json!("denied"));
+    let (denied, _) = a.answer("no\n", accept("deny"));
+    assert_eq!(result(&denied)["structuredContent"]["world"]["effects"][0]["status"], json!("denied"));
+    let (again, _) = a.answer("no\n", json!({"action": "cancel"}));
+    assert_eq!(result(&again)["resultType"], json!("input_required"));
+    assert_eq!((a.notes(), a.spent()), (None, 0));
+}
+
+#[test]
+fn for_the_session_approves_the_same_request_again_but_not_another() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let (done, _) = a.answer("same\n", accept("approve-for-session"));
+    assert_eq!(result(&done)["resultType"], json!("complete"));
+    let again = result(&a.call(a.write("same\n"), ELICITS()));
+    assert_eq!(again["structuredContent"]["world"]["effects"][0]["status"], json!("ok"), "{again}");
+    assert_eq!(result(&a.call(a.write("other\n"), ELICITS()))["resultType"], json!("input_required"));
+    assert_eq!(a.spent(), 2);
+}
+
+#[test]
+fn a_tampered_foreign_or_mismatched_state_is_refused_and_runs_nothing() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let asked = result(&a.call(a.write("x\n"), ELICITS()));
+    let state = asked["requestState"].as_str().unwrap().to_string();
+    let retry = |params: Value, state: &str, token: &str| {
+        let mut p = params;
+        p["requestState"] = json!(state);
+        p["inputResponses"] = json!({"approval": accept("approve")});
+        modern_with(&a.lab, token, json!(2), "tools/call", p, ELICITS())
+    };
+    // One character changed in the seal.
+    let mut tampered = state.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    refused_state(&retry(a.write("x\n"), &String::from_utf8(tampered).unwrap(), &a.token));
+    // Another session's credential, even of the same episode and grants.
+    let other = a.lab.mint_with(
+        EP,
+        &["world.apply=world:100", "Workspace.Write=worktree:5"],
+        None,
+        &["--ask", "Workspace.Write"],
+    );
+    refused_state(&retry(a.write("x\n"), &state, &other));
+    // Other arguments under the same state.
+    refused_state(&retry(a.write("y\n"), &state, &a.token));
+    // Not a string.
+    let mut p = a.write("x\n");
+    p["requestState"] = json!(7);
+    let r = a.call(p, ELICITS());
+    assert_eq!((r.status, r.json()["error"]["code"].clone()), (400, json!(-32602)), "{}", r.text());
+    assert_eq!((a.notes(), a.spent()), (None, 0));
+    // The honest retry still works.
+    let honest = result(&retry(a.write("x\n"), &state, &a.token));
+    assert_eq!(honest["resultType"], json!("complete"), "{honest}");
+}
+
+#[test]
+fn a_client_without_elicitation_or_an_operator_only_grant_gets_a_tool_error_naming_the_approval() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let told = result(&a.call(a.write("z\n"), json!({})));
+    assert_eq!((told["resultType"].clone(), told["isError"].clone()), (json!("complete"), json!(true)), "{told}");
+    assert!(told["content"][0]["text"].as_str().unwrap().contains("worldd approve ap-"), "{told}");
+    let op = asker(&["--ask-operator", "Workspace.Write"]);
+    let told = result(&op.call(op.write("z\n"), ELICITS()));
+    let text = told["content"][0]["text"].as_str().unwrap();
+    assert!(told["isError"] == json!(true) && text.contains("the operator only"), "{told}");
+}
