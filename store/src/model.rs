@@ -191,6 +191,9 @@ pub struct ApprovalRow {
     pub uses: u64,
     /// No call finds it any more: used (once), or its denial or expiry told.
     pub closed: bool,
+    /// The A2A task the question was asked on, which a continuation names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 impl ApprovalRow {

@@ -49,6 +49,7 @@ fn decided(store: &Store, id: &str, decision: &str, state: ApprovalState) -> Ref
         decided_at: 0,
         uses: 0,
         closed: false,
+        task: None,
     };
     store.call(Op::AskApproval { id: id.into(), approval, shown }).unwrap();
     let bytes = FixedObject::new()

@@ -60,6 +60,7 @@ fn populated() -> (tempfile::TempDir, Store) {
             decided_at: 0,
             uses: 0,
             closed: false,
+            task: None,
         };
         store.call(Op::AskApproval { id: id.into(), approval, shown }).unwrap();
     }

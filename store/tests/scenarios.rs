@@ -372,6 +372,7 @@ fn ask(id: &str, c: &[u8], digest: &[u8], expires_at: u64) -> Op {
         decided_at: 0,
         uses: 0,
         closed: false,
+        task: None,
     };
     Op::AskApproval { id: id.into(), approval, shown }
 }

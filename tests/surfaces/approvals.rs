@@ -174,3 +174,64 @@ fn a_client_without_elicitation_or_an_operator_only_grant_gets_a_tool_error_nami
     let text = told["content"][0]["text"].as_str().unwrap();
     assert!(told["isError"] == json!(true) && text.contains("the operator only"), "{told}");
 }
+
+/// One A2A 1.0 JSON-RPC call; the reply parsed.
+fn a2a(a: &Asker, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    a2a_json(&a.lab.a2a_raw(Some(&a.token), &serde_json::to_vec(&body).unwrap()))
+}
+
+fn send(a: &Asker, message_id: &str, task: &str, content: &str) -> Value {
+    let data = json!({"path": "a2a.txt", "content": content});
+    let message = json!({"messageId": message_id, "taskId": task, "role": "ROLE_USER", "parts": [{"data": data}]});
+    a2a(a, "SendMessage", json!({"message": message, "metadata": {"skill_id": "ailang-write"}}))
+}
+
+fn answer(a: &Asker, message_id: &str, task: &str, word: &str) -> Value {
+    let message =
+        json!({"messageId": message_id, "taskId": task, "role": "ROLE_USER", "parts": [{"data": {"approval": word}}]});
+    a2a(a, "SendMessage", json!({"message": message}))
+}
+
+#[test]
+fn an_a2a_task_waits_input_required_and_a_message_on_it_with_the_answer_runs_it_once() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let asked = send(&a, "m1", "task-1", "hi");
+    let task = &asked["result"]["task"];
+    assert_eq!(task["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"), "{asked}");
+    let waits = &task["status"]["message"]["parts"][0]["data"]["approval"];
+    assert_eq!(waits["state"], json!("pending"), "{asked}");
+    assert!(waits["summary"].as_str().unwrap().contains("write 2 bytes to a2a.txt"), "{waits}");
+    assert_eq!(task["status"]["message"]["role"], json!("ROLE_AGENT"));
+    assert!(!a.lab.worktree(EP).join("a2a.txt").exists());
+
+    let done = answer(&a, "m2", "task-1", "approve");
+    assert_eq!(done["result"]["task"]["status"]["state"], json!("TASK_STATE_COMPLETED"), "{done}");
+    assert_eq!(std::fs::read_to_string(a.lab.worktree(EP).join("a2a.txt")).unwrap(), "hi");
+    // The task id stays the idempotency key: the request resent replays, runs nothing.
+    let again = send(&a, "m3", "task-1", "hi");
+    assert_eq!(again["result"]["task"]["status"]["state"], json!("TASK_STATE_COMPLETED"), "{again}");
+    assert_eq!(a.spent(), 1);
+    // Nothing waits on it any more.
+    assert_eq!(answer(&a, "m4", "task-1", "approve")["error"]["code"], json!(-32001));
+}
+
+#[test]
+fn an_a2a_denial_on_the_task_is_recorded_and_a_bad_word_or_an_operator_only_grant_decides_nothing() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    send(&a, "m1", "task-2", "no");
+    let bad = answer(&a, "m2", "task-2", "maybe");
+    assert_eq!(bad["error"]["code"], json!(-32602), "{bad}");
+    let denied = answer(&a, "m3", "task-2", "deny");
+    let task = &denied["result"]["task"];
+    assert_eq!(task["status"]["state"], json!("TASK_STATE_COMPLETED"), "{denied}");
+    assert_eq!(task["artifacts"][0]["parts"][0]["data"]["world"]["effects"][0]["status"], json!("denied"), "{denied}");
+    assert_eq!(a.spent(), 0);
+
+    let op = asker(&["--ask-operator", "Workspace.Write"]);
+    send(&op, "m1", "task-3", "x");
+    let refused = answer(&op, "m2", "task-3", "approve");
+    assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
+    assert!(refused.to_string().contains("the operator's to decide"), "{refused}");
+    assert!(!op.lab.worktree(EP).join("a2a.txt").exists());
+}

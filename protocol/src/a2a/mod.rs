@@ -109,6 +109,37 @@ pub struct SendRequest {
     pub history_length: Option<u32>,
 }
 
+/// The continuation of an `input-required` task with a decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnswerRequest {
+    pub task_id: String,
+    /// `approve`, `approve-for-session` or `deny`.
+    pub word: ApprovalWord,
+    pub context_id: Option<String>,
+    pub message_id: Option<String>,
+    pub history_length: Option<u32>,
+}
+
+/// What an approval answer says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApprovalWord {
+    Approve,
+    ApproveForSession,
+    Deny,
+}
+
+impl ApprovalWord {
+    pub const ALL: [(&'static str, ApprovalWord); 3] = [
+        ("approve", ApprovalWord::Approve),
+        ("approve-for-session", ApprovalWord::ApproveForSession),
+        ("deny", ApprovalWord::Deny),
+    ];
+
+    fn parse(text: &str) -> Option<ApprovalWord> {
+        ApprovalWord::ALL.iter().find(|(w, _)| *w == text).map(|(_, a)| *a)
+    }
+}
+
 /// `ListTasks`: which of the caller's tasks, and which page of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListQuery {
@@ -126,6 +157,10 @@ pub struct ListQuery {
 #[derive(Debug, Clone, PartialEq)]
 pub enum A2aKind {
     Send(SendRequest),
+    /// A person's word on the approval an `input-required` task waits for:
+    /// a message on that task whose one data part is `{"approval": WORD}`
+    /// and which names no skill.
+    Answer(AnswerRequest),
     /// The state of task `task_id` (the committed result, if any).
     Get {
         task_id: String,

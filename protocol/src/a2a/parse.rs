@@ -192,8 +192,8 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
         Some(v) => task_id(Some(v), "message.taskId")?,
     };
     let context_id = bounded_str(message, "contextId", "message.contextId")?;
-    let (skill_id, transition_fn) =
-        skill_and_pin(&[("metadata", params.get("metadata")), ("message.metadata", message.get("metadata"))])?;
+    let places = [("metadata", params.get("metadata")), ("message.metadata", message.get("metadata"))];
+    let answers = metadata_str(&places, "skill_id")?.is_none() && message.get("taskId").is_some_and(|t| !t.is_null());
     let history_length = match params.get("configuration") {
         None | Some(Value::Null) => None,
         Some(Value::Object(c)) => {
@@ -213,6 +213,16 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
         _ => None,
     };
     let arguments = single_data_part(message, tag)?;
+    if answers && let Some(word) = approval_word(&arguments)? {
+        return Ok(A2aKind::Answer(AnswerRequest {
+            task_id,
+            word,
+            context_id,
+            message_id: Some(message_id),
+            history_length,
+        }));
+    }
+    let (skill_id, transition_fn) = skill_and_pin(&places)?;
     Ok(A2aKind::Send(SendRequest {
         task_id,
         skill_id,
@@ -222,6 +232,18 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
         message_id: Some(message_id),
         history_length,
     }))
+}
+
+/// The word of an approval answer: a data part `{"approval": WORD}` and
+/// nothing else; `None` when the data is something else.
+fn approval_word(data: &Value) -> Result<Option<ApprovalWord>, Bad> {
+    let Some(obj) = data.as_object().filter(|o| o.len() == 1) else { return Ok(None) };
+    let Some(word) = obj.get("approval") else { return Ok(None) };
+    let words = || ApprovalWord::ALL.iter().map(|(w, _)| format!("{w:?}")).collect::<Vec<_>>().join(", ");
+    match word.as_str().and_then(ApprovalWord::parse) {
+        Some(w) => Ok(Some(w)),
+        None => Err(invalid("message.parts[0].data.approval", format!("one of {}", words()))),
+    }
 }
 
 fn parse_get(params: Option<&Value>) -> Result<A2aKind, Bad> {

@@ -865,3 +865,27 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_message_on_a_task_naming_no_skill_whose_data_is_an_approval_word_is_an_answer() {
+    let bare = |message: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"message":{message}}}}}"#)
+    };
+    let answer = |data: &str| {
+        bare(&format!(r#"{{"messageId":"m2","taskId":"t1","role":"ROLE_USER","parts":[{{"data":{data}}}]}}"#))
+    };
+    for (word, want) in ApprovalWord::ALL {
+        let req = parse_str(&answer(&format!(r#"{{"approval":"{word}"}}"#))).unwrap();
+        let A2aKind::Answer(a) = req.kind else { panic!("{word}: not an answer") };
+        assert_eq!((a.task_id.as_str(), a.word, a.message_id.as_deref()), ("t1", want, Some("m2")));
+    }
+    assert_refused(&answer(r#"{"approval":"maybe"}"#), -32602, Some("message.parts[0].data.approval"));
+    // Other data, or no task id: a call, which needs its skill.
+    assert_refused(&answer(r#"{"approval":"approve","more":1}"#), -32602, Some("metadata.skill_id"));
+    let no_task = bare(r#"{"messageId":"m2","role":"ROLE_USER","parts":[{"data":{"approval":"approve"}}]}"#);
+    assert_refused(&no_task, -32602, Some("metadata.skill_id"));
+    // A call that names its skill is a call, whatever its data.
+    let call =
+        send10(r#"{"messageId":"m2","taskId":"t1","role":"ROLE_USER","parts":[{"data":{"approval":"approve"}}]}"#);
+    assert!(matches!(parse_str(&call).unwrap().kind, A2aKind::Send(_)));
+}

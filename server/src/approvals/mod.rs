@@ -54,6 +54,10 @@ pub struct Asked<'a> {
     pub budget_left: u64,
     pub payload: &'a Value,
     pub approver: Approver,
+    /// The tool's arguments: what a continuation runs again.
+    pub arguments: &'a Value,
+    /// The A2A task asked on, if any.
+    pub task: Option<&'a str>,
 }
 
 impl Asked<'_> {
@@ -90,6 +94,8 @@ impl Asked<'_> {
             "budgetLeft": self.budget_left,
             "request": self.payload,
             "approver": self.approver.as_str(),
+            "arguments": self.arguments,
+            "taskId": self.task,
         });
         NewObject::derived(APPROVAL_REQUEST, PROVENANCE, canonical::to_vec(&shown))
     }
@@ -116,6 +122,7 @@ impl Asked<'_> {
             decided_at: 0,
             uses: 0,
             closed: false,
+            task: self.task.map(str::to_string),
         };
         Op::AskApproval { id: new_id(), approval, shown }
     }
@@ -420,6 +427,8 @@ mod tests {
             budget_left: 10,
             payload,
             approver: Approver::Anyone,
+            arguments: &Value::Null,
+            task: None,
         }
     }
 

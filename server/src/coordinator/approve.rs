@@ -42,6 +42,8 @@ impl Invocation<'_> {
             budget_left,
             payload: &e.payload,
             approver: who,
+            arguments: &self.call.arguments,
+            task: (self.call.surface == Surface::A2a).then_some(self.call.task_id.as_str()),
         };
         let ttl = self.host.approval_ttl();
         for _ in 0..ASK_ROUNDS_MAX {

@@ -45,7 +45,8 @@ pub async fn a2a_post(
     };
     let (id, flavor) = (&req.jsonrpc_id, req.flavor);
     let out = match req.kind {
-        A2aKind::Send(send) => send_message(&state, &caller, flavor, id, send).await,
+        A2aKind::Send(send) => send_message(&state, &caller, flavor, id, send, None).await,
+        A2aKind::Answer(answer) => answer_task(&state, &caller, flavor, id, answer).await,
         A2aKind::Get { task_id, history_length } => {
             get_task(&state, &caller, flavor, id, &task_id, history_length).await
         }
@@ -71,7 +72,48 @@ fn invocation_id(caller: &Caller, task_id: &str) -> String {
     format!("a2a:{}:{task_id}", caller.session.episode)
 }
 
-async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, send: SendRequest) -> A2aReply {
+/// A person's word on the approval task `a.task_id` waits for: the task's
+/// request runs again under that answer (the same task id: it runs at most once).
+async fn answer_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, a: a2a::AnswerRequest) -> A2aReply {
+    let waiting = match super::approvals::waiting_on(state, caller, &a.task_id).await {
+        Ok(Some(w)) => w,
+        Ok(None) => {
+            let why = Why::parameter("message.taskId", "a task waiting for approval (input-required) in this session")
+                .with("taskId", &a.task_id);
+            return A2aError::TaskNotFound.because(why).reply(id, flavor);
+        }
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: approval answer on {}: {why:?}", a.task_id);
+            return A2aError::Unavailable.because(Why::new("the cause is in the daemon's log")).reply(id, flavor);
+        }
+    };
+    let verdict = match a.word {
+        a2a::ApprovalWord::Approve => crate::approvals::Verdict::Approve,
+        a2a::ApprovalWord::ApproveForSession => crate::approvals::Verdict::ApproveForSession,
+        a2a::ApprovalWord::Deny => crate::approvals::Verdict::Deny,
+    };
+    let by = crate::approvals::Decider::Task { credential_id: caller.credential_id.hex(), task_id: a.task_id.clone() };
+    let answer = crate::coordinator::Answer { approval_id: waiting.id, verdict: Some(verdict), by };
+    let send = SendRequest {
+        task_id: a.task_id,
+        skill_id: waiting.transition,
+        arguments: waiting.arguments,
+        transition_fn: None,
+        context_id: a.context_id,
+        message_id: a.message_id,
+        history_length: a.history_length,
+    };
+    send_message(state, caller, flavor, id, send, Some(answer)).await
+}
+
+async fn send_message(
+    state: &State,
+    caller: &Caller,
+    flavor: Flavor,
+    id: &RpcId,
+    send: SendRequest,
+    answer: Option<crate::coordinator::Answer>,
+) -> A2aReply {
     let SendRequest { task_id, skill_id, arguments, transition_fn, context_id, message_id, history_length } = send;
     let pin = match transition_fn.as_deref().map(Ref::parse) {
         Some(Err(_)) => {
@@ -96,7 +138,7 @@ async fn send_message(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         context: context_id,
         message_id,
         credential: caller.credential_id,
-        answer: None,
+        answer,
     };
     match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
         Ok(o) => {

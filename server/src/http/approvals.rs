@@ -156,6 +156,32 @@ pub fn pending_data(p: &PendingApproval) -> serde_json::Value {
     })
 }
 
+/// An approval an A2A task waits on: its id, and the call to run again.
+pub struct Waiting {
+    pub id: String,
+    pub transition: String,
+    pub arguments: Value,
+}
+
+/// The pending approval the caller's task `task_id` was asked on, with the
+/// request it asked about (from what was shown).
+pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result<Option<Waiting>, String> {
+    let (d, credential, task) = (state.clone(), caller.credential_id, task_id.to_string());
+    let found = tokio::task::spawn_blocking(move || -> Result<Option<Waiting>, world_store::ReadError> {
+        let snap = d.store.snapshot()?;
+        let open = snap.open_approvals(world_store::APPROVALS_OPEN_MAX as usize)?;
+        let Some((id, row)) = open.into_iter().find(|(_, r)| {
+            r.credential == credential && r.task.as_deref() == Some(task.as_str()) && r.state == ApprovalState::Pending
+        }) else {
+            return Ok(None);
+        };
+        let shown: Value = snap.payload(&row.shown)?.and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default();
+        let arguments = shown.get("arguments").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
+        Ok(Some(Waiting { id, transition: row.transition, arguments }))
+    });
+    found.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
+}
+
 /// A retry whose answer cannot decide its approval: a JSON-RPC error, and
 /// nothing runs.
 pub fn bad_state(why: &str) -> CallAnswer {
