@@ -477,3 +477,73 @@ fn alike_effects_racing_on_three_nodes_each_get_their_own_record_and_the_store_v
         assert_store_verifies(&url);
     }
 }
+
+/// A 2026-07-28 `tools/call` of `ailang-read` from a client that declares
+/// elicitation, with `extra` params (a retry's state and answers).
+fn modern_read(node: &Node, token: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "ailang-read", "arguments": {"path": "hello.txt"}, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    for (k, v) in extra.as_object().unwrap() {
+        params[k] = v.clone();
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "ailang-read"),
+    ];
+    node.daemon.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+}
+
+#[test]
+fn an_approval_asked_on_one_node_is_decided_on_the_store_and_answered_on_another() {
+    let (url, _root, nodes) = nodes(2);
+    let token = mint_in(&url, &nodes, "asks", "Workspace.Read=worktree:10");
+    // The same session, asking (mint_in mints without asks): mint one that asks.
+    let o = worldd(&[
+        "session",
+        "mint",
+        "--store",
+        &url,
+        "--episode",
+        "asks",
+        "--grant",
+        "Workspace.Read=worktree:10",
+        "--ask",
+        "Workspace.Read",
+        "--yes",
+    ]);
+    assert!(o.status.success(), "mint: {}", stderr(&o));
+    let asks = stdout(&o).trim().to_string();
+    assert!(read_ok(&read(&nodes[0], &token, "plain")), "a grant that does not ask runs at once");
+
+    // Out of band: asked through node 0, approved on the store, run through node 1.
+    let waiting = read(&nodes[0], &asks, "t1");
+    assert_eq!(waiting["result"]["status"]["state"], json!("input-required"), "{waiting}");
+    let id = waiting["result"]["status"]["message"]["parts"][0]["data"]["approval"]["id"].as_str().unwrap().to_string();
+    let listed = worldd(&["approvals", "--store", &url, "--json"]);
+    assert!(stdout(&listed).contains(&id), "{}", stdout(&listed));
+    let o = worldd(&["approve", &id, "--store", &url]);
+    assert!(o.status.success(), "approve: {}", stderr(&o));
+    let ran = read(&nodes[1], &asks, "t1");
+    assert!(read_ok(&ran), "{ran}");
+    let again = read(&nodes[0], &asks, "t1");
+    assert_eq!(record_of(&again), record_of(&ran), "a resend elsewhere replays the one run");
+
+    // In band: the question sealed by node 0 is answered through node 1 (one key per store).
+    let asked = modern_read(&nodes[0], &asks, json!({}));
+    assert_eq!(asked["result"]["resultType"], json!("input_required"), "{asked}");
+    let answer = json!({"requestState": asked["result"]["requestState"],
+        "inputResponses": {"approval": {"action": "accept", "content": {"decision": "approve"}}}});
+    let done = modern_read(&nodes[1], &asks, answer);
+    assert_eq!(done["result"]["structuredContent"]["world"]["effects"][0]["status"], json!("ok"), "{done}");
+    let summary = nodes[0].daemon.get("/v1/episodes/asks").ok_json();
+    let spent: u64 = summary["spend"].as_array().unwrap().iter().map(|s| s["spent"].as_u64().unwrap()).sum();
+    assert_eq!(spent, 3, "one plain read and two approved ones");
+    assert_store_verifies(&url);
+}
