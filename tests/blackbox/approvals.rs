@@ -115,6 +115,9 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
     let summary = open[0]["summary"].as_str().unwrap();
     assert!(summary.contains("write 4 bytes to notes.txt") && summary.contains("cost 1 of 5 left"), "{summary}");
 
+    // The workbench shows what waits and the command that decides it.
+    let page = lab.daemon.get("/workbench/episodes").text();
+    assert!(page.contains(&format!("<code>worldd approve {id}</code>")), "{page}");
     let said = lab.worldd_ok(&["approve", &id]);
     assert!(said.contains("approved"), "{said}");
     // Another request is not approved by it.
@@ -130,6 +133,8 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
     assert_eq!(approval["decidedBy"]["via"], json!("adminSocket"), "{approval}");
     assert_eq!(approval["credentialId"], json!(format!("sha256:{}", s.credential_id)));
 
+    let page = lab.daemon.get(&format!("/workbench/episodes/{EP}")).text();
+    assert!(page.contains("approved by the operator (uid ") && page.contains(&format!("({id})</div>")), "{page}");
     // Used once: the same request asks afresh.
     let again = waiting_id(&lab.write(&s, "one\n"));
     assert_ne!(again, id);

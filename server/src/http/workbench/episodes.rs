@@ -5,6 +5,7 @@
 //! of the calls shown: each page reads a bounded number of rows and objects,
 //! whatever the episode's length.
 
+use super::approvals;
 use super::changes;
 use super::svg::{self, Mark, Steps};
 use super::{DASH, Page, check_params, entry_link, esc, index, obj_link_short, respond};
@@ -164,8 +165,9 @@ fn list_view(s: &Snapshot, after: Option<(u64, String)>, now: u64) -> Result<Pag
         pager.push_str(&format!("<a id=\"older-episodes\" href=\"{}\">less recent ›</a>", esc(&href)));
     }
     pager.push_str("</p>");
+    let waiting = approvals::waiting_html(s, None, now)?;
     let body = format!(
-        "<h1>Episodes</h1><p class=\"muted\">Most recently active first. Spend is against the largest budget a live \
+        "<h1>Episodes</h1>{waiting}<p class=\"muted\">Most recently active first. Spend is against the largest budget a live \
          session of the episode holds.</p><table id=\"episodes\"><tr><th>episode</th><th>calls</th><th>states</th>\
          <th>effects</th><th>grants: spent / budget</th><th>activity</th></tr>{rows}</table>{pager}"
     );
@@ -180,12 +182,14 @@ fn episode_view(s: &Snapshot, episode: &str, from: Option<u64>, now: u64) -> Res
     // The calls after the page, if few enough to read, set its spend on the running total.
     let end = page_end(&page);
     let tail = if end < summary.calls { episodes::calls(s, episode, end, SPEND_TAIL_CALLS)? } else { None };
+    let decided = approvals::decisions(s, &page)?;
     let body = [
         format!("<h1>Episode <span id=\"episode-name\">{}</span></h1>", esc(episode)),
         summary_html(&summary),
+        approvals::waiting_html(s, Some(episode), now)?,
         spend_html(&summary, &page, tail.as_ref()),
         denials_html(&summary),
-        timeline_html(&page),
+        timeline_html(&page, &decided),
         changes::what_changed(s, episode, &page)?,
         changes::what_ran(s, &page)?,
     ];
@@ -379,7 +383,7 @@ fn per_effect(c: &Call, f: impl Fn(&episodes::Effect) -> String) -> String {
     c.effects.iter().map(f).collect::<Vec<_>>().join("<br>")
 }
 
-fn call_row(c: &Call) -> String {
+fn call_row(c: &Call, decided: &HashMap<String, String>) -> String {
     let took = c.ended_at.map_or_else(|| "running".to_string(), |e| format!("{} s", e.saturating_sub(c.started_at)));
     format!(
         "<tr class=\"call\" id=\"call-{pos}\"><td class=\"position\">{pos}</td><td>{}</td><td>{}</td>\
@@ -392,9 +396,15 @@ fn call_row(c: &Call) -> String {
         esc(&c.task_id),
         esc(&c.surface),
         per_effect(c, |e| format!("{} <span class=\"muted\">{}</span>", esc(&e.effect), esc(&e.scope))),
-        per_effect(c, |e| match &e.denial {
-            Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(&e.status)),
-            None => format!("<span class=\"{s}\">{s}</span>", s = esc(&e.status)),
+        per_effect(c, |e| {
+            let status = match &e.denial {
+                Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(&e.status)),
+                None => format!("<span class=\"{s}\">{s}</span>", s = esc(&e.status)),
+            };
+            match e.record.as_ref().and_then(|r| decided.get(r)) {
+                Some(by) => format!("{status}<div class=\"approval muted\">{}</div>", esc(by)),
+                None => status,
+            }
         }),
         per_effect(c, |e| e.cost.to_string()),
         per_effect(c, |e| e.budget_after.to_string()),
@@ -408,14 +418,14 @@ fn call_row(c: &Call) -> String {
     )
 }
 
-fn timeline_html(page: &CallsPage) -> String {
+fn timeline_html(page: &CallsPage, decided: &HashMap<String, String>) -> String {
     let end = page_end(page);
     let heading = if page.calls.is_empty() {
         format!("Calls: none from #{} ({} in all)", page.from, page.total)
     } else {
         format!("Calls #{}–#{} of {}", page.from, end - 1, page.total)
     };
-    let rows: String = page.calls.iter().map(call_row).collect();
+    let rows: String = page.calls.iter().map(|c| call_row(c, decided)).collect();
     format!(
         "<h2 id=\"calls\">{}</h2>{}<table id=\"timeline\"><tr><th>#</th><th>started (UTC)</th><th>took</th>\
          <th>tool</th><th>task</th><th>surface</th><th>state</th><th>effect</th><th>status</th><th>cost</th>\
@@ -568,8 +578,15 @@ mod tests {
             page(3, vec![hostile, call(4, 1_796_418_680, "ailang-write", vec![effect(WRITE, "ok", 1, None)])], None, 5);
         let mut s = summary(3);
         s.episode = EVIL.into();
-        let parts =
-            [episode_row(&s), summary_html(&s), spend_html(&s, &shown, None), denials_html(&s), timeline_html(&shown)];
+        // A decision shown beside an effect is escaped too.
+        let decided = HashMap::from([(world_store::Ref::of(b"r").to_string(), EVIL.to_string())]);
+        let parts = [
+            episode_row(&s),
+            summary_html(&s),
+            spend_html(&s, &shown, None),
+            denials_html(&s),
+            timeline_html(&shown, &decided),
+        ];
         for p in &parts {
             assert!(!p.contains("<script") && !p.contains("'x'"), "{p}");
         }
@@ -586,6 +603,7 @@ mod tests {
         assert_eq!(cell(&parts[3], &format!("\"denial-label\">{EVIL_ESCAPED}"), "denial-count"), "2");
         let timeline = &parts[4];
         assert!(timeline.contains("Calls #3–#4 of 5"), "{timeline}");
+        assert!(timeline.contains(&format!("<div class=\"approval muted\">{EVIL_ESCAPED}</div>")), "{timeline}");
         assert_eq!(cell(timeline, "id=\"call-4\"", "call-budget"), "8");
         assert!(timeline.contains(&format!("href=\"/workbench?object={}\"", world_store::Ref::of(b"r"))));
         assert!(timeline.contains("href=\"/workbench?entry=5\""), "{timeline}");

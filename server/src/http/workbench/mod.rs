@@ -12,6 +12,7 @@
 //! episode did and paid (`episodes.rs`), with charts drawn as inline SVG
 //! (`svg.rs`) and its calls' diffs and commands (`changes.rs`).
 
+mod approvals;
 mod changes;
 mod episodes;
 mod svg;
