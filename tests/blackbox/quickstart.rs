@@ -226,3 +226,20 @@ fn serve_prints_the_connections_for_the_address_it_bound() {
     assert!(printed.contains(&format!("claude mcp add --transport http world http://{addr}/mcp/")), "{printed}");
     assert!(printed.contains("worldd session mint --db"), "how to get a token: {printed}");
 }
+
+#[test]
+fn quickstart_ask_gives_the_demo_session_a_grant_that_waits_for_approval() {
+    let qs = quickstart(&["--ask", "Workspace.Write"]);
+    let waiting = qs.send("w-1", "ailang-write", json!({"path": "asked.txt", "content": "ok"}));
+    assert_eq!(waiting["result"]["status"]["state"], json!("input-required"), "{waiting}");
+    let id = waiting["result"]["status"]["message"]["parts"][0]["data"]["approval"]["id"].as_str().unwrap().to_string();
+    let db = qs.dir.join("world.db");
+    let o = Command::new(WORLDD).args(["approve", &id, "--db", db.to_str().unwrap()]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let done = qs.send("w-1", "ailang-write", json!({"path": "asked.txt", "content": "ok"}));
+    assert_eq!(done["result"]["status"]["state"], json!("completed"), "{done}");
+    assert_eq!(std::fs::read_to_string(qs.dir.join("workspace/demo/asked.txt")).unwrap(), "ok");
+    // Reads do not ask.
+    let read = qs.send("r-1", "ailang-read", json!({"path": "hello.txt"}));
+    assert_eq!(read["result"]["status"]["state"], json!("completed"), "{read}");
+}

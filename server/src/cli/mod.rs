@@ -87,6 +87,13 @@ enum Command {
         /// PATH) or NAME=PATH, e.g. python3=/usr/bin/python3. Repeatable; confined (see README).
         #[arg(long = "exec-allow")]
         exec_allow: Vec<String>,
+        /// EFFECT[=SCOPE]: the demo session's effects under the named grants wait for a
+        /// person's approval (see README: Approvals). Repeatable.
+        #[arg(long = "ask")]
+        ask: Vec<String>,
+        /// EFFECT[=SCOPE]: like --ask, but only the operator's approval counts. Repeatable.
+        #[arg(long = "ask-operator")]
+        ask_operator: Vec<String>,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -407,8 +414,9 @@ pub fn run() -> ExitCode {
                 approval_ttl_s: approval_ttl,
             })
         }
-        Command::Quickstart { dir, store, bind, exec_allow, confine } => {
-            quickstart::run(&dir, store, &bind, exec_allow, confine)
+        Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, confine } => {
+            let asks = session::Asks { anyone: &ask, operator: &ask_operator };
+            quickstart::run(&dir, store, &bind, exec_allow, &asks, confine)
         }
         Command::Approvals { at, json } => match at.spec() {
             Ok(spec) => approvals::list(&spec, json),

@@ -31,8 +31,9 @@ pub fn genesis(written_by: &str) -> RestCommit {
     )
 }
 
-fn demo_grants() -> Vec<Grant> {
-    [
+/// The demo session's grants, those `asks` names asking first.
+fn demo_grants(asks: &super::session::Asks<'_>) -> Result<Vec<Grant>, String> {
+    let grants = [
         ("Workspace.Read", "worktree"),
         ("Workspace.Write", "worktree"),
         ("Workspace.Exec", "worktree"),
@@ -40,13 +41,14 @@ fn demo_grants() -> Vec<Grant> {
     ]
     .iter()
     .map(|(e, s)| Grant::new(e, s, DEMO_BUDGET))
-    .collect()
+    .collect();
+    asks.apply(grants)
 }
 
 /// Creates what is missing (in the database too: its schema, the genesis
 /// world, the builtin tools); reuses what exists, so that a second node
 /// started the same way joins the same world. Returns whether a session was minted.
-fn prepare(dir: &Path, spec: &StoreSpec) -> Result<bool, String> {
+fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, String> {
     let worktree = dir.join("workspace").join(DEMO_EPISODE);
     std::fs::create_dir_all(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
     let sample = worktree.join("hello.txt");
@@ -77,11 +79,12 @@ fn prepare(dir: &Path, spec: &StoreSpec) -> Result<bool, String> {
     if let Ok(token) = std::fs::read_to_string(&session_file) {
         let id = sessions::credential_id(token.trim());
         let live = store.snapshot().and_then(|s| s.session(&id)).map_err(|e| e.to_string())?;
-        if live.is_some_and(|s| s.is_live(crate::clock::now() + 60)) {
+        // Reused while it lives and grants what was asked for (`--ask` changes that).
+        if live.is_some_and(|s| s.is_live(crate::clock::now() + 60) && s.grants == grants) {
             return Ok(false);
         }
     }
-    let req = MintRequest { episode: DEMO_EPISODE.into(), grants: demo_grants(), ttl_s: DEMO_TTL_S };
+    let req = MintRequest { episode: DEMO_EPISODE.into(), grants, ttl_s: DEMO_TTL_S };
     let token = sessions::new_token();
     let session = req.session(crate::clock::now());
     store
@@ -96,8 +99,13 @@ pub fn run(
     store: Option<String>,
     bind: &str,
     exec_allow: Vec<String>,
+    asks: &super::session::Asks<'_>,
     confine: super::ConfineArgs,
 ) -> ExitCode {
+    let grants = match demo_grants(asks) {
+        Ok(g) => g,
+        Err(e) => return fail(1, format!("quickstart: {e}")),
+    };
     if let Err(e) = crate::serve::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
@@ -115,7 +123,7 @@ pub fn run(
             Err(e) => return fail(1, format!("quickstart: {e}")),
         },
     };
-    let minted = match prepare(&dir, &spec) {
+    let minted = match prepare(&dir, &spec, grants) {
         Ok(m) => m,
         Err(e) => return fail(2, format!("quickstart: {e}")),
     };

@@ -54,7 +54,7 @@ pub struct Asks<'a> {
 }
 
 impl Asks<'_> {
-    fn apply(&self, mut grants: Vec<world_store::Grant>) -> Result<Vec<world_store::Grant>, String> {
+    pub(super) fn apply(&self, mut grants: Vec<world_store::Grant>) -> Result<Vec<world_store::Grant>, String> {
         for a in self.anyone {
             sessions::ask(&mut grants, a, world_store::Approver::Anyone)?;
         }
