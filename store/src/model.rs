@@ -228,6 +228,14 @@ pub struct Session {
 }
 
 impl Session {
+    /// The grant that decides `effect` on `scope`: of those naming both, the
+    /// largest budget, and one that asks at an equal budget (so a second grant
+    /// of the same size never skips the asking).
+    pub fn grant_for(grants: &[Grant], effect: &str, scope: &str) -> Option<usize> {
+        let named = grants.iter().enumerate().filter(|(_, g)| g.effect == effect && g.scope == scope);
+        named.max_by_key(|(_, g)| (g.budget, g.ask.is_some())).map(|(i, _)| i)
+    }
+
     /// Live means `0 <= now < expiresAt`.
     pub fn is_live(&self, now: u64) -> bool {
         now < self.expires_at
@@ -555,6 +563,10 @@ pub struct EffectIntent {
     pub budget_before: u64,
     pub budget_after: u64,
     pub at: u64,
+    /// The session whose grant decided it, so that `verify` can tell an
+    /// effect under a grant that asks (intents written before read as none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<Ref>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,9 +22,13 @@ fn digest(payload: &[u8]) -> Ref {
     approval_digest(&credential(), "tool", EFFECT, SCOPE, 1, payload)
 }
 
+/// A store whose session `credential()` has a grant that asks for `EFFECT` on `SCOPE`.
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(&dir.path().join("world.db"), 1).unwrap();
+    let grant = Grant { ask: Some(Approver::Anyone), ..Grant::new(EFFECT, SCOPE, 10) };
+    let session = Session { episode: task("-").episode, grants: vec![grant], created_at: 1, expires_at: 1000 };
+    store.call(Op::MintSession { credential_id: credential(), session }).unwrap();
     (dir, store)
 }
 
@@ -70,8 +74,9 @@ fn decided(store: &Store, id: &str, decision: &str, state: ApprovalState) -> Ref
 }
 
 /// One effect of task `t` run (or denied) under `approval`, its request
-/// carrying `payload`: the intent (using `using`, if any) and its v3 record.
-fn ran(store: &Store, t: &str, payload: &[u8], approval: Ref, allowed: bool, using: Option<&str>) -> Ref {
+/// carrying `payload`: the intent (using `using`, if any) and its v3 record
+/// (or, with no approval, a record naming none).
+fn ran(store: &Store, t: &str, payload: &[u8], approval: Option<Ref>, allowed: bool, using: Option<&str>) -> Ref {
     let key = task(t);
     store.call(Op::begin_task(key.clone(), Ref::of(t.as_bytes()), 3)).unwrap();
     let request =
@@ -83,16 +88,22 @@ fn ran(store: &Store, t: &str, payload: &[u8], approval: Ref, allowed: bool, usi
         .bool("allowed", allowed)
         .str("denial", if allowed { "" } else { "denied:approval" })
         .str("requestRef", &request.hash.to_string())
-        .str("invocationId", &key.invocation_id())
-        .str("approvalRef", &approval.to_string())
-        .finish();
-    let record = NewObject::derived("world/effect-record/v3", "host/broker", record);
+        .str("invocationId", &key.invocation_id());
+    let record = match approval {
+        Some(a) => NewObject::derived(
+            "world/effect-record/v3",
+            "host/broker",
+            record.str("approvalRef", &a.to_string()).finish(),
+        ),
+        None => NewObject::derived("world/effect-record/v2", "host/broker", record.finish()),
+    };
     let hash = record.hash;
     if allowed {
         let mut i = common::intent(&key, 0, EFFECT, 10, b"");
         i.request = request;
         i.at = 3;
         i.approval = using.map(|id| ApprovalUse { id: id.into(), digest: digest(PAYLOAD) });
+        i.credential = Some(credential());
         store.call(Op::RecordIntent(i)).unwrap();
         let outcome = OutcomeRequest { task: key, ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 4 };
         store.call(Op::RecordOutcome(outcome)).unwrap();
@@ -115,9 +126,9 @@ fn faults_of(r: &Report, kind: FaultKind, needle: &str) -> usize {
 fn an_effect_run_once_under_its_own_approval_verifies_clean() {
     let (_dir, store) = store();
     let yes = decided(&store, "ap-1", "approved", ApprovalState::Approved);
-    ran(&store, "t1", PAYLOAD, yes, true, Some("ap-1"));
+    ran(&store, "t1", PAYLOAD, Some(yes), true, Some("ap-1"));
     let no = decided(&store, "ap-2", "denied", ApprovalState::Denied);
-    ran(&store, "t2", PAYLOAD, no, false, None);
+    ran(&store, "t2", PAYLOAD, Some(no), false, None);
     let r = report(&store);
     assert!(r.is_clean(), "{:#?}", r.faults);
 }
@@ -126,9 +137,9 @@ fn an_effect_run_once_under_its_own_approval_verifies_clean() {
 fn a_one_time_approval_that_served_twice_is_reported() {
     let (_dir, store) = store();
     let yes = decided(&store, "ap-1", "approved", ApprovalState::Approved);
-    ran(&store, "t1", PAYLOAD, yes, true, Some("ap-1"));
+    ran(&store, "t1", PAYLOAD, Some(yes), true, Some("ap-1"));
     // A second effect claiming the same decision, behind the store's back.
-    ran(&store, "t2", PAYLOAD, yes, true, None);
+    ran(&store, "t2", PAYLOAD, Some(yes), true, None);
     let r = report(&store);
     assert_eq!(faults_of(&r, FaultKind::Mismatch, "a one-time approval ran 2 effects"), 1, "{:#?}", r.faults);
 }
@@ -137,7 +148,7 @@ fn a_one_time_approval_that_served_twice_is_reported() {
 fn an_effect_whose_request_is_not_the_approved_one_is_reported() {
     let (_dir, store) = store();
     let yes = decided(&store, "ap-1", "approved", ApprovalState::Approved);
-    ran(&store, "t1", br#"{"content":"rm -rf","op":"write","path":"notes.txt"}"#, yes, true, None);
+    ran(&store, "t1", br#"{"content":"rm -rf","op":"write","path":"notes.txt"}"#, Some(yes), true, None);
     let r = report(&store);
     assert_eq!(faults_of(&r, FaultKind::Mismatch, "approved another request"), 1, "{:#?}", r.faults);
 }
@@ -146,7 +157,7 @@ fn an_effect_whose_request_is_not_the_approved_one_is_reported() {
 fn an_effect_that_ran_under_a_denial_is_reported() {
     let (_dir, store) = store();
     let no = decided(&store, "ap-1", "denied", ApprovalState::Denied);
-    ran(&store, "t1", PAYLOAD, no, true, None);
+    ran(&store, "t1", PAYLOAD, Some(no), true, None);
     let r = report(&store);
     assert_eq!(
         faults_of(&r, FaultKind::Mismatch, "ran under approval ap-1 whose decision is denied"),
@@ -154,4 +165,12 @@ fn an_effect_that_ran_under_a_denial_is_reported() {
         "{:#?}",
         r.faults
     );
+}
+
+#[test]
+fn an_effect_run_under_a_grant_that_asks_without_an_approval_is_reported() {
+    let (_dir, store) = store();
+    ran(&store, "t1", PAYLOAD, None, true, None);
+    let r = report(&store);
+    assert_eq!(faults_of(&r, FaultKind::Mismatch, "ran under a grant that asks, but its record"), 1, "{:#?}", r.faults);
 }

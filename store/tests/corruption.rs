@@ -71,6 +71,7 @@ fn fixture() -> Fixture {
         request: NewObject::derived("world/effect-request/v1", "host/broker", b"write a file".to_vec()),
         at: 1,
         approval: None,
+        credential: None,
     };
     store.call(Op::RecordIntent(intent)).unwrap();
     let outcome = OutcomeRequest {

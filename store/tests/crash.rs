@@ -200,6 +200,7 @@ fn task_loop(store: &dyn WorldStore, acks: &Acks, rng: &mut Rng, tag: &str, dead
                 request,
                 at: now(),
                 approval: None,
+                credential: None,
             };
             match store.call(Op::RecordIntent(intent)) {
                 Ok(Reply::Debited(_)) => acks.ack(format!("intent {inv} {ordinal} {} {cost}", key.episode)),

@@ -30,6 +30,7 @@ fn populated() -> (tempfile::TempDir, Store) {
         request,
         at: 1,
         approval: None,
+        credential: None,
     };
     store.call(Op::RecordIntent(intent)).unwrap();
     let record = NewObject::derived("world/effect-record/v1", "host/broker", b"{\"rec\":1}".to_vec());

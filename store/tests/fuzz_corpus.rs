@@ -91,6 +91,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         budget_before: 5,
         budget_after: 3,
         at: 9,
+        credential: None,
     };
     let outcome = |status, record_ref, result_ref| EffectOutcome { status, record_ref, result_ref, at: 10 };
     let enc = rows::encode::<ObjectRow>;

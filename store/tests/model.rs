@@ -530,6 +530,7 @@ impl Model {
             budget_before: debit.budget_before,
             budget_after: debit.budget_after,
             at: i.at,
+            credential: None,
         };
         self.intents.insert((inv, i.ordinal), intent);
         self.spend.insert(key, spent + i.cost);
@@ -891,6 +892,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
                 request: flawed(request, *bad_request),
                 at,
                 approval: None,
+                credential: None,
             })
         }
         Step::Outcome { task, ordinal, status, with_result, bad_record } => {

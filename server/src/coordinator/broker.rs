@@ -99,6 +99,7 @@ impl Invocation<'_> {
             request: request.clone(),
             at: now,
             approval: approval.as_ref().map(|(using, _)| using.clone()),
+            credential: Some(self.call.credential),
         };
         // The task row and the intent + debit share one durable batch; the row
         // still precedes the intent, and both precede the effect.

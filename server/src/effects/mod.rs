@@ -50,10 +50,7 @@ pub fn decide(grants: &[Grant], expires_at: u64, now: u64, effect: &str, scope: 
     if named.is_empty() {
         return Decision::Deny { label: DENIED_EFFECT_NAME, grant_budget: None };
     }
-    // Of several grants for the same effect and scope, the largest budget
-    // decides, and one that asks is preferred at equal budget (asking is never
-    // skipped by a second grant of the same size).
-    let Some(g) = named.iter().filter(|g| g.scope == scope).max_by_key(|g| (g.budget, g.ask.is_some())) else {
+    let Some(g) = world_store::Session::grant_for(grants, effect, scope).map(|i| &grants[i]) else {
         return Decision::Deny { label: DENIED_SCOPE, grant_budget: None };
     };
     if now >= expires_at {
@@ -142,6 +139,12 @@ mod tests {
             decide(&grants, 10, 9, "Workspace.Read", "worktree"),
             Decision::Allow { grant_budget: 5, ask: None }
         );
+        // A second grant of the same size never skips the asking one.
+        let asks = Grant { ask: Some(world_store::Approver::Operator), ..g("Workspace.Read", "worktree", 5) };
+        for pair in [[grants[0].clone(), asks.clone()], [asks.clone(), grants[0].clone()]] {
+            let d = decide(&pair, 10, 9, "Workspace.Read", "worktree");
+            assert_eq!(d, Decision::Allow { grant_budget: 5, ask: Some(world_store::Approver::Operator) });
+        }
     }
 
     #[test]

@@ -370,6 +370,7 @@ fn record_intent(rows: &mut impl Rows, i: IntentRequest) -> R<Debit> {
         budget_before: debit.budget_before,
         budget_after: debit.budget_after,
         at: i.at,
+        credential: i.credential,
     };
     if let Some(approval) = &i.approval {
         approvals::check_use(rows, approval, &i.task.episode, i.at)?;

@@ -138,6 +138,9 @@ pub struct IntentRequest {
     /// uses it up, so it serves once (or, for the session, while it lasts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalUse>,
+    /// The session whose grant decided it (kept in the intent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential: Option<Ref>,
 }
 
 /// The approval an intent names, and the request digest it must bind.

@@ -10,7 +10,7 @@ use crate::canonical::{approval_digest, parse_request};
 use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{APPROVALS, BY_SEMANTIC_ID, OPEN_APPROVALS};
+use crate::tables::{APPROVALS, BY_SEMANTIC_ID, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
 use crate::view::View;
 use redb::ReadableTable;
 use serde::Deserialize;
@@ -98,6 +98,41 @@ impl Verifier<'_> {
             let id = v.value();
             if t.get(id).map_err(|e| e.to_string())?.is_none() {
                 self.sink.push("open_approvals", id, FaultKind::Dangling, "names an approval that has no row");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every effect that ran under a grant that asks names a decision: its
+    /// intent names the session, whose grants say whether it asks, and its
+    /// outcome's record must then be one decided under an approval. (An
+    /// effect of a revoked session, whose grants are gone, cannot be told.)
+    pub(super) fn asked_intents(&self) -> Step {
+        let (Some(intents), Some(sessions)) = (self.table(INTENTS)?, self.table(SESSIONS)?) else { return Ok(()) };
+        let Some(outcomes) = self.table(OUTCOMES)? else { return Ok(()) };
+        for item in intents.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let (inv, ord) = k.value();
+            let key = format!("{inv}#{ord}");
+            let Ok(intent) = rows::decode::<EffectIntent>("intents", &key, v.value()) else { continue };
+            let Some(credential) = intent.credential else { continue };
+            let Some(row) = sessions.get(credential.0).map_err(|e| e.to_string())? else { continue };
+            let Ok(session) = rows::decode::<Session>("sessions", &credential, row.value()) else { continue };
+            let asks = Session::grant_for(&session.grants, &intent.effect, &intent.scope)
+                .is_some_and(|i| session.grants[i].ask.is_some());
+            if !asks {
+                continue;
+            }
+            let Some(outcome) = outcomes.get((inv, ord)).map_err(|e| e.to_string())? else { continue };
+            let Ok(outcome) = rows::decode::<EffectOutcome>("outcomes", &key, outcome.value()) else { continue };
+            let Some(record) = outcome.record_ref else { continue };
+            let kind = self.snap.object_meta(&record).map_err(|e| e.to_string())?.map(|m| m.semantic_id);
+            if kind.as_deref() != Some(EFFECT_RECORD_V3) {
+                let detail = format!(
+                    "ran under a grant that asks, but its record {record} names no approval ({})",
+                    kind.unwrap_or_else(|| "absent".into())
+                );
+                self.sink.push("intents", key, FaultKind::Mismatch, detail);
             }
         }
         Ok(())

@@ -65,6 +65,7 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     v.guarded("receipts", |v| v.receipts(&mut counts));
     v.guarded("approvals", |v| v.approval_rows());
     v.guarded("approvals", |v| v.approved_records());
+    v.guarded("intents", |v| v.asked_intents());
     let mut tables = vec![];
     v.guarded("(footprint)", |v| {
         tables = v.footprint()?;

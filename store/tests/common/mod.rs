@@ -110,6 +110,7 @@ pub fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, requ
         request: NewObject::derived("world/effect-request/v1", "host/broker", request.to_vec()),
         at: 1,
         approval: None,
+        credential: None,
     }
 }
 
