@@ -487,7 +487,7 @@ fn a_database_of_the_schema_before_the_episode_index_gets_it_built_by_init() {
         .batch_execute(
             "DROP TABLE episodes; DROP INDEX tasks_by_episode; ALTER TABLE tasks DROP COLUMN seq;
              DROP INDEX sessions_by_episode; ALTER TABLE sessions DROP COLUMN episode;
-             DROP TABLE approvals; DELETE FROM world_schema WHERE version >= 2",
+             DROP TABLE approvals; DROP TABLE secrets; DELETE FROM world_schema WHERE version >= 2",
         )
         .unwrap();
     let older = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
