@@ -2,8 +2,11 @@
 # Clients nobody here wrote, against a live `worldd quickstart`: the Python and
 # TypeScript MCP SDKs in both MCP eras, the official MCP conformance suite for
 # the legacy era and for 2026-07-28 (through authproxy.py), and the Python and
-# JavaScript A2A SDKs at A2A 1.0. Every check prints `ok NAME` or `FAIL NAME: reason`;
-# the last line is `N passed, M failed`, and the exit status is 1 if any failed.
+# JavaScript A2A SDKs at A2A 1.0; and grants that ask a person, answered in-band
+# by the clients that can be asked and by `worldd approve` / `deny` for those
+# that cannot (approvals_python.py, approvals_ts_v2.mjs). Every check prints
+# `ok NAME` or `FAIL NAME: reason`; the last line is `N passed, M failed`, and
+# the exit status is 1 if any failed.
 #
 # Installs are cached under $WORLD_CLIENTS_CACHE (default ~/.cache/world-clients).
 set -euo pipefail
@@ -166,6 +169,11 @@ run conformance_2026_quickstart conformance conformance_2026_quickstart "$cache/
 run a2a_python "$py" "$here/a2a_python.py" "http://127.0.0.1:$port"
 run a2a_js env SDK_DIR="$cache/node" "$node22_bin/node" "$here/a2a_js.mjs" "http://127.0.0.1:$port/"
 run coding_agent "$py" "$root/examples/agent/coding_agent.py" "http://127.0.0.1:$port/mcp/" "$tmp/agent.session" "$worldd"
+# Each approvals scenario mints a session of an episode of its own (its own
+# worktree under the quickstart's workspace, its own spend).
+run approvals_python "$py" "$here/approvals_python.py" "http://127.0.0.1:$port" "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
+run approvals_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/approvals_ts_v2.mjs" "http://127.0.0.1:$port" \
+  "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
 
 # --- (f) stop the daemon; the store it leaves must verify -------------------------
 rc=0
