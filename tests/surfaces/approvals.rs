@@ -102,7 +102,7 @@ fn a_client_that_can_elicit_is_asked_and_its_approval_runs_the_effect_once() {
 }
 
 #[test]
-fn a_declined_or_denied_question_records_the_denial_and_a_dismissed_one_asks_again() {
+fn a_declined_or_denied_question_records_the_denial_and_a_dismissed_one_is_told_not_run() {
     let a = asker(&["--ask", "Workspace.Write"]);
     let (denied, _) = a.answer("no\n", json!({"action": "decline"}));
     let denied = result(&denied);
@@ -110,7 +110,12 @@ fn a_declined_or_denied_question_records_the_denial_and_a_dismissed_one_asks_aga
     assert_eq!(denied["structuredContent"]["world"]["effects"][0]["status"], json!("denied"));
     let (denied, _) = a.answer("no\n", accept("deny"));
     assert_eq!(result(&denied)["structuredContent"]["world"]["effects"][0]["status"], json!("denied"));
-    let (again, _) = a.answer("no\n", json!({"action": "cancel"}));
+    let (dismissed, _) = a.answer("no\n", json!({"action": "cancel"}));
+    let dismissed = result(&dismissed);
+    assert_eq!((dismissed["resultType"].clone(), dismissed["isError"].clone()), (json!("complete"), json!(true)));
+    assert!(dismissed["content"][0]["text"].as_str().unwrap().contains("dismissed"), "{dismissed}");
+    // No answer at all (or one the form did not offer): asked again.
+    let (again, _) = a.answer("no\n", json!({"action": "accept", "content": {"decision": "maybe"}}));
     assert_eq!(result(&again)["resultType"], json!("input_required"));
     assert_eq!((a.notes(), a.spent()), (None, 0));
 }
@@ -204,6 +209,11 @@ fn an_a2a_task_waits_input_required_and_a_message_on_it_with_the_answer_runs_it_
     assert!(waits["summary"].as_str().unwrap().contains("write 2 bytes to a2a.txt"), "{waits}");
     assert_eq!(task["status"]["message"]["role"], json!("ROLE_AGENT"));
     assert!(!a.lab.worktree(EP).join("a2a.txt").exists());
+    // Read back while it waits: input-required, naming the same approval.
+    let got = a2a(&a, "GetTask", json!({"id": "task-1"}));
+    assert_eq!(got["result"]["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"), "{got}");
+    assert_eq!(got["result"]["status"]["message"]["parts"][0]["data"]["approval"]["id"], waits["id"], "{got}");
+    assert_eq!(a2a(&a, "GetTask", json!({"id": "task-9"}))["error"]["code"], json!(-32001));
 
     let done = answer(&a, "m2", "task-1", "approve");
     assert_eq!(done["result"]["task"]["status"]["state"], json!("TASK_STATE_COMPLETED"), "{done}");

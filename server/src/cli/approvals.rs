@@ -54,7 +54,7 @@ fn line(r: &Listed, now: u64) -> String {
         r.id,
         crate::clock::utc(r.expires_at),
         r.episode,
-        r.summary
+        r.summary.escape_debug()
     )
 }
 

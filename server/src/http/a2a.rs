@@ -333,6 +333,35 @@ fn committed_task(snap: &Snapshot, task: &Task, with_arguments: bool) -> Result<
     Ok(Some(Shown { output, arguments }))
 }
 
+/// A task with no row may be waiting for approval (nothing of it is durable
+/// but its question): shown `input-required`; else it is not found.
+async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> A2aReply {
+    let refuse = |e: A2aError, detail: &str| e.because(Why::new(detail).with("taskId", task_id)).reply(id, flavor);
+    let waiting = match super::approvals::waiting_on(state, caller, task_id).await {
+        Ok(Some(w)) => w,
+        Ok(None) => return refuse(A2aError::TaskNotFound, "no task with this id in this session's episode"),
+        Err(why) => {
+            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
+            return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
+        }
+    };
+    let data = super::approvals::pending_data(&waiting.pending);
+    let t = TaskView {
+        task_id,
+        context_id: None,
+        state: TaskStateName::InputRequired,
+        timestamp: Some(waiting.asked_at),
+        committed: None,
+        history: vec![],
+        status_message: Some(a2a::MessageView {
+            message_id: format!("{task_id}:approval:{}", waiting.id),
+            role: a2a::Role::Agent,
+            data: &data,
+        }),
+    };
+    a2a::task_snapshot(flavor, id, &t)
+}
+
 async fn get_task(
     state: &State,
     caller: &Caller,
@@ -357,7 +386,7 @@ async fn get_task(
         Ok(None) if running => {
             return refuse(A2aError::OutcomeUnconfirmed, "the task is running: ask again once it ends");
         }
-        Ok(None) => return refuse(A2aError::TaskNotFound, "no task with this id in this session's episode"),
+        Ok(None) => return waiting_task(state, caller, flavor, id, task_id).await,
         Err(why) => {
             eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
             return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");

@@ -186,9 +186,12 @@ async fn mcp_call(
     // its approval still undecided, or nothing runs.
     let answer = match question.answer(state).await {
         Ok(answer) => answer,
-        Err(why) => {
+        Err(super::approvals::Retry::Bad(why)) => {
             eprintln!("worldd: mcp refusal: tools/call {transition_id}: {why}");
             return Ok(super::approvals::bad_state(&why));
+        }
+        Err(super::approvals::Retry::Dismissed(id)) => {
+            return Ok(mcp::CallAnswer::Refused(super::approvals::dismissed_text(&id)));
         }
     };
     let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {

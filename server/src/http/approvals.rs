@@ -35,23 +35,28 @@ impl<'a> Question<'a> {
     /// The answer a retry carries, checked: its state sealed by this store,
     /// unexpired, the caller's, for this tool and these arguments, and its
     /// approval still pending. `Ok(None)` for a first call.
-    pub async fn answer(&self, state: &State) -> Result<Option<Answer>, String> {
+    pub async fn answer(&self, state: &State) -> Result<Option<Answer>, Retry> {
         let Some(text) = &self.input.request_state else { return Ok(None) };
+        let bad = |why: String| Retry::Bad(why);
         let opened =
-            sealed::unseal(&state.approval_key, text, clock::now(), self.belongs()).map_err(|e| e.to_string())?;
+            sealed::unseal(&state.approval_key, text, clock::now(), self.belongs()).map_err(|e| bad(e.to_string()))?;
         let d = state.clone();
         let id = opened.approval.clone();
         let row = tokio::task::spawn_blocking(move || d.store.snapshot().and_then(|s| s.approval(&id)))
             .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| bad(e.to_string()))?
+            .map_err(|e| bad(e.to_string()))?;
         match row {
             Some(r) if r.credential == self.credential && r.state == ApprovalState::Pending && !r.closed => {}
-            Some(_) => return Err(format!("approval {} was decided or used already", opened.approval)),
-            None => return Err(format!("no approval {}", opened.approval)),
+            Some(_) => return Err(bad(format!("approval {} was decided or used already", opened.approval))),
+            None => return Err(bad(format!("no approval {}", opened.approval))),
         }
         let by = Decider::Elicitation { credential_id: self.credential.hex() };
-        Ok(Some(Answer { approval_id: opened.approval, verdict: verdict(self.input.responses.get(INPUT_KEY)), by }))
+        match response(self.input.responses.get(INPUT_KEY)) {
+            Response::Dismissed => Err(Retry::Dismissed(opened.approval)),
+            Response::Missing => Ok(Some(Answer { approval_id: opened.approval, verdict: None, by })),
+            Response::Said(v) => Ok(Some(Answer { approval_id: opened.approval, verdict: Some(v), by })),
+        }
     }
 
     /// How a call waiting for approval `p` answers: a question for the
@@ -69,20 +74,46 @@ impl<'a> Question<'a> {
     }
 }
 
+/// Why a retry runs nothing.
+pub enum Retry {
+    /// Its state or answer is not good for anything: a JSON-RPC error.
+    Bad(String),
+    /// The person dismissed the question (approval id): told, not asked
+    /// again at once (a client would ask its user again and again).
+    Dismissed(String),
+}
+
+/// What an elicitation result says.
+enum Response {
+    /// No usable answer: ask again.
+    Missing,
+    /// `cancel`: the person closed the question without deciding.
+    Dismissed,
+    Said(Verdict),
+}
+
 /// A person's word in an elicitation result: accept with a decision, or
-/// decline (no); cancel, or anything else, decides nothing (ask again).
-fn verdict(response: Option<&Value>) -> Option<Verdict> {
-    let r = response?;
-    match r.get("action").and_then(Value::as_str)? {
-        "decline" => Some(Verdict::Deny),
-        "accept" => match r.pointer("/content/decision").and_then(Value::as_str)? {
-            "approve" => Some(Verdict::Approve),
-            "approve-for-session" => Some(Verdict::ApproveForSession),
-            "deny" => Some(Verdict::Deny),
-            _ => None,
-        },
-        _ => None,
+/// decline (no); cancel dismisses; anything else decides nothing.
+fn response(r: Option<&Value>) -> Response {
+    let action = r.and_then(|r| r.get("action")).and_then(Value::as_str);
+    let decision = r.and_then(|r| r.pointer("/content/decision")).and_then(Value::as_str);
+    match (action, decision) {
+        (Some("decline"), _) | (Some("accept"), Some("deny")) => Response::Said(Verdict::Deny),
+        (Some("accept"), Some("approve")) => Response::Said(Verdict::Approve),
+        (Some("accept"), Some("approve-for-session")) => Response::Said(Verdict::ApproveForSession),
+        (Some("cancel"), _) => Response::Dismissed,
+        _ => Response::Missing,
     }
+}
+
+/// What a call whose question was dismissed answers: nothing ran, and how
+/// to go on.
+pub fn dismissed_text(approval: &str) -> String {
+    format!(
+        "Not run: the approval question was dismissed without a decision. Nothing ran and nothing was debited. \
+         Call this tool again with the same arguments to be asked again, or the operator decides with \
+         `worldd approve {approval}` or `worldd deny {approval}`."
+    )
 }
 
 /// The form a client shows its user: what will happen, and three choices.
@@ -161,6 +192,10 @@ pub struct Waiting {
     pub id: String,
     pub transition: String,
     pub arguments: Value,
+    /// What the task's status tells of it.
+    pub pending: PendingApproval,
+    /// When it was asked.
+    pub asked_at: u64,
 }
 
 /// The pending approval the caller's task `task_id` was asked on, with the
@@ -177,7 +212,17 @@ pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result
         };
         let shown: Value = snap.payload(&row.shown)?.and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default();
         let arguments = shown.get("arguments").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
-        Ok(Some(Waiting { id, transition: row.transition, arguments }))
+        let pending = PendingApproval {
+            id: id.clone(),
+            approver: row.approver,
+            summary: shown.get("summary").and_then(Value::as_str).unwrap_or_default().to_string(),
+            effect: row.effect.clone(),
+            scope: row.scope.clone(),
+            cost: row.cost,
+            budget_left: shown.get("budgetLeft").and_then(Value::as_u64).unwrap_or_default(),
+            expires_at: row.expires_at,
+        };
+        Ok(Some(Waiting { id, transition: row.transition, arguments, pending, asked_at: row.requested_at }))
     });
     found.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }
