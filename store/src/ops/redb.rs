@@ -35,15 +35,22 @@ pub(crate) struct W<'t> {
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
     episodes_by_activity: Table<'t, (u64, &'static str), ()>,
     episode_sessions: Table<'t, (&'static str, Key32), ()>,
-    approvals: Table<'t, &'static str, &'static [u8]>,
-    open_approvals: Table<'t, (Key32, Key32), &'static str>,
-    secrets: Table<'t, &'static str, &'static [u8]>,
+    /// Opened by the first request that needs them (few batches do).
+    approval_tables: Option<ApprovalTables<'t>>,
+    txn: &'t WriteTransaction,
     /// Tasks started in this batch whose `open_tasks` row is not written yet: a
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
     started: std::collections::HashSet<TaskKey>,
     /// The next object sequence number, read once per batch.
     next_seq: Option<u64>,
+}
+
+/// The approval tables of one write transaction.
+struct ApprovalTables<'t> {
+    approvals: Table<'t, &'static str, &'static [u8]>,
+    open_approvals: Table<'t, (Key32, Key32), &'static str>,
+    secrets: Table<'t, &'static str, &'static [u8]>,
 }
 
 fn task_key(key: &TaskKey) -> (&str, &str, &str) {
@@ -81,12 +88,22 @@ impl<'t> W<'t> {
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
             episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
             episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
-            approvals: txn.open_table(APPROVALS).map_err(storage)?,
-            open_approvals: txn.open_table(OPEN_APPROVALS).map_err(storage)?,
-            secrets: txn.open_table(SECRETS).map_err(storage)?,
+            approval_tables: None,
+            txn,
             started: Default::default(),
             next_seq: None,
         })
+    }
+
+    fn approval_tables(&mut self) -> R<&mut ApprovalTables<'t>> {
+        if self.approval_tables.is_none() {
+            self.approval_tables = Some(ApprovalTables {
+                approvals: self.txn.open_table(APPROVALS).map_err(storage)?,
+                open_approvals: self.txn.open_table(OPEN_APPROVALS).map_err(storage)?,
+                secrets: self.txn.open_table(SECRETS).map_err(storage)?,
+            });
+        }
+        Ok(self.approval_tables.as_mut().expect("opened above"))
     }
 
     /// Writes what was deferred to the end of the batch; call before committing.
@@ -429,37 +446,37 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
 
 impl ApprovalRows for W<'_> {
     fn approval(&mut self, id: &str) -> R<Option<ApprovalRow>> {
-        match self.approvals.get(id).map_err(storage)? {
+        match self.approval_tables()?.approvals.get(id).map_err(storage)? {
             Some(v) => Ok(Some(decoded("approvals", &id, v.value())?)),
             None => Ok(None),
         }
     }
 
     fn open_approval(&mut self, credential: &Ref, digest: &Ref) -> R<Option<String>> {
-        Ok(self.open_approvals.get((credential.0, digest.0)).map_err(storage)?.map(|v| v.value().to_string()))
+        Ok(self.approval_tables()?.open_approvals.get((credential.0, digest.0)).map_err(storage)?.map(|v| v.value().to_string()))
     }
 
     fn open_approvals(&mut self) -> R<u64> {
-        self.open_approvals.len().map_err(storage)
+        self.approval_tables()?.open_approvals.len().map_err(storage)
     }
 
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
-        if self.approvals.get(id).map_err(storage)?.is_some() {
+        if self.approval_tables()?.approvals.get(id).map_err(storage)?.is_some() {
             return Err(WriteError::Storage(format!("approval {id} exists already")));
         }
         self.update_approval(id, approval)
     }
 
     fn update_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
-        self.approvals.insert(id, rows::encode(approval).as_slice()).map_err(storage)?;
+        self.approval_tables()?.approvals.insert(id, rows::encode(approval).as_slice()).map_err(storage)?;
         let key = (approval.credential.0, approval.digest.0);
         if approval.closed {
-            let open = self.open_approvals.get(key).map_err(storage)?.is_some_and(|v| v.value() == id);
+            let open = self.approval_tables()?.open_approvals.get(key).map_err(storage)?.is_some_and(|v| v.value() == id);
             if open {
-                self.open_approvals.remove(key).map_err(storage)?;
+                self.approval_tables()?.open_approvals.remove(key).map_err(storage)?;
             }
         } else {
-            self.open_approvals.insert(key, id).map_err(storage)?;
+            self.approval_tables()?.open_approvals.insert(key, id).map_err(storage)?;
         }
         Ok(())
     }
@@ -469,11 +486,11 @@ impl ApprovalRows for W<'_> {
     }
 
     fn secret(&mut self, name: &str) -> R<Option<Vec<u8>>> {
-        Ok(self.secrets.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
+        Ok(self.approval_tables()?.secrets.get(name).map_err(storage)?.map(|v| v.value().to_vec()))
     }
 
     fn insert_secret(&mut self, name: &str, value: &[u8]) -> R<()> {
-        self.secrets.insert(name, value).map_err(storage)?;
+        self.approval_tables()?.secrets.insert(name, value).map_err(storage)?;
         Ok(())
     }
 }
