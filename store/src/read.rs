@@ -217,6 +217,14 @@ impl View for RedbSnapshot {
         }
     }
 
+    fn open_approval(&self, credential: &Ref, digest: &Ref) -> Result<Option<(String, ApprovalRow)>, ReadError> {
+        let Some(t) = open(&self.txn, OPEN_APPROVALS)? else { return Ok(None) };
+        let Some(id) = t.get((credential.0, digest.0)).map_err(read_storage)?.map(|v| v.value().to_string()) else {
+            return Ok(None);
+        };
+        Ok(self.approval(&id)?.map(|row| (id, row)))
+    }
+
     fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
         let Some(t) = open(&self.txn, OPEN_APPROVALS)? else { return Ok(vec![]) };
         let mut out = vec![];

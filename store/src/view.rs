@@ -88,6 +88,8 @@ pub trait View: Send + Sync {
     fn episode_spend(&self, episode: &str) -> Result<Vec<(String, String, u64)>, ReadError>;
 
     fn approval(&self, id: &str) -> Result<Option<ApprovalRow>, ReadError>;
+    /// The open approval of one session's exact request, with its id.
+    fn open_approval(&self, credential: &Ref, digest: &Ref) -> Result<Option<(String, ApprovalRow)>, ReadError>;
     /// Up to `limit` open approvals (pending, or approved and not used up).
     fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError>;
     /// Up to `limit` approvals in id order, strictly after `after`.

@@ -48,12 +48,17 @@ impl Invocation<'_> {
         let ttl = self.host.approval_ttl();
         for _ in 0..ASK_ROUNDS_MAX {
             let now = crate::clock::now();
-            let (id, row) = match self.store_write(asked.ask(now, ttl)).await? {
-                Ok(Reply::Approval(id, row)) => (id, *row),
-                Err(WriteError::ApprovalsFull(_)) => {
-                    return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None });
-                }
-                other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
+            // Found by a read when it is open (the episode's hold orders this
+            // call after every earlier one): only a first ask writes.
+            let (id, row) = match self.open_approval(&asked).await? {
+                Some(found) => found,
+                None => match self.store_write(asked.ask(now, ttl)).await? {
+                    Ok(Reply::Approval(id, row)) => (id, *row),
+                    Err(WriteError::ApprovalsFull(_)) => {
+                        return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None });
+                    }
+                    other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
+                },
             };
             let row = match self.call.answer.clone() {
                 Some(answer) if answer.approval_id == id && row.state == ApprovalState::Pending => {
@@ -149,6 +154,16 @@ impl Invocation<'_> {
         match self.store_write(Op::CloseApproval { id: id.to_string(), at }).await? {
             Ok(_) => Ok(()),
             other => Err(Failed(CallError::NotCommitted(format!("closing an approval: {other:?}")))),
+        }
+    }
+
+    async fn open_approval(&self, asked: &Asked<'_>) -> Result<Option<(String, ApprovalRow)>, Stop> {
+        let (host, credential, digest) = (self.host.clone(), asked.credential, asked.digest());
+        let read = tokio::task::spawn_blocking(move || host.store().snapshot()?.open_approval(&credential, &digest));
+        match read.await {
+            Ok(Ok(found)) => Ok(found),
+            Ok(Err(e)) => Err(Failed(CallError::Unavailable(format!("reading the approval: {e}")))),
+            Err(join) => Err(Failed(CallError::Unavailable(format!("reading the approval: {join}")))),
         }
     }
 

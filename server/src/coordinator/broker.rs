@@ -117,8 +117,11 @@ impl Invocation<'_> {
             }
             // Used up or expired since it was read: nothing ran; the call
             // can be sent again, and asks afresh.
-            Some(Err(e @ WriteError::ApprovalRefused { .. })) => {
+            Some(Err(e @ WriteError::ApprovalRefused { .. })) if self.call.answer.is_some() => {
                 return Err(Failed(CallError::ApprovalAnswer(e.to_string())));
+            }
+            Some(Err(e @ WriteError::ApprovalRefused { .. })) => {
+                return Err(Failed(CallError::NotCommitted(format!("{e}; call again to be asked afresh"))));
             }
             other => return Err(Failed(CallError::NotCommitted(format!("journaling the effect intent: {other:?}")))),
         };

@@ -453,7 +453,12 @@ impl ApprovalRows for W<'_> {
     }
 
     fn open_approval(&mut self, credential: &Ref, digest: &Ref) -> R<Option<String>> {
-        Ok(self.approval_tables()?.open_approvals.get((credential.0, digest.0)).map_err(storage)?.map(|v| v.value().to_string()))
+        Ok(self
+            .approval_tables()?
+            .open_approvals
+            .get((credential.0, digest.0))
+            .map_err(storage)?
+            .map(|v| v.value().to_string()))
     }
 
     fn open_approvals(&mut self) -> R<u64> {
@@ -471,7 +476,8 @@ impl ApprovalRows for W<'_> {
         self.approval_tables()?.approvals.insert(id, rows::encode(approval).as_slice()).map_err(storage)?;
         let key = (approval.credential.0, approval.digest.0);
         if approval.closed {
-            let open = self.approval_tables()?.open_approvals.get(key).map_err(storage)?.is_some_and(|v| v.value() == id);
+            let open =
+                self.approval_tables()?.open_approvals.get(key).map_err(storage)?.is_some_and(|v| v.value() == id);
             if open {
                 self.approval_tables()?.open_approvals.remove(key).map_err(storage)?;
             }

@@ -232,6 +232,14 @@ impl View for PgSnapshot {
         })
     }
 
+    fn open_approval(&self, credential: &Ref, digest: &Ref) -> Result<Option<(String, ApprovalRow)>, ReadError> {
+        let rows = self.q(
+            "SELECT id, approval FROM approvals WHERE credential = $1 AND digest = $2 AND NOT closed",
+            &[(&credential.0.as_slice(), Type::BYTEA), (&digest.0.as_slice(), Type::BYTEA)],
+        )?;
+        Ok(approval_rows(&rows)?.into_iter().next())
+    }
+
     fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.q(
