@@ -111,7 +111,7 @@ impl Setup {
     }
 
     /// The verbs' store arguments: `--db PATH` or `--store URL`.
-    fn at(&self) -> [String; 2] {
+    pub fn at(&self) -> [String; 2] {
         match &self.store {
             Some(url) => ["--store".into(), url.clone()],
             None => ["--db".into(), self.db.display().to_string()],
@@ -189,26 +189,36 @@ impl Setup {
 
     /// A session for `episode` with Workspace.Read and world.apply (a large budget).
     pub fn mint(&self, episode: &str) -> String {
-        let out = self.root.join(format!("session-{episode}-{}", std::process::id()));
+        self.mint_with(episode, &[])
+    }
+
+    /// A session of `episode` with more of `session mint`'s arguments (`--ask …`).
+    pub fn mint_with(&self, episode: &str, more: &[&str]) -> String {
+        let out = self.root.join(format!("session-{episode}-{}-{}", std::process::id(), more.len()));
         let read = format!("Workspace.Read=worktree:{BUDGET}");
         let apply = format!("world.apply=world:{BUDGET}");
         let at = self.at();
         let out_s = out.to_str().unwrap();
-        self.cli(&[
-            "session",
-            "mint",
-            &at[0],
-            &at[1],
-            "--episode",
-            episode,
-            "--grant",
-            &read,
-            "--grant",
-            &apply,
-            "--yes",
-            "--out",
-            out_s,
-        ]);
+        self.cli(
+            &[
+                "session",
+                "mint",
+                &at[0],
+                &at[1],
+                "--episode",
+                episode,
+                "--grant",
+                &read,
+                "--grant",
+                &apply,
+                "--yes",
+                "--out",
+                out_s,
+            ]
+            .into_iter()
+            .chain(more.iter().copied())
+            .collect::<Vec<_>>(),
+        );
         let token = std::fs::read_to_string(&out).unwrap().trim().to_string();
         let _ = std::fs::remove_file(out);
         token
@@ -311,6 +321,14 @@ pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
 type ClientResult = (Vec<Duration>, Vec<(String, serde_json::Value)>);
 
 /// What one request is: the URL, headers and body, and a key it is known by.
+/// Sends one request and reads its JSON reply (null when there is none).
+pub fn send_once(req: &Request) -> serde_json::Value {
+    let agent = agent();
+    let b = req.headers.iter().fold(agent.post(&req.url), |b, (k, v)| b.header(*k, v));
+    let body = b.send(&req.body[..]).ok().and_then(|mut r| r.body_mut().read_to_vec().ok());
+    body.and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
 pub struct Request {
     /// `GET` sends no body; anything else is a `POST` of `body`.
     pub method: &'static str,

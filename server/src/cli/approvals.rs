@@ -85,7 +85,9 @@ pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitC
         },
         Err(e) => return fail(1, format!("{verb}: {e}")),
     };
-    let next = if state == "approved" {
+    let next = if state == "approved" && verdict == Verdict::ApproveForSession {
+        "each identical call of the session runs, until the session expires"
+    } else if state == "approved" {
         "the agent's next identical call runs it once"
     } else {
         "the agent's next identical call is told, and records the denial"

@@ -9,14 +9,16 @@ use super::Stop::{self, Failed};
 use super::plan::PlannedEffect;
 use super::{Answer, CallError, Invocation, PendingApproval};
 use crate::approvals::{self, Asked, DENIED_APPROVAL, DENIED_APPROVAL_EXPIRED, DENIED_NO_APPROVER};
+use crate::effects;
 use world_store::*;
 
 /// The approval phase's word on one effect.
 pub(super) enum Approval {
     /// Run it under this approval (the intent checks and uses it).
     Approved { using: ApprovalUse, decision: Ref },
-    /// Record it denied with `label`, naming the decision if there was one.
-    Refused { label: &'static str, decision: Option<Ref> },
+    /// Record it denied with `label`, naming the decision if there was one
+    /// (`remaining`: what the grant has left).
+    Refused { label: &'static str, decision: Option<Ref>, remaining: u64 },
 }
 
 /// Asks and answers for one effect at most this many times (an approval
@@ -24,38 +26,47 @@ pub(super) enum Approval {
 const ASK_ROUNDS_MAX: usize = 2;
 
 impl Invocation<'_> {
-    /// Finds or opens the approval of `e` under a grant asking `who`;
-    /// `budget_left` is what the grant has left for it.
+    /// Finds or opens the approval of `e` under a grant asking `who`, whose
+    /// budget is `grant_budget`. A person is asked only about what the budget
+    /// allows.
     pub(super) async fn approve(
         &mut self,
         e: &PlannedEffect,
         who: Approver,
-        budget_left: u64,
+        grant_budget: u64,
     ) -> Result<Approval, Stop> {
-        let asked = Asked {
+        let mut asked = Asked {
             episode: &self.call.episode,
             credential: self.call.credential,
             transition: &self.d.id,
             effect: &e.effect,
             scope: &e.scope,
             cost: e.cost,
-            budget_left,
+            budget_left: 0,
             payload: &e.payload,
             approver: who,
             arguments: &self.call.arguments,
             task: (self.call.surface == Surface::A2a).then_some(self.call.task_id.as_str()),
         };
+        // One read: the spend, and the open approval if there is one (the
+        // episode's hold orders this call after every earlier one), so that
+        // only a first ask writes.
+        let (spent, mut found) = self.standing(&asked).await?;
+        asked.budget_left = grant_budget.saturating_sub(spent);
+        let remaining = asked.budget_left;
+        if e.cost > remaining {
+            return Ok(Approval::Refused { label: effects::DENIED_BUDGET, decision: None, remaining });
+        }
         let ttl = self.host.approval_ttl();
-        for _ in 0..ASK_ROUNDS_MAX {
+        for round in 0..ASK_ROUNDS_MAX {
             let now = crate::clock::now();
-            // Found by a read when it is open (the episode's hold orders this
-            // call after every earlier one): only a first ask writes.
-            let (id, row) = match self.open_approval(&asked).await? {
+            let open = if round == 0 { found.take() } else { self.standing(&asked).await?.1 };
+            let (id, row) = match open {
                 Some(found) => found,
                 None => match self.store_write(asked.ask(now, ttl)).await? {
                     Ok(Reply::Approval(id, row)) => (id, *row),
                     Err(WriteError::ApprovalsFull(_)) => {
-                        return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None });
+                        return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None, remaining });
                     }
                     other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
                 },
@@ -75,6 +86,9 @@ impl Invocation<'_> {
                 None => row,
             };
             match self.settled(&id, &row, &asked, now).await? {
+                Some(Approval::Refused { label, decision, .. }) => {
+                    return Ok(Approval::Refused { label, decision, remaining });
+                }
                 Some(approval) => return Ok(approval),
                 None => continue,
             }
@@ -108,7 +122,7 @@ impl Invocation<'_> {
                 let op = approvals::decide(id, row, None, &approvals::Decider::Clock, "", now, (0, 0));
                 let expired = self.decided(op).await?;
                 self.close(id, now).await?;
-                Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision }))
+                Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision, remaining: 0 }))
             }
             ApprovalState::Approved if row.usable(now) => Ok(Some(Approval::Approved {
                 using: ApprovalUse { id: id.to_string(), digest: row.digest },
@@ -121,7 +135,7 @@ impl Invocation<'_> {
             ApprovalState::Denied | ApprovalState::Expired => {
                 self.close(id, now).await?;
                 let label = if row.state == ApprovalState::Denied { DENIED_APPROVAL } else { DENIED_APPROVAL_EXPIRED };
-                Ok(Some(Approval::Refused { label, decision: row.decision }))
+                Ok(Some(Approval::Refused { label, decision: row.decision, remaining: 0 }))
             }
         }
     }
@@ -157,9 +171,15 @@ impl Invocation<'_> {
         }
     }
 
-    async fn open_approval(&self, asked: &Asked<'_>) -> Result<Option<(String, ApprovalRow)>, Stop> {
+    /// What the episode spent on the effect, and the open approval of the
+    /// request, from one snapshot.
+    async fn standing(&self, asked: &Asked<'_>) -> Result<(u64, Option<(String, ApprovalRow)>), Stop> {
         let (host, credential, digest) = (self.host.clone(), asked.credential, asked.digest());
-        let read = tokio::task::spawn_blocking(move || host.store().snapshot()?.open_approval(&credential, &digest));
+        let (episode, effect, scope) = (asked.episode.to_string(), asked.effect.to_string(), asked.scope.to_string());
+        let read = tokio::task::spawn_blocking(move || {
+            let snap = host.store().snapshot()?;
+            Ok::<_, ReadError>((snap.spent(&episode, &effect, &scope)?, snap.open_approval(&credential, &digest)?))
+        });
         match read.await {
             Ok(Ok(found)) => Ok(found),
             Ok(Err(e)) => Err(Failed(CallError::Unavailable(format!("reading the approval: {e}")))),

@@ -73,20 +73,12 @@ impl Invocation<'_> {
         };
         let approval = match ask {
             None => None,
-            Some(who) => {
-                // A person is asked only about what the budget allows.
-                let remaining = grant_budget.saturating_sub(self.spent(&e.effect, &e.scope).await?);
-                if e.cost > remaining {
-                    let denial = self.denied(e, request, effects::DENIED_BUDGET, remaining, None);
-                    return Ok(Brokered::Denied(Box::new(denial)));
+            Some(who) => match self.approve(e, who, grant_budget).await? {
+                Approval::Approved { using, decision } => Some((using, decision)),
+                Approval::Refused { label, decision, remaining } => {
+                    return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
                 }
-                match self.approve(e, who, remaining).await? {
-                    Approval::Approved { using, decision } => Some((using, decision)),
-                    Approval::Refused { label, decision } => {
-                        return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
-                    }
-                }
-            }
+            },
         };
         let intent = IntentRequest {
             task: self.key.clone(),
