@@ -32,6 +32,11 @@ pub struct Spend {
     /// live grant names it.
     pub budget: Option<u64>,
     pub remaining: Option<u64>,
+    /// Who a live session's grant for the pair asks before each effect
+    /// (`operator` when any asks only the operator, else `anyone`); absent
+    /// when none asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asks: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -176,19 +181,33 @@ fn summarize(snap: &Snapshot, episode: String, row: EpisodeRow, now: u64) -> Res
     let budget_of = |effect: &str, scope: &str| {
         live.iter().flat_map(|s| &s.grants).filter(|g| g.effect == effect && g.scope == scope).map(|g| g.budget).max()
     };
+    let asks_of = |effect: &str, scope: &str| {
+        let asks = live.iter().flat_map(|s| &s.grants).filter(|g| g.effect == effect && g.scope == scope);
+        // The operator-only ask is the stricter one: it names the pair.
+        asks.filter_map(|g| g.ask).max_by_key(|a| *a == world_store::Approver::Operator).map(|a| a.as_str().to_string())
+    };
     let mut spend: Vec<Spend> = snap
         .episode_spend(&episode)?
         .into_iter()
         .map(|(effect, scope, spent)| {
             let budget = budget_of(&effect, &scope);
-            Spend { remaining: budget.map(|b| b.saturating_sub(spent)), budget, effect, scope, spent }
+            let asks = asks_of(&effect, &scope);
+            Spend { remaining: budget.map(|b| b.saturating_sub(spent)), budget, effect, scope, spent, asks }
         })
         .collect();
     // Live grants not yet spent on are part of the picture too.
     for g in live.iter().flat_map(|s| &s.grants) {
         if !spend.iter().any(|s| s.effect == g.effect && s.scope == g.scope) {
             let budget = budget_of(&g.effect, &g.scope);
-            spend.push(Spend { effect: g.effect.clone(), scope: g.scope.clone(), spent: 0, budget, remaining: budget });
+            let asks = asks_of(&g.effect, &g.scope);
+            spend.push(Spend {
+                effect: g.effect.clone(),
+                scope: g.scope.clone(),
+                spent: 0,
+                budget,
+                remaining: budget,
+                asks,
+            });
         }
     }
     spend.sort_by(|a, b| (&a.effect, &a.scope).cmp(&(&b.effect, &b.scope)));

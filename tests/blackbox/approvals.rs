@@ -125,6 +125,9 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
     let ran = lab.write(&s, "one\n");
     assert_eq!(effect(&ran)["status"], json!("ok"), "{ran}");
     assert_eq!((lab.notes().as_deref(), lab.spent()), (Some("one\n"), 1));
+    let summary = lab.daemon.get(&format!("/v1/episodes/{EP}")).ok_json();
+    let write = summary["spend"].as_array().unwrap().iter().find(|g| g["effect"] == "Workspace.Write").unwrap().clone();
+    assert_eq!(write["asks"], json!("anyone"), "{summary}");
     let (kind, rec) = record(&lab.daemon, effect(&ran)["record"].as_str().unwrap());
     assert_eq!(kind, "world/effect-record/v3");
     let (kind, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());

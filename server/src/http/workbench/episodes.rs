@@ -273,10 +273,15 @@ impl Window {
 fn spend_row(g: &episodes::Spend, before: Option<u64>, page_units: u64) -> String {
     let figure = |v: Option<u64>| v.map_or_else(|| DASH.to_string(), |v| v.to_string());
     format!(
-        "<tr class=\"spend-row\"><td class=\"spend-effect\">{}</td><td class=\"spend-scope\">{}</td>\
+        "<tr class=\"spend-row\"><td class=\"spend-effect\">{}{}</td><td class=\"spend-scope\">{}</td>\
          <td class=\"spend-before\">{}</td><td class=\"spend-page\">{page_units}</td><td class=\"spend-after\">{}</td>\
          <td class=\"spend-total\">{}</td><td class=\"spend-budget\">{}</td><td class=\"spend-remaining\">{}</td></tr>",
         esc(&g.effect),
+        match g.asks.as_deref() {
+            Some("operator") => " <span class=\"asks\">asks the operator</span>",
+            Some(_) => " <span class=\"asks\">asks a person</span>",
+            None => "",
+        },
         esc(&g.scope),
         figure(before),
         figure(before.map(|b| b + page_units)),
@@ -497,8 +502,16 @@ mod tests {
                     spent,
                     budget: Some(10),
                     remaining: Some(10 - spent),
+                    asks: None,
                 },
-                episodes::Spend { effect: EVIL.into(), scope: EVIL.into(), spent: 0, budget: None, remaining: None },
+                episodes::Spend {
+                    effect: EVIL.into(),
+                    scope: EVIL.into(),
+                    spent: 0,
+                    budget: None,
+                    remaining: None,
+                    asks: Some("operator".into()),
+                },
             ],
             sessions: episodes::Sessions { live: 1, total: 2 },
             first_at: 1_796_418_679,
@@ -528,6 +541,8 @@ mod tests {
         );
         let tail = page(8, vec![call(8, 140, "ailang-write", vec![effect(WRITE, "ok", 1, None)])], None, 9);
         let html = spend_html(&summary(7), &shown, Some(&tail));
+        // A grant that asks says so beside its effect.
+        assert!(html.contains("<span class=\"asks\">asks the operator</span>"), "{html}");
         let figures: Vec<&str> =
             ["spend-before", "spend-page", "spend-after", "spend-total", "spend-budget", "spend-remaining"]
                 .iter()
