@@ -34,28 +34,7 @@ fn store() -> (tempfile::TempDir, Store) {
 
 /// Asks for and decides approval `id` of `PAYLOAD`; answers the decision object.
 fn decided(store: &Store, id: &str, decision: &str, state: ApprovalState) -> Ref {
-    let shown = NewObject::derived("world/approval-request/v1", "host/approvals", id.as_bytes().to_vec());
-    let approval = ApprovalRow {
-        episode: task("-").episode,
-        credential: credential(),
-        digest: digest(PAYLOAD),
-        transition: "tool".into(),
-        effect: EFFECT.into(),
-        scope: SCOPE.into(),
-        cost: 1,
-        approver: Approver::Anyone,
-        shown: shown.hash,
-        requested_at: 1,
-        expires_at: 100,
-        state: ApprovalState::Pending,
-        for_session: false,
-        decision: None,
-        decided_at: 0,
-        uses: 0,
-        closed: false,
-        task: None,
-    };
-    store.call(Op::AskApproval { id: id.into(), approval, shown }).unwrap();
+    store.call(common::ask_approval(id, &task("-").episode, credential(), digest(PAYLOAD), 100)).unwrap();
     let bytes = FixedObject::new()
         .str("approvalId", id)
         .str("credentialId", &credential().to_string())

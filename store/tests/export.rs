@@ -42,28 +42,7 @@ fn populated() -> (tempfile::TempDir, Store) {
     store.call(Op::MintSession { credential_id: Ref::of(b"tok"), session }).unwrap();
     // One approval decided, one pending: both travel.
     for (id, digest) in [("ap-1", b"d1"), ("ap-2", b"d2")] {
-        let shown = NewObject::derived("world/approval-request/v1", "host/approvals", id.as_bytes().to_vec());
-        let approval = ApprovalRow {
-            episode: "ep".into(),
-            credential: Ref::of(b"tok"),
-            digest: Ref::of(digest),
-            transition: "tool".into(),
-            effect: "Workspace.Read".into(),
-            scope: "worktree".into(),
-            cost: 1,
-            approver: Approver::Operator,
-            shown: shown.hash,
-            requested_at: 1,
-            expires_at: 9,
-            state: ApprovalState::Pending,
-            for_session: false,
-            decision: None,
-            decided_at: 0,
-            uses: 0,
-            closed: false,
-            task: None,
-        };
-        store.call(Op::AskApproval { id: id.into(), approval, shown }).unwrap();
+        store.call(common::ask_approval(id, "ep", Ref::of(b"tok"), Ref::of(digest), 9)).unwrap();
     }
     let object = NewObject::derived("world/approval/v1", "host/approvals", b"{\"denied\":1}".to_vec());
     let decision = ApprovalDecision { state: ApprovalState::Denied, for_session: false, object, at: 2, use_by: 0 };

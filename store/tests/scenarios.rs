@@ -352,29 +352,7 @@ on_both_engines! {
 
 /// A pending approval of `digest` for credential `c`, as the daemon asks it.
 fn ask(id: &str, c: &[u8], digest: &[u8], expires_at: u64) -> Op {
-    let shown =
-        NewObject::derived("world/approval-request/v1", "host/approvals", format!("{{\"id\":\"{id}\"}}").into_bytes());
-    let approval = ApprovalRow {
-        episode: "ep".into(),
-        credential: Ref::of(c),
-        digest: Ref::of(digest),
-        transition: "tool".into(),
-        effect: "Workspace.Write".into(),
-        scope: "worktree".into(),
-        cost: 1,
-        approver: Approver::Anyone,
-        shown: shown.hash,
-        requested_at: 1,
-        expires_at,
-        state: ApprovalState::Pending,
-        for_session: false,
-        decision: None,
-        decided_at: 0,
-        uses: 0,
-        closed: false,
-        task: None,
-    };
-    Op::AskApproval { id: id.into(), approval, shown }
+    ask_approval(id, "ep", Ref::of(c), Ref::of(digest), expires_at)
 }
 
 fn decide(id: &str, state: ApprovalState, for_session: bool, at: u64, use_by: u64) -> Op {

@@ -43,12 +43,19 @@ fn mint(url: &str, grant: &str) -> String {
 /// Mints a session of `episode` on the store and gives every node a worktree
 /// for it holding hello.txt.
 fn mint_in(url: &str, nodes: &[Node], episode: &str, grant: &str) -> String {
+    mint_in_with(url, nodes, episode, grant, &[])
+}
+
+/// `mint_in` with more of `session mint`'s arguments (`--ask …`).
+fn mint_in_with(url: &str, nodes: &[Node], episode: &str, grant: &str, more: &[&str]) -> String {
     for node in nodes {
         let worktree = node.dir.join("workspace").join(episode);
         std::fs::create_dir_all(&worktree).unwrap();
         std::fs::write(worktree.join("hello.txt"), "shared\n").unwrap();
     }
-    let o = worldd(&["session", "mint", "--store", url, "--episode", episode, "--grant", grant, "--yes"]);
+    let mut args = vec!["session", "mint", "--store", url, "--episode", episode, "--grant", grant, "--yes"];
+    args.extend(more);
+    let o = worldd(&args);
     assert!(o.status.success(), "mint: {}", stderr(&o));
     stdout(&o).trim().to_string()
 }
@@ -504,22 +511,7 @@ fn modern_read(node: &Node, token: &str, extra: Value) -> Value {
 fn an_approval_asked_on_one_node_is_decided_on_the_store_and_answered_on_another() {
     let (url, _root, nodes) = nodes(2);
     let token = mint_in(&url, &nodes, "asks", "Workspace.Read=worktree:10");
-    // The same session, asking (mint_in mints without asks): mint one that asks.
-    let o = worldd(&[
-        "session",
-        "mint",
-        "--store",
-        &url,
-        "--episode",
-        "asks",
-        "--grant",
-        "Workspace.Read=worktree:10",
-        "--ask",
-        "Workspace.Read",
-        "--yes",
-    ]);
-    assert!(o.status.success(), "mint: {}", stderr(&o));
-    let asks = stdout(&o).trim().to_string();
+    let asks = mint_in_with(&url, &nodes, "asks", "Workspace.Read=worktree:10", &["--ask", "Workspace.Read"]);
     assert!(read_ok(&read(&nodes[0], &token, "plain")), "a grant that does not ask runs at once");
 
     // Out of band: asked through node 0, approved on the store, run through node 1.

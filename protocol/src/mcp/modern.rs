@@ -401,16 +401,7 @@ fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface, meta: Re
         },
         Err(CallRefusal::Protocol(message)) => answer_error(id, CODE_INVALID_PARAMS, &message),
         Err(CallRefusal::InvalidArguments(detail)) => {
-            let text = format!("invalid arguments: {detail}");
-            answer_result(
-                id,
-                &ToolError {
-                    result_type: COMPLETE,
-                    content: [TextContent { kind: "text", text }],
-                    is_error: true,
-                    meta,
-                },
-            )
+            answer_result(id, &ToolError::of(format!("invalid arguments: {detail}"), meta))
         }
     }
 }
@@ -451,6 +442,12 @@ struct ToolError<'a> {
     meta: ResultMeta<'a>,
 }
 
+impl<'a> ToolError<'a> {
+    fn of(text: String, meta: ResultMeta<'a>) -> ToolError<'a> {
+        ToolError { result_type: COMPLETE, content: [TextContent { kind: "text", text }], is_error: true, meta }
+    }
+}
+
 #[derive(Serialize)]
 struct CallResult<'a> {
     #[serde(rename = "resultType")]
@@ -480,18 +477,7 @@ fn answer_reply(id: &RpcId, answer: super::CallAnswer, server: &OwnedServerInfo)
     let meta = ResultMeta { server_info: server };
     match answer {
         CallAnswer::Output(output) => json_reply(200, call_response(id, &output, server)),
-        CallAnswer::Refused(text) => json_reply(
-            200,
-            rpc::result_bytes(
-                id,
-                &ToolError {
-                    result_type: COMPLETE,
-                    content: [TextContent { kind: "text", text }],
-                    is_error: true,
-                    meta,
-                },
-            ),
-        ),
+        CallAnswer::Refused(text) => json_reply(200, rpc::result_bytes(id, &ToolError::of(text, meta))),
         CallAnswer::InputRequired { input_requests, request_state } => json_reply(
             200,
             rpc::result_bytes(

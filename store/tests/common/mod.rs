@@ -182,3 +182,31 @@ pub fn begin_and_commit(store: &dyn WorldStore, key: &TaskKey, f: Ref, output: &
         other => panic!("{key:?} was not committed: {other:?}"),
     }
 }
+
+/// The request asking for approval `id` of `digest` by `credential` in
+/// `episode` (a `Workspace.Write` of cost 1 on `worktree`, anyone may
+/// decide), pending until `expires_at`, with the object it shows.
+pub fn ask_approval(id: &str, episode: &str, credential: Ref, digest: Ref, expires_at: u64) -> Op {
+    let shown = NewObject::derived("world/approval-request/v1", "host/approvals", id.as_bytes().to_vec());
+    let approval = ApprovalRow {
+        episode: episode.into(),
+        credential,
+        digest,
+        transition: "tool".into(),
+        effect: "Workspace.Write".into(),
+        scope: "worktree".into(),
+        cost: 1,
+        approver: Approver::Anyone,
+        shown: shown.hash,
+        requested_at: 1,
+        expires_at,
+        state: ApprovalState::Pending,
+        for_session: false,
+        decision: None,
+        decided_at: 0,
+        uses: 0,
+        closed: false,
+        task: None,
+    };
+    Op::AskApproval { id: id.into(), approval, shown }
+}
