@@ -31,6 +31,7 @@ const REGISTRIES: [&str; 2] = ["world/transition-registry/v1", "registry/b"];
 const TRANSITIONS: [&str; 3] = ["tools.echo", "tools.add", "tools.sub"];
 const REST_IDS: [&str; 3] = ["rest:a", "rest:b", "rest:c"];
 const SEMANTIC_IDS: [&str; 3] = ["world/note/v1", "world/blob/v1", "world/rest-transition/v1"];
+const APPROVAL_IDS: [&str; 4] = ["ap-0", "ap-1", "ap-2", "ap-3"];
 /// 12 well-formed task keys, then two malformed ones whose invocation ids collide.
 const TASK_POOL: u8 = 14;
 const SESSION_POOL: u8 = 4;
@@ -121,6 +122,27 @@ enum Step {
         cost: u8,
         budget: u8,
         bad_request: bool,
+        /// Runs under approval (id, digest).
+        approval: Option<(u8, u8)>,
+    },
+    /// A session's exact request asks for a person's yes.
+    Ask {
+        id: u8,
+        credential: u8,
+        digest: u8,
+        episode: u8,
+        ttl: u8,
+    },
+    /// 0 approved, 1 denied, 2 expired; `late`: past its expiry.
+    Decide {
+        id: u8,
+        state: u8,
+        for_session: bool,
+        late: bool,
+    },
+    Close {
+        id: u8,
+        late: bool,
     },
     Outcome {
         task: u8,
@@ -192,6 +214,10 @@ fn prelude() -> Vec<(Step, bool)> {
         ),
     ];
     steps.extend((0..4).map(|task| (Step::Begin { task, digest: 0 }, true)));
+    // Two open approvals, so that decisions, closes and uses find one.
+    steps.extend((0..2).map(|i| (Step::Ask { id: i, credential: i, digest: i, episode: i, ttl: 29 }, true)));
+    // The first denied: it can be closed (selector 2 picks the first the store has).
+    steps.push((Step::Decide { id: 2, state: 1, for_session: false, late: false }, true));
     steps
 }
 
@@ -223,8 +249,13 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(flaw, rest_id, journal, digest, seed, reuse_transition, coordinator)| Step::Rest { flaw, rest_id, journal, digest, seed, reuse_transition, coordinator }),
         1 => (0..3u8, 0..2u8).prop_map(|(id, digest)| Step::RestIntent { id, digest }),
         4 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::Begin { task, digest }),
-        5 => (task, 0..3u8, 0..2u8, 0..2u8, 0..4u8, 0..7u8, prop::bool::weighted(0.1))
-            .prop_map(|(task, ordinal, effect, scope, cost, budget, bad_request)| Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request }),
+        5 => (task, 0..3u8, 0..2u8, 0..2u8, 0..4u8, 0..7u8, prop::bool::weighted(0.1), prop::option::weighted(0.3, (any::<u8>(), 0..2u8)))
+            .prop_map(|(task, ordinal, effect, scope, cost, budget, bad_request, approval)| Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval }),
+        2 => (0..4u8, 0..2u8, 0..2u8, 0..2u8, 0..30u8)
+            .prop_map(|(id, credential, digest, episode, ttl)| Step::Ask { id, credential, digest, episode, ttl }),
+        3 => (any::<u8>(), 0..3u8, any::<bool>(), prop::bool::weighted(0.2))
+            .prop_map(|(id, state, for_session, late)| Step::Decide { id, state, for_session, late }),
+        4 => (any::<u8>(), prop::bool::weighted(0.6)).prop_map(|(id, late)| Step::Close { id, late }),
         3 => (task, 0..3u8, 0..3u8, any::<bool>(), prop::bool::weighted(0.1))
             .prop_map(|(task, ordinal, status, with_result, bad_record)| Step::Outcome { task, ordinal, status, with_result, bad_record }),
         4 => (task, any::<u8>(), 0..2u8, 0..3u8, prop_oneof![6 => Just(InvokeFlaw::None), 1 => Just(InvokeFlaw::StaleFn), 1 => Just(InvokeFlaw::MissingOutputs), 1 => Just(InvokeFlaw::DanglingInterpreter)], any::<u8>())
@@ -247,6 +278,8 @@ enum Want {
     Err(WriteError),
     /// `WriteError::InvalidCommit` whose message contains this text.
     Invalid(&'static str),
+    /// `WriteError::ApprovalRefused` of this approval (its wording is the store's).
+    Refused(String),
 }
 
 type Predicted = Result<Reply, Want>;
@@ -266,6 +299,7 @@ struct Model {
     calls: BTreeMap<String, Vec<TaskKey>>,
     sessions: BTreeMap<Ref, Session>,
     receipts: BTreeMap<String, Receipt>,
+    approvals: BTreeMap<String, ApprovalRow>,
     now: u64,
 }
 
@@ -427,10 +461,10 @@ impl Model {
             }
             Op::RevokeSession { credential_id } => Ok(Reply::Revoked(self.sessions.remove(credential_id).is_some())),
             Op::PublishRegistry(p) => self.publish(p),
-            // The approval law has its own scenarios (tests/approvals.rs).
-            Op::AskApproval { .. } | Op::DecideApproval { .. } | Op::CloseApproval { .. } | Op::EnsureSecret { .. } => {
-                unreachable!("approval requests are not generated here")
-            }
+            Op::AskApproval { id, approval, shown } => self.ask(id, approval, shown),
+            Op::DecideApproval { id, decision } => self.decide(id, decision),
+            Op::CloseApproval { id, at } => self.close(id, *at),
+            Op::EnsureSecret { .. } => unreachable!("secrets have their own scenario"),
         }
     }
 
@@ -505,6 +539,74 @@ impl Model {
         Ok(())
     }
 
+    fn open_approval(&self, credential: &Ref, digest: &Ref) -> Option<(&String, &ApprovalRow)> {
+        self.approvals.iter().find(|(_, a)| !a.closed && a.credential == *credential && a.digest == *digest)
+    }
+
+    fn ask(&mut self, id: &str, approval: &ApprovalRow, shown: &NewObject) -> Predicted {
+        Self::check_objects(std::slice::from_ref(shown))?;
+        if let Some((open, row)) = self.open_approval(&approval.credential, &approval.digest) {
+            return Ok(Reply::Approval(open.clone(), Box::new(row.clone())));
+        }
+        if self.approvals.contains_key(id) {
+            return Err(Want::Refused(id.into()));
+        }
+        self.write_objects(std::slice::from_ref(shown));
+        self.approvals.insert(id.into(), approval.clone());
+        Ok(Reply::Approval(id.into(), Box::new(approval.clone())))
+    }
+
+    fn decide(&mut self, id: &str, d: &ApprovalDecision) -> Predicted {
+        let Some(row) = self.approvals.get(id) else { return Err(Want::Err(WriteError::NoApproval(id.into()))) };
+        let expired = d.at >= row.expires_at;
+        let allowed = row.state == ApprovalState::Pending
+            && !row.closed
+            && match d.state {
+                ApprovalState::Expired => expired,
+                _ => !expired,
+            };
+        if !allowed {
+            return Err(Want::Refused(id.into()));
+        }
+        Self::check_objects(std::slice::from_ref(&d.object))?;
+        self.write_objects(std::slice::from_ref(&d.object));
+        let row = self.approvals.get_mut(id).expect("found above");
+        row.state = d.state;
+        row.for_session = d.state == ApprovalState::Approved && d.for_session;
+        row.decision = Some(d.object.hash);
+        row.decided_at = d.at;
+        if d.state == ApprovalState::Approved {
+            row.expires_at = d.use_by;
+        }
+        Ok(Reply::Approval(id.into(), Box::new(row.clone())))
+    }
+
+    fn close(&mut self, id: &str, at: u64) -> Predicted {
+        let Some(row) = self.approvals.get_mut(id) else { return Err(Want::Err(WriteError::NoApproval(id.into()))) };
+        let spent = match row.state {
+            ApprovalState::Denied | ApprovalState::Expired => true,
+            ApprovalState::Approved => at >= row.expires_at,
+            ApprovalState::Pending => false,
+        };
+        if !row.closed && !spent {
+            return Err(Want::Refused(id.into()));
+        }
+        row.closed = true;
+        Ok(Reply::Approval(id.into(), Box::new(row.clone())))
+    }
+
+    /// An intent may run under `u` at `at` (the store's `check_use`).
+    fn usable(&self, u: &ApprovalUse, episode: &str, at: u64) -> Result<(), Want> {
+        let Some(row) = self.approvals.get(&u.id) else { return Err(Want::Err(WriteError::NoApproval(u.id.clone()))) };
+        let ok = row.digest == u.digest
+            && row.episode == episode
+            && row.state == ApprovalState::Approved
+            && at < row.expires_at
+            && !row.closed
+            && (row.for_session || row.uses == 0);
+        if ok { Ok(()) } else { Err(Want::Refused(u.id.clone())) }
+    }
+
     fn record_intent(&mut self, i: &IntentRequest) -> Predicted {
         self.started(&i.task)?;
         let inv = i.task.invocation_id();
@@ -519,7 +621,15 @@ impl Model {
             return Err(Want::Err(WriteError::BudgetExhausted { remaining }));
         }
         let debit = Debit { budget_before: remaining, budget_after: remaining - i.cost };
+        if let Some(u) = &i.approval {
+            self.usable(u, &i.task.episode, i.at)?;
+        }
         self.write_objects(std::slice::from_ref(&i.request));
+        if let Some(u) = &i.approval {
+            let row = self.approvals.get_mut(&u.id).expect("usable");
+            row.uses += 1;
+            row.closed = !row.for_session;
+        }
         let intent = EffectIntent {
             episode: i.task.episode.clone(),
             effect_id: i.effect_id.clone(),
@@ -741,6 +851,16 @@ fn pick_task(m: &Model, sel: u8) -> TaskKey {
     if !sel.is_multiple_of(5) && !live.is_empty() { live[sel as usize / 5 % live.len()].clone() } else { task_key(sel) }
 }
 
+/// Mostly an approval the store has, sometimes any id.
+fn pick_approval(m: &Model, sel: u8) -> String {
+    let known: Vec<&String> = m.approvals.keys().collect();
+    if !sel.is_multiple_of(5) && !known.is_empty() {
+        known[sel as usize / 5 % known.len()].clone()
+    } else {
+        APPROVAL_IDS[sel as usize % 4].into()
+    }
+}
+
 /// Mostly an intent still waiting for its outcome, sometimes any (task, ordinal).
 fn pick_effect(m: &Model, sel: u8, ordinal: u8) -> (TaskKey, u32) {
     let open: Vec<(TaskKey, u32)> = m
@@ -873,7 +993,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             context: (digest % 3 == 0).then(|| format!("ctx-{}", digest % 2)),
             message_id: (digest % 2 == 0).then(|| format!("m-{digest}")),
         },
-        Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request } => {
+        Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval } => {
             let task = pick_task(m, *task);
             let inv = task.invocation_id();
             let request = NewObject::derived(
@@ -891,9 +1011,46 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
                 grant_budget: u64::from(*budget),
                 request: flawed(request, *bad_request),
                 at,
-                approval: None,
+                approval: approval
+                    .map(|(id, digest)| ApprovalUse { id: pick_approval(m, id), digest: Ref::of(&[digest]) }),
                 credential: None,
             })
+        }
+        Step::Ask { id, credential: c, digest, episode, ttl } => {
+            let id = APPROVAL_IDS[*id as usize % 4];
+            let shown = NewObject::derived("world/approval-request/v1", "test", format!("shown {id}").into_bytes());
+            let approval = ApprovalRow {
+                episode: EPISODES[*episode as usize % 2].into(),
+                credential: credential(*c),
+                digest: Ref::of(&[*digest]),
+                transition: TRANSITIONS[0].into(),
+                effect: EFFECTS[0].into(),
+                scope: SCOPES[0].into(),
+                cost: 1,
+                approver: Approver::Anyone,
+                shown: shown.hash,
+                requested_at: at,
+                expires_at: at + u64::from(*ttl),
+                state: ApprovalState::Pending,
+                for_session: false,
+                decision: None,
+                decided_at: 0,
+                uses: 0,
+                closed: false,
+                task: None,
+            };
+            Op::AskApproval { id: id.into(), approval, shown }
+        }
+        Step::Decide { id, state, for_session, late } => {
+            let id = &pick_approval(m, *id);
+            let state = [ApprovalState::Approved, ApprovalState::Denied, ApprovalState::Expired][*state as usize % 3];
+            let t = if *late { at + 100 } else { at };
+            let object = NewObject::derived("world/approval/v1", "test", format!("{id} {state:?} at {t}").into_bytes());
+            let decision = ApprovalDecision { state, for_session: *for_session, object, at: t, use_by: t + 20 };
+            Op::DecideApproval { id: id.into(), decision }
+        }
+        Step::Close { id, late } => {
+            Op::CloseApproval { id: pick_approval(m, *id), at: if *late { at + 100 } else { at } }
         }
         Step::Outcome { task, ordinal, status, with_result, bad_record } => {
             let (task, ordinal) = pick_effect(m, *task, *ordinal);
@@ -1060,6 +1217,7 @@ fn check_reply(what: &str, got: &Result<Reply, WriteError>, want: &Predicted) ->
         (Ok(g), Ok(w)) => g == w,
         (Err(g), Err(Want::Err(w))) => g == w,
         (Err(WriteError::InvalidCommit(msg)), Err(Want::Invalid(needle))) => msg.contains(needle),
+        (Err(WriteError::ApprovalRefused { id, .. }), Err(Want::Refused(want))) => id == want,
         _ => false,
     };
     prop_assert!(ok, "{what}\n  store replied {got:?}\n  model expected {want:?}");
@@ -1153,6 +1311,16 @@ fn check_reads(store: &dyn WorldStore, m: &Model) -> Result<(), TestCaseError> {
     prop_assert_eq!(snap.sessions(PAGE_MAX).unwrap(), sessions);
     for i in 0..SESSION_POOL {
         prop_assert_eq!(snap.session(&credential(i)).unwrap(), m.sessions.get(&credential(i)).cloned());
+    }
+
+    let approvals: Vec<(String, ApprovalRow)> = m.approvals.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    prop_assert_eq!(snap.approvals(None, PAGE_MAX).unwrap(), approvals.clone());
+    let mut open = snap.open_approvals(PAGE_MAX).unwrap();
+    open.sort_by(|a, b| a.0.cmp(&b.0));
+    let want: Vec<(String, ApprovalRow)> = approvals.into_iter().filter(|(_, a)| !a.closed).collect();
+    prop_assert_eq!(open, want.clone());
+    for (id, row) in &want {
+        prop_assert_eq!(snap.open_approval(&row.credential, &row.digest).unwrap(), Some((id.clone(), row.clone())));
     }
 
     for id in REST_IDS {
@@ -1329,6 +1497,9 @@ fn every_reply_and_read_match_the_model(engine: Engine, cases: u32) {
         "MintSession",
         "RevokeSession",
         "PublishRegistry",
+        "AskApproval",
+        "DecideApproval",
+        "CloseApproval",
     ] {
         assert!(coverage.contains_key(&format!("{op} ok")), "{engine:?}: no successful {op} in {cases} cases");
     }
@@ -1353,7 +1524,16 @@ fn every_reply_and_read_matches_the_in_memory_model_and_verify_stays_clean_on_po
 /// other (a sequence the cases above once found PostgreSQL's sweep to skip).
 #[test]
 fn intents_of_calls_finished_before_their_outcome_are_resolved_on_reopen_on_both_engines() {
-    let intent = |task| Step::Intent { task, ordinal: 0, effect: 0, scope: 0, cost: 0, budget: 0, bad_request: false };
+    let intent = |task| Step::Intent {
+        task,
+        ordinal: 0,
+        effect: 0,
+        scope: 0,
+        cost: 0,
+        budget: 0,
+        bad_request: false,
+        approval: None,
+    };
     let steps: Vec<(Step, bool)> = prelude()
         .into_iter()
         .chain([
