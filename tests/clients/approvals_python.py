@@ -12,6 +12,7 @@ own episode (its own worktree, its own spend) with `--ask Workspace.Write` or
   that can be asked; the operator denies.
 - mcp_legacy: the client pinned to 2025-11-25 (with a callback it cannot be
   reached by) takes the operator's path.
+- a2a_answer: the task continued with {"approval": "deny"|"approve"}: recorded, or run once.
 - a2a: SendMessage answers input-required with the approval; the same task id
   sent again after `worldd approve` runs once; a further resend replays.
 
@@ -357,6 +358,48 @@ async def a2a():
         )
 
 
+async def a2a_answer():
+    """SendMessage under an asking grant, answered on the task: a message with
+    the same task id whose one data part is {"approval": WORD} and no skill
+    decides; deny records the denial, approve (on a new task) runs once."""
+    ep = "ask-a2a-answer"
+    token = mint(ep, "--ask", "Workspace.Write")
+
+    def name(n):
+        return f"a2a_answer.{n}"
+
+    def show(events):
+        return " ".join(MessageToJson(e, indent=None) for e in events)
+
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        client = await create_client(BASE, ClientConfig(httpx_client=http, streaming=False))
+
+        async def send(data, task_id=None, skill=True):
+            msg = new_data_message(data, role=Role.ROLE_USER, task_id=task_id)
+            meta = {"skill_id": "ailang-write"} if skill else None
+            req = SendMessageRequest(message=msg, metadata=meta)
+            events = [ev async for ev in client.send_message(req)]
+            task = events[0].task if len(events) == 1 and events[0].HasField("task") else None
+            return events, task
+
+        for word, path, want in [("deny", "denied.txt", "denied"), ("approve", "approved.txt", "ok")]:
+            args = {"path": path, "content": "answered\n"}
+            events, task = await send(args)
+            waits = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            events, done = await send({"approval": word}, task_id=task.id if task else None, skill=False)
+            out = get_data_parts(done.artifacts[0].parts)[0] if done and done.artifacts else {}
+            record = (out.get("world", {}).get("effects") or [{}])[0]
+            written = file(ep, path) == args["content"]
+            check(
+                name(word),
+                waits and done is not None and done.id == task.id
+                and done.status.state == TaskState.TASK_STATE_COMPLETED
+                and record.get("status") == want and written == (want == "ok"),
+                f"events {show(events)}, spent {spent(ep)}",
+            )
+        check(name("budget"), spent(ep) == 1, f"spent {spent(ep)}")
+
+
 async def main():
     scenarios = [
         ("mcp_elicit", mcp_elicit()),
@@ -366,6 +409,7 @@ async def main():
         # The legacy era has no in-band question, whatever the client declares.
         ("mcp_legacy", operator("legacy", "legacy", "--ask", elicits=True, decide="approve")),
         ("a2a", a2a()),
+        ("a2a_answer", a2a_answer()),
     ]
     for label, scenario in scenarios:
         try:
