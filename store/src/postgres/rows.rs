@@ -6,11 +6,15 @@
 //! such a refusal aborts the transaction and the batch is run again from the
 //! start, when the checks see the other node's row. (An upsert there would
 //! silently overwrite the other node's write: a lost debit, a lost publish.)
-//! Each statement is one round trip (`query_typed`: no prepare).
+//! Two hot rows are locked only at the batch's end (`flush`), the head and
+//! then the episode summaries, so that other nodes' batches wait on them for
+//! no more than a flush and a COMMIT. Each statement is one round trip
+//! (`query_typed`: no prepare).
 
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
+use crate::ops::episodes::Moves;
 use crate::ops::{Append, Pending, R, Rows, chain};
 use crate::refs::Ref;
 use crate::rows;
@@ -22,6 +26,11 @@ use std::collections::{HashMap, HashSet};
 /// The most started tasks or open intents one recovery sweep resolves; the
 /// rest wait for the next sweep.
 pub(crate) const RECOVERY_ROWS_MAX: i64 = 10_000;
+
+/// Most moves of the episode index a transaction keeps before it writes
+/// them: an import, one transaction, would otherwise hold every call it
+/// brings in. No batch makes as many.
+const MOVES_KEPT_MAX: usize = 1 << 14;
 
 pub(crate) struct PgRows<'c> {
     conn: &'c mut Conn,
@@ -57,23 +66,16 @@ pub(crate) struct PgRows<'c> {
     /// Registry entries read at the batch's start (`read_registry_entries`)
     /// or written since, absent ones as `None`.
     registry: HashMap<(String, String), Option<Ref>>,
-    /// Episode summaries this transaction locked (or read as absent) and
-    /// what it made of them; the changed ones are written by `flush`.
-    episodes: HashMap<String, EpisodeSlot>,
+    /// How the batch's calls move the episode index, applied by `flush`,
+    /// which locks the summaries then: its new calls' task rows are written
+    /// without a position until then.
+    moves: Moves,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
     /// Whether `open_intents` searches every call of the lapsed nodes, the
     /// finished ones too, rather than only their started tasks (see
     /// `writer::sweep`).
     pub(crate) finished_calls: bool,
-}
-
-/// An episode summary within a batch.
-struct EpisodeSlot {
-    /// The database has the row (it is then locked): an update, else an insert.
-    stored: bool,
-    row: Option<EpisodeRow>,
-    dirty: bool,
 }
 
 /// Immutable rows this node has seen committed: objects that exist and
@@ -153,7 +155,7 @@ impl<'c> PgRows<'c> {
             pending_tasks: HashSet::new(),
             pending_objects: HashSet::new(),
             chained: vec![],
-            episodes: HashMap::new(),
+            moves: Moves::default(),
             known,
             finished_calls: false,
         }
@@ -195,15 +197,17 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
-    /// Chains the pending invocations onto `world/selected`, locked here
-    /// (the batch's last lock), and writes them all in one statement: their
-    /// new objects and who they name, entries, worlds, who those name, the
-    /// head and their tasks.
+    /// Writes what the batch deferred to its end: the pending invocations
+    /// (`flush_pending`), then the episode summaries (`write_episodes`).
     pub(crate) fn flush(&mut self) -> R<()> {
         self.flush_pending()?;
         self.write_episodes()
     }
 
+    /// Chains the pending invocations onto `world/selected`, locked here
+    /// (the batch's last lock but the episode summaries), and writes them
+    /// all in one statement: their new objects and who they name, entries,
+    /// worlds, who those name, the head and their tasks.
     fn flush_pending(&mut self) -> R<()> {
         if self.pending.is_empty() {
             return Ok(());
@@ -226,27 +230,54 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
-    /// The episode summaries the batch changed, in one statement: new ones
-    /// inserted plainly (a unique key refuses one another node wrote
-    /// meanwhile), locked ones updated.
+    /// Applies the batch's moves of the episode index: locks the summaries
+    /// they move, in the episodes' byte order (every node's order, so that
+    /// two batches never wait on each other), then writes in one statement
+    /// the summaries (a new episode's inserted plainly: a unique key
+    /// refuses one another node wrote meanwhile) and the positions of the
+    /// new calls.
     fn write_episodes(&mut self) -> R<()> {
+        if self.moves.is_empty() {
+            return Ok(());
+        }
+        let moves = std::mem::take(&mut self.moves);
+        let names: Vec<&str> = moves.episodes().collect();
+        let locked = self.q(
+            "SELECT episode, summary FROM episodes WHERE episode = ANY($1::text[])
+             ORDER BY episode COLLATE \"C\" FOR UPDATE",
+            &[(&names, Type::TEXT_ARRAY)],
+        )?;
+        let mut stored: HashMap<String, EpisodeRow> = HashMap::with_capacity(locked.len());
+        for row in &locked {
+            let episode: String = row.get(0);
+            let summary = decoded("episodes", &episode, row.get(1))?;
+            stored.insert(episode, summary);
+        }
         let mut new: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
         let mut old: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        for (episode, slot) in self.episodes.iter().filter(|(_, s)| s.dirty) {
-            let Some(row) = &slot.row else { continue };
-            let to = if slot.stored { &mut old } else { &mut new };
-            to.0.push(episode.clone());
-            to.1.push(int(row.last_at, "an episode's last activity")?);
-            to.2.push(rows::encode(row));
-        }
-        if new.0.is_empty() && old.0.is_empty() {
-            return Ok(());
+        let mut calls: (Vec<&'static str>, Vec<String>, Vec<String>, Vec<i64>) = Default::default();
+        for episode in moves.into_episodes() {
+            let was = stored.remove(&episode.episode);
+            let moved = episode.apply(was);
+            for (key, seq) in moved.positions {
+                calls.0.push(key.surface.as_str());
+                calls.3.push(int(seq, "a call's position")?);
+                calls.1.push(key.episode);
+                calls.2.push(key.task_id);
+            }
+            let to = if moved.was.is_some() { &mut old } else { &mut new };
+            to.1.push(int(moved.row.last_at, "an episode's last activity")?);
+            to.2.push(rows::encode(&moved.row));
+            to.0.push(moved.episode);
         }
         self.q(
             "WITH n AS (INSERT INTO episodes (episode, last_at, summary)
                         SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),
                   u AS (UPDATE episodes SET last_at = x.l, summary = x.s
-                        FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e)
+                        FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e),
+                  t AS (UPDATE tasks SET seq = x.q
+                        FROM unnest($7::text[], $8::text[], $9::text[], $10::int8[]) AS x (su, ep, id, q)
+                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
              SELECT 1",
             &[
                 (&new.0, Type::TEXT_ARRAY),
@@ -255,19 +286,19 @@ impl<'c> PgRows<'c> {
                 (&old.0, Type::TEXT_ARRAY),
                 (&old.1, Type::INT8_ARRAY),
                 (&old.2, Type::BYTEA_ARRAY),
+                (&calls.0, Type::TEXT_ARRAY),
+                (&calls.1, Type::TEXT_ARRAY),
+                (&calls.2, Type::TEXT_ARRAY),
+                (&calls.3, Type::INT8_ARRAY),
             ],
         )?;
-        for slot in self.episodes.values_mut() {
-            slot.stored |= slot.dirty && slot.row.is_some();
-            slot.dirty = false;
-        }
         Ok(())
     }
 
     /// Flushes first when `key` has a pending commit: its row is read or
     /// written as that commit leaves it.
     fn settle(&mut self, key: &TaskKey) -> R<()> {
-        if self.pending_tasks.contains(key) { self.flush() } else { Ok(()) }
+        if self.pending_tasks.contains(key) { self.flush_pending() } else { Ok(()) }
     }
 
     /// Appended entries in one statement (one round trip, however many):
@@ -378,12 +409,12 @@ impl<'c> PgRows<'c> {
     }
 
     /// Inserts a task row owned by this node (`conflict`: what a row already
-    /// there does; none, a unique-key refusal). Whether it was written.
-    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, seq: u64, conflict: &str) -> R<bool> {
+    /// there does; none, a unique-key refusal), without its position, which
+    /// `write_episodes` gives it. Whether it was written.
+    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, conflict: &str) -> R<bool> {
         let sql = format!(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task, seq) VALUES ($1, $2, $3, $4, $5, $6, $7) {conflict} RETURNING 1"
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6) {conflict} RETURNING 1"
         );
-        let seq = int(seq, "a call's position")?;
         let written = self.exists(
             &sql,
             &[
@@ -393,13 +424,17 @@ impl<'c> PgRows<'c> {
                 (&task.state.as_str(), Type::TEXT),
                 (&self.node.to_string(), Type::TEXT),
                 (&rows::encode(task), Type::BYTEA),
-                (&seq, Type::INT8),
             ],
         )?;
         if written {
             self.tasks.insert(key.clone(), task.clone());
         }
         Ok(written)
+    }
+
+    /// Writes the moves kept once they are `MOVES_KEPT_MAX`.
+    fn write_when_many(&mut self) -> R<()> {
+        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes() } else { Ok(()) }
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -470,7 +505,7 @@ impl Rows for PgRows<'_> {
 
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
         if name == SELECTED_HEAD {
-            self.flush()?;
+            self.flush_pending()?;
             // Locked by this transaction already: only its own writes moved it since.
             if let Some(selected) = self.selected {
                 return Ok(selected);
@@ -487,7 +522,7 @@ impl Rows for PgRows<'_> {
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
         if name == SELECTED_HEAD {
-            self.flush()?;
+            self.flush_pending()?;
             self.selected = Some(Some(r));
         }
         self.put(
@@ -515,7 +550,7 @@ impl Rows for PgRows<'_> {
     /// With `world/selected` locked, the log ends at its world's revision
     /// (every append moves it in the same transaction); asked otherwise.
     fn log_len(&mut self) -> R<u64> {
-        self.flush()?;
+        self.flush_pending()?;
         if let Some(next) = self.next_index {
             return Ok(next);
         }
@@ -648,43 +683,31 @@ impl Rows for PgRows<'_> {
 
     /// One statement when the key is new (the usual case); a row another
     /// node is inserting is waited for, then read.
-    fn create_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<Option<Task>> {
+    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
         self.settle(key)?;
         if let Some(existing) = self.tasks.get(key) {
             return Ok(Some(existing.clone()));
         }
-        if !self.insert_task_row(key, task, seq, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
+        if !self.insert_task_row(key, task, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
             return self.task(key);
         }
         Ok(None)
     }
 
-    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()> {
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.settle(key)?;
-        self.insert_task_row(key, task, seq, "").map(|_| ())
+        self.insert_task_row(key, task, "").map(|_| ())
     }
 
-    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
-        if let Some(slot) = self.episodes.get(episode) {
-            return Ok(slot.row.clone());
-        }
-        let rows = self.q("SELECT summary FROM episodes WHERE episode = $1 FOR UPDATE", &[(&episode, Type::TEXT)])?;
-        let row: Option<EpisodeRow> = rows.first().map(|r| decoded("episodes", &episode, r.get(0))).transpose()?;
-        let slot = EpisodeSlot { stored: row.is_some(), row: row.clone(), dirty: false };
-        self.episodes.insert(episode.to_string(), slot);
-        Ok(row)
+    /// Kept until the batch's end (`write_episodes`).
+    fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.moves.created(key, task);
+        self.write_when_many()
     }
 
-    /// Kept until the batch's end (`flush`): one statement for all of them.
-    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
-        if !self.episodes.contains_key(episode) {
-            self.episode(episode)?;
-        }
-        let slot = self.episodes.get_mut(episode).expect("read just above");
-        debug_assert_eq!(slot.row.as_ref(), was, "an episode is written over what this batch read");
-        slot.row = Some(row.clone());
-        slot.dirty = true;
-        Ok(())
+    fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.moves.ended(key, task);
+        self.write_when_many()
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
@@ -712,7 +735,7 @@ impl Rows for PgRows<'_> {
     /// database). A live node's calls in flight, this node's own among them,
     /// are never touched.
     fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
-        self.flush()?;
+        self.flush_pending()?;
         let rows = self.q(
             "SELECT t.surface, t.episode, t.task_id FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
              WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
@@ -783,7 +806,7 @@ impl Rows for PgRows<'_> {
     /// their tasks no longer started too (a call may commit or end before an
     /// effect's outcome is journaled; recovery resolves that intent as well).
     fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
-        self.flush()?;
+        self.flush_pending()?;
         if self.finished_calls {
             // From the intents without an outcome to their task (an invocation
             // id is `surface:episode:taskId`; surface and episode hold no ':').
