@@ -67,9 +67,13 @@ pub(crate) struct PgRows<'c> {
     /// or written since, absent ones as `None`.
     registry: HashMap<(String, String), Option<Ref>>,
     /// How the batch's calls move the episode index, applied by `flush`,
-    /// which locks the summaries then: its new calls' task rows are written
-    /// without a position until then.
+    /// which locks the summaries then.
     moves: Moves,
+    /// Tasks the batch created, written without their position until
+    /// `write_episodes` gives it: their row is written again only then, as
+    /// the batch leaves it (`tasks` holds it meanwhile), so that a call
+    /// created and committed in one batch costs an insert and one update.
+    unnumbered: HashSet<TaskKey>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
     /// Whether `open_intents` searches every call of the lapsed nodes, the
@@ -156,6 +160,7 @@ impl<'c> PgRows<'c> {
             pending_objects: HashSet::new(),
             chained: vec![],
             moves: Moves::default(),
+            unnumbered: HashSet::new(),
             known,
             finished_calls: false,
         }
@@ -197,20 +202,28 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
-    /// Writes what the batch deferred to its end: the pending invocations
-    /// (`flush_pending`), then the episode summaries (`write_episodes`).
+    /// Writes what the batch deferred to its end: the pending invocations,
+    /// then the episode summaries, which the invocations' statement locks
+    /// (one round trip fewer while the head is held).
     pub(crate) fn flush(&mut self) -> R<()> {
-        self.flush_pending()?;
-        self.write_episodes()
+        let summaries = self.chain_pending(true)?;
+        self.write_episodes(summaries)
+    }
+
+    /// `chain_pending` alone: what the batch reads next sees its entries.
+    fn flush_pending(&mut self) -> R<()> {
+        self.chain_pending(false).map(drop)
     }
 
     /// Chains the pending invocations onto `world/selected`, locked here
     /// (the batch's last lock but the episode summaries), and writes them
     /// all in one statement: their new objects and who they name, entries,
-    /// worlds, who those name, the head and their tasks.
-    fn flush_pending(&mut self) -> R<()> {
+    /// worlds, who those name, the head and their tasks; with
+    /// `lock_summaries`, the same statement locks and reads the summaries
+    /// the batch moves (none when nothing was pending).
+    fn chain_pending(&mut self, lock_summaries: bool) -> R<Option<Vec<Row>>> {
         if self.pending.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let pending = std::mem::take(&mut self.pending);
         let head = self.head(SELECTED_HEAD)?.ok_or(WriteError::NoWorld)?;
@@ -223,30 +236,36 @@ impl<'c> PgRows<'c> {
             chained.push(c);
         }
         let appended: Vec<Appended> = chained.iter().map(|c| (&c.entry, &c.world, Some((&c.key, &c.task)))).collect();
-        self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended)?;
+        let moved = std::mem::take(&mut self.moves);
+        let episodes: Vec<&str> = if lock_summaries { moved.episodes().collect() } else { vec![] };
+        let summaries = self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended, &episodes);
+        drop(episodes);
+        self.moves = moved;
+        let summaries = summaries?;
         self.pending_tasks.clear();
         self.pending_objects.clear();
         self.chained.extend(chained.into_iter().map(|c| c.committed));
-        Ok(())
+        Ok(lock_summaries.then_some(summaries))
     }
 
     /// Applies the batch's moves of the episode index: locks the summaries
-    /// they move, in the episodes' byte order (every node's order, so that
-    /// two batches never wait on each other), then writes in one statement
-    /// the summaries (a new episode's inserted plainly: a unique key
-    /// refuses one another node wrote meanwhile) and the positions of the
-    /// new calls.
-    fn write_episodes(&mut self) -> R<()> {
+    /// they move (`lock_summaries`, unless `locked` holds them already),
+    /// then writes in one statement the summaries (a new episode's inserted
+    /// plainly: a unique key refuses one another node wrote meanwhile) and
+    /// the new calls' rows with their positions.
+    fn write_episodes(&mut self, locked: Option<Vec<Row>>) -> R<()> {
         if self.moves.is_empty() {
             return Ok(());
         }
         let moves = std::mem::take(&mut self.moves);
-        let names: Vec<&str> = moves.episodes().collect();
-        let locked = self.q(
-            "SELECT episode, summary FROM episodes WHERE episode = ANY($1::text[])
-             ORDER BY episode COLLATE \"C\" FOR UPDATE",
-            &[(&names, Type::TEXT_ARRAY)],
-        )?;
+        let locked = match locked {
+            Some(rows) => rows,
+            None => {
+                let names: Vec<&str> = moves.episodes().collect();
+                let sql = format!("WITH {} SELECT episode, summary FROM s", lock_summaries("$1"));
+                self.q(&sql, &[(&names, Type::TEXT_ARRAY)])?
+            }
+        };
         let mut stored: HashMap<String, EpisodeRow> = HashMap::with_capacity(locked.len());
         for row in &locked {
             let episode: String = row.get(0);
@@ -255,15 +274,15 @@ impl<'c> PgRows<'c> {
         }
         let mut new: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
         let mut old: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        let mut calls: (Vec<&'static str>, Vec<String>, Vec<String>, Vec<i64>) = Default::default();
+        let mut calls = CallColumns::default();
         for episode in moves.into_episodes() {
             let was = stored.remove(&episode.episode);
             let moved = episode.apply(was);
             for (key, seq) in moved.positions {
-                calls.0.push(key.surface.as_str());
-                calls.3.push(int(seq, "a call's position")?);
-                calls.1.push(key.episode);
-                calls.2.push(key.task_id);
+                let task = self.tasks.get(&key).ok_or_else(|| {
+                    WriteError::Storage(format!("task {} was created but is not held", key.invocation_id()))
+                })?;
+                calls.add(key, task, seq)?;
             }
             let to = if moved.was.is_some() { &mut old } else { &mut new };
             to.1.push(int(moved.row.last_at, "an episode's last activity")?);
@@ -275,8 +294,9 @@ impl<'c> PgRows<'c> {
                         SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),
                   u AS (UPDATE episodes SET last_at = x.l, summary = x.s
                         FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e),
-                  t AS (UPDATE tasks SET seq = x.q
-                        FROM unnest($7::text[], $8::text[], $9::text[], $10::int8[]) AS x (su, ep, id, q)
+                  t AS (UPDATE tasks SET seq = x.q, state = x.st, task = x.b
+                        FROM unnest($7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::bytea[])
+                            AS x (su, ep, id, q, st, b)
                         WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
              SELECT 1",
             &[
@@ -286,12 +306,15 @@ impl<'c> PgRows<'c> {
                 (&old.0, Type::TEXT_ARRAY),
                 (&old.1, Type::INT8_ARRAY),
                 (&old.2, Type::BYTEA_ARRAY),
-                (&calls.0, Type::TEXT_ARRAY),
-                (&calls.1, Type::TEXT_ARRAY),
-                (&calls.2, Type::TEXT_ARRAY),
-                (&calls.3, Type::INT8_ARRAY),
+                (&calls.surfaces, Type::TEXT_ARRAY),
+                (&calls.episodes, Type::TEXT_ARRAY),
+                (&calls.task_ids, Type::TEXT_ARRAY),
+                (&calls.seqs, Type::INT8_ARRAY),
+                (&calls.states, Type::TEXT_ARRAY),
+                (&calls.tasks, Type::BYTEA_ARRAY),
             ],
         )?;
+        self.unnumbered.clear();
         Ok(())
     }
 
@@ -304,20 +327,22 @@ impl<'c> PgRows<'c> {
     /// Appended entries in one statement (one round trip, however many):
     /// their new objects and the refs those name, the entries, their worlds,
     /// who those name, the selected head (the last world) and the tasks they
-    /// end. The head is inserted plainly where this transaction read it as
-    /// absent, as `put` does. No two parts touch one row, as a statement
-    /// requires.
+    /// end (but unnumbered ones, which `write_episodes` writes); and the
+    /// summaries of `episodes`, locked and read (`lock_summaries`). The head
+    /// is inserted plainly where this transaction read it as absent, as
+    /// `put` does. No two parts touch one row, as a statement requires.
     fn write_appended<'o>(
         &mut self,
         objects: impl IntoIterator<Item = &'o NewObject>,
         appended: &[Appended<'_>],
-    ) -> R<()> {
-        let Some((_, last, _)) = appended.last() else { return Ok(()) };
+        episodes: &[&str],
+    ) -> R<Vec<Row>> {
+        let Some((_, last, _)) = appended.last() else { return Ok(vec![]) };
         let new = self.new_objects(objects);
         let objects = ObjectColumns::of(&new)?;
         let mut columns = EntryColumns::default();
         for (entry, world, task) in appended {
-            columns.add(entry, world, *task)?;
+            columns.add(entry, world, task.filter(|(key, _)| !self.unnumbered.contains(*key)))?;
         }
         let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
             "INSERT INTO heads (name, ref) VALUES ($22, $23)"
@@ -337,8 +362,10 @@ impl<'c> PgRows<'c> {
                   h AS ({head}),
                   t AS (UPDATE tasks SET state = x.s, task = x.b
                         FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[]) AS x (su, ep, id, s, b)
-                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
-             SELECT 1"
+                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id),
+                  {summaries}
+             SELECT episode, summary FROM s",
+            summaries = lock_summaries("$29")
         );
         let last_ref = last.world_ref.0.as_slice();
         let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
@@ -363,8 +390,9 @@ impl<'c> PgRows<'c> {
             (&columns.task_ids, Type::TEXT_ARRAY),
             (&columns.states, Type::TEXT_ARRAY),
             (&columns.tasks, Type::BYTEA_ARRAY),
+            (&episodes, Type::TEXT_ARRAY),
         ]);
-        self.q(&sql, &params)?;
+        let summaries = self.q(&sql, &params)?;
         self.inserted.extend(new.iter().map(|o| o.hash));
         for (entry, world, task) in appended {
             self.next_index = Some(entry.header.entry_index + 1);
@@ -374,7 +402,7 @@ impl<'c> PgRows<'c> {
                 self.tasks.insert((*key).clone(), (*task).clone());
             }
         }
-        Ok(())
+        Ok(summaries)
     }
 
     /// The objects of `objects` not yet in the store as far as this node
@@ -434,7 +462,7 @@ impl<'c> PgRows<'c> {
 
     /// Writes the moves kept once they are `MOVES_KEPT_MAX`.
     fn write_when_many(&mut self) -> R<()> {
-        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes() } else { Ok(()) }
+        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes(None) } else { Ok(()) }
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -604,7 +632,7 @@ impl Rows for PgRows<'_> {
 
     /// A commit's writes in one statement (see `write_appended`).
     fn append(&mut self, a: Append<'_>) -> R<()> {
-        self.write_appended(a.objects, &[(a.entry, a.world, a.task)])
+        self.write_appended(a.objects, &[(a.entry, a.world, a.task)], &[]).map(drop)
     }
 
     /// Without a lock: a world once selected stays so.
@@ -702,6 +730,7 @@ impl Rows for PgRows<'_> {
     /// Kept until the batch's end (`write_episodes`).
     fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.moves.created(key, task);
+        self.unnumbered.insert(key.clone());
         self.write_when_many()
     }
 
@@ -718,6 +747,9 @@ impl Rows for PgRows<'_> {
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.settle(key)?;
         self.tasks.insert(key.clone(), task.clone());
+        if self.unnumbered.contains(key) {
+            return Ok(());
+        }
         self.q(
             "UPDATE tasks SET state = $4, task = $5 WHERE surface = $1 AND episode = $2 AND task_id = $3",
             &[
@@ -904,6 +936,16 @@ impl Rows for PgRows<'_> {
     }
 }
 
+/// A CTE `s` that locks and reads the episode summaries named by the
+/// `text[]` parameter `names` ($n), in the episodes' byte order: every
+/// node's order, so that two batches never wait on each other for them.
+fn lock_summaries(names: &str) -> String {
+    format!(
+        "s AS (SELECT episode, summary FROM episodes WHERE episode = ANY({names}::text[])
+               ORDER BY episode COLLATE \"C\" FOR UPDATE)"
+    )
+}
+
 /// Objects and the refs they name, inserted from arrays ($1-$9; see
 /// `ObjectColumns::params`): only rows new to the database are numbered and
 /// indexed (another node that wrote an object first indexed it too).
@@ -972,6 +1014,30 @@ impl<'o> ObjectColumns<'o> {
             (&self.targets, Type::BYTEA_ARRAY),
             (&OBJECT_KIND, Type::INT2),
         ]
+    }
+}
+
+/// New calls' task rows with their positions, as the columns
+/// `write_episodes` takes.
+#[derive(Default)]
+struct CallColumns {
+    surfaces: Vec<&'static str>,
+    episodes: Vec<String>,
+    task_ids: Vec<String>,
+    seqs: Vec<i64>,
+    states: Vec<&'static str>,
+    tasks: Vec<Vec<u8>>,
+}
+
+impl CallColumns {
+    fn add(&mut self, key: TaskKey, task: &Task, seq: u64) -> R<()> {
+        self.seqs.push(int(seq, "a call's position")?);
+        self.surfaces.push(key.surface.as_str());
+        self.episodes.push(key.episode);
+        self.task_ids.push(key.task_id);
+        self.states.push(task.state.as_str());
+        self.tasks.push(rows::encode(task));
+        Ok(())
     }
 }
 
