@@ -69,10 +69,11 @@ pub(crate) struct PgRows<'c> {
     /// How the batch's calls move the episode index, applied by `flush`,
     /// which locks the summaries then.
     moves: Moves,
-    /// Tasks the batch created, written without their position until
-    /// `write_episodes` gives it: their row is written again only then, as
-    /// the batch leaves it (`tasks` holds it meanwhile), so that a call
-    /// created and committed in one batch costs an insert and one update.
+    /// Tasks the batch created, written without their position until the
+    /// flush gives it (`episode_columns`): their row is written again only
+    /// then, as the batch leaves it (`tasks` holds it meanwhile), so that a
+    /// call created and committed in one batch costs an insert and one
+    /// update.
     unnumbered: HashSet<TaskKey>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
@@ -202,31 +203,36 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
-    /// Writes what the batch deferred to its end: the pending invocations,
-    /// then the episode summaries, which the invocations' statement locks
-    /// (one round trip fewer while the head is held).
+    /// Writes what the batch deferred to its end: the pending invocations
+    /// with the episode summaries the batch moves (`chain_pending`), or the
+    /// summaries alone (`write_episodes`).
     pub(crate) fn flush(&mut self) -> R<()> {
-        let summaries = self.chain_pending(true)?;
-        self.write_episodes(summaries)
+        self.chain_pending(true)?;
+        self.write_episodes()
     }
 
-    /// `chain_pending` alone: what the batch reads next sees its entries.
+    /// `chain_pending` without the summaries: what the batch reads next
+    /// sees its entries.
     fn flush_pending(&mut self) -> R<()> {
-        self.chain_pending(false).map(drop)
+        self.chain_pending(false)
     }
 
     /// Chains the pending invocations onto `world/selected`, locked here
     /// (the batch's last lock but the episode summaries), and writes them
     /// all in one statement: their new objects and who they name, entries,
-    /// worlds, who those name, the head and their tasks; with
-    /// `lock_summaries`, the same statement locks and reads the summaries
-    /// the batch moves (none when nothing was pending).
-    fn chain_pending(&mut self, lock_summaries: bool) -> R<Option<Vec<Row>>> {
+    /// worlds, who those name, the head and their tasks. With `episodes`,
+    /// the head's statement also locks the summaries the batch moves, after
+    /// the head, and the writing one also writes them and the new calls'
+    /// positions: the head is held for two round trips and the COMMIT, as
+    /// before calls had positions.
+    fn chain_pending(&mut self, episodes: bool) -> R<()> {
         if self.pending.is_empty() {
-            return Ok(None);
+            return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let head = self.head(SELECTED_HEAD)?.ok_or(WriteError::NoWorld)?;
+        let moves = if episodes { std::mem::take(&mut self.moves) } else { Moves::default() };
+        let (head, summaries) = self.lock_head(&moves.episodes().collect::<Vec<_>>())?;
+        let head = head.ok_or(WriteError::NoWorld)?;
         let mut world =
             self.world(&head)?.ok_or_else(|| WriteError::Storage(format!("selected head {head} has no world row")))?;
         let mut chained = Vec::with_capacity(pending.len());
@@ -235,46 +241,81 @@ impl<'c> PgRows<'c> {
             world = c.world.clone();
             chained.push(c);
         }
+        // A call created in this batch is written with its position, as
+        // its commit leaves it.
+        for c in &chained {
+            self.tasks.insert(c.key.clone(), c.task.clone());
+        }
+        let summaries = self.episode_columns(moves, &summaries)?;
         let appended: Vec<Appended> = chained.iter().map(|c| (&c.entry, &c.world, Some((&c.key, &c.task)))).collect();
-        let moved = std::mem::take(&mut self.moves);
-        let episodes: Vec<&str> = if lock_summaries { moved.episodes().collect() } else { vec![] };
-        let summaries = self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended, &episodes);
-        drop(episodes);
-        self.moves = moved;
-        let summaries = summaries?;
+        self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended, &summaries)?;
+        if episodes {
+            self.unnumbered.clear();
+        }
         self.pending_tasks.clear();
         self.pending_objects.clear();
         self.chained.extend(chained.into_iter().map(|c| c.committed));
-        Ok(lock_summaries.then_some(summaries))
+        Ok(())
     }
 
-    /// Applies the batch's moves of the episode index: locks the summaries
-    /// they move (`lock_summaries`, unless `locked` holds them already),
-    /// then writes in one statement the summaries (a new episode's inserted
-    /// plainly: a unique key refuses one another node wrote meanwhile) and
-    /// the new calls' rows with their positions.
-    fn write_episodes(&mut self, locked: Option<Vec<Row>>) -> R<()> {
+    /// Locks `world/selected` (unless this transaction holds it already)
+    /// and then the summaries of `episodes`, in one statement: the head and
+    /// the summaries' rows.
+    fn lock_head(&mut self, episodes: &[&str]) -> R<(Option<Ref>, Vec<Row>)> {
+        if episodes.is_empty() {
+            return Ok((self.head(SELECTED_HEAD)?, vec![]));
+        }
+        if let Some(selected) = self.selected {
+            return Ok((selected, self.lock_summaries(episodes)?));
+        }
+        // The union's branches run in order: the head is locked first.
+        let sql = format!(
+            "WITH h AS (SELECT ref FROM heads WHERE name = $1 FOR UPDATE), {}
+             SELECT NULL::text, ref FROM h UNION ALL SELECT episode, summary FROM s",
+            summaries_cte("$2")
+        );
+        let mut rows = self.q(&sql, &[(&SELECTED_HEAD, Type::TEXT), (&episodes, Type::TEXT_ARRAY)])?;
+        let at = rows.iter().position(|r| r.get::<_, Option<&str>>(0).is_none());
+        let head = at.map(|i| rows.remove(i)).map(|r| bytes32("heads", &SELECTED_HEAD, r.get(1))).transpose()?;
+        if head.is_none() {
+            self.absent.insert(("heads", SELECTED_HEAD.to_string()));
+        }
+        self.selected = Some(head);
+        Ok((head, rows))
+    }
+
+    /// Locks and reads the summaries of `episodes` (`summaries_cte`).
+    fn lock_summaries(&mut self, episodes: &[&str]) -> R<Vec<Row>> {
+        let sql = format!("WITH {} SELECT episode, summary FROM s", summaries_cte("$1"));
+        self.q(&sql, &[(&episodes, Type::TEXT_ARRAY)])
+    }
+
+    /// Applies the batch's moves of the episode index on their own: locks
+    /// the summaries they move, then writes the summaries and the new calls'
+    /// rows with their positions (`episodes_cte`).
+    fn write_episodes(&mut self) -> R<()> {
         if self.moves.is_empty() {
             return Ok(());
         }
         let moves = std::mem::take(&mut self.moves);
-        let locked = match locked {
-            Some(rows) => rows,
-            None => {
-                let names: Vec<&str> = moves.episodes().collect();
-                let sql = format!("WITH {} SELECT episode, summary FROM s", lock_summaries("$1"));
-                self.q(&sql, &[(&names, Type::TEXT_ARRAY)])?
-            }
-        };
-        let mut stored: HashMap<String, EpisodeRow> = HashMap::with_capacity(locked.len());
-        for row in &locked {
+        let locked = self.lock_summaries(&moves.episodes().collect::<Vec<_>>())?;
+        let columns = self.episode_columns(moves, &locked)?;
+        self.q(&format!("WITH {} SELECT 1", episodes_cte(1)), &columns.params())?;
+        self.unnumbered.clear();
+        Ok(())
+    }
+
+    /// The summaries `moves` leave (their rows as locked: `summaries`) and
+    /// the new calls' rows with their positions, as `episodes_cte` takes
+    /// them.
+    fn episode_columns(&self, moves: Moves, summaries: &[Row]) -> R<EpisodeColumns> {
+        let mut stored: HashMap<String, EpisodeRow> = HashMap::with_capacity(summaries.len());
+        for row in summaries {
             let episode: String = row.get(0);
             let summary = decoded("episodes", &episode, row.get(1))?;
             stored.insert(episode, summary);
         }
-        let mut new: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        let mut old: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        let mut calls = CallColumns::default();
+        let mut columns = EpisodeColumns::default();
         for episode in moves.into_episodes() {
             let was = stored.remove(&episode.episode);
             let moved = episode.apply(was);
@@ -282,40 +323,11 @@ impl<'c> PgRows<'c> {
                 let task = self.tasks.get(&key).ok_or_else(|| {
                     WriteError::Storage(format!("task {} was created but is not held", key.invocation_id()))
                 })?;
-                calls.add(key, task, seq)?;
+                columns.add_call(key, task, seq)?;
             }
-            let to = if moved.was.is_some() { &mut old } else { &mut new };
-            to.1.push(int(moved.row.last_at, "an episode's last activity")?);
-            to.2.push(rows::encode(&moved.row));
-            to.0.push(moved.episode);
+            columns.add_summary(moved.episode, &moved.row, moved.was.is_some())?;
         }
-        self.q(
-            "WITH n AS (INSERT INTO episodes (episode, last_at, summary)
-                        SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),
-                  u AS (UPDATE episodes SET last_at = x.l, summary = x.s
-                        FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e),
-                  t AS (UPDATE tasks SET seq = x.q, state = x.st, task = x.b
-                        FROM unnest($7::text[], $8::text[], $9::text[], $10::int8[], $11::text[], $12::bytea[])
-                            AS x (su, ep, id, q, st, b)
-                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
-             SELECT 1",
-            &[
-                (&new.0, Type::TEXT_ARRAY),
-                (&new.1, Type::INT8_ARRAY),
-                (&new.2, Type::BYTEA_ARRAY),
-                (&old.0, Type::TEXT_ARRAY),
-                (&old.1, Type::INT8_ARRAY),
-                (&old.2, Type::BYTEA_ARRAY),
-                (&calls.surfaces, Type::TEXT_ARRAY),
-                (&calls.episodes, Type::TEXT_ARRAY),
-                (&calls.task_ids, Type::TEXT_ARRAY),
-                (&calls.seqs, Type::INT8_ARRAY),
-                (&calls.states, Type::TEXT_ARRAY),
-                (&calls.tasks, Type::BYTEA_ARRAY),
-            ],
-        )?;
-        self.unnumbered.clear();
-        Ok(())
+        Ok(columns)
     }
 
     /// Flushes first when `key` has a pending commit: its row is read or
@@ -326,18 +338,18 @@ impl<'c> PgRows<'c> {
 
     /// Appended entries in one statement (one round trip, however many):
     /// their new objects and the refs those name, the entries, their worlds,
-    /// who those name, the selected head (the last world) and the tasks they
-    /// end (but unnumbered ones, which `write_episodes` writes); and the
-    /// summaries of `episodes`, locked and read (`lock_summaries`). The head
-    /// is inserted plainly where this transaction read it as absent, as
-    /// `put` does. No two parts touch one row, as a statement requires.
+    /// who those name, the selected head (the last world), the tasks they
+    /// end (but unnumbered ones, which `episodes` writes), and `episodes`
+    /// (`episodes_cte`). The head is inserted plainly where this transaction
+    /// read it as absent, as `put` does. No two parts touch one row, as a
+    /// statement requires.
     fn write_appended<'o>(
         &mut self,
         objects: impl IntoIterator<Item = &'o NewObject>,
         appended: &[Appended<'_>],
-        episodes: &[&str],
-    ) -> R<Vec<Row>> {
-        let Some((_, last, _)) = appended.last() else { return Ok(vec![]) };
+        episodes: &EpisodeColumns,
+    ) -> R<()> {
+        let Some((_, last, _)) = appended.last() else { return Ok(()) };
         let new = self.new_objects(objects);
         let objects = ObjectColumns::of(&new)?;
         let mut columns = EntryColumns::default();
@@ -350,7 +362,7 @@ impl<'c> PgRows<'c> {
             "INSERT INTO heads (name, ref) VALUES ($22, $23) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
         };
         let sql = format!(
-            "WITH {OBJECTS_CTE},
+            "WITH {OBJECTS_CTE}, {episodes},
                   e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry)
                         SELECT 0, i, h, b FROM unnest($10::int8[], $11::bytea[], $12::bytea[]) AS x (i, h, b)),
                   er AS (INSERT INTO referrers (target, kind, position)
@@ -362,10 +374,9 @@ impl<'c> PgRows<'c> {
                   h AS ({head}),
                   t AS (UPDATE tasks SET state = x.s, task = x.b
                         FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[]) AS x (su, ep, id, s, b)
-                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id),
-                  {summaries}
-             SELECT episode, summary FROM s",
-            summaries = lock_summaries("$29")
+                        WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
+             SELECT 1",
+            episodes = episodes_cte(29)
         );
         let last_ref = last.world_ref.0.as_slice();
         let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
@@ -390,9 +401,9 @@ impl<'c> PgRows<'c> {
             (&columns.task_ids, Type::TEXT_ARRAY),
             (&columns.states, Type::TEXT_ARRAY),
             (&columns.tasks, Type::BYTEA_ARRAY),
-            (&episodes, Type::TEXT_ARRAY),
         ]);
-        let summaries = self.q(&sql, &params)?;
+        params.extend(episodes.params());
+        self.q(&sql, &params)?;
         self.inserted.extend(new.iter().map(|o| o.hash));
         for (entry, world, task) in appended {
             self.next_index = Some(entry.header.entry_index + 1);
@@ -402,7 +413,7 @@ impl<'c> PgRows<'c> {
                 self.tasks.insert((*key).clone(), (*task).clone());
             }
         }
-        Ok(summaries)
+        Ok(())
     }
 
     /// The objects of `objects` not yet in the store as far as this node
@@ -462,7 +473,7 @@ impl<'c> PgRows<'c> {
 
     /// Writes the moves kept once they are `MOVES_KEPT_MAX`.
     fn write_when_many(&mut self) -> R<()> {
-        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes(None) } else { Ok(()) }
+        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes() } else { Ok(()) }
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -632,7 +643,7 @@ impl Rows for PgRows<'_> {
 
     /// A commit's writes in one statement (see `write_appended`).
     fn append(&mut self, a: Append<'_>) -> R<()> {
-        self.write_appended(a.objects, &[(a.entry, a.world, a.task)], &[]).map(drop)
+        self.write_appended(a.objects, &[(a.entry, a.world, a.task)], &EpisodeColumns::default())
     }
 
     /// Without a lock: a world once selected stays so.
@@ -939,7 +950,7 @@ impl Rows for PgRows<'_> {
 /// A CTE `s` that locks and reads the episode summaries named by the
 /// `text[]` parameter `names` ($n), in the episodes' byte order: every
 /// node's order, so that two batches never wait on each other for them.
-fn lock_summaries(names: &str) -> String {
+fn summaries_cte(names: &str) -> String {
     format!(
         "s AS (SELECT episode, summary FROM episodes WHERE episode = ANY({names}::text[])
                ORDER BY episode COLLATE \"C\" FOR UPDATE)"
@@ -1017,10 +1028,42 @@ impl<'o> ObjectColumns<'o> {
     }
 }
 
-/// New calls' task rows with their positions, as the columns
-/// `write_episodes` takes.
+/// CTEs writing episode summaries and new calls' rows with their positions
+/// from arrays, numbered from `$first` (see `EpisodeColumns::params`): new
+/// episodes inserted plainly (a unique key refuses one another node wrote
+/// meanwhile), locked ones updated, and each new call's row with its
+/// position and as the batch leaves it.
+fn episodes_cte(first: usize) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    format!(
+        "en AS (INSERT INTO episodes (episode, last_at, summary)
+                SELECT * FROM unnest({0}::text[], {1}::int8[], {2}::bytea[])),
+            eu AS (UPDATE episodes SET last_at = x.l, summary = x.s
+                FROM unnest({3}::text[], {4}::int8[], {5}::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e),
+            ec AS (UPDATE tasks SET seq = x.q, state = x.st, task = x.b
+                FROM unnest({6}::text[], {7}::text[], {8}::text[], {9}::int8[], {10}::text[], {11}::bytea[])
+                    AS x (su, ep, id, q, st, b)
+                WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)",
+        p(0),
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(8),
+        p(9),
+        p(10),
+        p(11)
+    )
+}
+
+/// What `episodes_cte` writes, as its columns.
 #[derive(Default)]
-struct CallColumns {
+struct EpisodeColumns {
+    new: SummaryColumns,
+    old: SummaryColumns,
     surfaces: Vec<&'static str>,
     episodes: Vec<String>,
     task_ids: Vec<String>,
@@ -1029,8 +1072,24 @@ struct CallColumns {
     tasks: Vec<Vec<u8>>,
 }
 
-impl CallColumns {
-    fn add(&mut self, key: TaskKey, task: &Task, seq: u64) -> R<()> {
+#[derive(Default)]
+struct SummaryColumns {
+    episodes: Vec<String>,
+    last_at: Vec<i64>,
+    rows: Vec<Vec<u8>>,
+}
+
+impl EpisodeColumns {
+    /// A summary, stored already (an update) or new (an insert).
+    fn add_summary(&mut self, episode: String, row: &EpisodeRow, stored: bool) -> R<()> {
+        let to = if stored { &mut self.old } else { &mut self.new };
+        to.last_at.push(int(row.last_at, "an episode's last activity")?);
+        to.rows.push(rows::encode(row));
+        to.episodes.push(episode);
+        Ok(())
+    }
+
+    fn add_call(&mut self, key: TaskKey, task: &Task, seq: u64) -> R<()> {
         self.seqs.push(int(seq, "a call's position")?);
         self.surfaces.push(key.surface.as_str());
         self.episodes.push(key.episode);
@@ -1038,6 +1097,24 @@ impl CallColumns {
         self.states.push(task.state.as_str());
         self.tasks.push(rows::encode(task));
         Ok(())
+    }
+
+    /// Its parameters, in `episodes_cte`'s order.
+    fn params(&self) -> Vec<Param<'_>> {
+        vec![
+            (&self.new.episodes, Type::TEXT_ARRAY),
+            (&self.new.last_at, Type::INT8_ARRAY),
+            (&self.new.rows, Type::BYTEA_ARRAY),
+            (&self.old.episodes, Type::TEXT_ARRAY),
+            (&self.old.last_at, Type::INT8_ARRAY),
+            (&self.old.rows, Type::BYTEA_ARRAY),
+            (&self.surfaces, Type::TEXT_ARRAY),
+            (&self.episodes, Type::TEXT_ARRAY),
+            (&self.task_ids, Type::TEXT_ARRAY),
+            (&self.seqs, Type::INT8_ARRAY),
+            (&self.states, Type::TEXT_ARRAY),
+            (&self.tasks, Type::BYTEA_ARRAY),
+        ]
     }
 }
 
