@@ -114,6 +114,103 @@ fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
 }
 
 #[test]
+fn batches_creating_calls_in_one_episode_lock_its_summary_only_at_their_end() {
+    let (url, nodes, _) = three_nodes();
+    begin(nodes[0].as_ref(), &task("first"));
+    // Another writer holds the episode's summary, as another node's batch
+    // would from its flush to its COMMIT.
+    let mut holder = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    holder.batch_execute("BEGIN; SELECT summary FROM episodes WHERE episode = 'ep1' FOR UPDATE").unwrap();
+    let create = |k: &str| Op::create_task(task(k), Ref::of(b"d"), 2);
+    let calls: Vec<_> = [(0, vec![create("a1"), create("a2")]), (1, vec![create("b1")])]
+        .into_iter()
+        .map(|(n, ops)| {
+            let store = nodes[n].clone();
+            std::thread::spawn(move || store.call(Op::Sequence(ops)))
+        })
+        .collect();
+    // While both batches wait for the summary, each has written its task
+    // rows already: an insert of those keys from elsewhere waits on them.
+    let mut probe = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let mut waiting = vec![];
+    for id in ["a2", "b1"] {
+        let insert = format!(
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task)
+             VALUES ('a2a', 'ep1', '{id}', 'started', 'probe', '\\x00')"
+        );
+        waiting.push(loop {
+            probe.batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'").unwrap();
+            let outcome = probe.batch_execute(&insert);
+            probe.batch_execute("ROLLBACK").unwrap();
+            match outcome {
+                Err(e) if e.code() == Some(&::postgres::error::SqlState::LOCK_NOT_AVAILABLE) => break true,
+                _ if std::time::Instant::now() > deadline => break false,
+                _ => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        });
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    for call in calls {
+        let Reply::Sequence(replies) = call.join().unwrap().unwrap() else { panic!("not a sequence") };
+        assert!(replies.iter().all(|r| matches!(r, Ok(Reply::Begun(BeginOutcome::Started)))), "{replies:?}");
+    }
+    assert_eq!(waiting, [true, true], "a batch waited for the summary before writing its calls");
+    let snap = nodes[2].snapshot().unwrap();
+    let calls = snap.episode_calls("ep1", 0, PAGE_MAX).unwrap();
+    let positions: Vec<u64> = calls.iter().map(|(seq, _, _)| *seq).collect();
+    assert_eq!(positions, [0, 1, 2, 3]);
+    assert_eq!(calls[0].1, task("first"));
+    let a: Vec<&str> = calls.iter().map(|(_, k, _)| k.task_id.as_str()).filter(|id| id.starts_with('a')).collect();
+    assert_eq!(a, ["a1", "a2"], "a batch's calls keep their order");
+    assert_eq!(snap.episode("ep1").unwrap().unwrap().calls, 4);
+    drop(snap);
+    assert_verifies(nodes[1].as_ref());
+}
+
+#[test]
+fn calls_started_and_ended_on_three_nodes_at_once_number_each_episode_without_a_gap() {
+    let (_url, nodes, f) = three_nodes();
+    std::thread::scope(|s| {
+        for (n, store) in nodes.iter().enumerate() {
+            for t in 0..3 {
+                s.spawn(move || {
+                    for i in 0..12 {
+                        let key = TaskKey {
+                            surface: Surface::Mcp,
+                            episode: ["ep1", "ep2"][(n + t + i) % 2].into(),
+                            task_id: format!("{n}-{t}-{i}"),
+                        };
+                        let create = Op::create_task(key.clone(), Ref::of(b"d"), 10 + i as u64);
+                        let ops = match i % 3 {
+                            0 => vec![create, Op::CommitInvocation(invocation(&key, f, key.task_id.as_bytes()))],
+                            1 => {
+                                vec![create, Op::EndTask { task: key.clone(), state: TaskState::NotCommitted, at: 30 }]
+                            }
+                            _ => vec![create],
+                        };
+                        let Reply::Sequence(replies) = store.call(Op::Sequence(ops)).unwrap() else { panic!() };
+                        assert!(replies.iter().all(Result::is_ok), "{replies:?}");
+                    }
+                });
+            }
+        }
+    });
+    let snap = nodes[0].snapshot().unwrap();
+    let mut seen = 0;
+    for ep in ["ep1", "ep2"] {
+        let calls = snap.episode_calls(ep, 0, PAGE_MAX).unwrap();
+        assert!(calls.iter().enumerate().all(|(i, (seq, _, _))| *seq == i as u64), "{ep}: positions from 0, no gap");
+        let summary = snap.episode(ep).unwrap().unwrap();
+        assert_eq!(summary, summarize_calls(calls.iter().map(|(_, _, t)| t)), "{ep}");
+        seen += calls.len();
+    }
+    assert_eq!(seen, 3 * 3 * 12);
+    drop(snap);
+    assert_verifies(nodes[2].as_ref());
+}
+
+#[test]
 fn one_task_id_sent_to_three_nodes_at_once_starts_once() {
     let (_url, nodes, f) = three_nodes();
     for round in 0..20 {

@@ -100,22 +100,26 @@ pub(crate) trait Rows: approvals::ApprovalRows {
     fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()>;
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>>;
-    /// A task row that did not exist, at position `seq` of its episode's
-    /// calls; a started one joins the open tasks.
-    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()>;
-    /// Inserts `task` (at `seq`) unless the key has a row: `None` when
-    /// inserted, else the existing row (which this transaction then holds).
-    fn create_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<Option<Task>> {
+    /// A task row that did not exist; a started one joins the open tasks.
+    /// Its call is then told to the episode index (`call_created`).
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()>;
+    /// Inserts `task` unless the key has a row: `None` when inserted, else
+    /// the existing row (which this transaction then holds).
+    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
         if let Some(existing) = self.task(key)? {
             return Ok(Some(existing));
         }
-        self.insert_task(key, task, seq)?;
+        self.insert_task(key, task)?;
         Ok(None)
     }
-    /// An episode's summary (which a transaction then holds).
-    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>>;
-    /// Writes an episode's summary over `was`, the row it had (or none).
-    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()>;
+    /// A call whose task row this transaction just wrote: it takes its
+    /// episode's next position and moves the episode's summary, as
+    /// `episodes::Move` says. An engine may keep the moves until the end of
+    /// its batch (`episodes::Moves`).
+    fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()>;
+    /// A call that left `started` as `task`: its episode's counts move
+    /// (at once or later, as `call_created`'s).
+    fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()>;
     /// The journal of one invocation: each intent with its outcome.
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>>;
     /// An existing task row; one no longer started leaves the open tasks.
@@ -443,7 +447,7 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
     task.state = TaskState::Committed;
     let (key, told) = (c.task.clone(), task.clone());
     let committed = rows.append_invocation(Pending { commit: c, task })?;
-    call_ended(rows, &key, &told)?;
+    rows.call_ended(&key, &told)?;
     Ok(committed)
 }
 
@@ -490,7 +494,7 @@ fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState, at: u64) -> R
 fn finish_task(rows: &mut impl Rows, key: &TaskKey, mut task: Task, at: u64) -> R<()> {
     task.ended_at = Some(at);
     task.effects = effects_from_journal(rows, key)?;
-    call_ended(rows, key, &task)?;
+    rows.call_ended(key, &task)?;
     rows.update_task(key, &task)
 }
 
@@ -536,41 +540,25 @@ fn publish_registry(rows: &mut impl Rows, p: RegistryPublish) -> R<PublishOutcom
 // ---- the episode index ----
 //
 // Kept by the writes that start and end calls: each episode's summary row
-// (`EpisodeRow`) and each call's position among its episode's calls, once
-// for both engines. `index_episodes` derives it from the task rows alone (an
-// upgraded store), and the verifier checks it against them.
+// (`EpisodeRow`) and each call's position among its episode's calls, moved
+// as `episodes` says, once for both engines. `index_episodes` derives it
+// from the task rows alone (an upgraded store), and the verifier checks it
+// against them.
 
-/// A new task row of `key`'s episode: written with its position, the
-/// episode's summary moved on. `None` when the row was new, else the row
-/// already there (nothing is written).
+/// A new task row of `key`'s episode, told to the index. `None` when the
+/// row was new, else the row already there (nothing is written).
 fn create_call(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<Option<Task>> {
-    let was = rows.episode(&key.episode)?;
-    let mut row = was.clone().unwrap_or_default();
-    let seq = row.calls;
-    if let Some(existing) = rows.create_task(key, task, seq)? {
+    if let Some(existing) = rows.create_task(key, task)? {
         return Ok(Some(existing));
     }
-    row.created(task);
-    rows.put_episode(&key.episode, &row, was.as_ref())?;
+    rows.call_created(key, task)?;
     Ok(None)
-}
-
-/// A task that left `started` (committed, not committed, uncertain): the
-/// episode's counts follow.
-fn call_ended(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<()> {
-    let was = rows.episode(&key.episode)?;
-    let mut row = was.clone().unwrap_or_default();
-    row.ended(task, true);
-    rows.put_episode(&key.episode, &row, was.as_ref())
 }
 
 /// A task row written whole (an import): a new position, its state counted.
 fn call_imported(rows: &mut impl Rows, key: &TaskKey, task: &Task) -> R<()> {
-    let was = rows.episode(&key.episode)?;
-    let mut row = was.clone().unwrap_or_default();
-    let seq = row.created(task);
-    rows.insert_task(key, task, seq)?;
-    rows.put_episode(&key.episode, &row, was.as_ref())
+    rows.insert_task(key, task)?;
+    rows.call_created(key, task)
 }
 
 /// A call that ended without committing: its effects as the journal holds

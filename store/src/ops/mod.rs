@@ -1,10 +1,11 @@
 //! The named write transactions as plain data: each request (`Op`) and its
 //! reply (`Reply`, or a typed `WriteError`: a refusal is a value). `apply`
-//! holds their checks and derivations, once for every engine; `redb` is the
-//! embedded engine's rows.
+//! holds their checks and derivations, once for every engine; `episodes` how
+//! calls move the episode index; `redb` is the embedded engine's rows.
 
 mod apply;
 mod approvals;
+pub(crate) mod episodes;
 pub(crate) mod record;
 mod redb;
 

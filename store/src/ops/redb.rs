@@ -3,6 +3,7 @@
 
 use super::apply::{R, Rows};
 use super::approvals::ApprovalRows;
+use super::episodes::Move;
 use crate::error::{WriteError, storage};
 use crate::model::*;
 use crate::refs::Ref;
@@ -110,6 +111,44 @@ impl<'t> W<'t> {
     pub(crate) fn finish(mut self) -> R<()> {
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one call's move to its episode's summary at once, and gives
+    /// a created call its position. A summary that does not decode refuses
+    /// this request alone, as any row it reads.
+    fn move_episode(&mut self, episode: &str, m: Move) -> R<()> {
+        let was = self.episode(episode)?;
+        let mut row = was.clone().unwrap_or_default();
+        if let Some((key, seq)) = m.apply(&mut row) {
+            let (surface, episode, task_id) = task_key(&key);
+            self.episode_calls.insert((episode, seq), (surface, task_id)).map_err(storage)?;
+        }
+        self.put_episode(episode, &row, was.as_ref())
+    }
+
+    /// An episode's summary.
+    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
+        match self.episodes.get(episode).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("episodes", &episode, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes an episode's summary over `was`, the row it had (or none),
+    /// and its place in the activity order.
+    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
+        self.episodes.insert(episode, rows::encode(row).as_slice()).map_err(storage)?;
+        match was {
+            Some(was) if was.last_at == row.last_at => {}
+            Some(was) => {
+                self.episodes_by_activity.remove((was.last_at, episode)).map_err(storage)?;
+                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
+            }
+            None => {
+                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
+            }
         }
         Ok(())
     }
@@ -227,10 +266,8 @@ impl Rows for W<'_> {
         }
     }
 
-    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()> {
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
-        let (surface, episode, task_id) = task_key(key);
-        self.episode_calls.insert((episode, seq), (surface, task_id)).map_err(storage)?;
         if task.state == TaskState::Started {
             self.started.insert(key.clone());
         }
@@ -245,26 +282,12 @@ impl Rows for W<'_> {
         Ok(())
     }
 
-    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
-        match self.episodes.get(episode).map_err(storage)? {
-            Some(v) => Ok(Some(decoded("episodes", &episode, v.value())?)),
-            None => Ok(None),
-        }
+    fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.move_episode(&key.episode, Move::Created(key.clone(), task.clone()))
     }
 
-    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
-        self.episodes.insert(episode, rows::encode(row).as_slice()).map_err(storage)?;
-        match was {
-            Some(was) if was.last_at == row.last_at => {}
-            Some(was) => {
-                self.episodes_by_activity.remove((was.last_at, episode)).map_err(storage)?;
-                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
-            }
-            None => {
-                self.episodes_by_activity.insert((row.last_at, episode), ()).map_err(storage)?;
-            }
-        }
-        Ok(())
+    fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.move_episode(&key.episode, Move::Ended(task.clone()))
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {

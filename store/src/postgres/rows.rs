@@ -6,11 +6,15 @@
 //! such a refusal aborts the transaction and the batch is run again from the
 //! start, when the checks see the other node's row. (An upsert there would
 //! silently overwrite the other node's write: a lost debit, a lost publish.)
-//! Each statement is one round trip (`query_typed`: no prepare).
+//! Two hot rows are locked only at the batch's end (`flush`), the head and
+//! then the episode summaries, so that other nodes' batches wait on them for
+//! no more than a flush and a COMMIT. Each statement is one round trip
+//! (`query_typed`: no prepare).
 
 use super::conn::{Conn, Param};
 use crate::error::WriteError;
 use crate::model::*;
+use crate::ops::episodes::Moves;
 use crate::ops::{Append, ApprovalRows, Pending, R, Rows, chain};
 use crate::refs::Ref;
 use crate::rows;
@@ -22,6 +26,11 @@ use std::collections::{HashMap, HashSet};
 /// The most started tasks or open intents one recovery sweep resolves; the
 /// rest wait for the next sweep.
 pub(crate) const RECOVERY_ROWS_MAX: i64 = 10_000;
+
+/// Most moves of the episode index a transaction keeps before it writes
+/// them: an import, one transaction, would otherwise hold every call it
+/// brings in. No batch makes as many.
+const MOVES_KEPT_MAX: usize = 1 << 14;
 
 pub(crate) struct PgRows<'c> {
     conn: &'c mut Conn,
@@ -57,23 +66,21 @@ pub(crate) struct PgRows<'c> {
     /// Registry entries read at the batch's start (`read_registry_entries`)
     /// or written since, absent ones as `None`.
     registry: HashMap<(String, String), Option<Ref>>,
-    /// Episode summaries this transaction locked (or read as absent) and
-    /// what it made of them; the changed ones are written by `flush`.
-    episodes: HashMap<String, EpisodeSlot>,
+    /// How the batch's calls move the episode index, applied by `flush`,
+    /// which locks the summaries then.
+    moves: Moves,
+    /// Tasks the batch created, written without their position until the
+    /// flush gives it (`episode_columns`): their row is written again only
+    /// then, as the batch leaves it (`tasks` holds it meanwhile), so that a
+    /// call created and committed in one batch costs an insert and one
+    /// update.
+    unnumbered: HashSet<TaskKey>,
     /// Objects and worlds known committed (immutable: never removed).
     known: &'c Known,
     /// Whether `open_intents` searches every call of the lapsed nodes, the
     /// finished ones too, rather than only their started tasks (see
     /// `writer::sweep`).
     pub(crate) finished_calls: bool,
-}
-
-/// An episode summary within a batch.
-struct EpisodeSlot {
-    /// The database has the row (it is then locked): an update, else an insert.
-    stored: bool,
-    row: Option<EpisodeRow>,
-    dirty: bool,
 }
 
 /// Immutable rows this node has seen committed: objects that exist and
@@ -153,7 +160,8 @@ impl<'c> PgRows<'c> {
             pending_tasks: HashSet::new(),
             pending_objects: HashSet::new(),
             chained: vec![],
-            episodes: HashMap::new(),
+            moves: Moves::default(),
+            unnumbered: HashSet::new(),
             known,
             finished_calls: false,
         }
@@ -195,21 +203,36 @@ impl<'c> PgRows<'c> {
         Ok(())
     }
 
-    /// Chains the pending invocations onto `world/selected`, locked here
-    /// (the batch's last lock), and writes them all in one statement: their
-    /// new objects and who they name, entries, worlds, who those name, the
-    /// head and their tasks.
+    /// Writes what the batch deferred to its end: the pending invocations
+    /// with the episode summaries the batch moves (`chain_pending`), or the
+    /// summaries alone (`write_episodes`).
     pub(crate) fn flush(&mut self) -> R<()> {
-        self.flush_pending()?;
+        self.chain_pending(true)?;
         self.write_episodes()
     }
 
+    /// `chain_pending` without the summaries: what the batch reads next
+    /// sees its entries.
     fn flush_pending(&mut self) -> R<()> {
+        self.chain_pending(false)
+    }
+
+    /// Chains the pending invocations onto `world/selected`, locked here
+    /// (the batch's last lock but the episode summaries), and writes them
+    /// all in one statement: their new objects and who they name, entries,
+    /// worlds, who those name, the head and their tasks. With `episodes`,
+    /// the head's statement also locks the summaries the batch moves, after
+    /// the head, and the writing one also writes them and the new calls'
+    /// positions: the head is held for two round trips and the COMMIT, as
+    /// before calls had positions.
+    fn chain_pending(&mut self, episodes: bool) -> R<()> {
         if self.pending.is_empty() {
             return Ok(());
         }
         let pending = std::mem::take(&mut self.pending);
-        let head = self.head(SELECTED_HEAD)?.ok_or(WriteError::NoWorld)?;
+        let moves = if episodes { std::mem::take(&mut self.moves) } else { Moves::default() };
+        let (head, summaries) = self.lock_head(&moves.episodes().collect::<Vec<_>>())?;
+        let head = head.ok_or(WriteError::NoWorld)?;
         let mut world =
             self.world(&head)?.ok_or_else(|| WriteError::Storage(format!("selected head {head} has no world row")))?;
         let mut chained = Vec::with_capacity(pending.len());
@@ -218,75 +241,120 @@ impl<'c> PgRows<'c> {
             world = c.world.clone();
             chained.push(c);
         }
+        // A call created in this batch is written with its position, as
+        // its commit leaves it.
+        for c in &chained {
+            self.tasks.insert(c.key.clone(), c.task.clone());
+        }
+        let summaries = self.episode_columns(moves, &summaries)?;
         let appended: Vec<Appended> = chained.iter().map(|c| (&c.entry, &c.world, Some((&c.key, &c.task)))).collect();
-        self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended)?;
+        self.write_appended(chained.iter().flat_map(|c| &c.objects), &appended, &summaries)?;
+        if episodes {
+            self.unnumbered.clear();
+        }
         self.pending_tasks.clear();
         self.pending_objects.clear();
         self.chained.extend(chained.into_iter().map(|c| c.committed));
         Ok(())
     }
 
-    /// The episode summaries the batch changed, in one statement: new ones
-    /// inserted plainly (a unique key refuses one another node wrote
-    /// meanwhile), locked ones updated.
-    fn write_episodes(&mut self) -> R<()> {
-        let mut new: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        let mut old: (Vec<String>, Vec<i64>, Vec<Vec<u8>>) = Default::default();
-        for (episode, slot) in self.episodes.iter().filter(|(_, s)| s.dirty) {
-            let Some(row) = &slot.row else { continue };
-            let to = if slot.stored { &mut old } else { &mut new };
-            to.0.push(episode.clone());
-            to.1.push(int(row.last_at, "an episode's last activity")?);
-            to.2.push(rows::encode(row));
+    /// Locks `world/selected` (unless this transaction holds it already)
+    /// and then the summaries of `episodes`, in one statement: the head and
+    /// the summaries' rows.
+    fn lock_head(&mut self, episodes: &[&str]) -> R<(Option<Ref>, Vec<Row>)> {
+        if episodes.is_empty() {
+            return Ok((self.head(SELECTED_HEAD)?, vec![]));
         }
-        if new.0.is_empty() && old.0.is_empty() {
+        if let Some(selected) = self.selected {
+            return Ok((selected, self.lock_summaries(episodes)?));
+        }
+        // The union's branches run in order: the head is locked first.
+        let sql = format!(
+            "WITH h AS (SELECT ref FROM heads WHERE name = $1 FOR UPDATE), {}
+             SELECT NULL::text, ref FROM h UNION ALL SELECT episode, summary FROM s",
+            summaries_cte("$2")
+        );
+        let mut rows = self.q(&sql, &[(&SELECTED_HEAD, Type::TEXT), (&episodes, Type::TEXT_ARRAY)])?;
+        let at = rows.iter().position(|r| r.get::<_, Option<&str>>(0).is_none());
+        let head = at.map(|i| rows.remove(i)).map(|r| bytes32("heads", &SELECTED_HEAD, r.get(1))).transpose()?;
+        if head.is_none() {
+            self.absent.insert(("heads", SELECTED_HEAD.to_string()));
+        }
+        self.selected = Some(head);
+        Ok((head, rows))
+    }
+
+    /// Locks and reads the summaries of `episodes` (`summaries_cte`).
+    fn lock_summaries(&mut self, episodes: &[&str]) -> R<Vec<Row>> {
+        let sql = format!("WITH {} SELECT episode, summary FROM s", summaries_cte("$1"));
+        self.q(&sql, &[(&episodes, Type::TEXT_ARRAY)])
+    }
+
+    /// Applies the batch's moves of the episode index on their own: locks
+    /// the summaries they move, then writes the summaries and the new calls'
+    /// rows with their positions (`episodes_cte`).
+    fn write_episodes(&mut self) -> R<()> {
+        if self.moves.is_empty() {
             return Ok(());
         }
-        self.q(
-            "WITH n AS (INSERT INTO episodes (episode, last_at, summary)
-                        SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])),
-                  u AS (UPDATE episodes SET last_at = x.l, summary = x.s
-                        FROM unnest($4::text[], $5::int8[], $6::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e)
-             SELECT 1",
-            &[
-                (&new.0, Type::TEXT_ARRAY),
-                (&new.1, Type::INT8_ARRAY),
-                (&new.2, Type::BYTEA_ARRAY),
-                (&old.0, Type::TEXT_ARRAY),
-                (&old.1, Type::INT8_ARRAY),
-                (&old.2, Type::BYTEA_ARRAY),
-            ],
-        )?;
-        for slot in self.episodes.values_mut() {
-            slot.stored |= slot.dirty && slot.row.is_some();
-            slot.dirty = false;
-        }
+        let moves = std::mem::take(&mut self.moves);
+        let locked = self.lock_summaries(&moves.episodes().collect::<Vec<_>>())?;
+        let columns = self.episode_columns(moves, &locked)?;
+        self.q(&format!("WITH {} SELECT 1", episodes_cte(1)), &columns.params())?;
+        self.unnumbered.clear();
         Ok(())
+    }
+
+    /// The summaries `moves` leave (their rows as locked: `summaries`) and
+    /// the new calls' rows with their positions, as `episodes_cte` takes
+    /// them.
+    fn episode_columns(&self, moves: Moves, summaries: &[Row]) -> R<EpisodeColumns> {
+        let mut stored: HashMap<String, EpisodeRow> = HashMap::with_capacity(summaries.len());
+        for row in summaries {
+            let episode: String = row.get(0);
+            let summary = decoded("episodes", &episode, row.get(1))?;
+            stored.insert(episode, summary);
+        }
+        let mut columns = EpisodeColumns::default();
+        for episode in moves.into_episodes() {
+            let was = stored.remove(&episode.episode);
+            let moved = episode.apply(was);
+            for (key, seq) in moved.positions {
+                let task = self.tasks.get(&key).ok_or_else(|| {
+                    WriteError::Storage(format!("task {} was created but is not held", key.invocation_id()))
+                })?;
+                columns.add_call(key, task, seq)?;
+            }
+            columns.add_summary(moved.episode, &moved.row, moved.was.is_some())?;
+        }
+        Ok(columns)
     }
 
     /// Flushes first when `key` has a pending commit: its row is read or
     /// written as that commit leaves it.
     fn settle(&mut self, key: &TaskKey) -> R<()> {
-        if self.pending_tasks.contains(key) { self.flush() } else { Ok(()) }
+        if self.pending_tasks.contains(key) { self.flush_pending() } else { Ok(()) }
     }
 
     /// Appended entries in one statement (one round trip, however many):
     /// their new objects and the refs those name, the entries, their worlds,
-    /// who those name, the selected head (the last world) and the tasks they
-    /// end. The head is inserted plainly where this transaction read it as
-    /// absent, as `put` does. No two parts touch one row, as a statement
-    /// requires.
+    /// who those name, the selected head (the last world), the tasks they
+    /// end (but unnumbered ones, which `episodes` writes), and `episodes`
+    /// (`episodes_cte`). The head is inserted plainly where this transaction
+    /// read it as absent, as `put` does. No two parts touch one row, as a
+    /// statement requires.
     fn write_appended<'o>(
         &mut self,
         objects: impl IntoIterator<Item = &'o NewObject>,
         appended: &[Appended<'_>],
+        episodes: &EpisodeColumns,
     ) -> R<()> {
         let Some((_, last, _)) = appended.last() else { return Ok(()) };
         let new = self.new_objects(objects);
         let objects = ObjectColumns::of(&new)?;
         let mut columns = EntryColumns::default();
         for (entry, world, task) in appended {
-            columns.add(entry, world, *task)?;
+            columns.add(entry, world, task.filter(|(key, _)| !self.unnumbered.contains(*key)))?;
         }
         let head = if self.absent.remove(&("heads", SELECTED_HEAD.to_string())) {
             "INSERT INTO heads (name, ref) VALUES ($22, $23)"
@@ -294,7 +362,7 @@ impl<'c> PgRows<'c> {
             "INSERT INTO heads (name, ref) VALUES ($22, $23) ON CONFLICT (name) DO UPDATE SET ref = excluded.ref"
         };
         let sql = format!(
-            "WITH {OBJECTS_CTE},
+            "WITH {OBJECTS_CTE}, {episodes},
                   e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry)
                         SELECT 0, i, h, b FROM unnest($10::int8[], $11::bytea[], $12::bytea[]) AS x (i, h, b)),
                   er AS (INSERT INTO referrers (target, kind, position)
@@ -307,7 +375,8 @@ impl<'c> PgRows<'c> {
                   t AS (UPDATE tasks SET state = x.s, task = x.b
                         FROM unnest($24::text[], $25::text[], $26::text[], $27::text[], $28::bytea[]) AS x (su, ep, id, s, b)
                         WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)
-             SELECT 1"
+             SELECT 1",
+            episodes = episodes_cte(29)
         );
         let last_ref = last.world_ref.0.as_slice();
         let (entry_kind, world_kind) = (REFERRER_ENTRY as i16, REFERRER_WORLD as i16);
@@ -333,6 +402,7 @@ impl<'c> PgRows<'c> {
             (&columns.states, Type::TEXT_ARRAY),
             (&columns.tasks, Type::BYTEA_ARRAY),
         ]);
+        params.extend(episodes.params());
         self.q(&sql, &params)?;
         self.inserted.extend(new.iter().map(|o| o.hash));
         for (entry, world, task) in appended {
@@ -378,12 +448,12 @@ impl<'c> PgRows<'c> {
     }
 
     /// Inserts a task row owned by this node (`conflict`: what a row already
-    /// there does; none, a unique-key refusal). Whether it was written.
-    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, seq: u64, conflict: &str) -> R<bool> {
+    /// there does; none, a unique-key refusal), without its position, which
+    /// `write_episodes` gives it. Whether it was written.
+    fn insert_task_row(&mut self, key: &TaskKey, task: &Task, conflict: &str) -> R<bool> {
         let sql = format!(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task, seq) VALUES ($1, $2, $3, $4, $5, $6, $7) {conflict} RETURNING 1"
+            "INSERT INTO tasks (surface, episode, task_id, state, node, task) VALUES ($1, $2, $3, $4, $5, $6) {conflict} RETURNING 1"
         );
-        let seq = int(seq, "a call's position")?;
         let written = self.exists(
             &sql,
             &[
@@ -393,7 +463,6 @@ impl<'c> PgRows<'c> {
                 (&task.state.as_str(), Type::TEXT),
                 (&self.node.to_string(), Type::TEXT),
                 (&rows::encode(task), Type::BYTEA),
-                (&seq, Type::INT8),
             ],
         )?;
         if written {
@@ -423,6 +492,11 @@ impl<'c> PgRows<'c> {
             ],
         )?;
         Ok(())
+    }
+
+    /// Writes the moves kept once they are `MOVES_KEPT_MAX`.
+    fn write_when_many(&mut self) -> R<()> {
+        if self.moves.len() >= MOVES_KEPT_MAX { self.write_episodes() } else { Ok(()) }
     }
 
     fn exists(&mut self, sql: &str, params: &[Param<'_>]) -> R<bool> {
@@ -493,7 +567,7 @@ impl Rows for PgRows<'_> {
 
     fn head(&mut self, name: &str) -> R<Option<Ref>> {
         if name == SELECTED_HEAD {
-            self.flush()?;
+            self.flush_pending()?;
             // Locked by this transaction already: only its own writes moved it since.
             if let Some(selected) = self.selected {
                 return Ok(selected);
@@ -510,7 +584,7 @@ impl Rows for PgRows<'_> {
 
     fn set_head(&mut self, name: &str, r: Ref) -> R<()> {
         if name == SELECTED_HEAD {
-            self.flush()?;
+            self.flush_pending()?;
             self.selected = Some(Some(r));
         }
         self.put(
@@ -538,7 +612,7 @@ impl Rows for PgRows<'_> {
     /// With `world/selected` locked, the log ends at its world's revision
     /// (every append moves it in the same transaction); asked otherwise.
     fn log_len(&mut self) -> R<u64> {
-        self.flush()?;
+        self.flush_pending()?;
         if let Some(next) = self.next_index {
             return Ok(next);
         }
@@ -592,7 +666,7 @@ impl Rows for PgRows<'_> {
 
     /// A commit's writes in one statement (see `write_appended`).
     fn append(&mut self, a: Append<'_>) -> R<()> {
-        self.write_appended(a.objects, &[(a.entry, a.world, a.task)])
+        self.write_appended(a.objects, &[(a.entry, a.world, a.task)], &EpisodeColumns::default())
     }
 
     /// Without a lock: a world once selected stays so.
@@ -671,43 +745,32 @@ impl Rows for PgRows<'_> {
 
     /// One statement when the key is new (the usual case); a row another
     /// node is inserting is waited for, then read.
-    fn create_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<Option<Task>> {
+    fn create_task(&mut self, key: &TaskKey, task: &Task) -> R<Option<Task>> {
         self.settle(key)?;
         if let Some(existing) = self.tasks.get(key) {
             return Ok(Some(existing.clone()));
         }
-        if !self.insert_task_row(key, task, seq, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
+        if !self.insert_task_row(key, task, "ON CONFLICT (surface, episode, task_id) DO NOTHING")? {
             return self.task(key);
         }
         Ok(None)
     }
 
-    fn insert_task(&mut self, key: &TaskKey, task: &Task, seq: u64) -> R<()> {
+    fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.settle(key)?;
-        self.insert_task_row(key, task, seq, "").map(|_| ())
+        self.insert_task_row(key, task, "").map(|_| ())
     }
 
-    fn episode(&mut self, episode: &str) -> R<Option<EpisodeRow>> {
-        if let Some(slot) = self.episodes.get(episode) {
-            return Ok(slot.row.clone());
-        }
-        let rows = self.q("SELECT summary FROM episodes WHERE episode = $1 FOR UPDATE", &[(&episode, Type::TEXT)])?;
-        let row: Option<EpisodeRow> = rows.first().map(|r| decoded("episodes", &episode, r.get(0))).transpose()?;
-        let slot = EpisodeSlot { stored: row.is_some(), row: row.clone(), dirty: false };
-        self.episodes.insert(episode.to_string(), slot);
-        Ok(row)
+    /// Kept until the batch's end (`write_episodes`).
+    fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.moves.created(key, task);
+        self.unnumbered.insert(key.clone());
+        self.write_when_many()
     }
 
-    /// Kept until the batch's end (`flush`): one statement for all of them.
-    fn put_episode(&mut self, episode: &str, row: &EpisodeRow, was: Option<&EpisodeRow>) -> R<()> {
-        if !self.episodes.contains_key(episode) {
-            self.episode(episode)?;
-        }
-        let slot = self.episodes.get_mut(episode).expect("read just above");
-        debug_assert_eq!(slot.row.as_ref(), was, "an episode is written over what this batch read");
-        slot.row = Some(row.clone());
-        slot.dirty = true;
-        Ok(())
+    fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()> {
+        self.moves.ended(key, task);
+        self.write_when_many()
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
@@ -718,6 +781,9 @@ impl Rows for PgRows<'_> {
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.settle(key)?;
         self.tasks.insert(key.clone(), task.clone());
+        if self.unnumbered.contains(key) {
+            return Ok(());
+        }
         self.q(
             "UPDATE tasks SET state = $4, task = $5 WHERE surface = $1 AND episode = $2 AND task_id = $3",
             &[
@@ -735,7 +801,7 @@ impl Rows for PgRows<'_> {
     /// database). A live node's calls in flight, this node's own among them,
     /// are never touched.
     fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
-        self.flush()?;
+        self.flush_pending()?;
         let rows = self.q(
             "SELECT t.surface, t.episode, t.task_id FROM tasks t LEFT JOIN nodes n ON n.node_id = t.node
              WHERE t.state = 'started' AND t.node <> $1 AND (n.node_id IS NULL OR n.lease_until < now())
@@ -806,7 +872,7 @@ impl Rows for PgRows<'_> {
     /// their tasks no longer started too (a call may commit or end before an
     /// effect's outcome is journaled; recovery resolves that intent as well).
     fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
-        self.flush()?;
+        self.flush_pending()?;
         if self.finished_calls {
             // From the intents without an outcome to their task (an invocation
             // id is `surface:episode:taskId`; surface and episode hold no ':').
@@ -904,6 +970,16 @@ impl Rows for PgRows<'_> {
     }
 }
 
+/// A CTE `s` that locks and reads the episode summaries named by the
+/// `text[]` parameter `names` ($n), in the episodes' byte order: every
+/// node's order, so that two batches never wait on each other for them.
+fn summaries_cte(names: &str) -> String {
+    format!(
+        "s AS (SELECT episode, summary FROM episodes WHERE episode = ANY({names}::text[])
+               ORDER BY episode COLLATE \"C\" FOR UPDATE)"
+    )
+}
+
 /// Objects and the refs they name, inserted from arrays ($1-$9; see
 /// `ObjectColumns::params`): only rows new to the database are numbered and
 /// indexed (another node that wrote an object first indexed it too).
@@ -971,6 +1047,96 @@ impl<'o> ObjectColumns<'o> {
             (&self.owners, Type::BYTEA_ARRAY),
             (&self.targets, Type::BYTEA_ARRAY),
             (&OBJECT_KIND, Type::INT2),
+        ]
+    }
+}
+
+/// CTEs writing episode summaries and new calls' rows with their positions
+/// from arrays, numbered from `$first` (see `EpisodeColumns::params`): new
+/// episodes inserted plainly (a unique key refuses one another node wrote
+/// meanwhile), locked ones updated, and each new call's row with its
+/// position and as the batch leaves it.
+fn episodes_cte(first: usize) -> String {
+    let p = |i: usize| format!("${}", first + i);
+    format!(
+        "en AS (INSERT INTO episodes (episode, last_at, summary)
+                SELECT * FROM unnest({0}::text[], {1}::int8[], {2}::bytea[])),
+            eu AS (UPDATE episodes SET last_at = x.l, summary = x.s
+                FROM unnest({3}::text[], {4}::int8[], {5}::bytea[]) AS x (e, l, s) WHERE episodes.episode = x.e),
+            ec AS (UPDATE tasks SET seq = x.q, state = x.st, task = x.b
+                FROM unnest({6}::text[], {7}::text[], {8}::text[], {9}::int8[], {10}::text[], {11}::bytea[])
+                    AS x (su, ep, id, q, st, b)
+                WHERE tasks.surface = x.su AND tasks.episode = x.ep AND tasks.task_id = x.id)",
+        p(0),
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(8),
+        p(9),
+        p(10),
+        p(11)
+    )
+}
+
+/// What `episodes_cte` writes, as its columns.
+#[derive(Default)]
+struct EpisodeColumns {
+    new: SummaryColumns,
+    old: SummaryColumns,
+    surfaces: Vec<&'static str>,
+    episodes: Vec<String>,
+    task_ids: Vec<String>,
+    seqs: Vec<i64>,
+    states: Vec<&'static str>,
+    tasks: Vec<Vec<u8>>,
+}
+
+#[derive(Default)]
+struct SummaryColumns {
+    episodes: Vec<String>,
+    last_at: Vec<i64>,
+    rows: Vec<Vec<u8>>,
+}
+
+impl EpisodeColumns {
+    /// A summary, stored already (an update) or new (an insert).
+    fn add_summary(&mut self, episode: String, row: &EpisodeRow, stored: bool) -> R<()> {
+        let to = if stored { &mut self.old } else { &mut self.new };
+        to.last_at.push(int(row.last_at, "an episode's last activity")?);
+        to.rows.push(rows::encode(row));
+        to.episodes.push(episode);
+        Ok(())
+    }
+
+    fn add_call(&mut self, key: TaskKey, task: &Task, seq: u64) -> R<()> {
+        self.seqs.push(int(seq, "a call's position")?);
+        self.surfaces.push(key.surface.as_str());
+        self.episodes.push(key.episode);
+        self.task_ids.push(key.task_id);
+        self.states.push(task.state.as_str());
+        self.tasks.push(rows::encode(task));
+        Ok(())
+    }
+
+    /// Its parameters, in `episodes_cte`'s order.
+    fn params(&self) -> Vec<Param<'_>> {
+        vec![
+            (&self.new.episodes, Type::TEXT_ARRAY),
+            (&self.new.last_at, Type::INT8_ARRAY),
+            (&self.new.rows, Type::BYTEA_ARRAY),
+            (&self.old.episodes, Type::TEXT_ARRAY),
+            (&self.old.last_at, Type::INT8_ARRAY),
+            (&self.old.rows, Type::BYTEA_ARRAY),
+            (&self.surfaces, Type::TEXT_ARRAY),
+            (&self.episodes, Type::TEXT_ARRAY),
+            (&self.task_ids, Type::TEXT_ARRAY),
+            (&self.seqs, Type::INT8_ARRAY),
+            (&self.states, Type::TEXT_ARRAY),
+            (&self.tasks, Type::BYTEA_ARRAY),
         ]
     }
 }
