@@ -34,7 +34,7 @@ fn store() -> (tempfile::TempDir, Store) {
 
 /// Asks for and decides approval `id` of `PAYLOAD`; answers the decision object.
 fn decided(store: &Store, id: &str, decision: &str, state: ApprovalState) -> Ref {
-    store.call(common::ask_approval(id, &task("-").episode, credential(), digest(PAYLOAD), 100)).unwrap();
+    store.call(common::ask_approval(id, &task("-").episode, credential(), digest(PAYLOAD), (1, 100))).unwrap();
     let bytes = FixedObject::new()
         .str("approvalId", id)
         .str("credentialId", &credential().to_string())

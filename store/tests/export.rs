@@ -42,7 +42,7 @@ fn populated() -> (tempfile::TempDir, Store) {
     store.call(Op::MintSession { credential_id: Ref::of(b"tok"), session }).unwrap();
     // One approval decided, one pending: both travel.
     for (id, digest) in [("ap-1", b"d1"), ("ap-2", b"d2")] {
-        store.call(common::ask_approval(id, "ep", Ref::of(b"tok"), Ref::of(digest), 9)).unwrap();
+        store.call(common::ask_approval(id, "ep", Ref::of(b"tok"), Ref::of(digest), (1, 9))).unwrap();
     }
     let object = NewObject::derived("world/approval/v1", "host/approvals", b"{\"denied\":1}".to_vec());
     let decision = ApprovalDecision { state: ApprovalState::Denied, for_session: false, object, at: 2, use_by: 0 };

@@ -1016,31 +1016,13 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
                 credential: None,
             })
         }
-        Step::Ask { id, credential: c, digest, episode, ttl } => {
-            let id = APPROVAL_IDS[*id as usize % 4];
-            let shown = NewObject::derived("world/approval-request/v1", "test", format!("shown {id}").into_bytes());
-            let approval = ApprovalRow {
-                episode: EPISODES[*episode as usize % 2].into(),
-                credential: credential(*c),
-                digest: Ref::of(&[*digest]),
-                transition: TRANSITIONS[0].into(),
-                effect: EFFECTS[0].into(),
-                scope: SCOPES[0].into(),
-                cost: 1,
-                approver: Approver::Anyone,
-                shown: shown.hash,
-                requested_at: at,
-                expires_at: at + u64::from(*ttl),
-                state: ApprovalState::Pending,
-                for_session: false,
-                decision: None,
-                decided_at: 0,
-                uses: 0,
-                closed: false,
-                task: None,
-            };
-            Op::AskApproval { id: id.into(), approval, shown }
-        }
+        Step::Ask { id, credential: c, digest, episode, ttl } => common::ask_approval(
+            APPROVAL_IDS[*id as usize % 4],
+            EPISODES[*episode as usize % 2],
+            credential(*c),
+            Ref::of(&[*digest]),
+            (at, at + u64::from(*ttl)),
+        ),
         Step::Decide { id, state, for_session, late } => {
             let id = &pick_approval(m, *id);
             let state = [ApprovalState::Approved, ApprovalState::Denied, ApprovalState::Expired][*state as usize % 3];

@@ -352,7 +352,7 @@ on_both_engines! {
 
 /// A pending approval of `digest` for credential `c`, as the daemon asks it.
 fn ask(id: &str, c: &[u8], digest: &[u8], expires_at: u64) -> Op {
-    ask_approval(id, "ep", Ref::of(c), Ref::of(digest), expires_at)
+    ask_approval(id, "ep", Ref::of(c), Ref::of(digest), (1, expires_at))
 }
 
 fn decide(id: &str, state: ApprovalState, for_session: bool, at: u64, use_by: u64) -> Op {

@@ -185,8 +185,15 @@ pub fn begin_and_commit(store: &dyn WorldStore, key: &TaskKey, f: Ref, output: &
 
 /// The request asking for approval `id` of `digest` by `credential` in
 /// `episode` (a `Workspace.Write` of cost 1 on `worktree`, anyone may
-/// decide), pending until `expires_at`, with the object it shows.
-pub fn ask_approval(id: &str, episode: &str, credential: Ref, digest: Ref, expires_at: u64) -> Op {
+/// decide), asked at `requested_at` and pending until `expires_at`, with the
+/// object it shows.
+pub fn ask_approval(
+    id: &str,
+    episode: &str,
+    credential: Ref,
+    digest: Ref,
+    (requested_at, expires_at): (u64, u64),
+) -> Op {
     let shown = NewObject::derived("world/approval-request/v1", "host/approvals", id.as_bytes().to_vec());
     let approval = ApprovalRow {
         episode: episode.into(),
@@ -198,7 +205,7 @@ pub fn ask_approval(id: &str, episode: &str, credential: Ref, digest: Ref, expir
         cost: 1,
         approver: Approver::Anyone,
         shown: shown.hash,
-        requested_at: 1,
+        requested_at,
         expires_at,
         state: ApprovalState::Pending,
         for_session: false,
