@@ -317,6 +317,16 @@ pub fn parse_credential_id(text: &str) -> Result<Ref, world_store::RefError> {
     Ref::parse(&format!("sha256:{}", text.strip_prefix("sha256:").unwrap_or(text)))
 }
 
+/// Sends one request to the daemon serving `spec`'s store file, if one runs.
+/// A shared store is never asked through a node: `Ok(None)`, so the caller
+/// works on the database itself, which every node reads.
+pub fn call_serving(spec: &crate::stores::StoreSpec, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
+    match spec {
+        crate::stores::StoreSpec::Embedded(db) => call(db, req),
+        crate::stores::StoreSpec::Postgres(_) => Ok(None),
+    }
+}
+
 /// Sends one request to a running daemon. `Ok(None)` means no daemon answers
 /// on the socket, so the caller may open the store itself.
 pub fn call(db: &Path, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {

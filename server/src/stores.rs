@@ -71,6 +71,20 @@ impl StoreSpec {
     }
 }
 
+impl StoreSpec {
+    /// A snapshot for reading only: no writer lock is taken and no node
+    /// registers; nothing is written.
+    pub fn read_only_snapshot(&self) -> Result<world_store::Snapshot, String> {
+        match self {
+            StoreSpec::Embedded(db) => {
+                let store = world_store::ReadOnlyStore::open(db).map_err(|e| e.to_string())?;
+                world_store::Reads::snapshot(&store).map_err(|e| e.to_string())
+            }
+            StoreSpec::Postgres(url) => world_store::postgres::read_only(url).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// Writes the export of `snap` to `out` whole or not at all: a `.partial`
 /// file, synced, then renamed. Returns the records written.
 pub fn export_to_file(snap: &world_store::Snapshot, out: &std::path::Path, with_sessions: bool) -> Result<u64, String> {

@@ -275,6 +275,20 @@ async def operator(label, mode, ask, elicits, decide):
         )
 
 
+def show(events):
+    return " ".join(MessageToJson(e, indent=None) for e in events)
+
+
+async def a2a_send(client, data, task_id=None, skill="ailang-write"):
+    """One SendMessage with one data part (naming `skill` unless None):
+    its events, and the task when the answer is one."""
+    msg = new_data_message(data, role=Role.ROLE_USER, task_id=task_id)
+    req = SendMessageRequest(message=msg, metadata={"skill_id": skill} if skill else None)
+    events = [ev async for ev in client.send_message(req)]
+    task = events[0].task if len(events) == 1 and events[0].HasField("task") else None
+    return events, task
+
+
 async def a2a():
     """SendMessage under an asking grant: input-required with the approval;
     the operator approves; the same task id sent again runs once, then replays."""
@@ -285,18 +299,11 @@ async def a2a():
     def name(n):
         return f"a2a.{n}"
 
-    def show(events):
-        return " ".join(MessageToJson(e, indent=None) for e in events)
-
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         client = await create_client(BASE, ClientConfig(httpx_client=http, streaming=False))
 
         async def send(task_id=None):
-            msg = new_data_message(args, role=Role.ROLE_USER, task_id=task_id)
-            req = SendMessageRequest(message=msg, metadata={"skill_id": "ailang-write"})
-            events = [ev async for ev in client.send_message(req)]
-            task = events[0].task if len(events) == 1 and events[0].HasField("task") else None
-            return events, task
+            return await a2a_send(client, args, task_id)
 
         events, task = await send()
         data = get_data_parts(task.status.message.parts)[0] if task and task.status.message.parts else {}
@@ -368,25 +375,13 @@ async def a2a_answer():
     def name(n):
         return f"a2a_answer.{n}"
 
-    def show(events):
-        return " ".join(MessageToJson(e, indent=None) for e in events)
-
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         client = await create_client(BASE, ClientConfig(httpx_client=http, streaming=False))
-
-        async def send(data, task_id=None, skill=True):
-            msg = new_data_message(data, role=Role.ROLE_USER, task_id=task_id)
-            meta = {"skill_id": "ailang-write"} if skill else None
-            req = SendMessageRequest(message=msg, metadata=meta)
-            events = [ev async for ev in client.send_message(req)]
-            task = events[0].task if len(events) == 1 and events[0].HasField("task") else None
-            return events, task
-
         for word, path, want in [("deny", "denied.txt", "denied"), ("approve", "approved.txt", "ok")]:
             args = {"path": path, "content": "answered\n"}
-            events, task = await send(args)
+            events, task = await a2a_send(client, args)
             waits = task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-            events, done = await send({"approval": word}, task_id=task.id if task else None, skill=False)
+            events, done = await a2a_send(client, {"approval": word}, task.id if task else None, skill=None)
             out = get_data_parts(done.artifacts[0].parts)[0] if done and done.artifacts else {}
             record = (out.get("world", {}).get("effects") or [{}])[0]
             written = file(ep, path) == args["content"]

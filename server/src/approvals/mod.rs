@@ -100,14 +100,14 @@ impl Asked<'_> {
         NewObject::derived(APPROVAL_REQUEST, PROVENANCE, canonical::to_vec(&shown))
     }
 
-    /// The store request asking for it (the open one of the same request is
-    /// answered instead, if there is one).
-    pub fn ask(&self, now: u64, ttl: u64) -> Op {
+    /// The store request asking for it, `digest` being [`Asked::digest`] (the
+    /// open one of the same request is answered instead, if there is one).
+    pub fn ask(&self, digest: Ref, now: u64, ttl: u64) -> Op {
         let shown = self.shown();
         let approval = ApprovalRow {
             episode: self.episode.to_string(),
             credential: self.credential,
-            digest: self.digest(),
+            digest,
             transition: self.transition.to_string(),
             effect: self.effect.to_string(),
             scope: self.scope.to_string(),

@@ -8,18 +8,10 @@ use crate::admin::{self, AdminRequest, AdminResponse};
 use crate::approvals::{self, Decider, Listed, Verdict};
 use crate::stores::StoreSpec;
 use std::process::ExitCode;
-use world_store::{Reads, Reply};
-
-/// Asks the daemon serving `spec`, if one does.
-fn ask_daemon(spec: &StoreSpec, req: &AdminRequest) -> Result<Option<AdminResponse>, String> {
-    match spec {
-        StoreSpec::Embedded(db) => admin::call(db, req),
-        StoreSpec::Postgres(_) => Ok(None),
-    }
-}
+use world_store::Reply;
 
 pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
-    let rows = match ask_daemon(spec, &AdminRequest::Approvals) {
+    let rows = match admin::call_serving(spec, &AdminRequest::Approvals) {
         Ok(Some(AdminResponse::Approvals { rows })) => rows,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("approvals: {message}")),
         Ok(Some(other)) => return fail(1, format!("approvals: unexpected reply {other:?}")),
@@ -59,13 +51,7 @@ fn line(r: &Listed, now: u64) -> String {
 }
 
 fn list_offline(spec: &StoreSpec) -> Result<Vec<Listed>, String> {
-    let snap = match spec {
-        StoreSpec::Embedded(db) => {
-            world_store::ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot().map_err(|e| e.to_string())?
-        }
-        StoreSpec::Postgres(url) => world_store::postgres::read_only(url).map_err(|e| e.to_string())?,
-    };
-    approvals::listed(&snap).map_err(|e| e.to_string())
+    approvals::listed(&spec.read_only_snapshot()?).map_err(|e| e.to_string())
 }
 
 /// `approve ID [--for-session]` and `deny ID [--note TEXT]`.
@@ -75,7 +61,7 @@ pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitC
         return fail(1, format!("{verb}: {id:?} is not an approval id (ap- and 16 hex digits)"));
     }
     let req = AdminRequest::Decide { id: id.to_string(), verdict, note: note.to_string() };
-    let state = match ask_daemon(spec, &req) {
+    let state = match admin::call_serving(spec, &req) {
         Ok(Some(AdminResponse::Decided { state, .. })) => state,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("{verb}: {message}")),
         Ok(Some(other)) => return fail(1, format!("{verb}: unexpected reply {other:?}")),

@@ -15,10 +15,7 @@ pub fn run(spec: &StoreSpec, manifest: Option<&Path>, builtin: bool, replace: bo
     let req = PublishRequest { manifest, builtin, replace };
     // A file's daemon publishes for us; a shared database is written directly
     // (every node serves it from its next request).
-    let asked = match spec {
-        StoreSpec::Embedded(db) => admin::call(db, &AdminRequest::Publish(req.clone())),
-        StoreSpec::Postgres(_) => Ok(None),
-    };
+    let asked = admin::call_serving(spec, &AdminRequest::Publish(req.clone()));
     let summary = match asked {
         Ok(Some(AdminResponse::Published { summary })) => Ok(summary),
         Ok(Some(AdminResponse::Error { message })) => Err(message),

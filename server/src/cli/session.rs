@@ -9,7 +9,7 @@ use std::io::{BufRead, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Op, ReadOnlyStore, Reads, Reply};
+use world_store::{Op, Reply};
 
 fn require_store(spec: &StoreSpec) -> Result<(), ExitCode> {
     let StoreSpec::Embedded(db) = spec else { return Ok(()) };
@@ -167,10 +167,7 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
     if let Err(code) = require_store(spec) {
         return code;
     }
-    let asked = match spec {
-        StoreSpec::Embedded(db) => admin::call(db, &AdminRequest::List),
-        StoreSpec::Postgres(_) => Ok(None),
-    };
+    let asked = admin::call_serving(spec, &AdminRequest::List);
     let rows = match asked {
         Ok(Some(AdminResponse::Sessions { rows })) => rows,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session list: {message}")),
@@ -201,14 +198,7 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
 }
 
 fn list_offline(spec: &StoreSpec) -> Result<Vec<SessionRow>, String> {
-    let snap = match spec {
-        StoreSpec::Embedded(db) => {
-            ReadOnlyStore::open(db).map_err(|e| e.to_string())?.snapshot().map_err(|e| e.to_string())?
-        }
-        // A reader: no node registers, nothing is written.
-        StoreSpec::Postgres(url) => world_store::postgres::read_only(url).map_err(|e| e.to_string())?,
-    };
-    sessions::list_rows(&snap, crate::clock::now()).map_err(|e| e.to_string())
+    sessions::list_rows(&spec.read_only_snapshot()?, crate::clock::now()).map_err(|e| e.to_string())
 }
 
 pub fn revoke(spec: &StoreSpec, credential_id: &str) -> ExitCode {
@@ -219,10 +209,7 @@ pub fn revoke(spec: &StoreSpec, credential_id: &str) -> ExitCode {
         return fail(1, format!("session revoke: credential id {credential_id:?} must be 64 lowercase hex"));
     };
     let req = AdminRequest::Revoke { credential_id: id.hex() };
-    let asked = match spec {
-        StoreSpec::Embedded(db) => admin::call(db, &req),
-        StoreSpec::Postgres(_) => Ok(None),
-    };
+    let asked = admin::call_serving(spec, &req);
     let revoked = match asked {
         Ok(Some(AdminResponse::Revoked { revoked })) => revoked,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session revoke: {message}")),

@@ -51,7 +51,8 @@ impl Invocation<'_> {
         // One read: the spend, and the open approval if there is one (the
         // episode's hold orders this call after every earlier one), so that
         // only a first ask writes.
-        let (spent, mut found) = self.standing(&asked).await?;
+        let digest = asked.digest();
+        let (spent, mut found) = self.standing(&asked, digest).await?;
         asked.budget_left = grant_budget.saturating_sub(spent);
         let remaining = asked.budget_left;
         if e.cost > remaining {
@@ -60,10 +61,10 @@ impl Invocation<'_> {
         let ttl = self.host.approval_ttl();
         for round in 0..ASK_ROUNDS_MAX {
             let now = crate::clock::now();
-            let open = if round == 0 { found.take() } else { self.standing(&asked).await?.1 };
+            let open = if round == 0 { found.take() } else { self.standing(&asked, digest).await?.1 };
             let (id, row) = match open {
                 Some(found) => found,
-                None => match self.store_write(asked.ask(now, ttl)).await? {
+                None => match self.store_write(asked.ask(digest, now, ttl)).await? {
                     Ok(Reply::Approval(id, row)) => (id, *row),
                     Err(WriteError::ApprovalsFull(_)) => {
                         return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None, remaining });
@@ -124,10 +125,13 @@ impl Invocation<'_> {
                 self.close(id, now).await?;
                 Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision, remaining: 0 }))
             }
-            ApprovalState::Approved if row.usable(now) => Ok(Some(Approval::Approved {
-                using: ApprovalUse { id: id.to_string(), digest: row.digest },
-                decision: row.decision.unwrap_or(row.shown),
-            })),
+            ApprovalState::Approved if row.usable(now) => {
+                // The store decides an approval only with its decision object.
+                let decision = row.decision.ok_or_else(|| {
+                    Failed(CallError::NotCommitted(format!("approval {id} is approved but names no decision")))
+                })?;
+                Ok(Some(Approval::Approved { using: ApprovalUse { id: id.to_string(), digest: row.digest }, decision }))
+            }
             ApprovalState::Approved => {
                 self.close(id, now).await?;
                 Ok(None)
@@ -173,8 +177,8 @@ impl Invocation<'_> {
 
     /// What the episode spent on the effect, and the open approval of the
     /// request, from one snapshot.
-    async fn standing(&self, asked: &Asked<'_>) -> Result<(u64, Option<(String, ApprovalRow)>), Stop> {
-        let (host, credential, digest) = (self.host.clone(), asked.credential, asked.digest());
+    async fn standing(&self, asked: &Asked<'_>, digest: Ref) -> Result<(u64, Option<(String, ApprovalRow)>), Stop> {
+        let (host, credential) = (self.host.clone(), asked.credential);
         let (episode, effect, scope) = (asked.episode.to_string(), asked.effect.to_string(), asked.scope.to_string());
         let read = tokio::task::spawn_blocking(move || {
             let snap = host.store().snapshot()?;

@@ -166,20 +166,8 @@ async fn send_message(
             // once the approval is decided, runs (or records the denial) once.
             let data = super::approvals::pending_data(&p);
             let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
-            let t = TaskView {
-                task_id: &task_id,
-                context_id: None,
-                state: TaskStateName::InputRequired,
-                timestamp: Some(crate::clock::now()),
-                committed: None,
-                history: a2a::last(messages, history_length),
-                status_message: Some(a2a::MessageView {
-                    message_id: format!("{task_id}:approval:{}", p.id),
-                    role: a2a::Role::Agent,
-                    data: &data,
-                }),
-            };
-            a2a::task_completed(flavor, id, &t)
+            let history = a2a::last(messages, history_length);
+            a2a::task_completed(flavor, id, &waiting_view(&task_id, &p.id, &data, crate::clock::now(), history))
         }
         Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
         Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor).reply(id, flavor),
@@ -346,20 +334,31 @@ async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         }
     };
     let data = super::approvals::pending_data(&waiting.pending);
-    let t = TaskView {
+    a2a::task_snapshot(flavor, id, &waiting_view(task_id, &waiting.id, &data, waiting.asked_at, vec![]))
+}
+
+/// A task waiting for approval `approval`: `input-required` since `at`, its
+/// status message saying what it waits for (`data`).
+fn waiting_view<'a>(
+    task_id: &'a str,
+    approval: &str,
+    data: &'a Value,
+    at: u64,
+    history: Vec<a2a::MessageView<'a>>,
+) -> TaskView<'a> {
+    TaskView {
         task_id,
         context_id: None,
         state: TaskStateName::InputRequired,
-        timestamp: Some(waiting.asked_at),
+        timestamp: Some(at),
         committed: None,
-        history: vec![],
+        history,
         status_message: Some(a2a::MessageView {
-            message_id: format!("{task_id}:approval:{}", waiting.id),
+            message_id: format!("{task_id}:approval:{approval}"),
             role: a2a::Role::Agent,
-            data: &data,
+            data,
         }),
-    };
-    a2a::task_snapshot(flavor, id, &t)
+    }
 }
 
 async fn get_task(

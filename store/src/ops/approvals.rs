@@ -80,7 +80,8 @@ pub(super) fn ask(rows: &mut impl ApprovalRows, id: &str, approval: ApprovalRow,
     if open >= APPROVALS_OPEN_MAX {
         return Err(WriteError::ApprovalsFull(open));
     }
-    write_object(rows, shown)?;
+    // Checked above, before any lookup.
+    rows.insert_approval_object(shown)?;
     rows.insert_approval(id, &approval)?;
     Ok(reply(id, approval))
 }
