@@ -79,19 +79,8 @@ fn a_batch_locks_the_log_head_last_and_chains_its_entries_then() {
     // row already (after the first commit's checks): an insert of that key
     // from elsewhere waits on it.
     let mut probe = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
-    let insert = "INSERT INTO tasks (surface, episode, task_id, state, node, task)
-                  VALUES ('a2a', 'ep1', 'head-second', 'started', 'probe', '\\x00')";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let waited = loop {
-        probe.batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'").unwrap();
-        let outcome = probe.batch_execute(insert);
-        probe.batch_execute("ROLLBACK").unwrap();
-        match outcome {
-            Err(e) if e.code() == Some(&::postgres::error::SqlState::LOCK_NOT_AVAILABLE) => break true,
-            _ if std::time::Instant::now() > deadline => break false,
-            _ => std::thread::sleep(std::time::Duration::from_millis(50)),
-        }
-    };
+    let waited = task_row_is_locked(&mut probe, "head-second", deadline);
     holder.batch_execute("COMMIT").unwrap();
     let Reply::Sequence(replies) = call.join().unwrap().unwrap() else { panic!("not a sequence") };
     assert!(waited, "the batch took the head before writing its other rows");
@@ -135,20 +124,7 @@ fn batches_creating_calls_in_one_episode_lock_its_summary_only_at_their_end() {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let mut waiting = vec![];
     for id in ["a2", "b1"] {
-        let insert = format!(
-            "INSERT INTO tasks (surface, episode, task_id, state, node, task)
-             VALUES ('a2a', 'ep1', '{id}', 'started', 'probe', '\\x00')"
-        );
-        waiting.push(loop {
-            probe.batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'").unwrap();
-            let outcome = probe.batch_execute(&insert);
-            probe.batch_execute("ROLLBACK").unwrap();
-            match outcome {
-                Err(e) if e.code() == Some(&::postgres::error::SqlState::LOCK_NOT_AVAILABLE) => break true,
-                _ if std::time::Instant::now() > deadline => break false,
-                _ => std::thread::sleep(std::time::Duration::from_millis(50)),
-            }
-        });
+        waiting.push(task_row_is_locked(&mut probe, id, deadline));
     }
     holder.batch_execute("COMMIT").unwrap();
     for call in calls {
@@ -736,4 +712,24 @@ fn a_node_lapsing_while_others_run_has_even_its_finished_calls_intents_resolved_
     assert_eq!(outcome.status, OutcomeStatus::Indeterminate);
     let task = nodes[0].snapshot().unwrap().task(&finished).unwrap().unwrap();
     assert_eq!(task.state, TaskState::Committed, "a finished call stays as it finished");
+}
+
+/// Whether inserting A2A task `task_id` of episode ep1 from `probe` waits on
+/// a lock (another transaction wrote that row and holds it), tried until
+/// `deadline`; the insert is always rolled back.
+fn task_row_is_locked(probe: &mut ::postgres::Client, task_id: &str, deadline: std::time::Instant) -> bool {
+    let insert = format!(
+        "INSERT INTO tasks (surface, episode, task_id, state, node, task)
+         VALUES ('a2a', 'ep1', '{task_id}', 'started', 'probe', '\\x00')"
+    );
+    loop {
+        probe.batch_execute("BEGIN; SET LOCAL lock_timeout = '100ms'").unwrap();
+        let outcome = probe.batch_execute(&insert);
+        probe.batch_execute("ROLLBACK").unwrap();
+        match outcome {
+            Err(e) if e.code() == Some(&::postgres::error::SqlState::LOCK_NOT_AVAILABLE) => return true,
+            _ if std::time::Instant::now() > deadline => return false,
+            _ => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
 }
