@@ -231,9 +231,9 @@ impl Session {
     /// The grant that decides `effect` on `scope`: of those naming both, the
     /// largest budget, and one that asks at an equal budget (so a second grant
     /// of the same size never skips the asking).
-    pub fn grant_for(grants: &[Grant], effect: &str, scope: &str) -> Option<usize> {
-        let named = grants.iter().enumerate().filter(|(_, g)| g.effect == effect && g.scope == scope);
-        named.max_by_key(|(_, g)| (g.budget, g.ask.is_some())).map(|(i, _)| i)
+    pub fn grant_for<'a>(grants: &'a [Grant], effect: &str, scope: &str) -> Option<&'a Grant> {
+        let named = grants.iter().filter(|g| g.effect == effect && g.scope == scope);
+        named.max_by_key(|g| (g.budget, g.ask.is_some()))
     }
 
     /// Live means `0 <= now < expiresAt`.

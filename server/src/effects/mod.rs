@@ -50,7 +50,7 @@ pub fn decide(grants: &[Grant], expires_at: u64, now: u64, effect: &str, scope: 
     if named.is_empty() {
         return Decision::Deny { label: DENIED_EFFECT_NAME, grant_budget: None };
     }
-    let Some(g) = world_store::Session::grant_for(grants, effect, scope).map(|i| &grants[i]) else {
+    let Some(g) = world_store::Session::grant_for(grants, effect, scope) else {
         return Decision::Deny { label: DENIED_SCOPE, grant_budget: None };
     };
     if now >= expires_at {

@@ -118,8 +118,8 @@ impl Verifier<'_> {
             let Some(credential) = intent.credential else { continue };
             let Some(row) = sessions.get(credential.0).map_err(|e| e.to_string())? else { continue };
             let Ok(session) = rows::decode::<Session>("sessions", &credential, row.value()) else { continue };
-            let asks = Session::grant_for(&session.grants, &intent.effect, &intent.scope)
-                .is_some_and(|i| session.grants[i].ask.is_some());
+            let asks =
+                Session::grant_for(&session.grants, &intent.effect, &intent.scope).is_some_and(|g| g.ask.is_some());
             if !asks {
                 continue;
             }
