@@ -6,7 +6,8 @@
 //!
 //! `SOAK_SECS` (default 120) in intervals of `SOAK_INTERVAL_SECS` (default 10);
 //! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`); `SOAK_PURE=1`
-//! sends only `tools_decho`.
+//! sends only `tools_decho`; `BENCH_KEEP_STORE=1` leaves the store's directory
+//! behind for a look (its path is printed first).
 
 mod support;
 

@@ -8,7 +8,7 @@ use crate::error::{OpenError, ReadError, guard_panic};
 use crate::media::{self, FileMedia, Media, lock_path};
 use crate::ops::{Op, RecoveryReport};
 use crate::read::RedbSnapshot;
-use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_UPGRADABLE};
+use crate::tables::{META, STORE_FORMAT, upgradable};
 use crate::view::{Reads, Snapshot};
 use crate::wal;
 use crate::writer::{CHECKPOINT_WAL_BYTES, Writer};
@@ -295,11 +295,9 @@ impl Reads for ReadOnlyStore {
 fn check_format(path: &Path, found: Option<u64>) -> Result<(), OpenError> {
     match found {
         Some(STORE_FORMAT) | None => Ok(()),
-        Some(STORE_FORMAT_UPGRADABLE) => Err(OpenError::NeedsUpgrade {
-            path: path.to_path_buf(),
-            found: STORE_FORMAT_UPGRADABLE,
-            expected: STORE_FORMAT,
-        }),
+        Some(found) if upgradable(found) => {
+            Err(OpenError::NeedsUpgrade { path: path.to_path_buf(), found, expected: STORE_FORMAT })
+        }
         Some(found) => Err(OpenError::Format { path: path.to_path_buf(), found, expected: STORE_FORMAT }),
     }
 }

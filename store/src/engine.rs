@@ -5,7 +5,7 @@ use crate::backend::{Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
-use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_UPGRADABLE};
+use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, upgradable};
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
@@ -139,8 +139,11 @@ impl Engine {
             meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
-            if was == Some(STORE_FORMAT_UPGRADABLE) {
+            if was == Some(STORE_FORMAT_BEFORE_EPISODES) {
                 crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
+            }
+            if was.is_some_and(upgradable) {
+                crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
             }
             let mut w = W::open(&txn).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
@@ -296,7 +299,7 @@ fn open_parts(
     }
     let db = open_database(media, cache_bytes)?;
     let meta = read_meta(&db)?;
-    if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT && *f != STORE_FORMAT_UPGRADABLE) {
+    if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT && !upgradable(*f)) {
         return Err(OpenFailure::Format(found));
     }
     let log = media.wal().map_err(|e| io("open the log", e))?;

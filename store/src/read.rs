@@ -24,6 +24,25 @@ pub fn page_limit(requested: Option<i64>) -> usize {
     }
 }
 
+/// The first `limit` of `rows` (in order) strictly after `from`.
+fn take_after(
+    rows: impl Iterator<Item = Result<(u8, u64), redb::StorageError>>,
+    from: Option<(u8, u64)>,
+    limit: usize,
+) -> Result<Vec<(u8, u64)>, ReadError> {
+    let mut out = vec![];
+    for row in rows {
+        let row = row.map_err(read_storage)?;
+        if from.is_none_or(|from| row > from) {
+            out.push(row);
+        }
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
 pub struct RedbSnapshot {
     txn: ReadTransaction,
 }
@@ -40,6 +59,45 @@ pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
 }
 
 impl RedbSnapshot {
+    /// Where rows naming `target` may be indexed: under its object's place
+    /// and its entry's place when the store holds them (`Some`), and under its
+    /// hash (`None`), where it was named before the store held it.
+    fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
+        let mut places = vec![None];
+        if let Some(seq) = self.object_seq(target)? {
+            places.push(Some((TARGET_OBJECT, seq)));
+        }
+        if let Some(index) = self.entry_index_of(target)? {
+            places.push(Some((TARGET_ENTRY, index)));
+        }
+        Ok(places)
+    }
+
+    /// At most `limit` (kind, position) rows naming `target` under one of its
+    /// places, in order, strictly after `from`.
+    fn referrers_at(
+        &self,
+        target: &Ref,
+        place: Option<(u8, u64)>,
+        from: Option<(u8, u64)>,
+        limit: usize,
+    ) -> Result<Vec<(u8, u64)>, ReadError> {
+        let (kind, position) = from.unwrap_or((0, 0));
+        match place {
+            Some((place, at)) => {
+                let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
+                let rows =
+                    t.range((place, at, kind, position)..=(place, at, u8::MAX, u64::MAX)).map_err(read_storage)?;
+                take_after(rows.map(|row| row.map(|(k, _)| (k.value().2, k.value().3))), from, limit)
+            }
+            None => {
+                let Some(t) = open(&self.txn, REFERRERS_OF_ABSENT)? else { return Ok(vec![]) };
+                let rows = t.range((target.0, kind, position)..=(target.0, u8::MAX, u64::MAX)).map_err(read_storage)?;
+                take_after(rows.map(|row| row.map(|(k, _)| (k.value().1, k.value().2))), from, limit)
+            }
+        }
+    }
+
     pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<RedbSnapshot, ReadError> {
         Ok(RedbSnapshot { txn: db.begin_read().map_err(read_storage)? })
     }
@@ -306,31 +364,42 @@ impl View for RedbSnapshot {
     /// order they were written, strictly after `after`.
     fn referrers(&self, target: &Ref, after: Option<(u8, Ref)>, limit: usize) -> Result<Vec<Referrer>, ReadError> {
         let limit = limit.min(PAGE_MAX);
-        let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
-        let start = match after {
+        let from = match after {
             // A cursor that names nothing known resumes after its whole kind.
-            Some((kind, r)) => (target.0, kind, self.referrer_position(kind, &r)?.unwrap_or(u64::MAX)),
-            None => (target.0, 0, 0),
+            Some((kind, r)) => Some((kind, self.referrer_position(kind, &r)?.unwrap_or(u64::MAX))),
+            None => None,
         };
-        let mut out = vec![];
-        for item in t.range(start..=(target.0, u8::MAX, u64::MAX)).map_err(read_storage)? {
-            if out.len() >= limit {
-                break;
-            }
-            let (k, _) = item.map_err(read_storage)?;
-            let (_, kind, position) = k.value();
-            if after.is_some() && (kind, position) == (start.1, start.2) {
-                continue;
-            }
-            out.push(self.referrer_of(target, kind, position)?);
+        // Rows naming `target` sit under each place it has had: its object's
+        // or entry's, or its hash while the store held neither. Each list is
+        // in (kind, position) order; the page is their merge.
+        let mut found: Vec<(u8, u64)> = vec![];
+        for place in self.places_of(target)? {
+            found.extend(self.referrers_at(target, place, from, limit)?);
         }
-        Ok(out)
+        found.sort_unstable();
+        found.dedup();
+        found.truncate(limit);
+        found.into_iter().map(|(kind, position)| self.referrer_of(target, kind, position)).collect()
     }
 
     fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
         let Some(position) = self.referrer_position(kind, referrer)? else { return Ok(false) };
-        let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(false) };
-        Ok(t.get((target.0, kind, position)).map_err(read_storage)?.is_some())
+        for place in self.places_of(target)? {
+            let found = match place {
+                Some((place, at)) => match open(&self.txn, REFERRERS)? {
+                    Some(t) => t.get((place, at, kind, position)).map_err(read_storage)?.is_some(),
+                    None => false,
+                },
+                None => match open(&self.txn, REFERRERS_OF_ABSENT)? {
+                    Some(t) => t.get((target.0, kind, position)).map_err(read_storage)?.is_some(),
+                    None => false,
+                },
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The index of the entry with hash `entry_hash`.

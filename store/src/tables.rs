@@ -40,12 +40,21 @@ pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::n
 pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
 /// credentialId = sha256(token) → Session.
 pub const SESSIONS: TableDefinition<Key32, &[u8]> = TableDefinition::new("sessions");
-/// (target ref, referrer kind, position) → (): who names an object. Kinds are
-/// `REFERRER_*`; the position is the referring object's sequence number, the
-/// entry's index or the world's revision. Positions grow with time, so the
-/// rows naming a much-named target (a transitionFn) are appended at the end of
-/// its range, not scattered by hash.
-pub const REFERRERS: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
+/// (target's place, target's position, referrer kind, position) → (): who
+/// names a stored object or log entry. The target is keyed by where it sits
+/// (`TARGET_OBJECT` and its sequence number, `TARGET_ENTRY` and its index),
+/// not by its hash: most targets are young (a call names what it just wrote)
+/// or much named (a transitionFn), so rows land in the rightmost leaves or at
+/// the end of their target's range instead of on a random page. Referrer
+/// kinds are `REFERRER_*`; the position is the referring object's sequence
+/// number, the entry's index or the world's revision.
+pub const REFERRERS: TableDefinition<(u8, u64, u8, u64), ()> = TableDefinition::new("referrers_by_target");
+/// (target ref, referrer kind, position) → (): who names a ref the store did
+/// not hold when it was named (a reader of a target looks here as well).
+pub const REFERRERS_OF_ABSENT: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_of_absent");
+/// Format 3's referrer index, keyed by the target's hash; moved into the two
+/// tables above when such a store is opened.
+pub const REFERRERS_BY_HASH: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
 /// effect record ref → JournalKey of the outcome that carries it.
 pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
 /// entryHash → entryIndex.
@@ -73,9 +82,21 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 3;
+pub const STORE_FORMAT: u64 = 4;
 /// The format before the episode index, upgraded in place at open.
-pub const STORE_FORMAT_UPGRADABLE: u64 = 2;
+pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
+/// The format whose referrer index was keyed by target hash, upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_TARGET_PLACES: u64 = 3;
+
+/// Whether a store of format `found` is upgraded in place when a writer opens it.
+pub fn upgradable(found: u64) -> bool {
+    found == STORE_FORMAT_BEFORE_EPISODES || found == STORE_FORMAT_BEFORE_TARGET_PLACES
+}
+
+/// A referrer row's target is a stored object, at its sequence number.
+pub const TARGET_OBJECT: u8 = 1;
+/// A referrer row's target is a log entry, at its index.
+pub const TARGET_ENTRY: u8 = 2;
 
 /// An object whose payload names the target ref.
 pub const REFERRER_OBJECT: u8 = 1;

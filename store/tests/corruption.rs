@@ -447,7 +447,7 @@ fn a_store_of_the_format_before_the_episode_index_gets_it_built_at_open() {
         txn.delete_table(EPISODE_CALLS).unwrap();
         txn.delete_table(EPISODES_BY_ACTIVITY).unwrap();
         txn.delete_table(EPISODE_SESSIONS).unwrap();
-        txn.open_table(META).unwrap().insert("format", STORE_FORMAT_UPGRADABLE).unwrap();
+        txn.open_table(META).unwrap().insert("format", STORE_FORMAT_BEFORE_EPISODES).unwrap();
     });
     let read_only = ReadOnlyStore::open(&fx.path).err().expect("a store without its index is not read as it is");
     assert!(read_only.to_string().contains("open it once with a writer"), "{read_only}");

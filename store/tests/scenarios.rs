@@ -160,6 +160,30 @@ on_both_engines! {
         assert_eq!(after.len(), 1);
     }
 
+    fn a_ref_named_before_and_after_it_is_stored_lists_both_referrers_in_order(store) {
+        let target = NewObject::derived("world/demo/later", "test", b"{\"later\":1}".to_vec());
+        let naming = |n: u32| {
+            let payload = format!("{{\"n\":{n},\"names\":\"{}\"}}", target.hash);
+            NewObject::derived("world/demo/naming", "test", payload.into_bytes())
+        };
+        let (before, after) = (naming(1), naming(2));
+        store.call(Op::PutObjects(vec![before.clone()])).unwrap();
+        store.call(Op::PutObjects(vec![target.clone()])).unwrap();
+        store.call(Op::PutObjects(vec![after.clone()])).unwrap();
+        let snap = store.snapshot().unwrap();
+        let all: Vec<Ref> = snap.referrers(&target.hash, None, 10).unwrap().iter().map(|r| r.referrer).collect();
+        assert_eq!(all, vec![before.hash, after.hash]);
+        // Paged one at a time, the cursor crosses from one place to the other.
+        let first = snap.referrers(&target.hash, None, 1).unwrap();
+        assert_eq!(first.iter().map(|r| r.referrer).collect::<Vec<_>>(), vec![before.hash]);
+        let next = snap.referrers(&target.hash, Some((first[0].kind, first[0].referrer)), 1).unwrap();
+        assert_eq!(next.iter().map(|r| r.referrer).collect::<Vec<_>>(), vec![after.hash]);
+        assert!(snap.referrers(&target.hash, Some((next[0].kind, next[0].referrer)), 1).unwrap().is_empty());
+        for r in [before.hash, after.hash] {
+            assert!(snap.has_referrer(&target.hash, world_store::tables::REFERRER_OBJECT, &r).unwrap(), "{r}");
+        }
+    }
+
     fn a_sequence_shares_one_batch_and_stops_at_the_first_refusal(store) {
         store.call(Op::CommitWorld(genesis())).unwrap();
         let f = publish_echo(store);

@@ -135,7 +135,10 @@ impl Setup {
             "{} not found: build it with `cargo build --release -p world-server --bin worldd` (or set WORLDD_BIN)",
             worldd.display()
         );
-        let dir = tempfile::tempdir().expect("temp dir");
+        let mut dir = tempfile::tempdir().expect("temp dir");
+        if std::env::var_os("BENCH_KEEP_STORE").is_some() {
+            dir.disable_cleanup(true);
+        }
         let root = std::fs::canonicalize(dir.path()).unwrap();
         let (db, ws) = (root.join("world.db"), root.join("ws"));
         let episodes: Vec<String> = (0..episodes).map(|i| format!("bench-{i}")).collect();

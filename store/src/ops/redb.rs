@@ -29,7 +29,8 @@ pub(crate) struct W<'t> {
     open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Table<'t, Key32, &'static [u8]>,
     receipts: Table<'t, &'static str, &'static [u8]>,
-    referrers: Table<'t, (Key32, u8, u64), ()>,
+    referrers: Table<'t, (u8, u64, u8, u64), ()>,
+    referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
     entry_by_hash: Table<'t, Key32, u64>,
     record_journal: Table<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
@@ -45,7 +46,13 @@ pub(crate) struct W<'t> {
     started: std::collections::HashSet<TaskKey>,
     /// The next object sequence number, read once per batch.
     next_seq: Option<u64>,
+    /// Where referrer targets named in this batch sit (at most
+    /// `PLACES_KEPT_MAX`): a much-named target is looked up once a batch.
+    places: std::collections::HashMap<Ref, (u8, u64)>,
 }
+
+/// Most target places a batch remembers; past it they are looked up again.
+const PLACES_KEPT_MAX: usize = 4096;
 
 /// The approval tables of one write transaction.
 struct ApprovalTables<'t> {
@@ -83,6 +90,7 @@ impl<'t> W<'t> {
             sessions: txn.open_table(SESSIONS).map_err(storage)?,
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
+            referrers_of_absent: txn.open_table(REFERRERS_OF_ABSENT).map_err(storage)?,
             entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
             episodes: txn.open_table(EPISODES).map_err(storage)?,
@@ -93,6 +101,7 @@ impl<'t> W<'t> {
             txn,
             started: Default::default(),
             next_seq: None,
+            places: Default::default(),
         })
     }
 
@@ -153,6 +162,35 @@ impl<'t> W<'t> {
         Ok(())
     }
 
+    /// Where `target` sits in the store now: an object's sequence number or
+    /// an entry's index; `None` when the store holds neither.
+    fn place_of(&mut self, target: &Ref) -> R<Option<(u8, u64)>> {
+        if let Some(place) = self.places.get(target) {
+            return Ok(Some(*place));
+        }
+        let place = match self.objects.get(target.0).map_err(storage)? {
+            Some(v) => Some((TARGET_OBJECT, decoded::<ObjectRow>("objects", target, v.value())?.seq)),
+            None => self.entry_by_hash.get(target.0).map_err(storage)?.map(|i| (TARGET_ENTRY, i.value())),
+        };
+        if let Some(place) = place {
+            if self.places.len() >= PLACES_KEPT_MAX {
+                self.places.clear();
+            }
+            self.places.insert(*target, place);
+        }
+        Ok(place)
+    }
+
+    /// Indexes that the referrer of `kind` at `position` names `target`:
+    /// under the target's place when the store holds it, else under its hash.
+    fn insert_referrer(&mut self, target: &Ref, kind: u8, position: u64) -> R<()> {
+        match self.place_of(target)? {
+            Some((place, at)) => self.referrers.insert((place, at, kind, position), ()).map_err(storage)?,
+            None => self.referrers_of_absent.insert((target.0, kind, position), ()).map_err(storage)?,
+        };
+        Ok(())
+    }
+
     fn next_seq(&mut self) -> R<u64> {
         let seq = match self.next_seq {
             Some(n) => n,
@@ -186,7 +224,7 @@ impl Rows for W<'_> {
         self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
         for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
             if target != o.hash {
-                self.referrers.insert((target.0, REFERRER_OBJECT, seq), ()).map_err(storage)?;
+                self.insert_referrer(&target, REFERRER_OBJECT, seq)?;
             }
         }
         Ok(())
@@ -217,7 +255,7 @@ impl Rows for W<'_> {
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
         self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
         for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
-            self.referrers.insert((target.0, REFERRER_ENTRY, h.entry_index), ()).map_err(storage)?;
+            self.insert_referrer(&target, REFERRER_ENTRY, h.entry_index)?;
         }
         Ok(())
     }
@@ -226,7 +264,7 @@ impl Rows for W<'_> {
         self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
         self.world_by_revision.insert(world.revision, world.world_ref.0).map_err(storage)?;
         for target in [world.state_root, world.log_head] {
-            self.referrers.insert((target.0, REFERRER_WORLD, world.revision), ()).map_err(storage)?;
+            self.insert_referrer(&target, REFERRER_WORLD, world.revision)?;
         }
         Ok(())
     }
@@ -464,6 +502,23 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     for (id, episode) in sessions {
         w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
+    w.finish()
+}
+
+/// Moves the referrer index of a format 3 store, keyed by target hash, to
+/// the index keyed by where each target sits (`REFERRERS`, and
+/// `REFERRERS_OF_ABSENT` for refs the store does not hold).
+pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
+    let mut w = W::open(txn)?;
+    {
+        let old = txn.open_table(REFERRERS_BY_HASH).map_err(storage)?;
+        for item in old.iter().map_err(storage)? {
+            let (k, _) = item.map_err(storage)?;
+            let (target, kind, position) = k.value();
+            w.insert_referrer(&Ref(target), kind, position)?;
+        }
+    }
+    txn.delete_table(REFERRERS_BY_HASH).map_err(storage)?;
     w.finish()
 }
 

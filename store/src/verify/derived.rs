@@ -11,7 +11,10 @@ use crate::model::JournalKey;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS};
+use crate::tables::{
+    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS, REFERRERS_OF_ABSENT, TARGET_ENTRY,
+    TARGET_OBJECT,
+};
 use crate::view::View;
 use redb::ReadableTable;
 
@@ -79,6 +82,26 @@ impl RowSum {
     }
 }
 
+/// The object or entry at a referrer row's target place.
+fn target_at(snap: &RedbSnapshot, place: u8, at: u64) -> Result<Option<Ref>, String> {
+    let found = match place {
+        TARGET_OBJECT => snap.object_at(at),
+        TARGET_ENTRY => snap.log_entry(at).map(|e| e.map(|e| e.entry_hash)),
+        _ => Ok(None),
+    };
+    found.map_err(|e| e.to_string())
+}
+
+/// Adds that the referrer of `kind` at `position` names `target`.
+fn add_referrer(snap: &RedbSnapshot, sum: &mut RowSum, target: &Ref, kind: u8, position: u64) -> Result<(), String> {
+    let referrer = snap
+        .referrer_at(kind, position)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("referrer {target} {kind} {position} names nothing"))?;
+    sum.add_referrer(target, kind, &referrer);
+    Ok(())
+}
+
 /// The derived tables of an embedded store. A referrer row naming a position
 /// that holds nothing is an error here: the embedded verifier's own checks
 /// say where.
@@ -87,13 +110,17 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
     if let Some(t) = open(snap, REFERRERS)? {
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, _) = item.map_err(|e| e.to_string())?;
+            let (place, at, kind, position) = k.value();
+            let target = target_at(snap, place, at)?
+                .ok_or_else(|| format!("referrer row {place} {at} {kind} {position} names no target"))?;
+            add_referrer(snap, &mut derived.referrers, &target, kind, position)?;
+        }
+    }
+    if let Some(t) = open(snap, REFERRERS_OF_ABSENT)? {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, _) = item.map_err(|e| e.to_string())?;
             let (target, kind, position) = k.value();
-            let target = Ref(target);
-            let referrer = snap
-                .referrer_at(kind, position)
-                .map_err(|e| e.to_string())?
-                .ok_or_else(|| format!("referrer {target} {kind} {position} names nothing"))?;
-            derived.referrers.add_referrer(&target, kind, &referrer);
+            add_referrer(snap, &mut derived.referrers, &Ref(target), kind, position)?;
         }
     }
     if let Some(t) = open(snap, RECORD_JOURNAL)? {

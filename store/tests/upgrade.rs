@@ -1,0 +1,98 @@
+//! Stores written by an earlier format open with this binary: upgraded in
+//! place by the first writer, then read and verified as if written today.
+
+mod common;
+
+use world_store::verify::{Options, verify};
+use world_store::*;
+
+/// A format 3 store (referrers keyed by target hash) written by the binary of
+/// that format: a genesis, the echo registry and twelve calls whose outputs
+/// name earlier objects, the latest entry and world, and a ref never stored;
+/// then compacted. Beside it, what that binary answered, page by page (two
+/// per page), for who names each of them.
+const FORMAT3_STORE: &str = "tests/fixtures/format3.db";
+const FORMAT3_REFERRERS: &str = "tests/fixtures/format3.referrers.txt";
+
+/// Who names each target, as the fixture's listing spells it.
+fn listing(snap: &dyn View, targets: &[Ref]) -> String {
+    let mut out = String::new();
+    for target in targets {
+        let mut after = None;
+        loop {
+            let page = snap.referrers(target, after, 2).unwrap();
+            for r in &page {
+                out.push_str(&format!("{target} {} {} {:?}\n", r.kind, r.referrer, r.entry_index));
+            }
+            match page.last() {
+                Some(r) if page.len() == 2 => after = Some((r.kind, r.referrer)),
+                _ => break,
+            }
+        }
+    }
+    out
+}
+
+/// Every object, entry hash and world ref of the store, and a ref it never held.
+fn targets(snap: &dyn View) -> Vec<Ref> {
+    let mut targets = vec![Ref::of(b"never stored")];
+    targets.extend((0..).map_while(|seq| snap.object_at(seq).unwrap()));
+    targets.extend(snap.log_range(0, PAGE_MAX).unwrap().iter().map(|e| e.entry_hash));
+    targets.extend((0..).map_while(|revision| snap.world_at(revision).unwrap()));
+    targets
+}
+
+fn fixture_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = dir.join("world.db");
+    std::fs::copy(root.join(FORMAT3_STORE), &path).unwrap();
+    path
+}
+
+#[test]
+fn a_format_3_store_is_upgraded_at_open_and_names_the_same_referrers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path());
+    let read_only = ReadOnlyStore::open(&path).err().expect("a format 3 store is not read as it is");
+    assert!(read_only.to_string().contains("open it once with a writer"), "{read_only}");
+
+    let (store, report) = Store::open(&path, 1).unwrap();
+    assert!(report.is_empty(), "{report:?}");
+    let snap = store.snapshot().unwrap();
+    let targets = targets(snap.as_ref());
+    assert_eq!(targets.len(), 1 + 27 + 13 + 13, "the fixture's objects, entries and worlds");
+    let expected =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT3_REFERRERS)).unwrap();
+    assert_eq!(listing(snap.as_ref(), &targets), expected);
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    drop(snap);
+    drop(store);
+
+    // Upgraded once: a reader takes it as it is now.
+    let read_only = ReadOnlyStore::open(&path).unwrap();
+    assert_eq!(listing(read_only.snapshot().unwrap().as_ref(), &targets), expected);
+}
+
+#[test]
+fn an_upgraded_store_goes_on_indexing_who_names_its_old_objects() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = fixture_copy(dir.path());
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let (old, f) = {
+        let snap = store.snapshot().unwrap();
+        (
+            snap.object_at(5).unwrap().unwrap(),
+            snap.registry_entry("world/transition-registry/v1", "tools.echo").unwrap(),
+        )
+    };
+    let f = f.expect("the fixture's echo registry");
+    let before = store.snapshot().unwrap().referrers(&old, None, PAGE_MAX).unwrap().len();
+    let output = format!("{{\"again\":\"{old}\"}}");
+    common::begin_and_commit(&store, &common::task("after-upgrade"), f, output.as_bytes());
+    let snap = store.snapshot().unwrap();
+    let now = snap.referrers(&old, None, PAGE_MAX).unwrap();
+    // The new output and its invocation record both spell the old ref.
+    assert_eq!(now.len(), before + 2, "{now:?}");
+    common::assert_verifies(&store);
+}
