@@ -20,7 +20,7 @@ pub enum OpenError {
     )]
     Format { path: PathBuf, found: u64, expected: u64 },
     #[error(
-        "store {path} has format {found}, which lacks the episode index of format {expected}; open it once with a writer (worldd serve) to build it in place"
+        "store {path} has format {found}, older than this binary's format {expected}; open it once with a writer (worldd serve) to upgrade it in place"
     )]
     NeedsUpgrade { path: PathBuf, found: u64, expected: u64 },
     #[error("store {path} was not closed cleanly and needs recovery; open it once with a writer (worldd serve)")]

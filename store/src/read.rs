@@ -73,6 +73,43 @@ impl RedbSnapshot {
         Ok(places)
     }
 
+    /// Whether the referrer of `kind` at `position` is indexed as naming
+    /// `target`: its places are looked at in turn, the likeliest first.
+    pub(crate) fn has_referrer_at(&self, target: &Ref, kind: u8, position: u64) -> Result<bool, ReadError> {
+        if let Some(seq) = self.object_seq(target)?
+            && self.has_referrer_row(target, Some((TARGET_OBJECT, seq)), kind, position)?
+        {
+            return Ok(true);
+        }
+        if let Some(index) = self.entry_index_of(target)?
+            && self.has_referrer_row(target, Some((TARGET_ENTRY, index)), kind, position)?
+        {
+            return Ok(true);
+        }
+        self.has_referrer_row(target, None, kind, position)
+    }
+
+    /// Whether one place of `target` holds the row of the referrer of `kind` at `position`.
+    fn has_referrer_row(
+        &self,
+        target: &Ref,
+        place: Option<(u8, u64)>,
+        kind: u8,
+        position: u64,
+    ) -> Result<bool, ReadError> {
+        let row = match place {
+            Some((place, at)) => match open(&self.txn, REFERRERS)? {
+                Some(t) => t.get((place, at, kind, position)).map_err(read_storage)?.is_some(),
+                None => false,
+            },
+            None => match open(&self.txn, REFERRERS_OF_ABSENT)? {
+                Some(t) => t.get((target.0, kind, position)).map_err(read_storage)?.is_some(),
+                None => false,
+            },
+        };
+        Ok(row)
+    }
+
     /// At most `limit` (kind, position) rows naming `target` under one of its
     /// places, in order, strictly after `from`.
     fn referrers_at(
@@ -383,23 +420,10 @@ impl View for RedbSnapshot {
     }
 
     fn has_referrer(&self, target: &Ref, kind: u8, referrer: &Ref) -> Result<bool, ReadError> {
-        let Some(position) = self.referrer_position(kind, referrer)? else { return Ok(false) };
-        for place in self.places_of(target)? {
-            let found = match place {
-                Some((place, at)) => match open(&self.txn, REFERRERS)? {
-                    Some(t) => t.get((place, at, kind, position)).map_err(read_storage)?.is_some(),
-                    None => false,
-                },
-                None => match open(&self.txn, REFERRERS_OF_ABSENT)? {
-                    Some(t) => t.get((target.0, kind, position)).map_err(read_storage)?.is_some(),
-                    None => false,
-                },
-            };
-            if found {
-                return Ok(true);
-            }
+        match self.referrer_position(kind, referrer)? {
+            Some(position) => self.has_referrer_at(target, kind, position),
+            None => Ok(false),
         }
-        Ok(false)
     }
 
     /// The index of the entry with hash `entry_hash`.

@@ -54,7 +54,8 @@ fn a_format_3_store_is_upgraded_at_open_and_names_the_same_referrers() {
     let dir = tempfile::tempdir().unwrap();
     let path = fixture_copy(dir.path());
     let read_only = ReadOnlyStore::open(&path).err().expect("a format 3 store is not read as it is");
-    assert!(read_only.to_string().contains("open it once with a writer"), "{read_only}");
+    let told = read_only.to_string();
+    assert!(told.contains("has format 3") && told.contains("upgrade it in place"), "{told}");
 
     let (store, report) = Store::open(&path, 1).unwrap();
     assert!(report.is_empty(), "{report:?}");

@@ -38,42 +38,44 @@ impl Sink {
     }
 }
 
-/// Verifies everything visible in an embedded snapshot.
+/// Verifies everything visible in an embedded snapshot. The objects and the
+/// journal are walked on one thread, the log and what hangs off it (worlds,
+/// heads, tasks, episodes) on another: the two share no step.
 pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
-    let mut counts = Counts::default();
-    let mut v = Verifier { snap: snapshot, sink: &sink };
-    let mut paired = None;
-    v.guarded("payloads", |v| {
-        paired = Some(v.payloads(opts, &mut counts)?);
-        Ok(())
-    });
-    v.guarded("objects", |v| v.objects(paired, &mut counts));
-    v.guarded("by_semantic_id", |v| v.semantic_index());
-    let mut entry_hashes = vec![];
-    v.guarded("log", |v| {
-        entry_hashes = v.log(&mut counts)?;
-        Ok(())
-    });
-    v.guarded("worlds", |v| v.worlds(&entry_hashes, &mut counts));
-    v.guarded("heads", |v| v.heads(entry_hashes.len() as u64, &mut counts));
-    v.guarded("registry_entries", |v| v.registry_entries());
-    v.guarded("intents", |v| v.journal(&mut counts));
-    v.guarded("tasks", |v| v.tasks(&entry_hashes, &mut counts));
-    v.guarded("sessions", |v| v.sessions(&mut counts));
-    v.guarded("episodes", |v| v.episodes(&counts));
-    v.guarded("receipts", |v| v.receipts(&mut counts));
-    v.guarded("approvals", |v| v.approval_rows());
-    v.guarded("approvals", |v| v.approved_records());
-    v.guarded("intents", |v| v.asked_intents());
+    let (mut counts, mut log_side) = (Counts::default(), Counts::default());
     let mut tables = vec![];
-    v.guarded("(footprint)", |v| {
-        tables = v.footprint()?;
-        Ok(())
+    std::thread::scope(|s| {
+        let objects_side = Verifier { snap: snapshot, sink: &sink };
+        let (counts, tables) = (&mut counts, &mut tables);
+        s.spawn(move || objects_side.objects_and_journal(opts, counts, tables));
+        Verifier { snap: snapshot, sink: &sink }.log_and_calls(&mut log_side);
     });
+    counts.add(&log_side);
     let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
     faults.sort_by(|a, b| (a.table, &a.key).cmp(&(b.table, &b.key)));
     Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
+}
+
+/// Most refs the log walk remembers as present before it forgets them all.
+const PRESENT_KEPT_MAX: usize = 4096;
+
+/// A task row's key, spelled out only when a fault names it.
+struct TaskName<'k>(&'k str, &'k str, &'k str);
+
+impl std::fmt::Display for TaskName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.0, self.1, self.2)
+    }
+}
+
+/// An intent's or outcome's key, spelled out only when a fault names it.
+struct JournalName<'k>(&'k str, u32);
+
+impl std::fmt::Display for JournalName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}#{}", self.0, self.1)
+    }
 }
 
 pub(super) struct Verifier<'a> {
@@ -84,6 +86,43 @@ pub(super) struct Verifier<'a> {
 pub(super) type Step = Result<(), String>;
 
 impl<'a> Verifier<'a> {
+    /// Payloads, object rows and their index, the journal and the approvals
+    /// it names, and each table's footprint.
+    fn objects_and_journal(mut self, opts: &Options<'_>, counts: &mut Counts, tables: &mut Vec<TableFootprint>) {
+        let mut paired = None;
+        self.guarded("payloads", |v| {
+            paired = Some(v.payloads(opts, counts)?);
+            Ok(())
+        });
+        self.guarded("objects", |v| v.objects(paired, counts));
+        self.guarded("by_semantic_id", |v| v.semantic_index());
+        self.guarded("intents", |v| v.journal(counts));
+        self.guarded("receipts", |v| v.receipts(counts));
+        self.guarded("approvals", |v| v.approval_rows());
+        self.guarded("approvals", |v| v.approved_records());
+        self.guarded("intents", |v| v.asked_intents());
+        self.guarded("(footprint)", |v| {
+            *tables = v.footprint()?;
+            Ok(())
+        });
+    }
+
+    /// The log's chain, then the worlds, heads, registry, tasks, sessions and
+    /// episodes, which are checked against it.
+    fn log_and_calls(mut self, counts: &mut Counts) {
+        let mut entry_hashes = vec![];
+        self.guarded("log", |v| {
+            entry_hashes = v.log(counts)?;
+            Ok(())
+        });
+        self.guarded("worlds", |v| v.worlds(&entry_hashes, counts));
+        self.guarded("heads", |v| v.heads(entry_hashes.len() as u64, counts));
+        self.guarded("registry_entries", |v| v.registry_entries());
+        self.guarded("tasks", |v| v.tasks(&entry_hashes, counts));
+        self.guarded("sessions", |v| v.sessions(counts));
+        self.guarded("episodes", |v| v.episodes(counts));
+    }
+
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
         match guard_panic(|| f(self)) {
             Ok(Ok(())) => {}
@@ -295,6 +334,7 @@ impl<'a> Verifier<'a> {
         let Some(log) = self.table(LOG)? else { return Ok(vec![]) };
         let mut hashes: Vec<Ref> = vec![];
         let mut prev: Option<(u64, Ref)> = None;
+        let mut present = HashSet::new();
         for item in log.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             let index = k.value();
@@ -312,7 +352,7 @@ impl<'a> Verifier<'a> {
                     continue;
                 }
             };
-            self.entry(index, &entry, prev);
+            self.entry(index, &entry, prev, &mut present);
             hashes.resize(index as usize, Ref([0; 32]));
             hashes.push(entry.entry_hash);
             prev = Some((index, entry.entry_hash));
@@ -320,7 +360,7 @@ impl<'a> Verifier<'a> {
         Ok(hashes)
     }
 
-    fn entry(&self, index: u64, entry: &LogEntry, prev: Option<(u64, Ref)>) {
+    fn entry(&self, index: u64, entry: &LogEntry, prev: Option<(u64, Ref)>, present: &mut HashSet<Ref>) {
         let h = &entry.header;
         if h.entry_index != index {
             self.sink.push("log", index, FaultKind::Mismatch, format!("header says entryIndex {}", h.entry_index));
@@ -350,10 +390,17 @@ impl<'a> Verifier<'a> {
             must_resolve.push(("transitionFn", h.transition_fn));
             must_resolve.push(("interpreter", h.interpreter));
         }
+        // Entries name a few transitions over and over: each is looked up once.
+        must_resolve.retain(|(_, r)| !present.contains(r));
         for (field, r) in must_resolve {
             if !self.has_object(&r) {
                 self.sink.push("log", index, FaultKind::Dangling, format!("{field} {r} names no object"));
+                continue;
             }
+            if present.len() >= PRESENT_KEPT_MAX {
+                present.clear();
+            }
+            present.insert(r);
         }
     }
 
@@ -380,7 +427,7 @@ impl<'a> Verifier<'a> {
                 self.sink.push("world_by_revision", w.revision, FaultKind::Missing, detail);
             }
             for target in [w.state_root, w.log_head] {
-                if !self.snap.has_referrer(&target, REFERRER_WORLD, &r).unwrap_or(false) {
+                if !self.snap.has_referrer_at(&target, REFERRER_WORLD, w.revision).unwrap_or(false) {
                     self.sink.push(
                         "referrers",
                         format!("{target} <- world {r}"),
@@ -461,7 +508,7 @@ impl<'a> Verifier<'a> {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.intents += 1;
             let (inv, ord) = k.value();
-            let key = format!("{inv}#{ord}");
+            let key = JournalName(inv, ord);
             let intent: EffectIntent = match rows::decode("intents", &key, v.value()) {
                 Ok(i) => i,
                 Err(c) => {
@@ -500,7 +547,7 @@ impl<'a> Verifier<'a> {
                 let (k, v) = item.map_err(|e| e.to_string())?;
                 counts.outcomes += 1;
                 let (inv, ord) = k.value();
-                let key = format!("{inv}#{ord}");
+                let key = JournalName(inv, ord);
                 if intents.get((inv, ord)).map_err(|e| e.to_string())?.is_none() {
                     self.sink.push("outcomes", &key, FaultKind::Dangling, "outcome without an intent");
                 }
@@ -509,11 +556,15 @@ impl<'a> Verifier<'a> {
                         if let Some(rec) = o.record_ref {
                             // The index names this outcome, or (a record that names no
                             // invocation, shared by alike decisions) another carrying it.
-                            let mapped = self.snap.journal_of_record(&rec).ok().flatten();
-                            let own = JournalKey { invocation_id: inv.to_string(), ordinal: ord };
-                            let carried = mapped.is_some_and(|(k, item)| {
-                                k == own || item.outcome.and_then(|o| o.record_ref) == Some(rec)
-                            });
+                            let own = |k: &JournalKey| k.invocation_id == inv && k.ordinal == ord;
+                            let carried = match self.snap.record_journal(&rec).ok().flatten() {
+                                Some(k) if own(&k) => true,
+                                Some(_) => {
+                                    let mapped = self.snap.journal_of_record(&rec).ok().flatten();
+                                    mapped.is_some_and(|(_, item)| item.outcome.and_then(|o| o.record_ref) == Some(rec))
+                                }
+                                None => false,
+                            };
                             if !carried {
                                 self.sink.push(
                                     "record_journal",
@@ -568,7 +619,7 @@ impl<'a> Verifier<'a> {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.tasks += 1;
             let (surface, episode, task_id) = k.value();
-            let key = format!("{surface}:{episode}:{task_id}");
+            let key = TaskName(surface, episode, task_id);
             let task: Task = match rows::decode("tasks", &key, v.value()) {
                 Ok(t) => t,
                 Err(c) => {
@@ -595,7 +646,9 @@ impl<'a> Verifier<'a> {
                             format!("committed entry {} is not in the log", c.entry_index),
                         );
                     }
-                    if self.snap.world(&c.world_ref).ok().flatten().is_none() {
+                    // The world of its entry, as a commit makes it; else any world by that ref.
+                    let at_its_entry = self.snap.world_at(c.entry_index).ok().flatten() == Some(c.world_ref);
+                    if !at_its_entry && self.snap.world(&c.world_ref).ok().flatten().is_none() {
                         self.sink.push(
                             "tasks",
                             &key,

@@ -47,6 +47,24 @@ pub struct Counts {
     pub receipts: u64,
 }
 
+impl Counts {
+    /// Adds what another walk counted.
+    pub fn add(&mut self, other: &Counts) {
+        let Counts { objects, payload_bytes, log_entries, worlds, heads, intents, outcomes, tasks, sessions, receipts } =
+            other;
+        self.objects += objects;
+        self.payload_bytes += payload_bytes;
+        self.log_entries += log_entries;
+        self.worlds += worlds;
+        self.heads += heads;
+        self.intents += intents;
+        self.outcomes += outcomes;
+        self.tasks += tasks;
+        self.sessions += sessions;
+        self.receipts += receipts;
+    }
+}
+
 /// Where one table's bytes go: what its rows hold, and the pages that hold them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
