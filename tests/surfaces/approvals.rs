@@ -187,8 +187,16 @@ fn a2a(a: &Asker, method: &str, params: Value) -> Value {
 }
 
 fn send(a: &Asker, message_id: &str, task: &str, content: &str) -> Value {
+    send_in(a, message_id, task, None, content)
+}
+
+/// `send`, in the A2A context `context` when one is named.
+fn send_in(a: &Asker, message_id: &str, task: &str, context: Option<&str>, content: &str) -> Value {
     let data = json!({"path": "a2a.txt", "content": content});
-    let message = json!({"messageId": message_id, "taskId": task, "role": "ROLE_USER", "parts": [{"data": data}]});
+    let mut message = json!({"messageId": message_id, "taskId": task, "role": "ROLE_USER", "parts": [{"data": data}]});
+    if let Some(context) = context {
+        message["contextId"] = json!(context);
+    }
     a2a(a, "SendMessage", json!({"message": message, "metadata": {"skill_id": "ailang-write"}}))
 }
 
@@ -201,9 +209,10 @@ fn answer(a: &Asker, message_id: &str, task: &str, word: &str) -> Value {
 #[test]
 fn an_a2a_task_waits_input_required_and_a_message_on_it_with_the_answer_runs_it_once() {
     let a = asker(&["--ask", "Workspace.Write"]);
-    let asked = send(&a, "m1", "task-1", "hi");
+    let asked = send_in(&a, "m1", "task-1", Some("ctx-7"), "hi");
     let task = &asked["result"]["task"];
     assert_eq!(task["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"), "{asked}");
+    assert_eq!(task["contextId"], json!("ctx-7"), "the context it was sent in: {asked}");
     let waits = &task["status"]["message"]["parts"][0]["data"]["approval"];
     assert_eq!(waits["state"], json!("pending"), "{asked}");
     assert!(waits["summary"].as_str().unwrap().contains("write 2 bytes to a2a.txt"), "{waits}");

@@ -125,7 +125,7 @@ async fn send_message(
     };
     // The seed's reply shows no history: keep no copy of its arguments.
     let request = (flavor != Flavor::Legacy01).then(|| arguments.clone());
-    let sent_message_id = message_id.clone();
+    let (sent_message_id, sent_context) = (message_id.clone(), context_id.clone());
     let call = Call {
         surface: CallSurface::A2a,
         episode: caller.session.episode.clone(),
@@ -167,7 +167,8 @@ async fn send_message(
             let data = super::approvals::pending_data(&p);
             let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
             let history = a2a::last(messages, history_length);
-            a2a::task_completed(flavor, id, &waiting_view(&task_id, &p.id, &data, crate::clock::now(), history))
+            let waiting = waiting_view(&task_id, sent_context.as_deref(), &p.id, &data, crate::clock::now(), history);
+            a2a::task_completed(flavor, id, &waiting)
         }
         Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
         Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor).reply(id, flavor),
@@ -334,13 +335,16 @@ async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         }
     };
     let data = super::approvals::pending_data(&waiting.pending);
-    a2a::task_snapshot(flavor, id, &waiting_view(task_id, &waiting.id, &data, waiting.asked_at, vec![]))
+    // Nothing durable keeps the context it was sent in: it reads as its own.
+    a2a::task_snapshot(flavor, id, &waiting_view(task_id, None, &waiting.id, &data, waiting.asked_at, vec![]))
 }
 
-/// A task waiting for approval `approval`: `input-required` since `at`, its
-/// status message saying what it waits for (`data`).
+/// A task (sent in `context_id`, if it named one) waiting for approval
+/// `approval`: `input-required` since `at`, its status message saying what it
+/// waits for (`data`).
 fn waiting_view<'a>(
     task_id: &'a str,
+    context_id: Option<&'a str>,
     approval: &str,
     data: &'a Value,
     at: u64,
@@ -348,7 +352,7 @@ fn waiting_view<'a>(
 ) -> TaskView<'a> {
     TaskView {
         task_id,
-        context_id: None,
+        context_id,
         state: TaskStateName::InputRequired,
         timestamp: Some(at),
         committed: None,
