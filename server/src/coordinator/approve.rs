@@ -120,9 +120,15 @@ impl Invocation<'_> {
                 }))))
             }
             ApprovalState::Pending => {
-                let op = approvals::decide(id, row, None, &approvals::Decider::Clock, "", now, (0, 0));
-                let expired = self.decided(op).await?;
-                self.close(id, now).await?;
+                // Decided by the clock and closed in one batch: never expired and still open.
+                let decide = approvals::decide(id, row, None, &approvals::Decider::Clock, "", now, (0, 0));
+                let close = Op::CloseApproval { id: id.to_string(), at: now };
+                let mut replies = match self.store_write(Op::Sequence(vec![decide, close])).await? {
+                    Ok(Reply::Sequence(replies)) => replies.into_iter(),
+                    other => return Err(Failed(CallError::NotCommitted(format!("expiring an approval: {other:?}")))),
+                };
+                let expired = decision(replies.next())?;
+                closed(replies.next())?;
                 Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision, remaining: 0 }))
             }
             ApprovalState::Approved if row.usable(now) => {
@@ -159,20 +165,11 @@ impl Invocation<'_> {
     }
 
     async fn decided(&mut self, op: Op) -> Result<ApprovalRow, Stop> {
-        match self.store_write(op).await? {
-            Ok(Reply::Approval(_, row)) => Ok(*row),
-            Err(e @ (WriteError::ApprovalRefused { .. } | WriteError::NoApproval(_))) => {
-                Err(Failed(CallError::ApprovalAnswer(e.to_string())))
-            }
-            other => Err(Failed(CallError::NotCommitted(format!("deciding an approval: {other:?}")))),
-        }
+        decision(Some(self.store_write(op).await?))
     }
 
     async fn close(&mut self, id: &str, at: u64) -> Result<(), Stop> {
-        match self.store_write(Op::CloseApproval { id: id.to_string(), at }).await? {
-            Ok(_) => Ok(()),
-            other => Err(Failed(CallError::NotCommitted(format!("closing an approval: {other:?}")))),
-        }
+        closed(Some(self.store_write(Op::CloseApproval { id: id.to_string(), at }).await?))
     }
 
     /// What the episode spent on the effect, and the open approval of the
@@ -204,5 +201,24 @@ impl Invocation<'_> {
             }
             r => Ok(r),
         }
+    }
+}
+
+/// The approval as a decision left it (`None`: the request never ran).
+fn decision(reply: Option<Result<Reply, WriteError>>) -> Result<ApprovalRow, Stop> {
+    match reply {
+        Some(Ok(Reply::Approval(_, row))) => Ok(*row),
+        Some(Err(e @ (WriteError::ApprovalRefused { .. } | WriteError::NoApproval(_)))) => {
+            Err(Failed(CallError::ApprovalAnswer(e.to_string())))
+        }
+        other => Err(Failed(CallError::NotCommitted(format!("deciding an approval: {other:?}")))),
+    }
+}
+
+/// Whether an approval was closed (`None`: the request never ran).
+fn closed(reply: Option<Result<Reply, WriteError>>) -> Result<(), Stop> {
+    match reply {
+        Some(Ok(_)) => Ok(()),
+        other => Err(Failed(CallError::NotCommitted(format!("closing an approval: {other:?}")))),
     }
 }
