@@ -285,7 +285,9 @@ impl Metrics {
         *seen = (seen.0.max(b), seen.1.max(r), seen.2.max(c));
         // Two scrapes at once may store their readings in either order: keep
         // the later one (every count only grows), so that none goes back.
-        let total = |h: &WriterHistograms| h.commit_ns.count() + h.batch_requests.count() + h.log_sync_ns.count();
+        let total = |h: &WriterHistograms| {
+            h.commit_ns.count() + h.batch_requests.count() + h.log_sync_ns.count() + h.checkpoint_ns.count()
+        };
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if writer.as_ref().is_none_or(|w| total(w) <= total(&now.writer)) {
             *writer = Some(now.writer.clone());
@@ -365,6 +367,13 @@ impl Collector for StoreHistograms {
                 &h.log_sync_ns,
                 1e9,
             ),
+            (
+                "store_checkpoint_duration_seconds",
+                "How long each checkpoint of the embedded store took: the database file's durable commit that lets \
+                 the write-ahead log be emptied; write batches wait behind it (PostgreSQL: none).",
+                &h.checkpoint_ns,
+                1e9,
+            ),
         ];
         for (name, help, snapshot, per_unit) in series {
             let buckets = buckets(snapshot, per_unit);
@@ -442,6 +451,7 @@ mod tests {
         stats.batch_requests.observe(1);
         stats.batch_requests.observe(3);
         stats.log_sync_seconds.observe(20_000_000_000); // past every bound
+        stats.checkpoint_seconds.observe(250_000_000);
         m.observe(&scrape(stats.histograms()));
         let text = m.encode();
         for line in [
@@ -460,6 +470,9 @@ mod tests {
             "worldd_store_log_sync_duration_seconds_sum 20.0",
             "worldd_store_log_sync_duration_seconds_bucket{le=\"10.0\"} 0",
             "worldd_store_log_sync_duration_seconds_bucket{le=\"+Inf\"} 1",
+            "# TYPE worldd_store_checkpoint_duration_seconds histogram",
+            "worldd_store_checkpoint_duration_seconds_sum 0.25",
+            "worldd_store_checkpoint_duration_seconds_count 1",
         ] {
             assert!(text.lines().any(|l| l == line), "{line}\n{text}");
         }

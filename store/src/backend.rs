@@ -56,6 +56,11 @@ pub struct WriterStats {
     /// beside the apply); on PostgreSQL the COMMIT round trip, where the
     /// server flushes its own log.
     pub log_sync_seconds: Histogram,
+    /// Per checkpoint of the embedded engine, nanoseconds its durable commit
+    /// took (the database file's pages written and synced, so that the
+    /// write-ahead log can be emptied); batches wait behind it. PostgreSQL
+    /// has none.
+    pub checkpoint_seconds: Histogram,
 }
 
 impl Default for WriterStats {
@@ -70,6 +75,7 @@ impl Default for WriterStats {
             commit_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
             batch_requests: Histogram::new(&BATCH_BOUNDS),
             log_sync_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
+            checkpoint_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
         }
     }
 }
@@ -81,6 +87,7 @@ impl WriterStats {
             commit_ns: self.commit_seconds.snapshot(),
             batch_requests: self.batch_requests.snapshot(),
             log_sync_ns: self.log_sync_seconds.snapshot(),
+            checkpoint_ns: self.checkpoint_seconds.snapshot(),
         }
     }
 }
@@ -91,6 +98,7 @@ pub struct WriterHistograms {
     pub commit_ns: HistogramSnapshot,
     pub batch_requests: HistogramSnapshot,
     pub log_sync_ns: HistogramSnapshot,
+    pub checkpoint_ns: HistogramSnapshot,
 }
 
 /// A world store: where the daemon's writes go and its reads come from.

@@ -244,6 +244,7 @@ impl Engine {
 
     /// A durable commit of everything so far; then the log is emptied.
     pub(crate) fn checkpoint(&mut self) -> Result<(), Fault> {
+        let started = Instant::now();
         let db = self.db()?;
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::Immediate).map_err(redb_fault)?;
@@ -259,6 +260,7 @@ impl Engine {
         self.log.with(|wal| wal.reset(next)).map_err(classify)?;
         self.last_checkpoint = Instant::now();
         self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.checkpoint_seconds.observe_duration(started.elapsed());
         Ok(())
     }
 

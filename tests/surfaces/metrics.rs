@@ -49,6 +49,8 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     let reused = lab.send(&token, "r1", "ailang-read", &json!({"path": "other.txt"}));
     assert_eq!(reused["error"]["message"], "task id already used in this session", "{reused}");
 
+    // The writes wait in the log until a checkpoint is due: let one run.
+    std::thread::sleep(world_store::CHECKPOINT_INTERVAL + std::time::Duration::from_millis(500));
     let reply = http(lab.addr(), "GET", "/metrics", &[("Accept", "application/openmetrics-text; version=1.0.0")], b"");
     assert_eq!(reply.status, 200);
     assert!(reply.header("Content-Type").unwrap_or_default().starts_with("application/openmetrics-text"));
@@ -104,6 +106,12 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     // A batch's sync is part of its commit.
     let sync = moved("worldd_store_log_sync_duration_seconds_sum");
     assert!(sync <= moved("worldd_store_commit_duration_seconds_sum"), "{text}");
+    // One observation per checkpoint (one may fall between the scrape's two readings).
+    let checkpoints = sample(&text, "worldd_store_checkpoints_total");
+    let timed = sample(&text, "worldd_store_checkpoint_duration_seconds_count");
+    assert!(checkpoints >= 1.0 && (timed - checkpoints).abs() <= 1.0, "{checkpoints} {timed}\n{text}");
+    let b = buckets(&text, "worldd_store_checkpoint_duration_seconds");
+    assert_eq!(b.last().unwrap().1, timed, "{b:?}");
 
     // A scraper that does not ask for OpenMetrics gets the classic text format.
     let classic = lab.get("/metrics");
