@@ -11,52 +11,17 @@
 
 mod support;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::*;
 
 const CLIENTS: usize = 8;
 const EPISODES: usize = 4;
 
-fn env_secs(name: &str, default: f64) -> f64 {
-    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
-}
-
-/// A legacy-era `tools/call`: even calls echo, odd ones read `bench.txt`
-/// (echo only when `pure`).
-fn call(addr: &str, token: &str, n: u64, pure: bool) -> Request {
-    let (tool, args) = match n % 2 {
-        1 if !pure => ("ailang-read", json!({"path": "bench.txt"})),
-        _ => ("tools_decho", json!({"soak": n})),
-    };
-    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
-    Request {
-        method: "POST",
-        key: tool.to_string(),
-        url: format!("http://{addr}/mcp/"),
-        headers: vec![
-            ("Authorization", format!("Bearer {token}")),
-            ("Content-Type", "application/json".into()),
-            ("Accept", "application/json, text/event-stream".into()),
-        ],
-        body: serde_json::to_vec(&body).unwrap(),
-    }
-}
-
-fn succeeded(tool: &str, body: &[u8]) -> Option<Value> {
-    let result = sse_result(body)?;
-    let out = result.get("structuredContent")?;
-    (out.is_object() && (tool == "tools_decho" || out["ok"] == true)).then_some(Value::Null)
-}
-
-fn mib(b: u64) -> f64 {
-    b as f64 / (1024.0 * 1024.0)
-}
-
 fn main() {
     if !invoked_as_bench("soak") {
         return;
     }
-    let (total, interval) = (env_secs("SOAK_SECS", 120.0), env_secs("SOAK_INTERVAL_SECS", 10.0));
+    let (total, interval) = (env_or("SOAK_SECS", 120.0), env_or("SOAK_INTERVAL_SECS", 10.0));
     let serve_args = std::env::var("SOAK_SERVE_ARGS").unwrap_or_default();
     let pure = std::env::var("SOAK_PURE").is_ok_and(|v| v == "1");
     let setup = Setup::new(EPISODES);
@@ -80,25 +45,21 @@ fn main() {
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
-        let (disk0, written0) = (on_disk(), daemon.written(&setup.db));
-        let row =
-            run_load("soak", CLIENTS, interval, |c, n| call(&daemon.addr, &tokens[c % EPISODES], n, pure), succeeded);
-        let (disk1, written1) = (on_disk(), daemon.written(&setup.db).since(written0));
-        let rss = daemon.resident_bytes();
-        peak_rss = peak_rss.max(rss);
-        calls += row.calls;
+        let s = soak(&daemon, &setup.db, &tokens, CLIENTS, interval, pure);
+        peak_rss = peak_rss.max(s.peak_rss);
+        calls += s.row.calls;
         elapsed += interval;
         println!(
             "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
-            row.rate(),
-            row.errors,
-            row.p50(),
-            row.p99(),
-            mib(rss),
+            s.row.rate(),
+            s.row.errors,
+            s.row.p50(),
+            s.row.p99(),
+            mib(s.rss),
             mib(file_len()),
-            mib(disk1),
-            (disk1 as f64 - disk0 as f64) / row.calls.max(1) as f64,
-            written1.per(row.calls)
+            mib(on_disk()),
+            s.disk_per_call(),
+            s.written.per(s.row.calls)
         );
     }
 

@@ -79,6 +79,14 @@ impl Daemon {
     pub fn written(&self, store: &Path) -> Written {
         Written::now(&self.child.id().to_string(), store)
     }
+
+    /// Stops the daemon as an operator would (SIGTERM: it drains and closes
+    /// its store cleanly) and waits for it to exit.
+    pub fn stop(mut self) {
+        // SAFETY: a plain syscall on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for Daemon {
@@ -403,6 +411,112 @@ where
         latencies,
         kept,
     }
+}
+
+/// The soak load (`soak`, `grown`): a legacy-era MCP `tools/call`, even
+/// calls `tools_decho`, odd ones `ailang-read` of `bench.txt` (one
+/// `Workspace.Read` effect), echo only when `pure`.
+pub fn soak_call(addr: &str, token: &str, n: u64, pure: bool) -> Request {
+    let (tool, args) = match n % 2 {
+        1 if !pure => ("ailang-read", serde_json::json!({"path": "bench.txt"})),
+        _ => ("tools_decho", serde_json::json!({"soak": n})),
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+    Request {
+        method: "POST",
+        key: tool.to_string(),
+        url: format!("http://{addr}/mcp/"),
+        headers: vec![
+            ("Authorization", format!("Bearer {token}")),
+            ("Content-Type", "application/json".into()),
+            ("Accept", "application/json, text/event-stream".into()),
+        ],
+        body: serde_json::to_vec(&body).unwrap(),
+    }
+}
+
+/// Whether a soak call's reply is a success: structured content, and `ok`
+/// for a read.
+pub fn soak_succeeded(tool: &str, body: &[u8]) -> Option<serde_json::Value> {
+    let result = sse_result(body)?;
+    let out = result.get("structuredContent")?;
+    (out.is_object() && (tool == "tools_decho" || out["ok"] == true)).then_some(serde_json::Value::Null)
+}
+
+/// What one stretch of soak load came to, beside the calls themselves.
+pub struct Soaked {
+    pub row: Row,
+    /// Disk the store's file took over the stretch (allocated blocks; may be negative).
+    pub disk_growth: i64,
+    pub written: Written,
+    /// CPU seconds (user + system) the daemon spent over the stretch.
+    pub cpu_secs: f64,
+    /// Resident memory at the end, and the most seen (sampled every 100 ms).
+    pub rss: u64,
+    pub peak_rss: u64,
+}
+
+impl Soaked {
+    /// Disk the file grew by per call.
+    pub fn disk_per_call(&self) -> f64 {
+        self.disk_growth as f64 / self.row.calls.max(1) as f64
+    }
+
+    /// Stretches of one load, one after another, as one (at least one).
+    pub fn merged(stretches: Vec<Soaked>) -> Soaked {
+        let rss = stretches.last().map_or(0, |s| s.rss);
+        let (mut rows, mut disk_growth, mut cpu_secs, mut peak_rss) = (vec![], 0, 0.0, 0);
+        let mut written: Option<Written> = None;
+        for s in stretches {
+            disk_growth += s.disk_growth;
+            cpu_secs += s.cpu_secs;
+            peak_rss = peak_rss.max(s.peak_rss);
+            written = Some(written.map_or(s.written, |w| w + s.written));
+            rows.push(s.row);
+        }
+        Soaked { row: Row::merged(rows), disk_growth, written: written.unwrap_or_default(), cpu_secs, rss, peak_rss }
+    }
+}
+
+/// `clients` closed-loop clients for `secs` of the soak load against
+/// `daemon`, client `c` sending with `tokens[c % tokens.len()]` (one session
+/// per episode); the store at `db` is the one whose growth is counted.
+pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs: f64, pure: bool) -> Soaked {
+    let on_disk = || world_store::FileSizes::of(db).allocated_bytes as i64;
+    let (disk0, written0, cpu0) = (on_disk(), daemon.written(db), daemon.cpu_secs());
+    let running = std::sync::atomic::AtomicBool::new(true);
+    let (row, peak_rss) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut peak = daemon.resident_bytes();
+            while running.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(100));
+                peak = peak.max(daemon.resident_bytes());
+            }
+            peak
+        });
+        let make = |c: usize, n: u64| soak_call(&daemon.addr, &tokens[c % tokens.len()], n, pure);
+        let row = run_load("soak", clients, secs, make, soak_succeeded);
+        running.store(false, std::sync::atomic::Ordering::Relaxed);
+        (row, sampler.join().unwrap())
+    });
+    let rss = daemon.resident_bytes();
+    Soaked {
+        disk_growth: on_disk() - disk0,
+        written: daemon.written(db).since(written0),
+        cpu_secs: daemon.cpu_secs() - cpu0,
+        row,
+        rss,
+        peak_rss: peak_rss.max(rss),
+    }
+}
+
+pub fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// A number of seconds (or anything parsed) from the environment, or `default`.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name).ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
 /// Appends 4 KiB and fdatasyncs, `FSYNC_SAMPLES` times, in `dir`: the bound
