@@ -5,8 +5,9 @@ use crate::backend::{Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
-use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_TARGET_PLACES, upgradable};
+use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, upgradable};
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
+use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
@@ -134,9 +135,16 @@ impl Engine {
         txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
         let report = {
             let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
+            let was = meta.get("format").map_err(|e| engine(&e))?.map(|v| v.value());
             meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
+            if was == Some(STORE_FORMAT_BEFORE_EPISODES) {
+                crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
+            }
+            if was.is_some_and(upgradable) {
+                crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
+            }
             let mut w = W::open(&txn).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
@@ -296,11 +304,6 @@ fn open_parts(
     if let Some(found) = meta.format.filter(|f| *f != STORE_FORMAT && !upgradable(*f)) {
         return Err(OpenFailure::Format(found));
     }
-    if let Some(found) = meta.format.filter(|f| upgradable(*f)) {
-        // Before the log's frames are replayed: they are applied as this
-        // format's writes, to this format's tables.
-        upgrade(&db, found)?;
-    }
     let log = media.wal().map_err(|e| io("open the log", e))?;
     let (wal, frames, scan) =
         Wal::open(log, meta.wal_seq + 1, wal_prealloc).map_err(|e| OpenFailure::Engine(e.to_string()))?;
@@ -425,25 +428,6 @@ fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: usize) -> Res
 struct Meta {
     format: Option<u64>,
     wal_seq: u64,
-}
-
-/// Brings a store of an older format to this binary's in one durable
-/// transaction, each step one older layout to the next's.
-fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
-    let engine =
-        |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("upgrading the store from format {found}: {e}"));
-    let mut txn = db.begin_write().map_err(|e| engine(&e))?;
-    txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
-    match found {
-        STORE_FORMAT_BEFORE_EPISODES => crate::ops::index_episodes(&txn),
-        _ => crate::ops::place_calls(&txn),
-    }
-    .map_err(|e| engine(&e))?;
-    if found <= STORE_FORMAT_BEFORE_TARGET_PLACES {
-        crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
-    }
-    txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
-    txn.commit().map_err(|e| engine(&e))
 }
 
 fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {

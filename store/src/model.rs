@@ -352,16 +352,6 @@ pub struct Task {
     pub message_id: Option<String>,
 }
 
-/// A task's row where its episode keeps it (`tables::CALLS`): whose task it
-/// is, and the task.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CallRow {
-    pub surface: Surface,
-    pub task_id: String,
-    pub task: Task,
-}
-
 /// How one planned effect of a call ended.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

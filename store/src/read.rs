@@ -59,15 +59,6 @@ pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
 }
 
 impl RedbSnapshot {
-    /// The call at `position` of `episode`, its task's key and row.
-    pub(crate) fn call_at(&self, episode: &str, position: u64) -> Result<Option<CallRow>, ReadError> {
-        let Some(t) = open(&self.txn, CALLS)? else { return Ok(None) };
-        match t.get((episode, position)).map_err(read_storage)? {
-            Some(v) => Ok(Some(rows::decode("calls", &format!("{episode} {position}"), v.value())?)),
-            None => Ok(None),
-        }
-    }
-
     /// Where rows naming `target` may be indexed: under its object's place
     /// and its entry's place when the store holds them (`Some`), and under its
     /// hash (`None`), where it was named before the store held it.
@@ -362,17 +353,11 @@ impl View for RedbSnapshot {
     }
 
     fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
-        let Some(positions) = open(&self.txn, TASK_POSITIONS)? else { return Ok(None) };
+        let Some(t) = open(&self.txn, TASKS)? else { return Ok(None) };
         let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
-        let Some(position) = positions.get(k).map_err(read_storage)?.map(|v| v.value()) else { return Ok(None) };
-        let call = self.call_at(&key.episode, position)?;
-        let corrupt = |detail: String| rows::Corruption { table: "task_positions", key: key.invocation_id(), detail };
-        match call {
-            Some(row) if row.surface == key.surface && row.task_id == key.task_id => Ok(Some(row.task)),
-            Some(row) => {
-                Err(corrupt(format!("position {position} holds task {}:{}", row.surface.as_str(), row.task_id)).into())
-            }
-            None => Err(corrupt(format!("position {position} holds no call")).into()),
+        match t.get(k).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("tasks", &key.invocation_id(), v.value())?)),
+            None => Ok(None),
         }
     }
 
@@ -481,14 +466,24 @@ impl View for RedbSnapshot {
 
     fn episode_calls(&self, episode: &str, from: u64, limit: usize) -> Result<Vec<(u64, TaskKey, Task)>, ReadError> {
         let limit = limit.min(PAGE_MAX);
-        let Some(t) = open(&self.txn, CALLS)? else { return Ok(vec![]) };
+        let Some(t) = open(&self.txn, EPISODE_CALLS)? else { return Ok(vec![]) };
         let mut out = vec![];
-        for item in t.range((episode, from)..=(episode, u64::MAX)).map_err(read_storage)?.take(limit) {
+        for item in t.range((episode, from)..=(episode, u64::MAX)).map_err(read_storage)? {
+            if out.len() >= limit {
+                break;
+            }
             let (k, v) = item.map_err(read_storage)?;
-            let position = k.value().1;
-            let row: CallRow = rows::decode("calls", &format!("{episode} {position}"), v.value())?;
-            let key = TaskKey { surface: row.surface, episode: episode.to_string(), task_id: row.task_id };
-            out.push((position, key, row.task));
+            let seq = k.value().1;
+            let (surface, task_id) = v.value();
+            let corrupt = |detail: &str| rows::Corruption {
+                table: "episode_calls",
+                key: format!("{episode} {seq}"),
+                detail: detail.into(),
+            };
+            let surface = Surface::parse(surface).ok_or_else(|| corrupt("names an unknown surface"))?;
+            let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
+            let task = self.task(&key)?.ok_or_else(|| corrupt("names a task that has no row"))?;
+            out.push((seq, key, task));
         }
         Ok(out)
     }

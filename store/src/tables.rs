@@ -34,18 +34,8 @@ pub const OUTCOMES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("
 pub const OPEN_INTENTS: TableDefinition<(&str, u32), ()> = TableDefinition::new("open_intents");
 /// (episode, effect, scope) → units spent (raw u64).
 pub const SPEND: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("spend");
-/// (surface, episode, taskId) → the task's position among its episode's
-/// calls: where its row is in `CALLS`. The one table a task id is looked up
-/// by; its rows are small, so a random key costs little.
-pub const TASK_POSITIONS: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("task_positions");
-/// (episode, position) → CallRow (the task's key and row): an episode's calls
-/// in the order their tasks were created, contiguous from 0. A call's row is
-/// written at its episode's end and ended near it, never on a page picked by
-/// a task id.
-pub const CALLS: TableDefinition<(&str, u64), &[u8]> = TableDefinition::new("calls");
-/// Format 4's task rows, keyed by (surface, episode, taskId); moved into the
-/// two tables above when such a store is opened.
-pub const TASKS_BY_KEY: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks");
+/// (surface, episode, taskId) → Task.
+pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks");
 /// Tasks still `started` (what recovery looks at).
 pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
 /// credentialId = sha256(token) → Session.
@@ -72,8 +62,8 @@ pub const ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("ent
 /// episode → EpisodeRow: what the episode did, kept by the writes that
 /// start and end its calls.
 pub const EPISODES: TableDefinition<&str, &[u8]> = TableDefinition::new("episodes");
-/// Format 3 and 4's (episode, position) → (surface, taskId); moved into
-/// `CALLS` when such a store is opened.
+/// (episode, position) → (surface, taskId): an episode's calls in the order
+/// their tasks were created, contiguous from 0.
 pub const EPISODE_CALLS: TableDefinition<(&str, u64), (&str, &str)> = TableDefinition::new("episode_calls");
 /// (last activity, episode) → (): episodes by their last activity.
 pub const EPISODES_BY_ACTIVITY: TableDefinition<(u64, &str), ()> = TableDefinition::new("episodes_by_activity");
@@ -92,17 +82,15 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 5;
+pub const STORE_FORMAT: u64 = 4;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_TARGET_PLACES: u64 = 3;
-/// The format whose task rows were keyed by task id, upgraded in place at open.
-pub const STORE_FORMAT_BEFORE_CALL_ROWS: u64 = 4;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {
-    (STORE_FORMAT_BEFORE_EPISODES..=STORE_FORMAT_BEFORE_CALL_ROWS).contains(&found)
+    found == STORE_FORMAT_BEFORE_EPISODES || found == STORE_FORMAT_BEFORE_TARGET_PLACES
 }
 
 /// A referrer row's target is a stored object, at its sequence number.

@@ -267,9 +267,10 @@ fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key
             let b = bump(t.get((inv.as_str(), 0u32)).unwrap().unwrap().value());
             t.insert((inv.as_str(), 0u32), b.as_slice()).unwrap();
         }
-        let mut t = txn.open_table(CALLS).unwrap();
-        let b = bump(t.get(("ep1", 0u64)).unwrap().unwrap().value());
-        t.insert(("ep1", 0u64), b.as_slice()).unwrap();
+        let mut t = txn.open_table(TASKS).unwrap();
+        let k = ("a2a", "ep1", "t1");
+        let b = bump(t.get(k).unwrap().unwrap().value());
+        t.insert(k, b.as_slice()).unwrap();
         let mut t = txn.open_table(SESSIONS).unwrap();
         let b = bump(t.get(fx.session.0).unwrap().unwrap().value());
         t.insert(fx.session.0, b.as_slice()).unwrap();
@@ -285,7 +286,7 @@ fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key
         ("worlds", fx.worlds[1].to_string()),
         ("intents", effect.clone()),
         ("outcomes", effect),
-        ("calls", "ep1 0".to_string()),
+        ("tasks", inv.clone()),
         ("sessions", fx.session.to_string()),
         ("receipts", "rest:fixture".to_string()),
     ] {
@@ -391,24 +392,14 @@ fn a_store_reopened_by_the_raw_writer_without_changes_still_verifies_clean() {
 }
 
 #[test]
-fn a_call_dropped_from_its_episode_is_reported_and_the_summary_no_longer_adds_up() {
+fn a_call_dropped_from_its_episodes_numbering_is_reported_and_the_summary_no_longer_adds_up() {
     let fx = fixture();
     tamper(&fx.path, |txn| {
-        txn.open_table(CALLS).unwrap().remove(("ep1", 0u64)).unwrap().expect("the fixture's call is numbered");
+        txn.open_table(EPISODE_CALLS).unwrap().remove(("ep1", 0u64)).unwrap().expect("the fixture's call is numbered");
     });
     let report = verify_offline(&fx.path);
-    assert_fault(&report, "task_positions", "-", FaultKind::Mismatch);
+    assert_fault(&report, "episode_calls", "-", FaultKind::Mismatch);
     assert_fault(&report, "episodes", "-", FaultKind::Mismatch);
-}
-
-#[test]
-fn a_task_indexed_at_another_position_is_reported() {
-    let fx = fixture();
-    tamper(&fx.path, |txn| {
-        txn.open_table(TASK_POSITIONS).unwrap().insert(("a2a", "ep1", "t1"), 7u64).unwrap();
-    });
-    let report = verify_offline(&fx.path);
-    assert_fault(&report, "task_positions", &invocation(&fx), FaultKind::Mismatch);
 }
 
 #[test]
@@ -450,22 +441,10 @@ fn a_store_of_the_format_before_the_episode_index_gets_it_built_at_open() {
         let snap = store.snapshot().unwrap();
         (snap.episode("ep1").unwrap().unwrap(), snap.episode_calls("ep1", 0, 10).unwrap())
     };
-    // What a store written before the index held: no index tables, task
-    // rows keyed by task id, format 2.
+    // What a store written before the index held: no index tables, format 2.
     tamper(&fx.path, |txn| {
-        {
-            let calls = txn.open_table(CALLS).unwrap();
-            let mut by_key = txn.open_table(TASKS_BY_KEY).unwrap();
-            for item in calls.iter().unwrap() {
-                let (k, v) = item.unwrap();
-                let row: CallRow = world_store::rows::decode("calls", &"-", v.value()).unwrap();
-                let task = world_store::rows::encode(&row.task);
-                by_key.insert((row.surface.as_str(), k.value().0, row.task_id.as_str()), task.as_slice()).unwrap();
-            }
-        }
-        txn.delete_table(CALLS).unwrap();
-        txn.delete_table(TASK_POSITIONS).unwrap();
         txn.delete_table(EPISODES).unwrap();
+        txn.delete_table(EPISODE_CALLS).unwrap();
         txn.delete_table(EPISODES_BY_ACTIVITY).unwrap();
         txn.delete_table(EPISODE_SESSIONS).unwrap();
         txn.open_table(META).unwrap().insert("format", STORE_FORMAT_BEFORE_EPISODES).unwrap();

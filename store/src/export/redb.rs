@@ -80,12 +80,17 @@ pub(crate) fn records(
         put(Record::Spend { episode: k.0.to_string(), effect: k.1.to_string(), scope: k.2.to_string(), units: v })
     })?;
     // Tasks in their episodes' call order, which the import numbers them by.
-    each(snap, CALLS, |k, v| {
-        let row: CallRow = row("calls", &format!("{} {}", k.0, k.1), v)?;
-        put(Record::Task {
-            key: TaskKey { surface: row.surface, episode: k.0.to_string(), task_id: row.task_id },
-            task: row.task,
-        })
+    each(snap, EPISODE_CALLS, |k, v| {
+        let Some(surface) = Surface::parse(v.0) else { return Ok(()) };
+        let key = TaskKey { surface, episode: k.0.to_string(), task_id: v.1.to_string() };
+        let task = snap.task(&key)?.ok_or_else(|| {
+            ReadError::Corrupt(rows::Corruption {
+                table: "episode_calls",
+                key: format!("{} {}", k.0, k.1),
+                detail: "names a task that has no row".into(),
+            })
+        })?;
+        put(Record::Task { key, task })
     })?;
     each(snap, RECEIPTS, |k, v| put(Record::Receipt { id: k.to_string(), receipt: row("receipts", &k, v)? }))?;
     each(snap, APPROVALS, |k, v| put(Record::Approval { id: k.to_string(), approval: row("approvals", &k, v)? }))?;

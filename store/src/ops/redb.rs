@@ -25,8 +25,7 @@ pub(crate) struct W<'t> {
     outcomes: Table<'t, (&'static str, u32), &'static [u8]>,
     open_intents: Table<'t, (&'static str, u32), ()>,
     spend: Table<'t, (&'static str, &'static str, &'static str), u64>,
-    task_positions: Table<'t, (&'static str, &'static str, &'static str), u64>,
-    calls: Table<'t, (&'static str, u64), &'static [u8]>,
+    tasks: Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>,
     open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Table<'t, Key32, &'static [u8]>,
     receipts: Table<'t, &'static str, &'static [u8]>,
@@ -35,6 +34,7 @@ pub(crate) struct W<'t> {
     entry_by_hash: Table<'t, Key32, u64>,
     record_journal: Table<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
+    episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
     episodes_by_activity: Table<'t, (u64, &'static str), ()>,
     episode_sessions: Table<'t, (&'static str, Key32), ()>,
     /// Opened by the first request that needs them (few batches do).
@@ -44,9 +44,6 @@ pub(crate) struct W<'t> {
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
     started: std::collections::HashSet<TaskKey>,
-    /// Task rows inserted in this batch and not yet given their position
-    /// (`call_created` follows each insert and writes the row there).
-    unplaced: std::collections::HashMap<TaskKey, Task>,
     /// The next object sequence number, read once per batch.
     next_seq: Option<u64>,
     /// Where referrer targets named in this batch sit (at most
@@ -62,19 +59,6 @@ struct ApprovalTables<'t> {
     approvals: Table<'t, &'static str, &'static [u8]>,
     open_approvals: Table<'t, (Key32, Key32), &'static str>,
     secrets: Table<'t, &'static str, &'static [u8]>,
-}
-
-/// A task row this transaction wrote has no place among its episode's calls:
-/// a broken invariant of the writes, refused rather than written.
-fn unplaced(key: &TaskKey) -> WriteError {
-    WriteError::Read(
-        rows::Corruption {
-            table: "calls",
-            key: key.invocation_id(),
-            detail: "the task's row has no position among its episode's calls".into(),
-        }
-        .into(),
-    )
 }
 
 fn task_key(key: &TaskKey) -> (&str, &str, &str) {
@@ -101,8 +85,7 @@ impl<'t> W<'t> {
             outcomes: txn.open_table(OUTCOMES).map_err(storage)?,
             open_intents: txn.open_table(OPEN_INTENTS).map_err(storage)?,
             spend: txn.open_table(SPEND).map_err(storage)?,
-            task_positions: txn.open_table(TASK_POSITIONS).map_err(storage)?,
-            calls: txn.open_table(CALLS).map_err(storage)?,
+            tasks: txn.open_table(TASKS).map_err(storage)?,
             open_tasks: txn.open_table(OPEN_TASKS).map_err(storage)?,
             sessions: txn.open_table(SESSIONS).map_err(storage)?,
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
@@ -111,12 +94,12 @@ impl<'t> W<'t> {
             entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
             episodes: txn.open_table(EPISODES).map_err(storage)?,
+            episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
             episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
             episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
             approval_tables: None,
             txn,
             started: Default::default(),
-            unplaced: Default::default(),
             next_seq: None,
             places: Default::default(),
         })
@@ -135,36 +118,23 @@ impl<'t> W<'t> {
 
     /// Writes what was deferred to the end of the batch; call before committing.
     pub(crate) fn finish(mut self) -> R<()> {
-        if let Some(key) = self.unplaced.keys().next() {
-            return Err(unplaced(key));
-        }
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
         }
         Ok(())
     }
 
-    /// Applies one call's move to its episode's summary at once; a created
-    /// call's position is returned with its key. A summary that does not
-    /// decode refuses this request alone, as any row it reads.
-    fn move_episode(&mut self, episode: &str, m: Move) -> R<Option<(TaskKey, u64)>> {
+    /// Applies one call's move to its episode's summary at once, and gives
+    /// a created call its position. A summary that does not decode refuses
+    /// this request alone, as any row it reads.
+    fn move_episode(&mut self, episode: &str, m: Move) -> R<()> {
         let was = self.episode(episode)?;
         let mut row = was.clone().unwrap_or_default();
-        let placed = m.apply(&mut row);
-        self.put_episode(episode, &row, was.as_ref())?;
-        Ok(placed)
-    }
-
-    /// Where the row of task `key` sits among its episode's calls.
-    fn position(&mut self, key: &TaskKey) -> R<Option<u64>> {
-        Ok(self.task_positions.get(task_key(key)).map_err(storage)?.map(|v| v.value()))
-    }
-
-    /// Writes the row of task `key` at `position` of its episode's calls.
-    fn put_call(&mut self, key: &TaskKey, position: u64, task: &Task) -> R<()> {
-        let row = CallRow { surface: key.surface, task_id: key.task_id.clone(), task: task.clone() };
-        self.calls.insert((key.episode.as_str(), position), rows::encode(&row).as_slice()).map_err(storage)?;
-        Ok(())
+        if let Some((key, seq)) = m.apply(&mut row) {
+            let (surface, episode, task_id) = task_key(&key);
+            self.episode_calls.insert((episode, seq), (surface, task_id)).map_err(storage)?;
+        }
+        self.put_episode(episode, &row, was.as_ref())
     }
 
     /// An episode's summary.
@@ -328,25 +298,14 @@ impl Rows for W<'_> {
     }
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
-        if let Some(task) = self.unplaced.get(key) {
-            return Ok(Some(task.clone()));
-        }
-        let Some(position) = self.position(key)? else { return Ok(None) };
-        match self.calls.get((key.episode.as_str(), position)).map_err(storage)? {
-            Some(v) => Ok(Some(decoded::<CallRow>("calls", &key.invocation_id(), v.value())?.task)),
-            None => Err(WriteError::Read(
-                rows::Corruption {
-                    table: "task_positions",
-                    key: key.invocation_id(),
-                    detail: format!("position {position} holds no call"),
-                }
-                .into(),
-            )),
+        match self.tasks.get(task_key(key)).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("tasks", &key.invocation_id(), v.value())?)),
+            None => Ok(None),
         }
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.unplaced.insert(key.clone(), task.clone());
+        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
         if task.state == TaskState::Started {
             self.started.insert(key.clone());
         }
@@ -354,12 +313,7 @@ impl Rows for W<'_> {
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        if let Some(row) = self.unplaced.get_mut(key) {
-            *row = task.clone();
-        } else {
-            let position = self.position(key)?.ok_or_else(|| unplaced(key))?;
-            self.put_call(key, position, task)?;
-        }
+        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
         if task.state != TaskState::Started && !self.started.remove(key) {
             self.open_tasks.remove(task_key(key)).map_err(storage)?;
         }
@@ -367,16 +321,11 @@ impl Rows for W<'_> {
     }
 
     fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        let task = self.unplaced.remove(key).unwrap_or_else(|| task.clone());
-        let placed = self.move_episode(&key.episode, Move::Created(key.clone(), task.clone()))?;
-        let (key, position) = placed.ok_or_else(|| unplaced(key))?;
-        self.task_positions.insert(task_key(&key), position).map_err(storage)?;
-        self.put_call(&key, position, &task)
+        self.move_episode(&key.episode, Move::Created(key.clone(), task.clone()))
     }
 
     fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.move_episode(&key.episode, Move::Ended(task.clone()))?;
-        Ok(())
+        self.move_episode(&key.episode, Move::Ended(task.clone()))
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
@@ -517,28 +466,28 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     txn.delete_table(EPISODE_SESSIONS).map_err(storage)?;
     let mut w = W::open(txn)?;
     let mut tasks: Vec<(TaskKey, Task)> = vec![];
-    {
-        let old = txn.open_table(TASKS_BY_KEY).map_err(storage)?;
-        for item in old.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            let (surface, episode, task_id) = k.value();
-            let Some(surface) = Surface::parse(surface) else { continue };
-            let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
-            let task = decoded("tasks", &key.invocation_id(), v.value())?;
-            tasks.push((key, task));
-        }
+    for item in w.tasks.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let (surface, episode, task_id) = k.value();
+        let Some(surface) = Surface::parse(surface) else { continue };
+        let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
+        let task = decoded("tasks", &key.invocation_id(), v.value())?;
+        tasks.push((key, task));
     }
-    txn.delete_table(TASKS_BY_KEY).map_err(storage)?;
     tasks.sort_by(crate::model::call_order);
     // A call that ended before tasks told their effects: its journal's.
     for (key, task) in tasks.iter_mut().filter(|(_, t)| t.state != TaskState::Started && t.effects.is_empty()) {
         task.effects = w.journal(&key.invocation_id())?.iter().map(CallEffect::journaled).collect();
+        if !task.effects.is_empty() {
+            w.tasks.insert(task_key(key), rows::encode(&*task).as_slice()).map_err(storage)?;
+        }
     }
     for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
         let episode = calls[0].0.episode.as_str();
-        for (position, (key, task)) in calls.iter().enumerate() {
-            w.task_positions.insert(task_key(key), position as u64).map_err(storage)?;
-            w.put_call(key, position as u64, task)?;
+        for (seq, (key, _)) in calls.iter().enumerate() {
+            w.episode_calls
+                .insert((episode, seq as u64), (key.surface.as_str(), key.task_id.as_str()))
+                .map_err(storage)?;
         }
         let row = crate::model::summarize_calls(calls.iter().map(|(_, t)| t));
         w.put_episode(episode, &row, None)?;
@@ -553,48 +502,6 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     for (id, episode) in sessions {
         w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
-    w.finish()
-}
-
-/// Moves the task rows of a format 3 or 4 store (keyed by task id, numbered
-/// in `episode_calls`) to where their episodes keep them: each at its
-/// position in `CALLS`, found by `TASK_POSITIONS`. A row its episode never
-/// numbered (a store `verify` faulted) is kept, after the episode's last call.
-pub(crate) fn place_calls(txn: &WriteTransaction) -> R<()> {
-    let mut w = W::open(txn)?;
-    {
-        let old = txn.open_table(TASKS_BY_KEY).map_err(storage)?;
-        let numbered = txn.open_table(EPISODE_CALLS).map_err(storage)?;
-        let mut ends: std::collections::HashMap<String, u64> = Default::default();
-        for item in numbered.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            let ((episode, position), (surface, task_id)) = (k.value(), v.value());
-            let Some(surface) = Surface::parse(surface) else { continue };
-            let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
-            // A number naming no row names nothing to keep.
-            let Some(row) = old.get(task_key(&key)).map_err(storage)? else { continue };
-            let task: Task = decoded("tasks", &key.invocation_id(), row.value())?;
-            w.task_positions.insert(task_key(&key), position).map_err(storage)?;
-            w.put_call(&key, position, &task)?;
-            ends.insert(key.episode, position + 1);
-        }
-        for item in old.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            let (surface, episode, task_id) = k.value();
-            let Some(surface) = Surface::parse(surface) else { continue };
-            let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
-            if w.position(&key)?.is_some() {
-                continue;
-            }
-            let task: Task = decoded("tasks", &key.invocation_id(), v.value())?;
-            let end = ends.entry(key.episode.clone()).or_default();
-            w.task_positions.insert(task_key(&key), *end).map_err(storage)?;
-            w.put_call(&key, *end, &task)?;
-            *end += 1;
-        }
-    }
-    txn.delete_table(TASKS_BY_KEY).map_err(storage)?;
-    txn.delete_table(EPISODE_CALLS).map_err(storage)?;
     w.finish()
 }
 

@@ -7,12 +7,13 @@
 //! and deriving the same rows have equal sums; a row missing, extra or
 //! naming something else changes them.
 
-use crate::model::{CallRow, JournalKey};
+use crate::model::JournalKey;
 use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{
-    CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS, REFERRERS_OF_ABSENT, TARGET_ENTRY, TARGET_OBJECT,
+    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS, REFERRERS_OF_ABSENT, TARGET_ENTRY,
+    TARGET_OBJECT,
 };
 use crate::view::View;
 use redb::ReadableTable;
@@ -136,13 +137,11 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
             derived.episodes.add_episode(k.value(), v.value());
         }
     }
-    if let Some(t) = open(snap, CALLS)? {
+    if let Some(t) = open(snap, EPISODE_CALLS)? {
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
-            let (episode, position) = k.value();
-            let row: CallRow =
-                rows::decode("calls", &format!("{episode} {position}"), v.value()).map_err(|e| e.to_string())?;
-            derived.episode_calls.add_call(episode, position, row.surface.as_str(), &row.task_id);
+            let ((episode, position), (surface, task_id)) = (k.value(), v.value());
+            derived.episode_calls.add_call(episode, position, surface, task_id);
         }
     }
     if let Some(t) = open(snap, EPISODE_SESSIONS)? {

@@ -118,13 +118,9 @@ impl<'a> Verifier<'a> {
         self.guarded("worlds", |v| v.worlds(&entry_hashes, counts));
         self.guarded("heads", |v| v.heads(entry_hashes.len() as u64, counts));
         self.guarded("registry_entries", |v| v.registry_entries());
-        let mut episodes = vec![];
-        self.guarded("tasks", |v| {
-            episodes = v.tasks(&entry_hashes, counts)?;
-            Ok(())
-        });
+        self.guarded("tasks", |v| v.tasks(&entry_hashes, counts));
         self.guarded("sessions", |v| v.sessions(counts));
-        self.guarded("episodes", |v| v.episodes(&episodes));
+        self.guarded("episodes", |v| v.episodes(counts));
     }
 
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
@@ -616,88 +612,66 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    /// Every call of every episode, in its episode's order: the task row's
-    /// own laws, its place in the task index, its position (contiguous from
-    /// 0), and the episode's summary summed up for `episodes`.
-    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Result<Vec<(String, EpisodeRow)>, String> {
-        let mut episodes: Vec<(String, EpisodeRow)> = vec![];
-        let Some(calls) = self.table(CALLS)? else { return Ok(episodes) };
-        let (positions, open) = (self.table(TASK_POSITIONS)?, self.table(OPEN_TASKS)?);
-        for item in calls.iter().map_err(|e| e.to_string())? {
+    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+        let Some(tasks) = self.table(TASKS)? else { return Ok(()) };
+        let open = self.table(OPEN_TASKS)?;
+        for item in tasks.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.tasks += 1;
-            let (episode, position) = k.value();
-            if episodes.last().is_none_or(|(e, _)| e != episode) {
-                episodes.push((episode.to_string(), EpisodeRow::default()));
-            }
-            let summary = &mut episodes.last_mut().expect("pushed above").1;
-            if position != summary.calls {
-                let detail = format!("position {} is missing", summary.calls);
-                self.sink.push("calls", format!("{episode} {position}"), FaultKind::Missing, detail);
-            }
-            let row: CallRow = match rows::decode("calls", &format!("{episode} {position}"), v.value()) {
-                Ok(row) => row,
+            let (surface, episode, task_id) = k.value();
+            let key = TaskName(surface, episode, task_id);
+            let task: Task = match rows::decode("tasks", &key, v.value()) {
+                Ok(t) => t,
                 Err(c) => {
                     self.sink.corrupt(c);
-                    summary.calls = position + 1;
                     continue;
                 }
             };
-            let (surface, task_id) = (row.surface.as_str(), row.task_id.as_str());
-            let key = TaskName(surface, episode, task_id);
-            let indexed = positions.as_ref().and_then(|t| t.get((surface, episode, task_id)).ok().flatten());
-            if indexed.map(|p| p.value()) != Some(position) {
-                let detail = format!("does not name position {position} of its episode");
-                self.sink.push("task_positions", &key, FaultKind::Mismatch, detail);
-            }
             let is_open = open.as_ref().and_then(|t| t.get((surface, episode, task_id)).ok().flatten()).is_some();
-            self.task(&key, &row.task, is_open, entry_hashes);
-            summary.created(&row.task);
-            summary.calls = position + 1;
-        }
-        let indexed = match &positions {
-            Some(t) => t.len().map_err(|e| e.to_string())?,
-            None => 0,
-        };
-        if indexed != counts.tasks {
-            let detail = format!("{indexed} tasks indexed, {} calls in their episodes", counts.tasks);
-            self.sink.push("task_positions", "-", FaultKind::Mismatch, detail);
-        }
-        Ok(episodes)
-    }
-
-    /// One task row's laws: its state agrees with the open set; a committed
-    /// one names its entry and world; its effect records exist.
-    fn task(&self, key: &TaskName<'_>, task: &Task, is_open: bool, entry_hashes: &[Ref]) {
-        if is_open != (task.state == TaskState::Started) {
-            let detail = format!("state {} disagrees with the open-task set", task.state.as_str());
-            self.sink.push("tasks", key, FaultKind::Mismatch, detail);
-        }
-        match (&task.state, &task.committed) {
-            (TaskState::Committed, Some(c)) => {
-                if entry_hashes.get(c.entry_index as usize) != Some(&c.entry_hash) {
-                    let detail = format!("committed entry {} is not in the log", c.entry_index);
-                    self.sink.push("tasks", key, FaultKind::Dangling, detail);
+            if is_open != (task.state == TaskState::Started) {
+                self.sink.push(
+                    "tasks",
+                    &key,
+                    FaultKind::Mismatch,
+                    format!("state {} disagrees with the open-task set", task.state.as_str()),
+                );
+            }
+            match (&task.state, &task.committed) {
+                (TaskState::Committed, Some(c)) => {
+                    if entry_hashes.get(c.entry_index as usize) != Some(&c.entry_hash) {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("committed entry {} is not in the log", c.entry_index),
+                        );
+                    }
+                    // The world of its entry, as a commit makes it; else any world by that ref.
+                    let at_its_entry = self.snap.world_at(c.entry_index).ok().flatten() == Some(c.world_ref);
+                    if !at_its_entry && self.snap.world(&c.world_ref).ok().flatten().is_none() {
+                        self.sink.push(
+                            "tasks",
+                            &key,
+                            FaultKind::Dangling,
+                            format!("world {} does not exist", c.world_ref),
+                        );
+                    }
                 }
-                // The world of its entry, as a commit makes it; else any world by that ref.
-                let at_its_entry = self.snap.world_at(c.entry_index).ok().flatten() == Some(c.world_ref);
-                if !at_its_entry && self.snap.world(&c.world_ref).ok().flatten().is_none() {
-                    self.sink.push("tasks", key, FaultKind::Dangling, format!("world {} does not exist", c.world_ref));
+                (TaskState::Committed, None) => {
+                    self.sink.push("tasks", &key, FaultKind::Missing, "committed without a result")
+                }
+                (_, Some(_)) => {
+                    self.sink.push("tasks", &key, FaultKind::Mismatch, "a result on a task that is not committed")
+                }
+                _ => {}
+            }
+            for r in &task.effect_records {
+                if !self.has_object(r) {
+                    self.sink.push("tasks", &key, FaultKind::Dangling, format!("effect record {r} names no object"));
                 }
             }
-            (TaskState::Committed, None) => {
-                self.sink.push("tasks", key, FaultKind::Missing, "committed without a result")
-            }
-            (_, Some(_)) => {
-                self.sink.push("tasks", key, FaultKind::Mismatch, "a result on a task that is not committed")
-            }
-            _ => {}
         }
-        for r in &task.effect_records {
-            if !self.has_object(r) {
-                self.sink.push("tasks", key, FaultKind::Dangling, format!("effect record {r} names no object"));
-            }
-        }
+        Ok(())
     }
 
     /// The episode index against the task and session rows: each episode's
@@ -705,10 +679,52 @@ impl<'a> Verifier<'a> {
     /// episode, no task twice and none left out; its summary the one those
     /// tasks make in that order; one activity row per summary, at its last
     /// activity; the session index naming each session under its episode.
-    /// Each episode's stored summary against the one its calls make.
-    fn episodes(&self, episodes: &[(String, EpisodeRow)]) -> Step {
+    fn episodes(&self, counts: &Counts) -> Step {
+        let (Some(calls), Some(tasks)) = (self.table(EPISODE_CALLS)?, self.table(TASKS)?) else {
+            if counts.tasks > 0 {
+                self.sink.push(
+                    "episode_calls",
+                    "-",
+                    FaultKind::Missing,
+                    format!("{} tasks, none numbered", counts.tasks),
+                );
+            }
+            return Ok(());
+        };
         let summaries = self.table(EPISODES)?;
-        self.summaries(episodes, summaries.as_ref())?;
+        let mut numbered: HashSet<[u8; 16]> = HashSet::new();
+        let mut episodes: Vec<(String, EpisodeRow)> = vec![];
+        for item in calls.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let ((episode, seq), (surface, task_id)) = (k.value(), v.value());
+            let key = format!("{episode} {seq}");
+            if episodes.last().is_none_or(|(e, _)| e != episode) {
+                episodes.push((episode.to_string(), EpisodeRow::default()));
+            }
+            let row = &mut episodes.last_mut().expect("pushed above").1;
+            if seq != row.calls {
+                self.sink.push("episode_calls", &key, FaultKind::Missing, format!("position {} is missing", row.calls));
+            }
+            let id = blake3::hash(format!("{surface}:{episode}:{task_id}").as_bytes());
+            if !numbered.insert(id.as_bytes()[..16].try_into().expect("16 bytes")) {
+                self.sink.push("episode_calls", &key, FaultKind::Mismatch, format!("task {task_id} is numbered twice"));
+            }
+            match tasks.get((surface, episode, task_id)).map_err(|e| e.to_string())? {
+                Some(t) => match rows::decode::<Task>("tasks", &key, t.value()) {
+                    Ok(task) => {
+                        row.created(&task);
+                    }
+                    Err(c) => self.sink.corrupt(c),
+                },
+                None => self.sink.push("episode_calls", &key, FaultKind::Dangling, "names a task that has no row"),
+            }
+            row.calls = seq + 1;
+        }
+        if numbered.len() as u64 != counts.tasks {
+            let detail = format!("{} tasks, {} numbered in their episodes", counts.tasks, numbered.len());
+            self.sink.push("episode_calls", "-", FaultKind::Mismatch, detail);
+        }
+        self.summaries(&episodes, summaries.as_ref())?;
         self.episode_sessions()
     }
 
