@@ -65,6 +65,15 @@ fn a_format_3_store_is_upgraded_at_open_and_names_the_same_referrers() {
     let expected =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT3_REFERRERS)).unwrap();
     assert_eq!(listing(snap.as_ref(), &targets), expected);
+    // Its calls read back in the order made.
+    let calls = snap.episode_calls("ep1", 0, PAGE_MAX).unwrap();
+    let ids: Vec<String> = calls.iter().map(|(_, key, _)| key.task_id.clone()).collect();
+    assert_eq!(ids, (0..12).map(|i| format!("t{i}")).collect::<Vec<_>>());
+    for (position, key, task) in &calls {
+        assert_eq!(task.state, TaskState::Committed, "{key:?}");
+        assert_eq!(snap.task(key).unwrap().as_ref(), Some(task), "{key:?} at {position}");
+    }
+    assert_eq!(snap.episode("ep1").unwrap().unwrap().calls, 12);
     let report = verify(&snap, &Options::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
     drop(snap);
