@@ -32,12 +32,12 @@ fn take_after(
 ) -> Result<Vec<(u8, u64)>, ReadError> {
     let mut out = vec![];
     for row in rows {
+        if out.len() >= limit {
+            break;
+        }
         let row = row.map_err(read_storage)?;
         if from.is_none_or(|from| row > from) {
             out.push(row);
-        }
-        if out.len() >= limit {
-            break;
         }
     }
     Ok(out)

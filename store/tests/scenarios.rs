@@ -179,6 +179,7 @@ on_both_engines! {
         let next = snap.referrers(&target.hash, Some((first[0].kind, first[0].referrer)), 1).unwrap();
         assert_eq!(next.iter().map(|r| r.referrer).collect::<Vec<_>>(), vec![after.hash]);
         assert!(snap.referrers(&target.hash, Some((next[0].kind, next[0].referrer)), 1).unwrap().is_empty());
+        assert!(snap.referrers(&target.hash, None, 0).unwrap().is_empty(), "a page of none is empty");
         for r in [before.hash, after.hash] {
             assert!(snap.has_referrer(&target.hash, world_store::tables::REFERRER_OBJECT, &r).unwrap(), "{r}");
         }
