@@ -377,6 +377,11 @@ fn parse_acks(path: &Path) -> Acked {
         Some(i) => &text[..=i],
         None => "",
     };
+    // The next round appends to the same file: its first line must not be
+    // glued to the cut one.
+    if complete.len() != text.len() {
+        std::fs::write(path, complete).expect("drop the cut ack line");
+    }
     let r = |s: &str| Ref::parse(s).unwrap_or_else(|e| panic!("ack {s}: {e}"));
     for line in complete.lines() {
         let f: Vec<&str> = line.split(' ').collect();
