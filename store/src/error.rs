@@ -86,6 +86,9 @@ pub enum WriteError {
     /// Too many approvals are open: nobody could be asked.
     #[error("{0} approvals are open, the most a store keeps; decide some first")]
     ApprovalsFull(u64),
+    /// This session holds as many open approvals as one session may.
+    #[error("this session holds {0} open approvals, the most one session may; decide some first")]
+    SessionApprovalsFull(u64),
     #[error("the write queue is full ({0} requests waiting)")]
     Overloaded(usize),
     #[error(transparent)]

@@ -433,6 +433,23 @@ on_both_engines! {
         assert_eq!(store.snapshot().unwrap().approvals(Some("ap-1"), 10).unwrap().len(), 2);
     }
 
+    fn one_session_holds_at_most_its_share_of_open_approvals(store) {
+        let max = APPROVALS_OPEN_PER_SESSION_MAX;
+        let sequence = (0..max).map(|i| ask(&format!("ap-{i}"), b"c", format!("d{i}").as_bytes(), 100)).collect();
+        let Reply::Sequence(replies) = store.call(Op::Sequence(sequence)).unwrap() else { panic!() };
+        assert!(replies.iter().all(|r| matches!(r, Ok(Reply::Approval(..)))), "{replies:?}");
+        // One more of its own is refused; the same request finds its open one;
+        // another session still asks.
+        let full = store.call(ask("ap-more", b"c", b"d-more", 100)).unwrap_err();
+        assert!(matches!(full, WriteError::SessionApprovalsFull(n) if n == max), "{full:?}");
+        assert_eq!(asked(store.call(ask("ap-again", b"c", b"d0", 100))).0, "ap-0");
+        assert_eq!(asked(store.call(ask("ap-other", b"other", b"d0", 100))).0, "ap-other");
+        // Decided and closed, one frees its place.
+        asked(store.call(decide("ap-0", ApprovalState::Denied, false, 10, 0)));
+        asked(store.call(Op::CloseApproval { id: "ap-0".into(), at: 10 }));
+        assert_eq!(asked(store.call(ask("ap-more", b"c", b"d-more", 100))).0, "ap-more");
+    }
+
     fn an_approval_for_the_session_serves_until_its_use_by_time(store) {
         asked(store.call(ask("ap-1", b"c", b"d", 100)));
         asked(store.call(decide("ap-1", ApprovalState::Approved, true, 10, 40)));

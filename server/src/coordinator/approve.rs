@@ -66,7 +66,7 @@ impl Invocation<'_> {
                 Some(found) => found,
                 None => match self.store_write(asked.ask(digest, now, ttl)).await? {
                     Ok(Reply::Approval(id, row)) => (id, *row),
-                    Err(WriteError::ApprovalsFull(_)) => {
+                    Err(WriteError::ApprovalsFull(_) | WriteError::SessionApprovalsFull(_)) => {
                         return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None, remaining });
                     }
                     other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),

@@ -14,6 +14,8 @@ pub(crate) trait ApprovalRows {
     /// The open approval of one session's exact request, by id.
     fn open_approval(&mut self, credential: &Ref, digest: &Ref) -> R<Option<String>>;
     fn open_approvals(&mut self) -> R<u64>;
+    /// How many approvals session `credential` holds open, counted up to `max`.
+    fn open_approvals_of(&mut self, credential: &Ref, max: u64) -> R<u64>;
     /// A new approval row (open unless it is closed already).
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()>;
     /// An existing approval row; a closed one is no longer open.
@@ -79,6 +81,10 @@ pub(super) fn ask(rows: &mut impl ApprovalRows, id: &str, approval: ApprovalRow,
     let open = rows.open_approvals()?;
     if open >= APPROVALS_OPEN_MAX {
         return Err(WriteError::ApprovalsFull(open));
+    }
+    let held = rows.open_approvals_of(&approval.credential, APPROVALS_OPEN_PER_SESSION_MAX)?;
+    if held >= APPROVALS_OPEN_PER_SESSION_MAX {
+        return Err(WriteError::SessionApprovalsFull(held));
     }
     // Checked above, before any lookup.
     rows.insert_approval_object(shown)?;

@@ -25,6 +25,9 @@ pub const LABEL_MAX: usize = 512;
 /// Approvals open at once (pending, or approved and not yet used) in a store:
 /// past it a grant that asks is denied as having no approver to ask.
 pub const APPROVALS_OPEN_MAX: u64 = 1024;
+/// Approvals one session may hold open at once: an agent asking again and
+/// again, and never coming back, fills its own share and not the store's.
+pub const APPROVALS_OPEN_PER_SESSION_MAX: u64 = 64;
 /// Longest secret name and value.
 pub const SECRET_NAME_MAX: usize = 64;
 pub const SECRET_BYTES_MAX: usize = 1024;

@@ -543,6 +543,12 @@ impl ApprovalRows for W<'_> {
         self.approval_tables()?.open_approvals.len().map_err(storage)
     }
 
+    fn open_approvals_of(&mut self, credential: &Ref, max: u64) -> R<u64> {
+        let open = &self.approval_tables()?.open_approvals;
+        let range = open.range((credential.0, [0u8; 32])..=(credential.0, [u8::MAX; 32])).map_err(storage)?;
+        Ok(range.take(max as usize).count() as u64)
+    }
+
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
         if self.approval_tables()?.approvals.get(id).map_err(storage)?.is_some() {
             return Err(WriteError::Storage(format!("approval {id} exists already")));

@@ -1225,6 +1225,14 @@ impl ApprovalRows for PgRows<'_> {
         Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
     }
 
+    fn open_approvals_of(&mut self, credential: &Ref, max: u64) -> R<u64> {
+        let rows = self.q(
+            "SELECT count(*) FROM (SELECT 1 FROM approvals WHERE credential = $1 AND NOT closed LIMIT $2) AS held",
+            &[(&credential.0.as_slice(), Type::BYTEA), (&(max as i64), Type::INT8)],
+        )?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
+    }
+
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
         self.write_approval(id, approval, "")
     }
