@@ -492,13 +492,15 @@ fn measure(setup: &Setup, args: &[&str], fresh: bool, secs: f64, interval: f64) 
         let s = soak(&daemon, &setup.db, &tokens, CLIENTS, interval.min(secs - elapsed), false);
         elapsed += s.row.secs;
         println!(
-            "  {elapsed:>4.0} s: {:>5.0} calls/s, {} errors, p50 {:.2} ms, p99 {:.2} ms, {} KiB written per call, {:.2} ms CPU per call",
+            "  {elapsed:>4.0} s: {:>5.0} calls/s, {} errors, p50 {:.2} ms, p99 {:.2} ms, {} KiB written per call, {:.2} ms CPU per call, {:.0} checkpoints ({:.0} ms per s)",
             s.row.rate(),
             s.row.errors,
             s.row.p50(),
             s.row.p99(),
             s.written.per(s.row.calls),
-            1e3 * s.cpu_secs / s.row.calls.max(1) as f64
+            1e3 * s.cpu_secs / s.row.calls.max(1) as f64,
+            s.checkpoints.count,
+            s.checkpoints.ms_per_s(s.row.secs)
         );
         stretches.push(s);
     }

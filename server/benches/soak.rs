@@ -1,8 +1,9 @@
 //! Soak: minutes of durable MCP `tools/call` at 8 clients, pure (`tools_decho`)
 //! and effectful (`ailang-read`, one effect each) over four episodes, printing
-//! at every interval what the daemon holds in memory and what the store grows
-//! by per call; at the end, `verify`'s account of the logical bytes against
-//! the file. Figures, never assertions: `cargo bench -p world-server --bench soak`.
+//! at every interval what the daemon holds in memory, what the store grows
+//! by per call and how long its checkpoints held the writer; at the end,
+//! `verify`'s account of the logical bytes against the file. Figures, never
+//! assertions: `cargo bench -p world-server --bench soak`.
 //!
 //! `SOAK_SECS` (default 120) in intervals of `SOAK_INTERVAL_SECS` (default 10);
 //! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`); `SOAK_PURE=1`
@@ -39,9 +40,9 @@ fn main() {
     );
 
     println!(
-        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) |"
+        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | file MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) | checkpoints (ms per s) |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
@@ -50,7 +51,7 @@ fn main() {
         calls += s.row.calls;
         elapsed += interval;
         println!(
-            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} |",
+            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.0} ({:.0}) |",
             s.row.rate(),
             s.row.errors,
             s.row.p50(),
@@ -59,7 +60,9 @@ fn main() {
             mib(file_len()),
             mib(on_disk()),
             s.disk_per_call(),
-            s.written.per(s.row.calls)
+            s.written.per(s.row.calls),
+            s.checkpoints.count,
+            s.checkpoints.ms_per_s(s.row.secs)
         );
     }
 

@@ -454,6 +454,44 @@ pub struct Soaked {
     /// Resident memory at the end, and the most seen (sampled every 100 ms).
     pub rss: u64,
     pub peak_rss: u64,
+    /// Checkpoints the store ran over the stretch, and the seconds they took
+    /// (write batches wait behind each), from the daemon's /metrics.
+    pub checkpoints: Checkpoints,
+}
+
+/// A count of checkpoints and their seconds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Checkpoints {
+    pub count: f64,
+    pub secs: f64,
+}
+
+impl Checkpoints {
+    /// What the daemon at `addr` has run so far (zero when it serves no /metrics).
+    pub fn of(addr: &str) -> Checkpoints {
+        let text = agent()
+            .get(&format!("http://{addr}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .unwrap_or_default();
+        let sample = |name: &str| {
+            text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
+        };
+        Checkpoints {
+            count: sample("worldd_store_checkpoint_duration_seconds_count"),
+            secs: sample("worldd_store_checkpoint_duration_seconds_sum"),
+        }
+    }
+
+    fn since(self, earlier: Checkpoints) -> Checkpoints {
+        Checkpoints { count: self.count - earlier.count, secs: self.secs - earlier.secs }
+    }
+
+    /// Milliseconds of checkpoint per second of a stretch `secs` long.
+    pub fn ms_per_s(&self, secs: f64) -> f64 {
+        1e3 * self.secs / secs.max(1e-9)
+    }
 }
 
 impl Soaked {
@@ -467,14 +505,20 @@ impl Soaked {
         let rss = stretches.last().map_or(0, |s| s.rss);
         let (mut rows, mut disk_growth, mut cpu_secs, mut peak_rss) = (vec![], 0, 0.0, 0);
         let mut written: Option<Written> = None;
+        let mut checkpoints = Checkpoints::default();
         for s in stretches {
+            checkpoints = Checkpoints {
+                count: checkpoints.count + s.checkpoints.count,
+                secs: checkpoints.secs + s.checkpoints.secs,
+            };
             disk_growth += s.disk_growth;
             cpu_secs += s.cpu_secs;
             peak_rss = peak_rss.max(s.peak_rss);
             written = Some(written.map_or(s.written, |w| w + s.written));
             rows.push(s.row);
         }
-        Soaked { row: Row::merged(rows), disk_growth, written: written.unwrap_or_default(), cpu_secs, rss, peak_rss }
+        let written = written.unwrap_or_default();
+        Soaked { row: Row::merged(rows), disk_growth, written, cpu_secs, rss, peak_rss, checkpoints }
     }
 }
 
@@ -484,6 +528,7 @@ impl Soaked {
 pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs: f64, pure: bool) -> Soaked {
     let on_disk = || world_store::FileSizes::of(db).allocated_bytes as i64;
     let (disk0, written0, cpu0) = (on_disk(), daemon.written(db), daemon.cpu_secs());
+    let checkpoints0 = Checkpoints::of(&daemon.addr);
     let running = std::sync::atomic::AtomicBool::new(true);
     let (row, peak_rss) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -507,6 +552,7 @@ pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs:
         row,
         rss,
         peak_rss: peak_rss.max(rss),
+        checkpoints: Checkpoints::of(&daemon.addr).since(checkpoints0),
     }
 }
 
