@@ -74,19 +74,14 @@ impl RedbSnapshot {
     }
 
     /// Whether the referrer of `kind` at `position` is indexed as naming
-    /// `target`: its places are looked at in turn, the likeliest first.
+    /// `target`, under any of its places.
     pub(crate) fn has_referrer_at(&self, target: &Ref, kind: u8, position: u64) -> Result<bool, ReadError> {
-        if let Some(seq) = self.object_seq(target)?
-            && self.has_referrer_row(target, Some((TARGET_OBJECT, seq)), kind, position)?
-        {
-            return Ok(true);
+        for place in self.places_of(target)? {
+            if self.has_referrer_row(target, place, kind, position)? {
+                return Ok(true);
+            }
         }
-        if let Some(index) = self.entry_index_of(target)?
-            && self.has_referrer_row(target, Some((TARGET_ENTRY, index)), kind, position)?
-        {
-            return Ok(true);
-        }
-        self.has_referrer_row(target, None, kind, position)
+        Ok(false)
     }
 
     /// Whether one place of `target` holds the row of the referrer of `kind` at `position`.
