@@ -5,7 +5,10 @@ use crate::backend::{Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
-use crate::tables::{META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, upgradable};
+use crate::tables::{
+    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_TARGET_PLACES,
+    upgradable,
+};
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
@@ -139,12 +142,7 @@ impl Engine {
             meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
-            if was == Some(STORE_FORMAT_BEFORE_EPISODES) {
-                crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
-            }
-            if was.is_some_and(upgradable) {
-                crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
-            }
+            debug_assert!(was.is_none_or(|f| f == STORE_FORMAT), "upgraded before the log was replayed");
             let mut w = W::open(&txn).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
@@ -313,6 +311,9 @@ fn open_parts(
             scan.frames
         )));
     }
+    if let Some(found) = meta.format.filter(|f| upgradable(*f)) {
+        upgrade(&db, found)?;
+    }
     let frames_applied = replay(&db, meta.wal_seq, frames)?;
     let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
     *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
@@ -443,6 +444,29 @@ fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {
         format: get("format").map_err(|e| engine(&e))?,
         wal_seq: get(META_WAL_SEQ).map_err(|e| engine(&e))?.unwrap_or(0),
     })
+}
+
+/// Brings a store of an older format to this binary's, in one durable
+/// transaction, before the log is replayed: the log's frames are requests,
+/// applied by this binary to its own layout. Each step reads the layout
+/// the steps before it left (the referrer index resolves targets through
+/// the place index).
+fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
+    let engine =
+        |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("upgrading the store from format {found}: {e}"));
+    let mut txn = db.begin_write().map_err(|e| engine(&e))?;
+    txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
+    if found == STORE_FORMAT_BEFORE_EPISODES {
+        crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
+    }
+    if found <= STORE_FORMAT_BEFORE_PLACES {
+        crate::ops::index_places(&txn).map_err(|e| engine(&e))?;
+    }
+    if found <= STORE_FORMAT_BEFORE_TARGET_PLACES {
+        crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
+    }
+    txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
+    txn.commit().map_err(|e| engine(&e))
 }
 
 /// Applies, in order and one transaction each, the frames after `applied`.

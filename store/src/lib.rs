@@ -23,6 +23,7 @@ pub mod histogram;
 pub mod media;
 pub mod model;
 pub mod ops;
+pub mod places;
 pub mod postgres;
 pub mod read;
 pub mod refs;

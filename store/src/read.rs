@@ -45,6 +45,8 @@ fn take_after(
 
 pub struct RedbSnapshot {
     txn: ReadTransaction,
+    /// The place index's tables, opened by the first lookup by ref.
+    places: std::sync::OnceLock<Vec<ReadOnlyTable<PlaceKey, u64>>>,
 }
 
 pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -64,13 +66,54 @@ impl RedbSnapshot {
     /// hash (`None`), where it was named before the store held it.
     fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
         let mut places = vec![None];
-        if let Some(seq) = self.object_seq(target)? {
-            places.push(Some((TARGET_OBJECT, seq)));
-        }
-        if let Some(index) = self.entry_index_of(target)? {
-            places.push(Some((TARGET_ENTRY, index)));
-        }
+        let found = crate::places::places_of(self.place_index()?, target, false).map_err(read_storage)?;
+        places.extend(found.into_iter().filter(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY).map(Some));
         Ok(places)
+    }
+
+    /// The place index's tables, in lookup order.
+    fn place_index(&self) -> Result<&[ReadOnlyTable<PlaceKey, u64>], ReadError> {
+        if let Some(tables) = self.places.get() {
+            return Ok(tables);
+        }
+        let tables = crate::places::open_read(&self.txn).map_err(read_storage)?;
+        Ok(self.places.get_or_init(|| tables))
+    }
+
+    /// The position of `r`'s place of `kind`.
+    pub(crate) fn place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
+        crate::places::find(self.place_index()?, r, kind).map_err(read_storage)
+    }
+
+    /// Every place of `kind`, in ref order, each once.
+    pub(crate) fn each_place<E: From<ReadError>>(
+        &self,
+        kind: u8,
+        mut f: impl FnMut(Ref, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for item in crate::places::in_order(self.place_index()?, kind).map_err(read_storage)? {
+            let (r, position) = item.map_err(read_storage)?;
+            f(Ref(r), position)?;
+        }
+        Ok(())
+    }
+
+    /// The row of the object at `seq`.
+    pub(crate) fn object_row(&self, seq: u64) -> Result<Option<ObjectRow>, ReadError> {
+        let Some(t) = open(&self.txn, OBJECT_ROWS)? else { return Ok(None) };
+        match t.get(seq).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("object_rows", &seq, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The world of revision `revision`.
+    pub(crate) fn world_row(&self, revision: u64) -> Result<Option<World>, ReadError> {
+        let Some(t) = open(&self.txn, WORLD_ROWS)? else { return Ok(None) };
+        match t.get(revision).map_err(read_storage)? {
+            Some(v) => Ok(Some(rows::decode("world_rows", &revision, v.value())?)),
+            None => Ok(None),
+        }
     }
 
     /// Whether the referrer of `kind` at `position` is indexed as naming
@@ -131,7 +174,7 @@ impl RedbSnapshot {
     }
 
     pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<RedbSnapshot, ReadError> {
-        Ok(RedbSnapshot { txn: db.begin_read().map_err(read_storage)? })
+        Ok(RedbSnapshot { txn: db.begin_read().map_err(read_storage)?, places: Default::default() })
     }
 
     pub(crate) fn txn(&self) -> &ReadTransaction {
@@ -145,20 +188,18 @@ impl View for RedbSnapshot {
     }
 
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
-        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
-        match t.get(r.0).map_err(read_storage)? {
-            Some(v) => Ok(Some(rows::decode("objects", r, v.value())?)),
-            None => Ok(None),
-        }
+        let Some(seq) = self.object_seq(r)? else { return Ok(None) };
+        let row = self.object_row(seq)?.ok_or_else(|| rows::Corruption {
+            table: "places",
+            key: r.to_string(),
+            detail: format!("object {seq} has no row"),
+        })?;
+        Ok(Some(row.meta()))
     }
 
     /// The object's sequence number (its payload's key).
     fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError> {
-        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(None) };
-        match t.get(r.0).map_err(read_storage)? {
-            Some(v) => Ok(Some(rows::decode::<ObjectRow>("objects", r, v.value())?.seq)),
-            None => Ok(None),
-        }
+        self.place(r, PLACE_OBJECT)
     }
 
     fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
@@ -175,13 +216,11 @@ impl View for RedbSnapshot {
 
     /// The world of revision `revision`.
     fn world_at(&self, revision: u64) -> Result<Option<Ref>, ReadError> {
-        let Some(t) = open(&self.txn, WORLD_BY_REVISION)? else { return Ok(None) };
-        Ok(t.get(revision).map_err(read_storage)?.map(|v| Ref(v.value())))
+        Ok(self.world_row(revision)?.map(|w| w.world_ref))
     }
 
     fn has_object(&self, r: &Ref) -> Result<bool, ReadError> {
-        let Some(t) = open(&self.txn, OBJECTS)? else { return Ok(false) };
-        Ok(t.get(r.0).map_err(read_storage)?.is_some())
+        Ok(self.object_seq(r)?.is_some())
     }
 
     /// Objects with `semantic_id`, in ascending hash order, strictly after `after`.
@@ -248,11 +287,8 @@ impl View for RedbSnapshot {
     }
 
     fn world(&self, r: &Ref) -> Result<Option<World>, ReadError> {
-        let Some(t) = open(&self.txn, WORLDS)? else { return Ok(None) };
-        match t.get(r.0).map_err(read_storage)? {
-            Some(v) => Ok(Some(rows::decode("worlds", r, v.value())?)),
-            None => Ok(None),
-        }
+        let Some(revision) = self.place(r, PLACE_WORLD)? else { return Ok(None) };
+        self.world_row(revision)
     }
 
     fn head(&self, name: &str) -> Result<Option<Ref>, ReadError> {
@@ -423,8 +459,7 @@ impl View for RedbSnapshot {
 
     /// The index of the entry with hash `entry_hash`.
     fn entry_index_of(&self, entry_hash: &Ref) -> Result<Option<u64>, ReadError> {
-        let Some(t) = open(&self.txn, ENTRY_BY_HASH)? else { return Ok(None) };
-        Ok(t.get(entry_hash.0).map_err(read_storage)?.map(|v| v.value()))
+        self.place(entry_hash, PLACE_ENTRY)
     }
 
     fn episode(&self, episode: &str) -> Result<Option<EpisodeRow>, ReadError> {

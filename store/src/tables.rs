@@ -6,8 +6,9 @@ pub type Key32 = [u8; 32];
 
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-/// ref → ObjectMeta, with the object's sequence number (`rows::ObjectRow`).
-pub const OBJECTS: TableDefinition<Key32, &[u8]> = TableDefinition::new("objects");
+/// sequence number → the object's row (`rows::ObjectRow`, its metadata);
+/// which sequence number a ref has is the place index's (`places`).
+pub const OBJECT_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("object_rows");
 /// sequence number → raw payload bytes (exactly one per object). Objects are
 /// numbered in the order they are first written, so a batch's payloads are
 /// appended together instead of landing on random pages.
@@ -18,10 +19,9 @@ pub const OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object
 pub const BY_SEMANTIC_ID: TableDefinition<(&str, Key32), ()> = TableDefinition::new("by_semantic_id");
 /// entryIndex → LogEntry; contiguous from 0.
 pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
-/// world ref → World.
-pub const WORLDS: TableDefinition<Key32, &[u8]> = TableDefinition::new("worlds");
-/// revision → world ref (one world per revision: revision = entryIndex).
-pub const WORLD_BY_REVISION: TableDefinition<u64, Key32> = TableDefinition::new("world_by_revision");
+/// revision → World (one world per revision: revision = entryIndex); which
+/// revision a world ref has is the place index's (`places`).
+pub const WORLD_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("world_rows");
 /// head name → ref (`world/selected` and registry heads).
 pub const HEADS: TableDefinition<&str, Key32> = TableDefinition::new("heads");
 /// (registry name, transition id) → transitionFn of the current revision.
@@ -57,8 +57,25 @@ pub const REFERRERS_OF_ABSENT: TableDefinition<(Key32, u8, u64), ()> = TableDefi
 pub const REFERRERS_BY_HASH: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
 /// effect record ref → JournalKey of the outcome that carries it.
 pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
-/// entryHash → entryIndex.
-pub const ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("entry_by_hash");
+/// (ref, place kind) → position: a row of the place index (`places`).
+pub type PlaceKey = (Key32, u8);
+/// The place index's rows placed since its young table last became a run.
+pub const PLACES_YOUNG: TableDefinition<PlaceKey, u64> = TableDefinition::new("places_young");
+/// run id → (level, state): the place index's runs, each the table `places::run_name(id)`.
+pub const PLACE_RUNS: TableDefinition<u32, (u8, u8)> = TableDefinition::new("place_runs");
+/// The place of an object: its sequence number.
+pub const PLACE_OBJECT: u8 = 1;
+/// The place of a log entry: its index.
+pub const PLACE_ENTRY: u8 = 2;
+/// The place of a world: its revision.
+pub const PLACE_WORLD: u8 = 3;
+/// Format 4's tables keyed by ref, moved into `OBJECT_ROWS`, `WORLD_ROWS`
+/// and the place index (`places`) when such a store is opened: ref →
+/// ObjectRow, world ref → World, revision → world ref, entryHash → entryIndex.
+pub const FORMAT4_OBJECTS: TableDefinition<Key32, &[u8]> = TableDefinition::new("objects");
+pub const FORMAT4_WORLDS: TableDefinition<Key32, &[u8]> = TableDefinition::new("worlds");
+pub const FORMAT4_WORLD_BY_REVISION: TableDefinition<u64, Key32> = TableDefinition::new("world_by_revision");
+pub const FORMAT4_ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("entry_by_hash");
 /// episode → EpisodeRow: what the episode did, kept by the writes that
 /// start and end its calls.
 pub const EPISODES: TableDefinition<&str, &[u8]> = TableDefinition::new("episodes");
@@ -82,21 +99,24 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 4;
+pub const STORE_FORMAT: u64 = 5;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_TARGET_PLACES: u64 = 3;
 
+/// The format whose objects, worlds and entries were keyed by ref, upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_PLACES: u64 = 4;
+
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {
-    found == STORE_FORMAT_BEFORE_EPISODES || found == STORE_FORMAT_BEFORE_TARGET_PLACES
+    (STORE_FORMAT_BEFORE_EPISODES..STORE_FORMAT).contains(&found)
 }
 
-/// A referrer row's target is a stored object, at its sequence number.
-pub const TARGET_OBJECT: u8 = 1;
-/// A referrer row's target is a log entry, at its index.
-pub const TARGET_ENTRY: u8 = 2;
+/// A referrer row's target is a stored object, at its sequence number (its place).
+pub const TARGET_OBJECT: u8 = PLACE_OBJECT;
+/// A referrer row's target is a log entry, at its index (its place).
+pub const TARGET_ENTRY: u8 = PLACE_ENTRY;
 
 /// An object whose payload names the target ref.
 pub const REFERRER_OBJECT: u8 = 1;

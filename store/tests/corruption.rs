@@ -192,8 +192,34 @@ fn an_object_number_naming_another_object_is_reported() {
         txn.open_table(OBJECT_SEQ).unwrap().insert(seq, [7u8; 32]).unwrap();
     });
     let report = verify_offline(&fx.path);
-    assert_fault(&report, "object_seq", &seq.to_string(), FaultKind::Mismatch);
+    // The payload no longer hashes to the number's ref, and the place
+    // index places the real object at a number that names another.
     assert_fault(&report, "payloads", &Ref([7u8; 32]).to_string(), FaultKind::HashMismatch);
+    assert_fault(&report, "places", &fx.payload.hash.to_string(), FaultKind::Dangling);
+}
+
+#[test]
+fn a_place_naming_another_object_and_a_lost_place_are_reported() {
+    let fx = fixture();
+    let seq = payload_seq(&fx);
+    tamper(&fx.path, |txn| {
+        let mut young = txn.open_table(PLACES_YOUNG).unwrap();
+        young.insert((fx.payload.hash.0, PLACE_OBJECT), seq + 1).unwrap();
+        young.remove((fx.entries[2].0, PLACE_ENTRY)).unwrap().expect("entry 2 was placed");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "places", &fx.payload.hash.to_string(), FaultKind::Dangling);
+    assert_fault(&report, "places", &fx.entries[2].to_string(), FaultKind::Missing);
+}
+
+#[test]
+fn a_run_the_directory_names_but_the_store_lacks_is_reported() {
+    let fx = fixture();
+    tamper(&fx.path, |txn| {
+        txn.open_table(PLACE_RUNS).unwrap().insert(7, (0, 0)).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "place_runs", "7", FaultKind::Missing);
 }
 
 #[test]
@@ -247,21 +273,22 @@ fn a_forged_entry_whose_hash_recomputes_still_breaks_the_link_to_the_next_entry(
 fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key() {
     let fx = fixture();
     let inv = invocation(&fx);
+    let seq = payload_seq(&fx);
     let bump = |bytes: &[u8]| {
         let mut b = bytes.to_vec();
         b[0] = 9;
         b
     };
     tamper(&fx.path, |txn| {
-        let mut t = txn.open_table(OBJECTS).unwrap();
-        let b = bump(t.get(fx.payload.hash.0).unwrap().unwrap().value());
-        t.insert(fx.payload.hash.0, b.as_slice()).unwrap();
+        let mut t = txn.open_table(OBJECT_ROWS).unwrap();
+        let b = bump(t.get(seq).unwrap().unwrap().value());
+        t.insert(seq, b.as_slice()).unwrap();
         let mut t = txn.open_table(LOG).unwrap();
         let b = bump(t.get(1u64).unwrap().unwrap().value());
         t.insert(1u64, b.as_slice()).unwrap();
-        let mut t = txn.open_table(WORLDS).unwrap();
-        let b = bump(t.get(fx.worlds[1].0).unwrap().unwrap().value());
-        t.insert(fx.worlds[1].0, b.as_slice()).unwrap();
+        let mut t = txn.open_table(WORLD_ROWS).unwrap();
+        let b = bump(t.get(1u64).unwrap().unwrap().value());
+        t.insert(1u64, b.as_slice()).unwrap();
         for def in [INTENTS, OUTCOMES] {
             let mut t = txn.open_table(def).unwrap();
             let b = bump(t.get((inv.as_str(), 0u32)).unwrap().unwrap().value());
@@ -281,9 +308,9 @@ fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key
     let report = verify_offline(&fx.path);
     let effect = format!("{inv}#0");
     for (table, key) in [
-        ("objects", fx.payload.hash.to_string()),
+        ("object_rows", seq.to_string()),
         ("log", "1".to_string()),
-        ("worlds", fx.worlds[1].to_string()),
+        ("world_rows", "1".to_string()),
         ("intents", effect.clone()),
         ("outcomes", effect),
         ("tasks", inv.clone()),

@@ -23,6 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["canonical"],
     &["error"],
+    &["places"],
     &["ops"],
     &["wal"],
     &["view"],

@@ -43,10 +43,65 @@ fn targets(snap: &dyn View) -> Vec<Ref> {
 }
 
 fn fixture_copy(dir: &std::path::Path) -> std::path::PathBuf {
+    copy_of(FORMAT3_STORE, dir)
+}
+
+fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = dir.join("world.db");
-    std::fs::copy(root.join(FORMAT3_STORE), &path).unwrap();
+    std::fs::copy(root.join(fixture), &path).unwrap();
     path
+}
+
+/// A format 4 store (objects, worlds and entries keyed by ref) written by
+/// the binary of that format: the format 3 fixture upgraded, then four calls
+/// of a second episode whose outputs name an old object, an entry, a world
+/// and a ref never stored; then compacted. Beside it, what that binary
+/// answered for where each ref sits and who names it, and for each semantic
+/// id's objects, page by page.
+const FORMAT4_STORE: &str = "tests/fixtures/format4.db";
+const FORMAT4_PLACES: &str = "tests/fixtures/format4.places.txt";
+
+/// Everything a reader can ask of where refs sit, for each target.
+fn places_listing(snap: &dyn View, targets: &[Ref]) -> String {
+    let mut out = String::new();
+    for target in targets {
+        let meta = snap.object_meta(target).unwrap();
+        let seq = snap.object_seq(target).unwrap();
+        let payload = snap.payload(target).unwrap().map(|p| Ref::of(&p));
+        let world = snap.world(target).unwrap().map(|w| (w.revision, w.state_root, w.log_head));
+        let entry = snap.entry_index_of(target).unwrap();
+        out.push_str(&format!(
+            "{target} meta {meta:?} seq {seq:?} payload {payload:?} world {world:?} entry {entry:?}\n"
+        ));
+        let mut after = None;
+        loop {
+            let page = snap.referrers(target, after, 2).unwrap();
+            for r in &page {
+                out.push_str(&format!("{target} {} {} {:?}\n", r.kind, r.referrer, r.entry_index));
+            }
+            match page.last() {
+                Some(r) if page.len() == 2 => after = Some((r.kind, r.referrer)),
+                _ => break,
+            }
+        }
+    }
+    for sid in
+        ["world/transition-source/v1", "world/transition-registry/v1", "world/invocation-record/v1", "test/output"]
+    {
+        let mut after = None;
+        loop {
+            let page = snap.objects_by_semantic_id(sid, after, 3).unwrap();
+            for (r, m) in &page {
+                out.push_str(&format!("{sid} {r} {}\n", m.size));
+            }
+            match page.last() {
+                Some((r, _)) if page.len() == 3 => after = Some(*r),
+                _ => break,
+            }
+        }
+    }
+    out
 }
 
 #[test]
@@ -105,4 +160,41 @@ fn an_upgraded_store_goes_on_indexing_who_names_its_old_objects() {
     // The new output and its invocation record both spell the old ref.
     assert_eq!(now.len(), before + 2, "{now:?}");
     common::assert_verifies(&store);
+}
+
+#[test]
+fn a_format_4_store_is_upgraded_at_open_and_finds_every_ref_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_of(FORMAT4_STORE, dir.path());
+    let told = ReadOnlyStore::open(&path).err().expect("a format 4 store is not read as it is").to_string();
+    assert!(told.contains("has format 4") && told.contains("upgrade it in place"), "{told}");
+
+    let (store, report) = Store::open(&path, 1).unwrap();
+    assert!(report.is_empty(), "{report:?}");
+    let snap = store.snapshot().unwrap();
+    let targets = targets(snap.as_ref());
+    assert_eq!(targets.len(), 1 + 35 + 17 + 17, "the fixture's objects, entries and worlds");
+    let expected =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT4_PLACES)).unwrap();
+    assert_eq!(places_listing(snap.as_ref(), &targets), expected);
+    assert_eq!(snap.episode("ep2").unwrap().unwrap().calls, 4);
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    drop(snap);
+
+    // New calls are placed beside the moved rows.
+    let f = store.snapshot().unwrap().registry_entry("world/transition-registry/v1", "tools.echo").unwrap().unwrap();
+    let c = common::begin_and_commit(&store, &common::task("after-upgrade"), f, b"{\"after\":1}");
+    let snap = store.snapshot().unwrap();
+    assert!(snap.world(&c.world_ref).unwrap().is_some());
+    common::assert_verifies(&store);
+    drop(snap);
+    drop(store);
+
+    let read_only = ReadOnlyStore::open(&path).unwrap();
+    let snap = read_only.snapshot().unwrap();
+    let old: Vec<Ref> = targets.iter().filter(|t| snap.has_object(t).unwrap()).copied().collect();
+    assert_eq!(old.len(), 35, "the fixture's objects");
+    assert!(snap.has_object(&c.output_ref).unwrap());
+    assert_eq!(snap.entry_index_of(&c.entry_hash).unwrap(), Some(c.entry_index));
 }

@@ -136,13 +136,14 @@ fn why_exits_1_and_names_the_link_when_a_stored_payload_was_altered() {
     let record = read_hello(&w, "walk-2");
     assert!(w.daemon.signal_and_wait("TERM").success());
     {
+        let seq = {
+            let store = world_store::ReadOnlyStore::open(&w.store.db).unwrap();
+            world_store::Reads::snapshot(&store).unwrap().object_seq(&record).unwrap().expect("the record is stored")
+        };
         let db =
             redb::Builder::new().set_concurrency_mode(redb::ConcurrencyMode::SingleWriter).open(&w.store.db).unwrap();
         let txn = db.begin_write().unwrap();
         {
-            let objects = txn.open_table(world_store::tables::OBJECTS).unwrap();
-            let row = objects.get(record.0).unwrap().unwrap().value().to_vec();
-            let seq = world_store::rows::decode::<world_store::ObjectRow>("objects", &record, &row).unwrap().seq;
             let mut payloads = txn.open_table(world_store::tables::PAYLOADS).unwrap();
             let mut bytes = payloads.get(seq).unwrap().unwrap().value().to_vec();
             bytes[1] ^= 0x20;

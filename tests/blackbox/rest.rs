@@ -584,7 +584,10 @@ fn a_store_failure_is_internal_with_the_fixed_message_and_the_cause_on_stderr() 
         // Damage one object row below the store API: a row that does not decode.
         let db = redb::Database::open(&store.db).unwrap();
         let txn = db.begin_write().unwrap();
-        txn.open_table(world_store::tables::OBJECTS).unwrap().insert(victim.0, &b"\xffnot a row"[..]).unwrap();
+        use world_store::tables::{OBJECT_ROWS, PLACE_OBJECT, PLACES_YOUNG};
+        let seq = 1_000_000u64;
+        txn.open_table(PLACES_YOUNG).unwrap().insert((victim.0, PLACE_OBJECT), seq).unwrap();
+        txn.open_table(OBJECT_ROWS).unwrap().insert(seq, &b"\xffnot a row"[..]).unwrap();
         txn.commit().unwrap();
     }
     let d = Daemon::start(&store.db);

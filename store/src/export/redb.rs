@@ -50,9 +50,15 @@ pub(crate) fn records(
     with_sessions: bool,
     put: &mut dyn FnMut(Record) -> Result<(), ExportError>,
 ) -> Result<(), ExportError> {
-    each(snap, OBJECTS, |k, v| {
-        let hash = Ref(k);
-        let meta: ObjectMeta = row("objects", &hash, v)?;
+    // Objects and worlds in ref order, as every engine streams them.
+    snap.each_place(PLACE_OBJECT, |hash, seq| {
+        let meta = snap.object_row(seq)?.map(ObjectRow::meta).ok_or_else(|| {
+            ReadError::Corrupt(rows::Corruption {
+                table: "object_rows",
+                key: hash.to_string(),
+                detail: format!("object {seq} has no row"),
+            })
+        })?;
         let payload = snap.payload(&hash)?.ok_or_else(|| {
             ReadError::Corrupt(rows::Corruption {
                 table: "payloads",
@@ -63,7 +69,16 @@ pub(crate) fn records(
         put(Record::Object { hash, meta, payload })
     })?;
     each(snap, LOG, |k, v| put(Record::Entry(row("log", &k, v)?)))?;
-    each(snap, WORLDS, |k, v| put(Record::World(row("worlds", &Ref(k), v)?)))?;
+    snap.each_place(PLACE_WORLD, |r, revision| {
+        let world = snap.world_row(revision)?.ok_or_else(|| {
+            ReadError::Corrupt(rows::Corruption {
+                table: "world_rows",
+                key: r.to_string(),
+                detail: format!("world {revision} has no row"),
+            })
+        })?;
+        put(Record::World(world))
+    })?;
     each(snap, HEADS, |k, v| put(Record::Head { name: k.to_string(), head: Ref(v) }))?;
     each(snap, REGISTRY_ENTRIES, |k, v| {
         put(Record::RegistryEntry { registry: k.0.to_string(), id: k.1.to_string(), transition_fn: Ref(v) })

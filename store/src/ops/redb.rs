@@ -9,16 +9,15 @@ use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
-use redb::{ReadableTable, ReadableTableMetadata, Table, WriteTransaction};
+use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction};
 
 pub(crate) struct W<'t> {
-    objects: Table<'t, Key32, &'static [u8]>,
+    object_rows: Table<'t, u64, &'static [u8]>,
     payloads: Table<'t, u64, &'static [u8]>,
     object_seq: Table<'t, u64, Key32>,
     by_semantic_id: Table<'t, (&'static str, Key32), ()>,
     log: Table<'t, u64, &'static [u8]>,
-    worlds: Table<'t, Key32, &'static [u8]>,
-    world_by_revision: Table<'t, u64, Key32>,
+    world_rows: Table<'t, u64, &'static [u8]>,
     heads: Table<'t, &'static str, Key32>,
     registry_entries: Table<'t, (&'static str, &'static str), Key32>,
     intents: Table<'t, (&'static str, u32), &'static [u8]>,
@@ -31,7 +30,10 @@ pub(crate) struct W<'t> {
     receipts: Table<'t, &'static str, &'static [u8]>,
     referrers: Table<'t, (u8, u64, u8, u64), ()>,
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
-    entry_by_hash: Table<'t, Key32, u64>,
+    /// The place index: the young table (where rows are inserted), then its runs.
+    places_index: Vec<Table<'t, PlaceKey, u64>>,
+    /// Rows this batch placed (what the index's merges are paced by).
+    placed: u64,
     record_journal: Table<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
@@ -72,13 +74,12 @@ fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::f
 impl<'t> W<'t> {
     pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
         Ok(W {
-            objects: txn.open_table(OBJECTS).map_err(storage)?,
+            object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
             by_semantic_id: txn.open_table(BY_SEMANTIC_ID).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
-            worlds: txn.open_table(WORLDS).map_err(storage)?,
-            world_by_revision: txn.open_table(WORLD_BY_REVISION).map_err(storage)?,
+            world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
             heads: txn.open_table(HEADS).map_err(storage)?,
             registry_entries: txn.open_table(REGISTRY_ENTRIES).map_err(storage)?,
             intents: txn.open_table(INTENTS).map_err(storage)?,
@@ -91,7 +92,8 @@ impl<'t> W<'t> {
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
             referrers_of_absent: txn.open_table(REFERRERS_OF_ABSENT).map_err(storage)?,
-            entry_by_hash: txn.open_table(ENTRY_BY_HASH).map_err(storage)?,
+            places_index: crate::places::open_write(txn).map_err(storage)?,
+            placed: 0,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
             episodes: txn.open_table(EPISODES).map_err(storage)?,
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
@@ -116,12 +118,26 @@ impl<'t> W<'t> {
         Ok(self.approval_tables.as_mut().expect("opened above"))
     }
 
-    /// Writes what was deferred to the end of the batch; call before committing.
+    /// Writes what was deferred to the end of the batch, then lets the place
+    /// index take its step (`places::maintain`); call before committing.
     pub(crate) fn finish(mut self) -> R<()> {
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
         }
+        let (txn, placed) = (self.txn, self.placed);
+        drop(self);
+        crate::places::maintain(txn, placed).map_err(storage)
+    }
+
+    /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
+    fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
+        self.places_index[0].insert((r.0, kind), position).map_err(storage)?;
+        self.placed += 1;
         Ok(())
+    }
+
+    fn find_place(&self, r: &Ref, kind: u8) -> R<Option<u64>> {
+        crate::places::find(&self.places_index, r, kind).map_err(storage)
     }
 
     /// Applies one call's move to its episode's summary at once, and gives
@@ -168,10 +184,8 @@ impl<'t> W<'t> {
         if let Some(place) = self.places.get(target) {
             return Ok(Some(*place));
         }
-        let place = match self.objects.get(target.0).map_err(storage)? {
-            Some(v) => Some((TARGET_OBJECT, decoded::<ObjectRow>("objects", target, v.value())?.seq)),
-            None => self.entry_by_hash.get(target.0).map_err(storage)?.map(|i| (TARGET_ENTRY, i.value())),
-        };
+        let places = crate::places::places_of(&self.places_index, target, true).map_err(storage)?;
+        let place = places.into_iter().find(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY);
         if let Some(place) = place {
             if self.places.len() >= PLACES_KEPT_MAX {
                 self.places.clear();
@@ -203,7 +217,7 @@ impl<'t> W<'t> {
 
 impl Rows for W<'_> {
     fn has_object(&mut self, r: &Ref) -> R<bool> {
-        Ok(self.objects.get(r.0).map_err(storage)?.is_some())
+        Ok(self.find_place(r, PLACE_OBJECT)?.is_some())
     }
 
     fn insert_object(&mut self, o: &NewObject) -> R<()> {
@@ -218,7 +232,8 @@ impl Rows for W<'_> {
             size: o.payload.len() as u64,
             seq,
         };
-        self.objects.insert(o.hash.0, rows::encode(&row).as_slice()).map_err(storage)?;
+        self.object_rows.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
+        self.place(&o.hash, PLACE_OBJECT, seq)?;
         self.payloads.insert(seq, o.payload.as_slice()).map_err(storage)?;
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
         self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
@@ -240,8 +255,9 @@ impl Rows for W<'_> {
     }
 
     fn world(&mut self, r: &Ref) -> R<Option<World>> {
-        match self.worlds.get(r.0).map_err(storage)? {
-            Some(v) => Ok(Some(decoded("worlds", r, v.value())?)),
+        let Some(revision) = self.find_place(r, PLACE_WORLD)? else { return Ok(None) };
+        match self.world_rows.get(revision).map_err(storage)? {
+            Some(v) => Ok(Some(decoded("world_rows", &revision, v.value())?)),
             None => Ok(None),
         }
     }
@@ -253,7 +269,7 @@ impl Rows for W<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
-        self.entry_by_hash.insert(e, h.entry_index).map_err(storage)?;
+        self.place(&Ref(e), PLACE_ENTRY, h.entry_index)?;
         for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
             self.insert_referrer(&target, REFERRER_ENTRY, h.entry_index)?;
         }
@@ -261,8 +277,8 @@ impl Rows for W<'_> {
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
-        self.worlds.insert(world.world_ref.0, rows::encode(world).as_slice()).map_err(storage)?;
-        self.world_by_revision.insert(world.revision, world.world_ref.0).map_err(storage)?;
+        self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
+        self.place(&world.world_ref, PLACE_WORLD, world.revision)?;
         for target in [world.state_root, world.log_head] {
             self.insert_referrer(&target, REFERRER_WORLD, world.revision)?;
         }
@@ -503,6 +519,68 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
         w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
     w.finish()
+}
+
+/// Moves the rows of a format 4 store keyed by ref (objects' metadata,
+/// worlds, entries' hashes) to rows keyed by position and the place index:
+/// each old table, read in ref order, is one run of the index.
+pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
+    let kinds = [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD];
+    {
+        let objects = txn.open_table(FORMAT4_OBJECTS).map_err(storage)?;
+        let numbers = txn.open_table(OBJECT_SEQ).map_err(storage)?;
+        let mut object_rows = txn.open_table(OBJECT_ROWS).map_err(storage)?;
+        for item in numbers.iter().map_err(storage)? {
+            let (seq, hash) = item.map_err(storage)?;
+            let Some(row) = objects.get(hash.value()).map_err(storage)? else { continue };
+            object_rows.insert(seq.value(), row.value()).map_err(storage)?;
+        }
+        let worlds = txn.open_table(FORMAT4_WORLDS).map_err(storage)?;
+        let revisions = txn.open_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
+        let mut world_rows = txn.open_table(WORLD_ROWS).map_err(storage)?;
+        for item in revisions.iter().map_err(storage)? {
+            let (revision, r) = item.map_err(storage)?;
+            let Some(row) = worlds.get(r.value()).map_err(storage)? else { continue };
+            world_rows.insert(revision.value(), row.value()).map_err(storage)?;
+        }
+    }
+    for kind in kinds {
+        let rows = format4_places(txn, kind)?;
+        crate::places::add_run(txn, rows.into_iter().map(Ok)).map_err(storage)?;
+    }
+    for name in [FORMAT4_OBJECTS.name(), FORMAT4_WORLDS.name(), FORMAT4_ENTRY_BY_HASH.name()] {
+        txn.delete_table(TableDefinition::<Key32, &[u8]>::new(name)).map_err(storage)?;
+    }
+    txn.delete_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
+    Ok(())
+}
+
+/// A format 4 store's places of one kind, in ref order (rows that do not
+/// decode are left to `verify` to report).
+fn format4_places(txn: &WriteTransaction, kind: u8) -> R<Vec<(PlaceKey, u64)>> {
+    let mut out = vec![];
+    if kind == PLACE_ENTRY {
+        let t = txn.open_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?;
+        for item in t.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            out.push(((k.value(), kind), v.value()));
+        }
+        return Ok(out);
+    }
+    let def = if kind == PLACE_OBJECT { FORMAT4_OBJECTS } else { FORMAT4_WORLDS };
+    let t = txn.open_table(def).map_err(storage)?;
+    for item in t.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        let position = if kind == PLACE_OBJECT {
+            rows::decode::<ObjectRow>("objects", &Ref(k.value()), v.value()).map(|row| row.seq)
+        } else {
+            rows::decode::<World>("worlds", &Ref(k.value()), v.value()).map(|w| w.revision)
+        };
+        if let Ok(position) = position {
+            out.push(((k.value(), kind), position));
+        }
+    }
+    Ok(out)
 }
 
 /// Moves the referrer index of a format 3 store, keyed by target hash, to

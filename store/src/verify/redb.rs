@@ -115,7 +115,12 @@ impl<'a> Verifier<'a> {
             entry_hashes = v.log(counts)?;
             Ok(())
         });
-        self.guarded("worlds", |v| v.worlds(&entry_hashes, counts));
+        let mut world_refs = vec![];
+        self.guarded("worlds", |v| {
+            world_refs = v.worlds(&entry_hashes, counts)?;
+            Ok(())
+        });
+        self.guarded("places", |v| v.places(&entry_hashes, &world_refs, counts));
         self.guarded("heads", |v| v.heads(entry_hashes.len() as u64, counts));
         self.guarded("registry_entries", |v| v.registry_entries());
         self.guarded("tasks", |v| v.tasks(&entry_hashes, counts));
@@ -172,7 +177,7 @@ impl<'a> Verifier<'a> {
     /// whether any object lacks a payload without reading the payloads again.
     fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Result<u64, String> {
         let Some(payloads) = self.table(PAYLOADS)? else { return Ok(0) };
-        let objects = self.table(OBJECTS)?;
+        let objects = self.table(OBJECT_ROWS)?;
         let numbers = self.table(OBJECT_SEQ)?;
         let total = payloads.len().map_err(|e| e.to_string())?;
         let end = payloads.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
@@ -218,25 +223,27 @@ impl<'a> Verifier<'a> {
                             let detail = format!("payload hashes to {actual}");
                             self.sink.push("payloads", r, FaultKind::HashMismatch, detail);
                         }
-                        let row = match objects.as_ref().map(|t| t.get(r.0)) {
-                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectRow>("objects", &r, row.value())),
+                        let row = match objects.as_ref().map(|t| t.get(seq)) {
+                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectRow>("object_rows", &seq, row.value())),
                             Some(Ok(None)) | None => None,
-                            Some(Err(e)) => return self.sink.engine("objects", e),
+                            Some(Err(e)) => return self.sink.engine("object_rows", e),
                         };
                         match row {
-                            None => self.sink.push("objects", r, FaultKind::Missing, "payload has no metadata row"),
+                            None => {
+                                self.sink.push("object_rows", seq, FaultKind::Missing, "payload has no metadata row")
+                            }
                             // A row that does not decode is reported by `objects`.
                             Some(Err(_)) => {}
                             Some(Ok(row)) if row.seq != seq => {
-                                let detail = format!("row says payload {} but object number {seq} names it", row.seq);
-                                self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                                let detail = format!("row says payload {}", row.seq);
+                                self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
                             }
                             Some(Ok(row)) => {
                                 paired.fetch_add(1, Ordering::Relaxed);
                                 if row.size != payload.len() as u64 {
                                     let detail =
                                         format!("metadata says {} bytes, payload has {}", row.size, payload.len());
-                                    self.sink.push("objects", r, FaultKind::Mismatch, detail);
+                                    self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
                                 }
                             }
                         }
@@ -255,31 +262,38 @@ impl<'a> Verifier<'a> {
         Ok(paired.load(Ordering::Relaxed))
     }
 
-    /// Metadata rows and their index rows. Which payloads lack a row, and sizes, were
-    /// checked by `payloads`; `paired` payloads had their row, so every object has a
-    /// payload exactly when `paired` equals the number of objects. Only when it does
-    /// not (or that pass failed) are payloads looked up one by one, to name the missing.
+    /// Metadata rows, which object number names each, and their index
+    /// rows. Which payloads lack a row, and sizes, were checked by
+    /// `payloads`; `paired` payloads had their row, so every object has a
+    /// payload exactly when `paired` equals the number of objects. Only when
+    /// it does not (or that pass failed) are payloads looked up one by one,
+    /// to name the missing.
     fn objects(&self, paired: Option<u64>, counts: &mut Counts) -> Step {
-        let Some(objects) = self.table(OBJECTS)? else { return Ok(()) };
+        let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
         let payloads = self.table(PAYLOADS)?;
         let numbers = self.table(OBJECT_SEQ)?;
         let index = self.table(BY_SEMANTIC_ID)?;
         for item in objects.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.objects += 1;
-            let r = Ref(k.value());
-            let meta: ObjectMeta = match rows::decode("objects", &r, v.value()) {
+            let seq = k.value();
+            let row: ObjectRow = match rows::decode("object_rows", &seq, v.value()) {
                 Ok(m) => m,
                 Err(c) => {
                     self.sink.corrupt(c);
                     continue;
                 }
             };
-            let indexed = index.as_ref().and_then(|t| t.get((meta.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
+            let named = numbers.as_ref().map(|t| t.get(seq).map(|n| n.map(|n| Ref(n.value())))).transpose();
+            let Some(r) = named.map_err(|e| e.to_string())?.flatten() else {
+                self.sink.push("object_seq", seq, FaultKind::Missing, "an object row has no object number");
+                continue;
+            };
+            let indexed = index.as_ref().and_then(|t| t.get((row.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
             if !indexed {
                 self.sink.push(
                     "by_semantic_id",
-                    format!("{} {r}", meta.semantic_id),
+                    format!("{} {r}", row.semantic_id),
                     FaultKind::Missing,
                     "object is not indexed",
                 );
@@ -287,16 +301,13 @@ impl<'a> Verifier<'a> {
         }
         if paired != Some(counts.objects) {
             for item in objects.iter().map_err(|e| e.to_string())? {
-                let (k, v) = item.map_err(|e| e.to_string())?;
-                let r = Ref(k.value());
-                let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) else { continue };
-                let present = payloads.as_ref().map(|t| t.get(row.seq).map(|p| p.is_some())).transpose();
+                let seq = item.map_err(|e| e.to_string())?.0.value();
+                let present = payloads.as_ref().map(|t| t.get(seq).map(|p| p.is_some())).transpose();
                 if !present.map_err(|e| e.to_string())?.unwrap_or(false) {
-                    self.sink.push("payloads", r, FaultKind::Missing, "object has no payload");
-                }
-                let named = numbers.as_ref().map(|t| t.get(row.seq).map(|n| n.map(|n| Ref(n.value())))).transpose();
-                if named.map_err(|e| e.to_string())?.flatten() != Some(r) {
-                    self.sink.push("object_seq", row.seq, FaultKind::Mismatch, format!("does not name object {r}"));
+                    let named = numbers.as_ref().map(|t| t.get(seq).map(|n| n.map(|n| Ref(n.value()))));
+                    let r = named.transpose().map_err(|e| e.to_string())?.flatten();
+                    let key = r.map(|r| r.to_string()).unwrap_or_else(|| format!("object {seq}"));
+                    self.sink.push("payloads", key, FaultKind::Missing, "object has no payload");
                 }
             }
         }
@@ -404,27 +415,35 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    fn worlds(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
-        let Some(worlds) = self.table(WORLDS)? else { return Ok(()) };
+    /// The worlds, each against the entry it heads; returns each world's ref by revision.
+    fn worlds(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Result<Vec<Ref>, String> {
+        let mut refs = vec![];
+        let Some(worlds) = self.table(WORLD_ROWS)? else { return Ok(refs) };
         let mut heads_seen = HashSet::new();
         for item in worlds.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.worlds += 1;
-            let r = Ref(k.value());
-            let w: World = match rows::decode("worlds", &r, v.value()) {
+            let revision = k.value();
+            let w: World = match rows::decode("world_rows", &revision, v.value()) {
                 Ok(w) => w,
                 Err(c) => {
                     self.sink.corrupt(c);
                     continue;
                 }
             };
+            let r = w.world_ref;
             let recomputed = canonical::world_ref(w.revision, &w.state_root, &w.log_head);
-            if w.world_ref != r || recomputed != r {
+            if recomputed != r {
                 self.sink.push("worlds", r, FaultKind::HashMismatch, format!("world ref recomputes to {recomputed}"));
             }
-            if self.snap.world_at(w.revision).ok().flatten() != Some(r) {
-                let detail = format!("does not name world {r}");
-                self.sink.push("world_by_revision", w.revision, FaultKind::Missing, detail);
+            if w.revision != revision {
+                let detail = format!("world {r} says revision {}", w.revision);
+                self.sink.push("world_rows", revision, FaultKind::Mismatch, detail);
+            }
+            // A revision past the log heads no entry (reported below); it is not kept.
+            if let Some(at) = usize::try_from(revision).ok().filter(|at| *at < entry_hashes.len()) {
+                refs.resize(refs.len().max(at + 1), Ref([0; 32]));
+                refs[at] = r;
             }
             for target in [w.state_root, w.log_head] {
                 if !self.snap.has_referrer_at(&target, REFERRER_WORLD, w.revision).unwrap_or(false) {
@@ -451,6 +470,109 @@ impl<'a> Verifier<'a> {
         for (i, h) in entry_hashes.iter().enumerate() {
             if !heads_seen.contains(&(i as u64)) && h.0 != [0; 32] {
                 self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
+            }
+        }
+        Ok(refs)
+    }
+
+    /// The place index: its directory names run tables that exist and at
+    /// most one merge; each of its rows names an object, entry or world that
+    /// has that ref; and it places as many of each as the store holds (so,
+    /// its rows being distinct, every one). Only when a count differs is
+    /// each object, entry or world looked up, to name the unplaced.
+    fn places(&self, entry_hashes: &[Ref], world_refs: &[Ref], counts: &Counts) -> Step {
+        self.place_runs()?;
+        let numbers = self.table(OBJECT_SEQ)?;
+        let named_at = |seq: u64| -> Result<Option<Ref>, String> {
+            let Some(t) = numbers.as_ref() else { return Ok(None) };
+            Ok(t.get(seq).map_err(|e| e.to_string())?.map(|n| Ref(n.value())))
+        };
+        let at = |refs: &[Ref], i: u64| usize::try_from(i).ok().and_then(|i| refs.get(i)).copied();
+        let objects = self.table(OBJECT_ROWS)?.map(|t| t.len()).transpose().map_err(|e| e.to_string())?;
+        for (kind, what, held) in [
+            (PLACE_OBJECT, "object", objects.unwrap_or(0)),
+            (PLACE_ENTRY, "entry", counts.log_entries),
+            (PLACE_WORLD, "world", counts.worlds),
+        ] {
+            let mut placed = 0u64;
+            self.snap
+                .each_place(kind, |r, position| {
+                    placed += 1;
+                    let there = match kind {
+                        PLACE_OBJECT => named_at(position).map_err(crate::error::ReadError::Storage)?,
+                        PLACE_ENTRY => at(entry_hashes, position),
+                        _ => at(world_refs, position),
+                    };
+                    if there != Some(r) {
+                        let detail = match there {
+                            Some(other) => format!("places it at {what} {position}, which is {other}"),
+                            None => format!("places it at {what} {position}, which the store does not hold"),
+                        };
+                        self.sink.push("places", r, FaultKind::Dangling, detail);
+                    }
+                    Ok::<(), crate::error::ReadError>(())
+                })
+                .map_err(|e| e.to_string())?;
+            if placed != held {
+                self.name_unplaced(kind, what, entry_hashes, world_refs, &named_at)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each object, entry or world of `kind` the place index does not place where it is.
+    fn name_unplaced(
+        &self,
+        kind: u8,
+        what: &str,
+        entry_hashes: &[Ref],
+        world_refs: &[Ref],
+        named_at: &dyn Fn(u64) -> Result<Option<Ref>, String>,
+    ) -> Step {
+        let held: Vec<(u64, Ref)> = match kind {
+            PLACE_OBJECT => {
+                let Some(rows) = self.table(OBJECT_ROWS)? else { return Ok(()) };
+                let mut out = vec![];
+                for item in rows.iter().map_err(|e| e.to_string())? {
+                    let seq = item.map_err(|e| e.to_string())?.0.value();
+                    if let Some(r) = named_at(seq)? {
+                        out.push((seq, r));
+                    }
+                }
+                out
+            }
+            PLACE_ENTRY => (0..).zip(entry_hashes.iter().copied()).collect(),
+            _ => (0..).zip(world_refs.iter().copied()).collect(),
+        };
+        for (position, r) in held.into_iter().filter(|(_, r)| r.0 != [0; 32]) {
+            let placed = self.snap.place(&r, kind).map_err(|e| e.to_string())?;
+            if placed != Some(position) {
+                self.sink.push("places", r, FaultKind::Missing, format!("{what} {position} is not placed"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The run directory: each run's table exists, and a run being merged
+    /// has exactly one output to go to.
+    fn place_runs(&self) -> Step {
+        let Some(dir) = self.table(PLACE_RUNS)? else { return Ok(()) };
+        let runs = crate::places::runs(&dir).map_err(|e| e.to_string())?;
+        let building = runs.iter().filter(|r| r.state == crate::places::RUN_BUILDING).count();
+        let merging = runs.iter().filter(|r| r.state == crate::places::RUN_MERGING).count();
+        if building > 1 || (building == 1) != (merging > 0) {
+            let detail = format!("{building} merge output(s) for {merging} run(s) being merged");
+            self.sink.push("place_runs", "-", FaultKind::Mismatch, detail);
+        }
+        for run in &runs {
+            let name = crate::places::run_name(run.id);
+            if self.table(TableDefinition::<PlaceKey, u64>::new(&name))?.is_none() {
+                self.sink.push(
+                    "place_runs",
+                    run.id,
+                    FaultKind::Missing,
+                    format!("names table {name}, which is absent"),
+                );
             }
         }
         Ok(())
