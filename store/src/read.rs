@@ -8,8 +8,10 @@ pub use crate::model::{JournalItem, Referrer};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
+use crate::tiered;
 use crate::view::View;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+use std::ops::Bound;
 
 /// Default page size of every paged read.
 pub const PAGE_DEFAULT: usize = 100;
@@ -47,6 +49,8 @@ pub struct RedbSnapshot {
     txn: ReadTransaction,
     /// The place index's tables, opened by the first lookup by ref.
     places: std::sync::OnceLock<Vec<ReadOnlyTable<PlaceKey, u64>>>,
+    /// The semantic index's tables, opened by the first page of it.
+    semantic: std::sync::OnceLock<Vec<ReadOnlyTable<SemanticKey, u64>>>,
 }
 
 pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
@@ -66,7 +70,7 @@ impl RedbSnapshot {
     /// hash (`None`), where it was named before the store held it.
     fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
         let mut places = vec![None];
-        let found = crate::places::places_of(self.place_index()?, target, false).map_err(read_storage)?;
+        let found = tiered::places_of(self.place_index()?, &target.0, false).map_err(read_storage)?;
         places.extend(found.into_iter().filter(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY).map(Some));
         Ok(places)
     }
@@ -76,13 +80,50 @@ impl RedbSnapshot {
         if let Some(tables) = self.places.get() {
             return Ok(tables);
         }
-        let tables = crate::places::open_read(&self.txn).map_err(read_storage)?;
+        let tables = tiered::open_read(&self.txn, &PLACES).map_err(read_storage)?;
         Ok(self.places.get_or_init(|| tables))
+    }
+
+    /// The semantic index's tables, in lookup order.
+    fn semantic_index(&self) -> Result<&[ReadOnlyTable<SemanticKey, u64>], ReadError> {
+        if let Some(tables) = self.semantic.get() {
+            return Ok(tables);
+        }
+        let tables = tiered::open_read(&self.txn, &SEMANTIC).map_err(read_storage)?;
+        Ok(self.semantic.get_or_init(|| tables))
+    }
+
+    /// The objects with `semantic_id` (ref, seq), in ref order.
+    pub(crate) fn each_object_of<E: From<ReadError>>(
+        &self,
+        semantic_id: &str,
+        mut f: impl FnMut(Ref, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let h = semantic_key(semantic_id, &Ref([0; 32])).0;
+        let (from, to) = (Bound::Included((h, [0; 32])), Bound::Included((h, [0xff; 32])));
+        for item in tiered::range(self.semantic_index()?, from, to).map_err(read_storage)? {
+            let ((_, r), seq) = item.map_err(read_storage)?;
+            f(Ref(r), seq)?;
+        }
+        Ok(())
+    }
+
+    /// Every row of the semantic index, in key order, each once.
+    pub(crate) fn each_semantic<E: From<ReadError>>(
+        &self,
+        mut f: impl FnMut(SemanticKey, u64) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let rows = tiered::range(self.semantic_index()?, Bound::Unbounded, Bound::Unbounded).map_err(read_storage)?;
+        for item in rows {
+            let (key, seq) = item.map_err(read_storage)?;
+            f(key, seq)?;
+        }
+        Ok(())
     }
 
     /// The position of `r`'s place of `kind`.
     pub(crate) fn place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
-        crate::places::find(self.place_index()?, r, kind).map_err(read_storage)
+        tiered::find(self.place_index()?, (r.0, kind)).map_err(read_storage)
     }
 
     /// Every place of `kind`, in ref order, each once.
@@ -91,9 +132,12 @@ impl RedbSnapshot {
         kind: u8,
         mut f: impl FnMut(Ref, u64) -> Result<(), E>,
     ) -> Result<(), E> {
-        for item in crate::places::in_order(self.place_index()?, kind).map_err(read_storage)? {
-            let (r, position) = item.map_err(read_storage)?;
-            f(Ref(r), position)?;
+        let rows = tiered::range(self.place_index()?, Bound::Unbounded, Bound::Unbounded).map_err(read_storage)?;
+        for item in rows {
+            let ((r, found), position) = item.map_err(read_storage)?;
+            if found == kind {
+                f(Ref(r), position)?;
+            }
         }
         Ok(())
     }
@@ -174,7 +218,11 @@ impl RedbSnapshot {
     }
 
     pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<RedbSnapshot, ReadError> {
-        Ok(RedbSnapshot { txn: db.begin_read().map_err(read_storage)?, places: Default::default() })
+        Ok(RedbSnapshot {
+            txn: db.begin_read().map_err(read_storage)?,
+            places: Default::default(),
+            semantic: Default::default(),
+        })
     }
 
     pub(crate) fn txn(&self) -> &ReadTransaction {
@@ -231,25 +279,23 @@ impl View for RedbSnapshot {
         limit: usize,
     ) -> Result<Vec<(Ref, ObjectMeta)>, ReadError> {
         let limit = limit.min(PAGE_MAX);
-        let Some(index) = open(&self.txn, BY_SEMANTIC_ID)? else { return Ok(vec![]) };
-        let start = after.map(|r| r.0).unwrap_or([0u8; 32]);
+        let h = semantic_key(semantic_id, &Ref([0; 32])).0;
+        let from = match after {
+            Some(r) => Bound::Excluded((h, r.0)),
+            None => Bound::Included((h, [0; 32])),
+        };
+        let rows = tiered::range(self.semantic_index()?, from, Bound::Included((h, [0xff; 32])));
         let mut out = Vec::with_capacity(limit.min(64));
-        let range = index.range((semantic_id, start)..=(semantic_id, [0xffu8; 32])).map_err(read_storage)?;
-        for item in range {
-            if out.len() >= limit {
-                break;
+        for item in rows.map_err(read_storage)?.take(limit) {
+            let ((_, r), seq) = item.map_err(read_storage)?;
+            let r = Ref(r);
+            let corrupt =
+                |detail: String| rows::Corruption { table: "semantic", key: format!("{semantic_id} {r}"), detail };
+            let row = self.object_row(seq)?.ok_or_else(|| corrupt(format!("names object {seq}, which has no row")))?;
+            if row.semantic_id != semantic_id {
+                return Err(corrupt(format!("names object {seq}, whose semanticId is {}", row.semantic_id)).into());
             }
-            let (k, _) = item.map_err(read_storage)?;
-            let r = Ref(k.value().1);
-            if after == Some(r) {
-                continue;
-            }
-            let meta = self.object_meta(&r)?.ok_or_else(|| rows::Corruption {
-                table: "by_semantic_id",
-                key: format!("{semantic_id} {r}"),
-                detail: "index row names an absent object".into(),
-            })?;
-            out.push((r, meta));
+            out.push((r, row.meta()));
         }
         Ok(out)
     }

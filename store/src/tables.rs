@@ -7,7 +7,7 @@ pub type Key32 = [u8; 32];
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// sequence number → the object's row (`rows::ObjectRow`, its metadata);
-/// which sequence number a ref has is the place index's (`places`).
+/// which sequence number a ref has is the place index's (`PLACES`).
 pub const OBJECT_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("object_rows");
 /// sequence number → raw payload bytes (exactly one per object). Objects are
 /// numbered in the order they are first written, so a batch's payloads are
@@ -15,12 +15,10 @@ pub const OBJECT_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("objec
 pub const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads_by_seq");
 /// sequence number → ref: which object a sequence number is.
 pub const OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object_seq");
-/// (semanticId, ref) → (): ascending-hash paging per semantic id.
-pub const BY_SEMANTIC_ID: TableDefinition<(&str, Key32), ()> = TableDefinition::new("by_semantic_id");
 /// entryIndex → LogEntry; contiguous from 0.
 pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 /// revision → World (one world per revision: revision = entryIndex); which
-/// revision a world ref has is the place index's (`places`).
+/// revision a world ref has is the place index's (`PLACES`).
 pub const WORLD_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("world_rows");
 /// head name → ref (`world/selected` and registry heads).
 pub const HEADS: TableDefinition<&str, Key32> = TableDefinition::new("heads");
@@ -57,25 +55,54 @@ pub const REFERRERS_OF_ABSENT: TableDefinition<(Key32, u8, u64), ()> = TableDefi
 pub const REFERRERS_BY_HASH: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
 /// effect record ref → JournalKey of the outcome that carries it.
 pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
-/// (ref, place kind) → position: a row of the place index (`places`).
+/// An index kept as a young table and sorted runs merged in tiers
+/// (`tiered`): its young table, its run directory (run id → (level,
+/// state)), and the prefix of its runs' table names.
+pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
+    pub young: TableDefinition<'static, K, V>,
+    pub runs: TableDefinition<'static, u32, (u8, u8)>,
+    pub run_prefix: &'static str,
+}
+
+/// (ref, place kind) → position: where a stored object (its seq), log entry
+/// (its index) or world (its revision) sits, found by ref.
 pub type PlaceKey = (Key32, u8);
-/// The place index's rows placed since its young table last became a run.
-pub const PLACES_YOUNG: TableDefinition<PlaceKey, u64> = TableDefinition::new("places_young");
-/// run id → (level, state): the place index's runs, each the table `places::run_name(id)`.
-pub const PLACE_RUNS: TableDefinition<u32, (u8, u8)> = TableDefinition::new("place_runs");
+/// The place index.
+pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
+    young: TableDefinition::new("places_young"),
+    runs: TableDefinition::new("place_runs"),
+    run_prefix: "places_run_",
+};
 /// The place of an object: its sequence number.
 pub const PLACE_OBJECT: u8 = 1;
 /// The place of a log entry: its index.
 pub const PLACE_ENTRY: u8 = 2;
 /// The place of a world: its revision.
 pub const PLACE_WORLD: u8 = 3;
+
+/// (sha256 of a semanticId, ref) → the object's seq: each semantic id's
+/// objects in ascending ref order (REST pages them so).
+pub type SemanticKey = (Key32, Key32);
+/// The semantic index's key of the object `r` whose semanticId is `semantic_id`.
+pub fn semantic_key(semantic_id: &str, r: &crate::refs::Ref) -> SemanticKey {
+    (crate::refs::Ref::of(semantic_id.as_bytes()).0, r.0)
+}
+/// The semantic index.
+pub const SEMANTIC: Tiered<SemanticKey, u64> = Tiered {
+    young: TableDefinition::new("semantic_young"),
+    runs: TableDefinition::new("semantic_runs"),
+    run_prefix: "semantic_run_",
+};
+
 /// Format 4's tables keyed by ref, moved into `OBJECT_ROWS`, `WORLD_ROWS`
-/// and the place index (`places`) when such a store is opened: ref →
+/// and the place index (`PLACES`) when such a store is opened: ref →
 /// ObjectRow, world ref → World, revision → world ref, entryHash → entryIndex.
 pub const FORMAT4_OBJECTS: TableDefinition<Key32, &[u8]> = TableDefinition::new("objects");
 pub const FORMAT4_WORLDS: TableDefinition<Key32, &[u8]> = TableDefinition::new("worlds");
 pub const FORMAT4_WORLD_BY_REVISION: TableDefinition<u64, Key32> = TableDefinition::new("world_by_revision");
 pub const FORMAT4_ENTRY_BY_HASH: TableDefinition<Key32, u64> = TableDefinition::new("entry_by_hash");
+/// Format 4's semantic index, (semanticId, ref) → (), moved into `SEMANTIC`.
+pub const FORMAT4_BY_SEMANTIC_ID: TableDefinition<(&str, Key32), ()> = TableDefinition::new("by_semantic_id");
 /// episode → EpisodeRow: what the episode did, kept by the writes that
 /// start and end its calls.
 pub const EPISODES: TableDefinition<&str, &[u8]> = TableDefinition::new("episodes");

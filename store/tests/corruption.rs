@@ -203,7 +203,7 @@ fn a_place_naming_another_object_and_a_lost_place_are_reported() {
     let fx = fixture();
     let seq = payload_seq(&fx);
     tamper(&fx.path, |txn| {
-        let mut young = txn.open_table(PLACES_YOUNG).unwrap();
+        let mut young = txn.open_table(PLACES.young).unwrap();
         young.insert((fx.payload.hash.0, PLACE_OBJECT), seq + 1).unwrap();
         young.remove((fx.entries[2].0, PLACE_ENTRY)).unwrap().expect("entry 2 was placed");
     });
@@ -213,10 +213,24 @@ fn a_place_naming_another_object_and_a_lost_place_are_reported() {
 }
 
 #[test]
+fn an_object_left_out_of_the_semantic_index_is_reported() {
+    let fx = fixture();
+    let store = ReadOnlyStore::open(&fx.path).unwrap();
+    let meta = Reads::snapshot(&store).unwrap().object_meta(&fx.payload.hash).unwrap().unwrap();
+    drop(store);
+    tamper(&fx.path, |txn| {
+        let key = semantic_key(&meta.semantic_id, &fx.payload.hash);
+        txn.open_table(SEMANTIC.young).unwrap().remove(key).unwrap().expect("the object was indexed");
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "semantic", &format!("{} {}", meta.semantic_id, fx.payload.hash), FaultKind::Missing);
+}
+
+#[test]
 fn a_run_the_directory_names_but_the_store_lacks_is_reported() {
     let fx = fixture();
     tamper(&fx.path, |txn| {
-        txn.open_table(PLACE_RUNS).unwrap().insert(7, (0, 0)).unwrap();
+        txn.open_table(PLACES.runs).unwrap().insert(7, (0, 0)).unwrap();
     });
     let report = verify_offline(&fx.path);
     assert_fault(&report, "place_runs", "7", FaultKind::Missing);

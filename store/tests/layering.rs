@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["model"],
     &["canonical"],
     &["error"],
-    &["places"],
+    &["tiered"],
     &["ops"],
     &["wal"],
     &["view"],

@@ -9,13 +9,13 @@ use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
+use crate::tiered;
 use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction};
 
 pub(crate) struct W<'t> {
     object_rows: Table<'t, u64, &'static [u8]>,
     payloads: Table<'t, u64, &'static [u8]>,
     object_seq: Table<'t, u64, Key32>,
-    by_semantic_id: Table<'t, (&'static str, Key32), ()>,
     log: Table<'t, u64, &'static [u8]>,
     world_rows: Table<'t, u64, &'static [u8]>,
     heads: Table<'t, &'static str, Key32>,
@@ -31,9 +31,13 @@ pub(crate) struct W<'t> {
     referrers: Table<'t, (u8, u64, u8, u64), ()>,
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
     /// The place index: the young table (where rows are inserted), then its runs.
-    places_index: Vec<Table<'t, PlaceKey, u64>>,
-    /// Rows this batch placed (what the index's merges are paced by).
+    place_index: Vec<Table<'t, PlaceKey, u64>>,
+    /// The semantic index's young table (it is written here, never read).
+    semantic: Table<'t, SemanticKey, u64>,
+    /// Rows this batch wrote to the place and the semantic index (what
+    /// their merges are paced by).
     placed: u64,
+    semantic_written: u64,
     record_journal: Table<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
@@ -77,7 +81,6 @@ impl<'t> W<'t> {
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
-            by_semantic_id: txn.open_table(BY_SEMANTIC_ID).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
             world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
             heads: txn.open_table(HEADS).map_err(storage)?,
@@ -92,8 +95,10 @@ impl<'t> W<'t> {
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
             referrers_of_absent: txn.open_table(REFERRERS_OF_ABSENT).map_err(storage)?,
-            places_index: crate::places::open_write(txn).map_err(storage)?,
+            place_index: tiered::open_write(txn, &PLACES).map_err(storage)?,
+            semantic: txn.open_table(SEMANTIC.young).map_err(storage)?,
             placed: 0,
+            semantic_written: 0,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
             episodes: txn.open_table(EPISODES).map_err(storage)?,
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
@@ -118,26 +123,28 @@ impl<'t> W<'t> {
         Ok(self.approval_tables.as_mut().expect("opened above"))
     }
 
-    /// Writes what was deferred to the end of the batch, then lets the place
-    /// index take its step (`places::maintain`); call before committing.
+    /// Writes what was deferred to the end of the batch, then lets the
+    /// tiered indexes take their step (`tiered::maintain`); call before
+    /// committing.
     pub(crate) fn finish(mut self) -> R<()> {
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
         }
-        let (txn, placed) = (self.txn, self.placed);
+        let (txn, placed, semantic) = (self.txn, self.placed, self.semantic_written);
         drop(self);
-        crate::places::maintain(txn, placed).map_err(storage)
+        tiered::maintain(txn, &PLACES, placed).map_err(storage)?;
+        tiered::maintain(txn, &SEMANTIC, semantic).map_err(storage)
     }
 
     /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
     fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
-        self.places_index[0].insert((r.0, kind), position).map_err(storage)?;
+        self.place_index[0].insert((r.0, kind), position).map_err(storage)?;
         self.placed += 1;
         Ok(())
     }
 
     fn find_place(&self, r: &Ref, kind: u8) -> R<Option<u64>> {
-        crate::places::find(&self.places_index, r, kind).map_err(storage)
+        tiered::find(&self.place_index, (r.0, kind)).map_err(storage)
     }
 
     /// Applies one call's move to its episode's summary at once, and gives
@@ -184,7 +191,7 @@ impl<'t> W<'t> {
         if let Some(place) = self.places.get(target) {
             return Ok(Some(*place));
         }
-        let places = crate::places::places_of(&self.places_index, target, true).map_err(storage)?;
+        let places = tiered::places_of(&self.place_index, &target.0, true).map_err(storage)?;
         let place = places.into_iter().find(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY);
         if let Some(place) = place {
             if self.places.len() >= PLACES_KEPT_MAX {
@@ -236,7 +243,8 @@ impl Rows for W<'_> {
         self.place(&o.hash, PLACE_OBJECT, seq)?;
         self.payloads.insert(seq, o.payload.as_slice()).map_err(storage)?;
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
-        self.by_semantic_id.insert((o.semantic_id.as_str(), o.hash.0), ()).map_err(storage)?;
+        self.semantic.insert(semantic_key(&o.semantic_id, &o.hash), seq).map_err(storage)?;
+        self.semantic_written += 1;
         for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
             if target != o.hash {
                 self.insert_referrer(&target, REFERRER_OBJECT, seq)?;
@@ -522,10 +530,10 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
 }
 
 /// Moves the rows of a format 4 store keyed by ref (objects' metadata,
-/// worlds, entries' hashes) to rows keyed by position and the place index:
-/// each old table, read in ref order, is one run of the index.
+/// worlds, entries' hashes, the semantic index) to rows keyed by position
+/// and to the tiered indexes: each old table, read in ref order, is one run
+/// of the place index, and the semantic index is built from the objects.
 pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
-    let kinds = [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD];
     {
         let objects = txn.open_table(FORMAT4_OBJECTS).map_err(storage)?;
         let numbers = txn.open_table(OBJECT_SEQ).map_err(storage)?;
@@ -544,43 +552,48 @@ pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
             world_rows.insert(revision.value(), row.value()).map_err(storage)?;
         }
     }
-    for kind in kinds {
-        let rows = format4_places(txn, kind)?;
-        crate::places::add_run(txn, rows.into_iter().map(Ok)).map_err(storage)?;
+    let (objects, mut semantic) = format4_objects(txn)?;
+    tiered::add_run(txn, &PLACES, objects.into_iter()).map_err(storage)?;
+    semantic.sort_unstable();
+    tiered::add_run(txn, &SEMANTIC, semantic.into_iter()).map_err(storage)?;
+    let mut entries = vec![];
+    for item in txn.open_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        entries.push(((k.value(), PLACE_ENTRY), v.value()));
     }
-    for name in [FORMAT4_OBJECTS.name(), FORMAT4_WORLDS.name(), FORMAT4_ENTRY_BY_HASH.name()] {
+    tiered::add_run(txn, &PLACES, entries.into_iter()).map_err(storage)?;
+    let mut worlds = vec![];
+    for item in txn.open_table(FORMAT4_WORLDS).map_err(storage)?.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        // A row that does not decode is left for `verify` to report.
+        if let Ok(w) = rows::decode::<World>("worlds", &Ref(k.value()), v.value()) {
+            worlds.push(((k.value(), PLACE_WORLD), w.revision));
+        }
+    }
+    tiered::add_run(txn, &PLACES, worlds.into_iter()).map_err(storage)?;
+    for name in [FORMAT4_OBJECTS.name(), FORMAT4_WORLDS.name()] {
         txn.delete_table(TableDefinition::<Key32, &[u8]>::new(name)).map_err(storage)?;
     }
+    txn.delete_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?;
     txn.delete_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
+    txn.delete_table(FORMAT4_BY_SEMANTIC_ID).map_err(storage)?;
     Ok(())
 }
 
-/// A format 4 store's places of one kind, in ref order (rows that do not
-/// decode are left to `verify` to report).
-fn format4_places(txn: &WriteTransaction, kind: u8) -> R<Vec<(PlaceKey, u64)>> {
-    let mut out = vec![];
-    if kind == PLACE_ENTRY {
-        let t = txn.open_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?;
-        for item in t.iter().map_err(storage)? {
-            let (k, v) = item.map_err(storage)?;
-            out.push(((k.value(), kind), v.value()));
-        }
-        return Ok(out);
-    }
-    let def = if kind == PLACE_OBJECT { FORMAT4_OBJECTS } else { FORMAT4_WORLDS };
-    let t = txn.open_table(def).map_err(storage)?;
-    for item in t.iter().map_err(storage)? {
+/// A format 4 store's objects as place rows (in ref order) and semantic rows.
+type Format4Objects = (Vec<(PlaceKey, u64)>, Vec<(SemanticKey, u64)>);
+
+fn format4_objects(txn: &WriteTransaction) -> R<Format4Objects> {
+    let (mut places, mut semantic) = (vec![], vec![]);
+    for item in txn.open_table(FORMAT4_OBJECTS).map_err(storage)?.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        let position = if kind == PLACE_OBJECT {
-            rows::decode::<ObjectRow>("objects", &Ref(k.value()), v.value()).map(|row| row.seq)
-        } else {
-            rows::decode::<World>("worlds", &Ref(k.value()), v.value()).map(|w| w.revision)
-        };
-        if let Ok(position) = position {
-            out.push(((k.value(), kind), position));
+        let r = Ref(k.value());
+        if let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) {
+            places.push(((r.0, PLACE_OBJECT), row.seq));
+            semantic.push((semantic_key(&row.semantic_id, &r), row.seq));
         }
     }
-    Ok(out)
+    Ok((places, semantic))
 }
 
 /// Moves the referrer index of a format 3 store, keyed by target hash, to

@@ -10,7 +10,7 @@ use crate::canonical::{approval_digest, parse_request};
 use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{APPROVALS, BY_SEMANTIC_ID, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
+use crate::tables::{APPROVALS, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
 use crate::view::View;
 use redb::ReadableTable;
 use serde::Deserialize;
@@ -140,18 +140,16 @@ impl Verifier<'_> {
 
     /// Every effect record decided under an approval.
     pub(super) fn approved_records(&self) -> Step {
-        let Some(index) = self.table(BY_SEMANTIC_ID)? else { return Ok(()) };
-        let start = (EFFECT_RECORD_V3, [0u8; 32]);
-        let end = (EFFECT_RECORD_V3, [0xffu8; 32]);
         let mut ran: BTreeMap<String, (u64, bool)> = BTreeMap::new();
-        for item in index.range(start..=end).map_err(|e| e.to_string())? {
-            let (k, _) = item.map_err(|e| e.to_string())?;
-            let record = Ref(k.value().1);
-            if let Some((id, once)) = self.approved_record(&record)? {
-                let used = ran.entry(id).or_insert((0, once));
-                used.0 += 1;
-            }
-        }
+        self.snap
+            .each_object_of(EFFECT_RECORD_V3, |record, _| {
+                if let Some((id, once)) = self.approved_record(&record).map_err(crate::error::ReadError::Storage)? {
+                    let used = ran.entry(id).or_insert((0, once));
+                    used.0 += 1;
+                }
+                Ok::<(), crate::error::ReadError>(())
+            })
+            .map_err(|e| e.to_string())?;
         for (id, (runs, once)) in ran {
             if once && runs > 1 {
                 let detail = format!("a one-time approval ran {runs} effects");

@@ -9,6 +9,7 @@ use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
+use crate::tiered;
 use crate::view::View;
 use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
 use std::collections::{BTreeMap, HashSet};
@@ -57,6 +58,26 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
 }
 
+/// What a set of index rows sums to: their count, and the wrapping sum of
+/// a hash of each (key, value). Two walks that sum alike hold the same rows
+/// (short of a forged collision), whatever order they were read in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RowSum {
+    rows: u64,
+    sum: u128,
+}
+
+impl RowSum {
+    fn add(&mut self, key: &SemanticKey, value: u64) {
+        let mut h = blake3::Hasher::new();
+        h.update(&key.0).update(&key.1).update(&value.to_le_bytes());
+        let digest = h.finalize();
+        let low: [u8; 16] = digest.as_bytes()[..16].try_into().expect("16 of 32 bytes");
+        self.rows += 1;
+        self.sum = self.sum.wrapping_add(u128::from_le_bytes(low));
+    }
+}
+
 /// Most refs the log walk remembers as present before it forgets them all.
 const PRESENT_KEPT_MAX: usize = 4096;
 
@@ -94,8 +115,9 @@ impl<'a> Verifier<'a> {
             paired = Some(v.payloads(opts, counts)?);
             Ok(())
         });
-        self.guarded("objects", |v| v.objects(paired, counts));
-        self.guarded("by_semantic_id", |v| v.semantic_index());
+        let mut semantic = RowSum::default();
+        self.guarded("objects", |v| v.objects(paired, counts, &mut semantic));
+        self.guarded("semantic", |v| v.semantic_index(&semantic));
         self.guarded("intents", |v| v.journal(counts));
         self.guarded("receipts", |v| v.receipts(counts));
         self.guarded("approvals", |v| v.approval_rows());
@@ -268,11 +290,10 @@ impl<'a> Verifier<'a> {
     /// payload exactly when `paired` equals the number of objects. Only when
     /// it does not (or that pass failed) are payloads looked up one by one,
     /// to name the missing.
-    fn objects(&self, paired: Option<u64>, counts: &mut Counts) -> Step {
+    fn objects(&self, paired: Option<u64>, counts: &mut Counts, semantic: &mut RowSum) -> Step {
         let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
         let payloads = self.table(PAYLOADS)?;
         let numbers = self.table(OBJECT_SEQ)?;
-        let index = self.table(BY_SEMANTIC_ID)?;
         for item in objects.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.objects += 1;
@@ -289,15 +310,7 @@ impl<'a> Verifier<'a> {
                 self.sink.push("object_seq", seq, FaultKind::Missing, "an object row has no object number");
                 continue;
             };
-            let indexed = index.as_ref().and_then(|t| t.get((row.semantic_id.as_str(), r.0)).ok().flatten()).is_some();
-            if !indexed {
-                self.sink.push(
-                    "by_semantic_id",
-                    format!("{} {r}", row.semantic_id),
-                    FaultKind::Missing,
-                    "object is not indexed",
-                );
-            }
+            semantic.add(&semantic_key(&row.semantic_id, &r), seq);
         }
         if paired != Some(counts.objects) {
             for item in objects.iter().map_err(|e| e.to_string())? {
@@ -314,27 +327,62 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    fn semantic_index(&self) -> Step {
-        let Some(index) = self.table(BY_SEMANTIC_ID)? else { return Ok(()) };
-        for item in index.iter().map_err(|e| e.to_string())? {
-            let (k, _) = item.map_err(|e| e.to_string())?;
-            let (name, r) = k.value();
-            let r = Ref(r);
-            match self.snap.object_meta(&r) {
-                Ok(Some(m)) if m.semantic_id == name => {}
-                Ok(Some(m)) => self.sink.push(
-                    "by_semantic_id",
-                    format!("{name} {r}"),
-                    FaultKind::Mismatch,
-                    format!("object's semanticId is {}", m.semantic_id),
-                ),
-                Ok(None) => self.sink.push(
-                    "by_semantic_id",
-                    format!("{name} {r}"),
-                    FaultKind::Dangling,
-                    "names an absent object",
-                ),
-                Err(e) => self.sink.push("objects", r, FaultKind::Decode, e.to_string()),
+    /// The semantic index holds exactly one row per object, (sha256 of its
+    /// semanticId, ref) → seq: its rows sum to what the object rows sum to
+    /// (`objects`). Only when they do not is each row and each object looked
+    /// up, to name the faults.
+    fn semantic_index(&self, expected: &RowSum) -> Step {
+        let mut found = RowSum::default();
+        self.snap
+            .each_semantic(|key, seq| {
+                found.add(&key, seq);
+                Ok::<(), crate::error::ReadError>(())
+            })
+            .map_err(|e| e.to_string())?;
+        if found == *expected {
+            return Ok(());
+        }
+        self.snap
+            .each_semantic(|(h, r), seq| {
+                let r = Ref(r);
+                let row = self.snap.object_row(seq)?;
+                let named = self.snap.object_at(seq)?;
+                match row {
+                    Some(row) if named == Some(r) && semantic_key(&row.semantic_id, &r).0 == h => {}
+                    Some(_) => self.sink.push(
+                        "semantic",
+                        r,
+                        FaultKind::Mismatch,
+                        format!("names object {seq}, which is another or has another semanticId"),
+                    ),
+                    None => self.sink.push(
+                        "semantic",
+                        r,
+                        FaultKind::Dangling,
+                        format!("names object {seq}, which has no row"),
+                    ),
+                }
+                Ok::<(), crate::error::ReadError>(())
+            })
+            .map_err(|e| e.to_string())?;
+        let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
+        let semantic = tiered::open_read(self.snap.txn(), &SEMANTIC).map_err(|e| e.to_string())?;
+        for item in objects.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let seq = k.value();
+            let (Ok(row), Ok(Some(r))) =
+                (rows::decode::<ObjectRow>("object_rows", &seq, v.value()), self.snap.object_at(seq))
+            else {
+                continue;
+            };
+            let key = semantic_key(&row.semantic_id, &r);
+            if tiered::find(&semantic, key).map_err(|e| e.to_string())? != Some(seq) {
+                self.sink.push(
+                    "semantic",
+                    format!("{} {r}", row.semantic_id),
+                    FaultKind::Missing,
+                    "object is not indexed",
+                );
             }
         }
         Ok(())
@@ -556,16 +604,16 @@ impl<'a> Verifier<'a> {
     /// The run directory: each run's table exists, and a run being merged
     /// has exactly one output to go to.
     fn place_runs(&self) -> Step {
-        let Some(dir) = self.table(PLACE_RUNS)? else { return Ok(()) };
-        let runs = crate::places::runs(&dir).map_err(|e| e.to_string())?;
-        let building = runs.iter().filter(|r| r.state == crate::places::RUN_BUILDING).count();
-        let merging = runs.iter().filter(|r| r.state == crate::places::RUN_MERGING).count();
+        let Some(dir) = self.table(PLACES.runs)? else { return Ok(()) };
+        let runs = tiered::runs(&dir).map_err(|e| e.to_string())?;
+        let building = runs.iter().filter(|r| r.state == tiered::RUN_BUILDING).count();
+        let merging = runs.iter().filter(|r| r.state == tiered::RUN_MERGING).count();
         if building > 1 || (building == 1) != (merging > 0) {
             let detail = format!("{building} merge output(s) for {merging} run(s) being merged");
             self.sink.push("place_runs", "-", FaultKind::Mismatch, detail);
         }
         for run in &runs {
-            let name = crate::places::run_name(run.id);
+            let name = tiered::run_name(&PLACES, run.id);
             if self.table(TableDefinition::<PlaceKey, u64>::new(&name))?.is_none() {
                 self.sink.push(
                     "place_runs",

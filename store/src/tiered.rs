@@ -1,31 +1,33 @@
-//! Where each stored object, log entry and world sits, found by its ref.
+//! Indexes keyed by hashes, kept as a young table and sorted runs merged in
+//! tiers: the place index (where each object, entry and world sits, by
+//! ref) and the semantic index (each semantic id's objects in ref order).
 //!
-//! Refs are hashes, so a B-tree keyed by them takes every insert on a random
-//! leaf: on a store of a million calls each insert copied, checksummed and
-//! later wrote a 4 KiB leaf of its own. This index keeps the refs written
-//! lately in a small young table (a few hundred leaves, always cached, each
-//! written once per checkpoint however many rows it took) and the rest in
-//! sorted runs that are never changed:
+//! A B-tree keyed by hashes takes every insert on a random leaf: on a store
+//! of a million calls each insert copied, checksummed and later wrote a 4 KiB
+//! leaf of its own. A tiered index keeps the rows written lately in a small
+//! young table (a few hundred leaves, always cached, each written once per
+//! checkpoint however many rows it took) and the rest in sorted runs that are
+//! never changed:
 //!
 //! - when the young table holds `YOUNG_ROWS_MAX` rows it becomes a run of
 //!   level 0 by a rename (nothing is copied) and a new young table starts;
 //! - when a level holds `RUNS_PER_MERGE` runs, they are merged into one run of
 //!   the next level, built by appends in key order (full pages), a bounded
-//!   step after each batch, in proportion to the rows the batch placed;
+//!   step after each batch, in proportion to the rows the batch wrote;
 //! - a lookup asks the young table, then each run, newest first.
 //!
-//! A ref's place is written once and never changed (objects are written once
-//! by hash, entries and worlds are new), so a row found in any table is the
-//! answer: while a merge runs, a row may sit in its input and in its output,
-//! and readers take either. The run directory (`PLACE_RUNS`) says which run
-//! tables exist, their level, and which are being merged.
+//! A row is written once and never changed (objects are written once by hash,
+//! entries and worlds are new), so a row found in any table is the answer:
+//! while a merge runs, a row may sit in its input and in its output, and
+//! readers take either. The run directory says which run tables exist, their
+//! level, and which are being merged.
 
-use crate::refs::Ref;
-use crate::tables::{Key32, PLACE_RUNS, PLACES_YOUNG, PlaceKey};
+use crate::tables::{Key32, PlaceKey, Tiered};
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, StorageError, Table, TableDefinition,
     TableError, WriteTransaction,
 };
+use std::ops::Bound;
 
 /// A run no merge is reading.
 pub const RUN_COMPLETE: u8 = 0;
@@ -39,8 +41,8 @@ pub const RUN_BUILDING: u8 = 2;
 pub const YOUNG_ROWS_MAX: u64 = 16_384;
 /// Runs of one level merged into one of the next.
 pub const RUNS_PER_MERGE: usize = 4;
-/// Rows a merge moves per row a batch placed: more than the levels a row
-/// passes through (log4 of the store's rows over `YOUNG_ROWS_MAX`), so
+/// Rows a merge moves per row a batch wrote: more than the levels a row
+/// passes through (log4 of the index's rows over `YOUNG_ROWS_MAX`), so
 /// merges keep up with the writes.
 pub const MERGE_ROWS_PER_ROW: u64 = 8;
 /// The highest level: its runs are not merged further.
@@ -59,12 +61,20 @@ pub struct Policy {
 pub const POLICY: Policy =
     Policy { young_rows_max: YOUNG_ROWS_MAX, runs_per_merge: RUNS_PER_MERGE, merge_rows_per_row: MERGE_ROWS_PER_ROW };
 
-/// The table of run `id`.
-pub fn run_name(id: u32) -> String {
-    format!("places_run_{id}")
+/// A key or value a tiered index holds: owned, copied, read back as itself.
+pub trait Cell: for<'a> redb::Value<SelfType<'a> = Self> + Copy + std::fmt::Debug + 'static {}
+impl<T: for<'a> redb::Value<SelfType<'a> = T> + Copy + std::fmt::Debug + 'static> Cell for T {}
+
+/// A key of a tiered index: its order in memory is its order in the tree.
+pub trait CellKey: Cell + redb::Key + Ord {}
+impl<T: Cell + redb::Key + Ord> CellKey for T {}
+
+/// The table of run `id` of `index`.
+pub fn run_name<K: CellKey, V: Cell>(index: &Tiered<K, V>, id: u32) -> String {
+    format!("{}{id}", index.run_prefix)
 }
 
-fn run_def(name: &str) -> TableDefinition<'_, PlaceKey, u64> {
+fn run_def<K: CellKey, V: Cell>(name: &str) -> TableDefinition<'_, K, V> {
     TableDefinition::new(name)
 }
 
@@ -76,7 +86,7 @@ pub struct Run {
     pub state: u8,
 }
 
-/// The runs of the directory, newest (highest id) first.
+/// The runs of a directory, newest (highest id) first.
 pub fn runs(dir: &impl ReadableTable<u32, (u8, u8)>) -> Result<Vec<Run>, StorageError> {
     let mut out = vec![];
     for item in dir.iter()? {
@@ -88,63 +98,69 @@ pub fn runs(dir: &impl ReadableTable<u32, (u8, u8)>) -> Result<Vec<Run>, Storage
     Ok(out)
 }
 
-/// The young table and every run a read transaction sees, in lookup order.
-pub fn open_read(txn: &ReadTransaction) -> Result<Vec<ReadOnlyTable<PlaceKey, u64>>, redb::Error> {
+/// The young table and every run of `index` a read transaction sees, in lookup order.
+pub fn open_read<K: CellKey, V: Cell>(
+    txn: &ReadTransaction,
+    index: &Tiered<K, V>,
+) -> Result<Vec<ReadOnlyTable<K, V>>, redb::Error> {
     let mut tables = vec![];
-    match txn.open_table(PLACES_YOUNG) {
+    match txn.open_table(index.young) {
         Ok(t) => tables.push(t),
         Err(TableError::TableDoesNotExist(_)) => {}
         Err(e) => return Err(e.into()),
     }
-    let dir = match txn.open_table(PLACE_RUNS) {
+    let dir = match txn.open_table(index.runs) {
         Ok(t) => t,
         Err(TableError::TableDoesNotExist(_)) => return Ok(tables),
         Err(e) => return Err(e.into()),
     };
     for run in runs(&dir)? {
-        tables.push(txn.open_table(run_def(&run_name(run.id)))?);
+        tables.push(txn.open_table(run_def(&run_name(index, run.id)))?);
     }
     Ok(tables)
 }
 
-/// The young table (first: inserts go there) and every run, in lookup order.
-pub fn open_write(txn: &WriteTransaction) -> Result<Vec<Table<'_, PlaceKey, u64>>, redb::Error> {
-    let mut tables = vec![txn.open_table(PLACES_YOUNG)?];
-    let dir = txn.open_table(PLACE_RUNS)?;
+/// The young table of `index` (first: inserts go there) and every run, in lookup order.
+pub fn open_write<'t, K: CellKey, V: Cell>(
+    txn: &'t WriteTransaction,
+    index: &Tiered<K, V>,
+) -> Result<Vec<Table<'t, K, V>>, redb::Error> {
+    let mut tables = vec![txn.open_table(index.young)?];
+    let dir = txn.open_table(index.runs)?;
     for run in runs(&dir)? {
-        tables.push(txn.open_table(run_def(&run_name(run.id)))?);
+        tables.push(txn.open_table(run_def(&run_name(index, run.id)))?);
     }
     Ok(tables)
 }
 
-/// The position of `r`'s place of `kind`, from the first table that has it.
-pub fn find<T: ReadableTable<PlaceKey, u64>>(tables: &[T], r: &Ref, kind: u8) -> Result<Option<u64>, StorageError> {
+/// The value of `key`, from the first table that has it.
+pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(tables: &[T], key: K) -> Result<Option<V>, StorageError> {
     for t in tables {
-        if let Some(v) = t.get((r.0, kind))? {
+        if let Some(v) = t.get(key)? {
             return Ok(Some(v.value()));
         }
     }
     Ok(None)
 }
 
-/// Every place of `r`, one per kind, in kind order; an object's place ends
-/// the search when `object_first` (a target's object place is the one its
-/// referrers are indexed under).
+/// Every place of `r` (kind, position), one per kind, in kind order; an
+/// object's place ends the search when `object_first` (a target's object
+/// place is the one its referrers are indexed under).
 pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
     tables: &[T],
-    r: &Ref,
+    r: &Key32,
     object_first: bool,
 ) -> Result<Vec<(u8, u64)>, StorageError> {
     let mut out: Vec<(u8, u64)> = vec![];
     for t in tables {
-        for item in t.range((r.0, 0)..=(r.0, u8::MAX))? {
+        for item in t.range((*r, 0)..=(*r, u8::MAX))? {
             let (k, v) = item?;
             let kind = k.value().1;
-            if !out.iter().any(|(known, _)| *known == kind) {
-                out.push((kind, v.value()));
-            }
             if object_first && kind == crate::tables::PLACE_OBJECT {
                 return Ok(vec![(kind, v.value())]);
+            }
+            if !out.iter().any(|(known, _)| *known == kind) {
+                out.push((kind, v.value()));
             }
         }
     }
@@ -152,41 +168,38 @@ pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
     Ok(out)
 }
 
-/// Every row of `kind`, in ref order, each once: a merge of the young table
-/// and the runs (a merge in progress holds some rows twice).
-pub fn in_order<T: ReadableTable<PlaceKey, u64>>(
+/// The rows between `from` and `to`, in key order, each once: a merge of the
+/// young table and the runs (a merge in progress holds some rows twice).
+pub fn range<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
     tables: &[T],
-    kind: u8,
-) -> Result<impl Iterator<Item = Result<(Key32, u64), StorageError>> + '_, StorageError> {
+    from: Bound<K>,
+    to: Bound<K>,
+) -> Result<impl Iterator<Item = Result<(K, V), StorageError>> + '_, StorageError> {
     let mut sources = vec![];
     for t in tables {
-        sources.push(t.iter()?.filter_map(move |item| match item {
-            Ok((k, v)) if k.value().1 == kind => Some(Ok((k.value().0, v.value()))),
-            Ok(_) => None,
-            Err(e) => Some(Err(e)),
-        }));
+        sources.push(t.range((from, to))?.map(|item| item.map(|(k, v)| (k.value(), v.value()))));
     }
     Ok(Merged::new(sources))
 }
 
 /// A merge of sorted sources, equal keys taken once.
-struct Merged<I: Iterator<Item = Result<(Key32, u64), StorageError>>> {
+struct Merged<K, V, I: Iterator<Item = Result<(K, V), StorageError>>> {
     sources: Vec<std::iter::Peekable<I>>,
-    last: Option<Key32>,
+    last: Option<K>,
 }
 
-impl<I: Iterator<Item = Result<(Key32, u64), StorageError>>> Merged<I> {
+impl<K: CellKey, V: Cell, I: Iterator<Item = Result<(K, V), StorageError>>> Merged<K, V, I> {
     fn new(sources: Vec<I>) -> Self {
         Merged { sources: sources.into_iter().map(Iterator::peekable).collect(), last: None }
     }
 }
 
-impl<I: Iterator<Item = Result<(Key32, u64), StorageError>>> Iterator for Merged<I> {
-    type Item = Result<(Key32, u64), StorageError>;
+impl<K: CellKey, V: Cell, I: Iterator<Item = Result<(K, V), StorageError>>> Iterator for Merged<K, V, I> {
+    type Item = Result<(K, V), StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let mut least: Option<(usize, Key32)> = None;
+            let mut least: Option<(usize, K)> = None;
             for (i, s) in self.sources.iter_mut().enumerate() {
                 match s.peek() {
                     Some(Err(_)) => return s.next(),
@@ -205,23 +218,32 @@ impl<I: Iterator<Item = Result<(Key32, u64), StorageError>>> Iterator for Merged
     }
 }
 
-/// After a batch that placed `placed` rows: the young table becomes a run
-/// when full, and the merge in progress (started when a level holds
-/// `RUNS_PER_MERGE` runs) moves up to `MERGE_ROWS_PER_ROW` rows per row placed.
-pub fn maintain(txn: &WriteTransaction, placed: u64) -> Result<(), redb::Error> {
-    maintain_with(txn, placed, &POLICY)
+/// After a batch that wrote `written` rows to `index`: the young table
+/// becomes a run when full, and the merge in progress (started when a level
+/// holds `RUNS_PER_MERGE` runs) moves up to `MERGE_ROWS_PER_ROW` rows per row written.
+pub fn maintain<K: CellKey, V: Cell>(
+    txn: &WriteTransaction,
+    index: &Tiered<K, V>,
+    written: u64,
+) -> Result<(), redb::Error> {
+    maintain_with(txn, index, written, &POLICY)
 }
 
 /// `maintain` under another policy.
-pub fn maintain_with(txn: &WriteTransaction, placed: u64, policy: &Policy) -> Result<(), redb::Error> {
-    let mut dir = txn.open_table(PLACE_RUNS)?;
-    let young_rows = txn.open_table(PLACES_YOUNG)?.len()?;
+pub fn maintain_with<K: CellKey, V: Cell>(
+    txn: &WriteTransaction,
+    index: &Tiered<K, V>,
+    written: u64,
+    policy: &Policy,
+) -> Result<(), redb::Error> {
+    let mut dir = txn.open_table(index.runs)?;
+    let young_rows = txn.open_table(index.young)?.len()?;
     if young_rows >= policy.young_rows_max {
         let id = next_id(&runs(&dir)?);
-        txn.rename_table(PLACES_YOUNG, run_def(&run_name(id)))?;
+        txn.rename_table(index.young, run_def::<K, V>(&run_name(index, id)))?;
         dir.insert(id, (0, RUN_COMPLETE))?;
     }
-    let budget = placed.saturating_mul(policy.merge_rows_per_row);
+    let budget = written.saturating_mul(policy.merge_rows_per_row);
     if budget == 0 {
         return Ok(());
     }
@@ -232,7 +254,7 @@ pub fn maintain_with(txn: &WriteTransaction, placed: u64, policy: &Policy) -> Re
         }
         all = runs(&dir)?;
     }
-    merge_step(txn, &mut dir, &all, budget)
+    merge_step(txn, index, &mut dir, &all, budget)
 }
 
 fn next_id(runs: &[Run]) -> u32 {
@@ -242,13 +264,14 @@ fn next_id(runs: &[Run]) -> u32 {
 /// Marks the oldest `count` runs of the lowest level that has as many as
 /// inputs of a new run one level up; false when no level has.
 fn start_merge(dir: &mut Table<'_, u32, (u8, u8)>, all: &[Run], count: usize) -> Result<bool, redb::Error> {
+    let count = count.max(2);
     for level in 0..LEVEL_MAX {
         let mut at: Vec<&Run> = all.iter().filter(|r| r.level == level && r.state == RUN_COMPLETE).collect();
-        if at.len() < count.max(2) {
+        if at.len() < count {
             continue;
         }
         at.sort_by_key(|r| r.id);
-        for run in &at[..count.max(2)] {
+        for run in &at[..count] {
             dir.insert(run.id, (level, RUN_MERGING))?;
         }
         dir.insert(next_id(all), (level + 1, RUN_BUILDING))?;
@@ -260,54 +283,40 @@ fn start_merge(dir: &mut Table<'_, u32, (u8, u8)>, all: &[Run], count: usize) ->
 /// Appends to the merge's output the next `budget` rows of its inputs in
 /// key order; when the inputs hold no row past the output's last, the
 /// inputs are dropped and the output is complete.
-fn merge_step(
+fn merge_step<K: CellKey, V: Cell>(
     txn: &WriteTransaction,
+    index: &Tiered<K, V>,
     dir: &mut Table<'_, u32, (u8, u8)>,
     all: &[Run],
     budget: u64,
 ) -> Result<(), redb::Error> {
     let Some(output) = all.iter().find(|r| r.state == RUN_BUILDING).copied() else { return Ok(()) };
     let inputs: Vec<Run> = all.iter().filter(|r| r.state == RUN_MERGING).copied().collect();
-    let out_name = run_name(output.id);
-    let mut out = txn.open_table(run_def(&out_name))?;
+    let out_name = run_name(index, output.id);
+    let mut out = txn.open_table(run_def::<K, V>(&out_name))?;
     let cursor = out.last()?.map(|(k, _)| k.value());
-    let names: Vec<String> = inputs.iter().map(|r| run_name(r.id)).collect();
-    let tables = names.iter().map(|n| txn.open_table(run_def(n))).collect::<Result<Vec<_>, _>>()?;
+    let names: Vec<String> = inputs.iter().map(|r| run_name(index, r.id)).collect();
+    let tables = names.iter().map(|n| txn.open_table(run_def::<K, V>(n))).collect::<Result<Vec<_>, _>>()?;
+    let from = cursor.map_or(Bound::Unbounded, Bound::Excluded);
     let mut sources = vec![];
     for t in &tables {
-        let rows = match cursor {
-            Some(c) => t.range((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))?,
-            None => t.iter()?,
-        };
-        sources.push(rows.map(|item| item.map(|(k, v)| (k.value(), v.value()))).peekable());
+        sources.push(t.range((from, Bound::Unbounded))?.map(|item| item.map(|(k, v)| (k.value(), v.value()))));
     }
+    let mut merged = Merged::new(sources);
     let mut moved = 0;
-    let mut last = cursor;
     while moved < budget {
-        let mut least: Option<(usize, PlaceKey)> = None;
-        for (i, s) in sources.iter_mut().enumerate() {
-            match s.peek() {
-                Some(Err(_)) => return Err(s.next().expect("peeked").expect_err("an error").into()),
-                Some(Ok((k, _))) if least.is_none_or(|(_, l)| *k < l) => least = Some((i, *k)),
-                _ => {}
-            }
-        }
-        let Some((i, key)) = least else { break };
-        let (_, position) = sources[i].next().expect("peeked")?;
-        if last == Some(key) {
-            continue;
-        }
-        out.insert(key, position)?;
-        last = Some(key);
+        let Some(row) = merged.next() else { break };
+        let (key, value) = row?;
+        out.insert(key, value)?;
         moved += 1;
     }
-    let done = sources.iter_mut().all(|s| s.peek().is_none());
-    drop(sources);
+    let done = merged.sources.iter_mut().all(|s| s.peek().is_none());
+    drop(merged);
     drop(tables);
     drop(out);
     if done {
         for (run, name) in inputs.iter().zip(&names) {
-            txn.delete_table(run_def(name))?;
+            txn.delete_table(run_def::<K, V>(name))?;
             dir.remove(run.id)?;
         }
         dir.insert(output.id, (output.level, RUN_COMPLETE))?;
@@ -326,20 +335,21 @@ pub fn level_of(rows: u64, policy: &Policy) -> u8 {
     level
 }
 
-/// Writes `rows` (sorted by key, each once) as a new complete run at the level
-/// its size belongs to: how a store of an older format gets its index.
-pub fn add_run(
+/// Writes `rows` (sorted by key, each once) as a new complete run of `index`
+/// at the level its size belongs to: how a store of an older format gets
+/// its index.
+pub fn add_run<K: CellKey, V: Cell>(
     txn: &WriteTransaction,
-    rows: impl Iterator<Item = Result<(PlaceKey, u64), redb::Error>>,
+    index: &Tiered<K, V>,
+    rows: impl Iterator<Item = (K, V)>,
 ) -> Result<(), redb::Error> {
-    let mut dir = txn.open_table(PLACE_RUNS)?;
+    let mut dir = txn.open_table(index.runs)?;
     let id = next_id(&runs(&dir)?);
-    let name = run_name(id);
-    let mut run = txn.open_table(run_def(&name))?;
+    let name = run_name(index, id);
+    let mut run = txn.open_table(run_def::<K, V>(&name))?;
     let mut count = 0;
-    for row in rows {
-        let (key, position) = row?;
-        run.insert(key, position)?;
+    for (key, value) in rows {
+        run.insert(key, value)?;
         count += 1;
     }
     dir.insert(id, (level_of(count, &POLICY), RUN_COMPLETE))?;
@@ -349,6 +359,7 @@ pub fn add_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tables::PLACES;
     use proptest::prelude::*;
     use redb::{Database, ReadableDatabase};
     use std::collections::BTreeMap;
@@ -359,37 +370,42 @@ mod tests {
         Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap()
     }
 
-    /// A batch placing `rows`, then the index's step under `policy`.
-    fn place(db: &Database, rows: &[(PlaceKey, u64)], policy: &Policy) {
+    /// A batch writing `rows`, then the index's step under `policy`.
+    fn write(db: &Database, rows: &[(PlaceKey, u64)], policy: &Policy) {
         let txn = db.begin_write().unwrap();
         {
-            let mut tables = open_write(&txn).unwrap();
+            let mut tables = open_write(&txn, &PLACES).unwrap();
             for (key, position) in rows {
                 tables[0].insert(*key, *position).unwrap();
             }
         }
-        maintain_with(&txn, rows.len() as u64, policy).unwrap();
+        maintain_with(&txn, &PLACES, rows.len() as u64, policy).unwrap();
         txn.commit().unwrap();
     }
 
-    /// What a reader sees agrees with the model: each row found, absent refs
-    /// not, every kind in ref order once, and the directory well formed.
+    /// What a reader sees agrees with the model: each row found, absent keys
+    /// not, every kind in key order once, and the directory well formed.
     fn check(db: &Database, model: &Model, absent: &[Key32]) -> Vec<Run> {
         let txn = db.begin_read().unwrap();
-        let tables = open_read(&txn).unwrap();
-        for ((r, kind), position) in model {
-            assert_eq!(find(&tables, &Ref(*r), *kind).unwrap(), Some(*position));
+        let tables = open_read(&txn, &PLACES).unwrap();
+        for (key, position) in model {
+            assert_eq!(find(&tables, *key).unwrap(), Some(*position));
         }
         for r in absent {
-            assert_eq!(places_of(&tables, &Ref(*r), false).unwrap(), vec![]);
+            assert_eq!(places_of(&tables, r, false).unwrap(), vec![]);
         }
-        for kind in 1..=3u8 {
-            let listed: Vec<(Key32, u64)> = in_order(&tables, kind).unwrap().map(Result::unwrap).collect();
-            let expected: Vec<(Key32, u64)> =
-                model.iter().filter(|((_, k), _)| *k == kind).map(|((r, _), p)| (*r, *p)).collect();
-            assert_eq!(listed, expected, "kind {kind}");
+        let listed: Vec<(PlaceKey, u64)> =
+            range(&tables, Bound::Unbounded, Bound::Unbounded).unwrap().map(Result::unwrap).collect();
+        assert_eq!(listed, model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+        if let Some(((r, _), _)) = model.iter().nth(model.len() / 2) {
+            let from = (*r, 0);
+            let to = (*r, u8::MAX);
+            let some: Vec<(PlaceKey, u64)> =
+                range(&tables, Bound::Included(from), Bound::Included(to)).unwrap().map(Result::unwrap).collect();
+            let expected: Vec<(PlaceKey, u64)> = model.range(from..=to).map(|(k, v)| (*k, *v)).collect();
+            assert_eq!(some, expected);
         }
-        let runs = runs(&txn.open_table(PLACE_RUNS).unwrap()).unwrap();
+        let runs = runs(&txn.open_table(PLACES.runs).unwrap()).unwrap();
         let building = runs.iter().filter(|r| r.state == RUN_BUILDING).count();
         let merging = runs.iter().filter(|r| r.state == RUN_MERGING).count();
         assert!(building <= 1 && (building == 1) == (merging > 0), "{runs:?}");
@@ -397,11 +413,11 @@ mod tests {
     }
 
     fn key(seed: u64) -> Key32 {
-        *Ref::of(&seed.to_le_bytes()).as_bytes()
+        *crate::refs::Ref::of(&seed.to_le_bytes()).as_bytes()
     }
 
     #[test]
-    fn rows_placed_across_many_runs_and_merges_are_all_found_once() {
+    fn rows_written_across_many_runs_and_merges_are_all_found_once() {
         let db = database();
         let policy = Policy { young_rows_max: 16, runs_per_merge: 3, merge_rows_per_row: 2 };
         let mut model = Model::new();
@@ -409,7 +425,7 @@ mod tests {
         for batch in 0..200u64 {
             let rows: Vec<(PlaceKey, u64)> =
                 (0..(batch % 7) + 1).map(|i| ((key(batch * 100 + i), (i % 3 + 1) as u8), batch * 100 + i)).collect();
-            place(&db, &rows, &policy);
+            write(&db, &rows, &policy);
             model.extend(rows);
             let runs = check(&db, &model, &[key(u64::MAX)]);
             levels_seen = levels_seen.max(runs.iter().map(|r| r.level).max().unwrap_or(0));
@@ -434,14 +450,14 @@ mod tests {
                 let mut rows = vec![];
                 for (seed, kind) in batch {
                     let k = (key(u64::from(seed)), kind);
-                    // A ref's place of a kind is written once.
+                    // A row is written once.
                     if model.contains_key(&k) || rows.iter().any(|(r, _)| *r == k) {
                         continue;
                     }
                     rows.push((k, next));
                     next += 1;
                 }
-                place(&db, &rows, &policy);
+                write(&db, &rows, &policy);
                 model.extend(rows);
             }
             check(&db, &model, &[key(70_000), key(80_000)]);

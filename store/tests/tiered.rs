@@ -1,11 +1,12 @@
-//! The place index at the store's own sizes: enough objects that its young
-//! table becomes runs several times and a merge completes, then every object
-//! is found where it was written, in ref order once, across a reopen.
+//! The tiered indexes at the store's own sizes: enough objects that the
+//! place and semantic indexes' young tables become runs several times and a
+//! merge completes, then every object is found where it was written, and
+//! listed in ref order once, across a reopen.
 
 mod common;
 
-use world_store::places::{RUN_BUILDING, RUN_COMPLETE, YOUNG_ROWS_MAX};
-use world_store::tables::PLACE_RUNS;
+use world_store::tables::{PLACES, SEMANTIC};
+use world_store::tiered::{RUN_BUILDING, RUN_COMPLETE, YOUNG_ROWS_MAX};
 use world_store::*;
 
 /// Objects per request: a batch of them is placed at once.
@@ -15,12 +16,12 @@ fn object(i: u64) -> NewObject {
     NewObject::derived("test/placed", "test", format!("{{\"n\":{i}}}").into_bytes())
 }
 
-/// The run directory as (level, state) per run.
-fn runs(path: &std::path::Path) -> Vec<(u8, u8)> {
+/// Each index's run directory as (level, state) per run.
+fn runs(path: &std::path::Path) -> [Vec<(u8, u8)>; 2] {
     let db = redb::Database::open(path).unwrap();
     let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
-    let dir = txn.open_table(PLACE_RUNS).unwrap();
-    world_store::places::runs(&dir).unwrap().iter().map(|r| (r.level, r.state)).collect()
+    let listed = |dir| world_store::tiered::runs(&txn.open_table(dir).unwrap()).unwrap();
+    [listed(PLACES.runs), listed(SEMANTIC.runs)].map(|runs| runs.iter().map(|r| (r.level, r.state)).collect())
 }
 
 #[test]
@@ -40,9 +41,10 @@ fn objects_placed_through_several_runs_and_a_merge_are_each_found_where_written(
         store.call(Op::PutObjects((0..8).map(object).collect())).unwrap();
         common::assert_verifies(&store);
     }
-    let runs = runs(&path);
-    assert!(runs.contains(&(1, RUN_COMPLETE)), "a merged run: {runs:?}");
-    assert!(runs.iter().all(|(_, state)| *state != RUN_BUILDING), "{runs:?}");
+    for runs in runs(&path) {
+        assert!(runs.contains(&(1, RUN_COMPLETE)), "a merged run: {runs:?}");
+        assert!(runs.iter().all(|(_, state)| *state != RUN_BUILDING), "{runs:?}");
+    }
 
     let (store, _) = Store::open(&path, 1).unwrap();
     let snap = store.snapshot().unwrap();
@@ -52,9 +54,16 @@ fn objects_placed_through_several_runs_and_a_merge_are_each_found_where_written(
         assert_eq!(snap.object_seq(&o.hash).unwrap(), Some(i));
     }
     assert!(!snap.has_object(&object(total).hash).unwrap());
-    let page = snap.objects_by_semantic_id("test/placed", None, PAGE_MAX).unwrap();
-    assert_eq!(page.len(), PAGE_MAX.min(total as usize));
-    assert!(page.windows(2).all(|w| w[0].0 < w[1].0), "in ref order");
+    let mut listed = vec![];
+    let mut after = None;
+    loop {
+        let page = snap.objects_by_semantic_id("test/placed", after, PAGE_MAX).unwrap();
+        listed.extend(page.iter().map(|(r, _)| *r));
+        match page.last() {
+            Some((r, _)) if page.len() == PAGE_MAX => after = Some(*r),
+            _ => break,
+        }
+    }
     let mut exported = vec![];
     export::export(&snap, &mut exported, false, 0).unwrap();
     let mut objects = vec![];
@@ -67,4 +76,5 @@ fn objects_placed_through_several_runs_and_a_merge_are_each_found_where_written(
     .unwrap();
     assert_eq!(objects.len() as u64, total, "each object exported once");
     assert!(objects.windows(2).all(|w| w[0] < w[1]), "in ref order");
+    assert_eq!(listed, objects, "its semantic id pages list every object in ref order");
 }
