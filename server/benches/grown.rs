@@ -185,9 +185,11 @@ fn read_real(snap: &Snapshot, episodes: &[String]) -> Real {
 /// A new MCP call's task key (its id drawn as the daemon draws one) and
 /// request digest (`coordinator::admit::request_digest`).
 fn new_task(episode: &str, transition: &str, args: &Value) -> (TaskKey, Ref) {
-    let mut id = [0u8; 32];
-    rand::rng().fill_bytes(&mut id);
-    let task = TaskKey { surface: Surface::Mcp, episode: episode.into(), task_id: hex::encode(id) };
+    let mut random = [0u8; 24];
+    rand::rng().fill_bytes(&mut random);
+    let moment = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let task_id = TaskKey::ordered_task_id(moment, &random);
+    let task = TaskKey { surface: Surface::Mcp, episode: episode.into(), task_id };
     let digest = json!({"transition": transition, "arguments": args, "transitionFn": ""});
     (task, Ref::of(&canonical::to_vec(&digest)))
 }

@@ -8,8 +8,10 @@
 use crate::limits::*;
 use rand::RngCore;
 use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 use world_protocol::auth::{BearerError, SessionDenial, parse_bearer};
-use world_store::{Approver, Grant, ReadError, Ref, Session, Snapshot};
+use world_store::{Approver, Grant, ReadError, Ref, Session, Snapshot, TaskKey};
 
 /// `^[a-z0-9][a-z0-9-]{0,63}$`.
 pub fn validate_episode(episode: &str) -> Result<(), String> {
@@ -72,6 +74,25 @@ pub fn new_token() -> String {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     hex::encode(bytes)
+}
+
+/// A new MCP call's task id (`TaskKey::ordered_task_id`): a moment in
+/// nanoseconds that rises with every id this process names, even if the wall
+/// clock steps back, then 24 random bytes.
+pub fn new_task_id() -> String {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut last = LAST.load(Ordering::Relaxed);
+    let moment = loop {
+        let moment = now.max(last.saturating_add(1));
+        match LAST.compare_exchange_weak(last, moment, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => break moment,
+            Err(seen) => last = seen,
+        }
+    };
+    let mut random = [0u8; 24];
+    rand::rng().fill_bytes(&mut random);
+    TaskKey::ordered_task_id(moment, &random)
 }
 
 pub fn credential_id(token: &str) -> Ref {
@@ -205,6 +226,20 @@ mod tests {
         for bad in ["", "-a", "A", "a_b", "a.b", "a/b", &"a".repeat(65), "é"] {
             assert!(validate_episode(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn task_ids_named_later_sort_after_earlier_ones_and_stay_64_hex() {
+        let ids: Vec<String> = (0..1000).map(|_| new_task_id()).collect();
+        for pair in ids.windows(2) {
+            assert!(pair[0] < pair[1], "{} then {}", pair[0], pair[1]);
+        }
+        for id in &ids {
+            assert_eq!(id.len(), 64);
+            assert!(id.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)), "{id}");
+        }
+        // The random tail differs even when two ids share a moment's prefix.
+        assert_ne!(ids[0][16..], ids[1][16..]);
     }
 
     #[test]

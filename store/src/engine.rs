@@ -6,8 +6,8 @@ use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::tables::{
-    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_TARGET_PLACES,
-    upgradable,
+    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES,
+    STORE_FORMAT_BEFORE_TARGET_PLACES, upgradable,
 };
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
@@ -464,6 +464,9 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
     }
     if found <= STORE_FORMAT_BEFORE_TARGET_PLACES {
         crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
+    }
+    if found <= STORE_FORMAT_BEFORE_RECORD_PLACES {
+        crate::ops::index_records_by_place(&txn).map_err(|e| engine(&e))?;
     }
     txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
     txn.commit().map_err(|e| engine(&e))

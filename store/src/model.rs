@@ -281,6 +281,17 @@ impl TaskKey {
         format!("{}:{}:{}", self.surface.as_str(), self.episode, self.task_id)
     }
 
+    /// The id of a call the daemon names itself (MCP has no task ids): 16 hex
+    /// digits of `moment` (a count that only rises, e.g. nanoseconds), then
+    /// `random` in hex. Ids named later sort after earlier ones, so a task's
+    /// row, intents and outcomes are inserted at the end of their episode's
+    /// range, into the leaves its last calls wrote, instead of on a random
+    /// leaf of tables that grow with every call; the random part keeps ids
+    /// unguessable and unique across nodes.
+    pub fn ordered_task_id(moment: u64, random: &[u8; 24]) -> String {
+        format!("{moment:016x}{}", hex::encode(random))
+    }
+
     /// Inverse of `invocation_id`. Episodes and task ids contain no `:`.
     pub fn from_invocation_id(id: &str) -> Option<TaskKey> {
         let mut parts = id.splitn(3, ':');

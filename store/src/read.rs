@@ -598,7 +598,12 @@ impl View for RedbSnapshot {
     }
 
     fn record_journal(&self, record: &Ref) -> Result<Option<JournalKey>, ReadError> {
-        let Some(t) = open(&self.txn, RECORD_JOURNAL)? else { return Ok(None) };
+        if let (Some(seq), Some(t)) = (self.place(record, PLACE_OBJECT)?, open(&self.txn, RECORD_JOURNAL)?)
+            && let Some(v) = t.get(seq).map_err(read_storage)?
+        {
+            return Ok(Some(rows::decode("record_journal", record, v.value())?));
+        }
+        let Some(t) = open(&self.txn, RECORD_JOURNAL_OF_ABSENT)? else { return Ok(None) };
         let Some(v) = t.get(record.0).map_err(read_storage)? else { return Ok(None) };
         Ok(Some(rows::decode("record_journal", record, v.value())?))
     }

@@ -53,8 +53,13 @@ pub const REFERRERS_OF_ABSENT: TableDefinition<(Key32, u8, u64), ()> = TableDefi
 /// Format 3's referrer index, keyed by the target's hash; moved into the two
 /// tables above when such a store is opened.
 pub const REFERRERS_BY_HASH: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_by_position");
-/// effect record ref → JournalKey of the outcome that carries it.
-pub const RECORD_JOURNAL: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
+/// effect record's sequence number → JournalKey of the outcome that carries
+/// it. Keyed by where the record sits, not by its hash: a record is written
+/// by the call whose outcome names it, so its row lands in the rightmost leaf.
+pub const RECORD_JOURNAL: TableDefinition<u64, &[u8]> = TableDefinition::new("record_journal_by_seq");
+/// effect record ref → JournalKey, for a record the store did not hold when
+/// an outcome named it (the table every record's row sat in up to format 5).
+pub const RECORD_JOURNAL_OF_ABSENT: TableDefinition<Key32, &[u8]> = TableDefinition::new("record_journal");
 /// An index kept as a young table and sorted runs merged in tiers
 /// (`tiered`): its young table, its run directory (run id → (level,
 /// state)), and the prefix of its runs' table names.
@@ -126,7 +131,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 5;
+pub const STORE_FORMAT: u64 = 6;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -134,6 +139,9 @@ pub const STORE_FORMAT_BEFORE_TARGET_PLACES: u64 = 3;
 
 /// The format whose objects, worlds and entries were keyed by ref, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_PLACES: u64 = 4;
+
+/// The format whose record journal was keyed by the record's hash, upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_RECORD_PLACES: u64 = 5;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

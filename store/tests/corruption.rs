@@ -227,6 +227,29 @@ fn an_object_left_out_of_the_semantic_index_is_reported() {
 }
 
 #[test]
+fn an_effect_record_whose_journal_row_was_lost_or_names_another_outcome_is_reported() {
+    let record = Ref::of(b"wrote it");
+    for damage in ["lost", "another outcome"] {
+        let fx = fixture();
+        tamper(&fx.path, |txn| {
+            let mut by_seq = txn.open_table(RECORD_JOURNAL).unwrap();
+            let (seq, row) = {
+                let (k, v) = by_seq.first().unwrap().expect("the record's row, under its number");
+                (k.value(), v.value().to_vec())
+            };
+            by_seq.remove(seq).unwrap();
+            if damage == "another outcome" {
+                let key: JournalKey = rows::decode("record_journal", &seq, &row).unwrap();
+                let other = JournalKey { ordinal: key.ordinal + 1, ..key };
+                by_seq.insert(seq, rows::encode(&other).as_slice()).unwrap();
+            }
+        });
+        let report = verify_offline(&fx.path);
+        assert_fault(&report, "record_journal", &record.to_string(), FaultKind::Missing);
+    }
+}
+
+#[test]
 fn a_run_the_directory_names_but_the_store_lacks_is_reported() {
     let fx = fixture();
     tamper(&fx.path, |txn| {

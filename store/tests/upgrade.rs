@@ -198,3 +198,70 @@ fn a_format_4_store_is_upgraded_at_open_and_finds_every_ref_where_it_was() {
     assert!(snap.has_object(&c.output_ref).unwrap());
     assert_eq!(snap.entry_index_of(&c.entry_hash).unwrap(), Some(c.entry_index));
 }
+
+/// A format 5 store (the record journal keyed by the record's hash) written
+/// by the binary of that format: the format 4 fixture upgraded, then four
+/// calls of a third episode with two effects each, whose records are
+/// journaled (one record carried by two outcomes); then compacted. Beside
+/// it, what that binary answered for each object's journal key.
+const FORMAT5_STORE: &str = "tests/fixtures/format5.db";
+const FORMAT5_JOURNAL: &str = "tests/fixtures/format5.journal.txt";
+
+/// For each object of the store: what `record_journal` answers.
+fn journal_listing(snap: &dyn View) -> String {
+    let mut out = String::new();
+    for r in (0..).map_while(|seq| snap.object_at(seq).unwrap()) {
+        out.push_str(&format!("{r} {:?}\n", snap.record_journal(&r).unwrap()));
+    }
+    out
+}
+
+#[test]
+fn a_format_5_store_is_upgraded_at_open_and_maps_every_record_to_the_outcome_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_of(FORMAT5_STORE, dir.path());
+    let told = ReadOnlyStore::open(&path).err().expect("a format 5 store is not read as it is").to_string();
+    assert!(told.contains("has format 5") && told.contains("upgrade it in place"), "{told}");
+
+    let (store, report) = Store::open(&path, 1).unwrap();
+    assert!(report.is_empty(), "{report:?}");
+    let snap = store.snapshot().unwrap();
+    let expected =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT5_JOURNAL)).unwrap();
+    assert_eq!(journal_listing(snap.as_ref()), expected);
+    assert_eq!(expected.matches("Some(").count(), 7, "the fixture's records");
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    drop(snap);
+    drop(store);
+
+    // Every row moved under its record's number: the store holds each record.
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        use redb::ReadableTableMetadata;
+        assert_eq!(txn.open_table(world_store::tables::RECORD_JOURNAL).unwrap().len().unwrap(), 7);
+        assert_eq!(txn.open_table(world_store::tables::RECORD_JOURNAL_OF_ABSENT).unwrap().len().unwrap(), 0);
+    }
+
+    // A record journaled after the upgrade is found beside the moved ones.
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let key = TaskKey { surface: Surface::A2a, episode: "ep3".into(), task_id: "after-upgrade".into() };
+    common::begin(&store, &key);
+    store.call(Op::RecordIntent(common::intent(&key, 0, "Workspace.Read", 100, b"after"))).unwrap();
+    let record = NewObject::derived("world/effect-record/v1", "host/broker", b"after upgrade".to_vec());
+    let outcome = OutcomeRequest {
+        task: key.clone(),
+        ordinal: 0,
+        status: OutcomeStatus::Ok,
+        record: record.clone(),
+        result: None,
+        at: 2,
+    };
+    store.call(Op::RecordOutcome(outcome)).unwrap();
+    let snap = store.snapshot().unwrap();
+    let found = snap.record_journal(&record.hash).unwrap();
+    assert_eq!(found, Some(JournalKey { invocation_id: key.invocation_id(), ordinal: 0 }));
+    assert_eq!(journal_listing(snap.as_ref()).matches("Some(").count(), 8);
+    common::assert_verifies(&store);
+}

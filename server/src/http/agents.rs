@@ -198,7 +198,7 @@ async fn mcp_call(
         eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
         return Err(HostFailure::CapacityExceeded);
     };
-    let task_id = sessions::new_token();
+    let task_id = sessions::new_task_id();
     let invocation_id = format!("mcp:{}:{task_id}", caller.session.episode);
     let call = Call {
         surface: CallSurface::Mcp,

@@ -38,7 +38,8 @@ pub(crate) struct W<'t> {
     /// their merges are paced by).
     placed: u64,
     semantic_written: u64,
-    record_journal: Table<'t, Key32, &'static [u8]>,
+    record_journal: Table<'t, u64, &'static [u8]>,
+    record_journal_of_absent: Table<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
     episodes_by_activity: Table<'t, (u64, &'static str), ()>,
@@ -100,6 +101,7 @@ impl<'t> W<'t> {
             placed: 0,
             semantic_written: 0,
             record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
+            record_journal_of_absent: txn.open_table(RECORD_JOURNAL_OF_ABSENT).map_err(storage)?,
             episodes: txn.open_table(EPISODES).map_err(storage)?,
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
             episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
@@ -209,6 +211,35 @@ impl<'t> W<'t> {
             Some((place, at)) => self.referrers.insert((place, at, kind, position), ()).map_err(storage)?,
             None => self.referrers_of_absent.insert((target.0, kind, position), ()).map_err(storage)?,
         };
+        Ok(())
+    }
+
+    /// Indexes that the outcome `key` carries `record`, unless an outcome
+    /// that sorts before it already does (the first carrier is the one
+    /// named). One row per record: under its sequence number when the store
+    /// holds it, else under its hash.
+    fn journal_record(&mut self, record: &Ref, key: JournalKey) -> R<()> {
+        let seq = self.find_place(record, PLACE_OBJECT)?;
+        let by_seq = match seq {
+            Some(seq) => self.record_journal.get(seq).map_err(storage)?.map(|v| v.value().to_vec()),
+            None => None,
+        };
+        let by_hash = self.record_journal_of_absent.get(record.0).map_err(storage)?.map(|v| v.value().to_vec());
+        for known in [by_seq, by_hash].into_iter().flatten() {
+            if decoded::<JournalKey>("record_journal", record, &known)? <= key {
+                return Ok(());
+            }
+        }
+        let row = rows::encode(&key);
+        match seq {
+            Some(seq) => {
+                self.record_journal.insert(seq, row.as_slice()).map_err(storage)?;
+                self.record_journal_of_absent.remove(record.0).map_err(storage)?;
+            }
+            None => {
+                self.record_journal_of_absent.insert(record.0, row.as_slice()).map_err(storage)?;
+            }
+        }
         Ok(())
     }
 
@@ -408,14 +439,7 @@ impl Rows for W<'_> {
         self.outcomes.insert((invocation_id, ordinal), rows::encode(outcome).as_slice()).map_err(storage)?;
         self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
         if let Some(record) = outcome.record_ref {
-            let jk = JournalKey { invocation_id: invocation_id.to_string(), ordinal };
-            let indexed = match self.record_journal.get(record.0).map_err(storage)? {
-                Some(v) => Some(decoded::<JournalKey>("record_journal", &record, v.value())?),
-                None => None,
-            };
-            if indexed.is_none_or(|known| jk < known) {
-                self.record_journal.insert(record.0, rows::encode(&jk).as_slice()).map_err(storage)?;
-            }
+            self.journal_record(&record, JournalKey { invocation_id: invocation_id.to_string(), ordinal })?;
         }
         Ok(())
     }
@@ -578,6 +602,32 @@ pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
     txn.delete_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
     txn.delete_table(FORMAT4_BY_SEMANTIC_ID).map_err(storage)?;
     Ok(())
+}
+
+/// Moves a format 5 store's record journal rows, keyed by the record's
+/// hash, under the record's sequence number where the store holds the
+/// record; the rest stay where they are, as rows of records it lacks.
+pub(crate) fn index_records_by_place(txn: &WriteTransaction) -> R<()> {
+    let places = tiered::open_write(txn, &PLACES).map_err(storage)?;
+    let mut by_hash = txn.open_table(RECORD_JOURNAL_OF_ABSENT).map_err(storage)?;
+    let mut by_seq = txn.open_table(RECORD_JOURNAL).map_err(storage)?;
+    for item in by_hash.iter().map_err(storage)? {
+        let (k, v) = item.map_err(storage)?;
+        if let Some(seq) = tiered::find(&places, (k.value(), PLACE_OBJECT)).map_err(storage)? {
+            by_seq.insert(seq, v.value()).map_err(storage)?;
+        }
+    }
+    let mut failure = None;
+    by_hash
+        .retain(|k, _| match tiered::find(&places, (k, PLACE_OBJECT)) {
+            Ok(seq) => seq.is_none(),
+            Err(e) => {
+                failure.get_or_insert(e);
+                true
+            }
+        })
+        .map_err(storage)?;
+    failure.map_or(Ok(()), |e| Err(storage(e)))
 }
 
 /// A format 4 store's objects as place rows (in ref order) and semantic rows.

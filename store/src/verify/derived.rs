@@ -12,8 +12,8 @@ use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{
-    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, RECORD_JOURNAL, REFERRERS, REFERRERS_OF_ABSENT, TARGET_ENTRY,
-    TARGET_OBJECT,
+    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, OBJECT_SEQ, RECORD_JOURNAL, RECORD_JOURNAL_OF_ABSENT, REFERRERS,
+    REFERRERS_OF_ABSENT, TARGET_ENTRY, TARGET_OBJECT,
 };
 use crate::view::View;
 use redb::ReadableTable;
@@ -123,7 +123,17 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
             add_referrer(snap, &mut derived.referrers, &Ref(target), kind, position)?;
         }
     }
-    if let Some(t) = open(snap, RECORD_JOURNAL)? {
+    if let (Some(t), Some(numbers)) = (open(snap, RECORD_JOURNAL)?, open(snap, OBJECT_SEQ)?) {
+        for item in t.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            // A row under a number no object holds sums as the zero ref's,
+            // which no outcome names: the sums differ.
+            let record = numbers.get(k.value()).map_err(|e| e.to_string())?.map_or(Ref([0; 32]), |h| Ref(h.value()));
+            let key: JournalKey = rows::decode("record_journal", &record, v.value()).map_err(|e| e.to_string())?;
+            derived.record_journal.add_record(&record, &key);
+        }
+    }
+    if let Some(t) = open(snap, RECORD_JOURNAL_OF_ABSENT)? {
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             let record = Ref(k.value());
