@@ -9,6 +9,7 @@ use crate::tables::{
     META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES,
     STORE_FORMAT_BEFORE_TARGET_PLACES, upgradable,
 };
+use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
@@ -104,6 +105,8 @@ pub(crate) struct Engine {
     wal_prealloc: u64,
     /// A fault met after a batch was already durable: it stops later batches.
     pub(crate) deferred: Option<Fault>,
+    /// The place index's run filters read so far (new after a reopen).
+    filters: crate::tiered::Filters,
 }
 
 impl Engine {
@@ -125,6 +128,7 @@ impl Engine {
             cache_bytes,
             wal_prealloc,
             deferred: None,
+            filters: Default::default(),
         };
         Ok((engine, replayed))
     }
@@ -197,7 +201,7 @@ impl Engine {
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
         self.log.begin(frames, link);
-        let applied = apply(&db, ops, last);
+        let applied = apply(&db, ops, last, &mut self.filters);
         let apply_done = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
@@ -267,6 +271,7 @@ impl Engine {
     fn reopen(&mut self) -> Result<(), Fault> {
         let old = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
         drop(old);
+        self.filters = Default::default();
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
             match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {
@@ -329,12 +334,12 @@ fn too_large() -> WriteError {
 /// Applies a batch's journaled requests (`None`: one that could not be, and
 /// is refused) in one non-durable transaction that also records the batch's
 /// last frame: a live batch, or a frame replayed at open.
-fn apply(db: &Database, ops: Vec<Option<Op>>, last: u64) -> Result<Applied, Fault> {
+fn apply(db: &Database, ops: Vec<Option<Op>>, last: u64, filters: &mut Filters) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
     let mut results = Vec::with_capacity(ops.len());
     {
-        let mut w = W::open(&txn).map_err(write_fault)?;
+        let mut w = W::open_with(&txn, filters).map_err(write_fault)?;
         for op in ops {
             let Some(op) = op else {
                 results.push(Err(too_large()));
@@ -467,6 +472,7 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
     }
     if found <= STORE_FORMAT_BEFORE_RECORD_PLACES {
         crate::ops::index_records_by_place(&txn).map_err(|e| engine(&e))?;
+        crate::tiered::write_missing_filters(&txn, &crate::tables::PLACES).map_err(|e| engine(&e))?;
     }
     txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
     txn.commit().map_err(|e| engine(&e))
@@ -479,6 +485,7 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
 fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("replaying the log: {e}"));
     let mut count = 0;
+    let mut filters = Filters::default();
     for frame in frames.into_iter().filter(|f| f.seq > applied) {
         if frame.seq != applied + count + 1 {
             return Err(OpenFailure::Engine(format!(
@@ -487,7 +494,8 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFa
                 applied + count
             )));
         }
-        let (txn, _) = apply(db, frame.ops.into_iter().map(Some).collect(), frame.seq).map_err(|f| engine(&f))?;
+        let (txn, _) =
+            apply(db, frame.ops.into_iter().map(Some).collect(), frame.seq, &mut filters).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

@@ -13,6 +13,7 @@
 //! `tests/layering.rs`); this root only names what the crate offers.
 
 mod backend;
+pub mod bloom;
 pub mod canonical;
 mod embedded;
 mod engine;

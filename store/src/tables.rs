@@ -67,6 +67,9 @@ pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
     pub young: TableDefinition<'static, K, V>,
     pub runs: TableDefinition<'static, u32, (u8, u8)>,
     pub run_prefix: &'static str,
+    /// Run id → the Bloom filter of its keys (`bloom`), for an index whose
+    /// lookups mostly miss: one per run that is not being built.
+    pub filters: Option<TableDefinition<'static, u32, &'static [u8]>>,
 }
 
 /// (ref, place kind) → position: where a stored object (its seq), log entry
@@ -77,6 +80,7 @@ pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
     young: TableDefinition::new("places_young"),
     runs: TableDefinition::new("place_runs"),
     run_prefix: "places_run_",
+    filters: Some(TableDefinition::new("place_filters")),
 };
 /// The place of an object: its sequence number.
 pub const PLACE_OBJECT: u8 = 1;
@@ -97,6 +101,7 @@ pub const SEMANTIC: Tiered<SemanticKey, u64> = Tiered {
     young: TableDefinition::new("semantic_young"),
     runs: TableDefinition::new("semantic_runs"),
     run_prefix: "semantic_run_",
+    filters: None,
 };
 
 /// Format 4's tables keyed by ref, moved into `OBJECT_ROWS`, `WORLD_ROWS`
@@ -140,7 +145,8 @@ pub const STORE_FORMAT_BEFORE_TARGET_PLACES: u64 = 3;
 /// The format whose objects, worlds and entries were keyed by ref, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_PLACES: u64 = 4;
 
-/// The format whose record journal was keyed by the record's hash, upgraded in place at open.
+/// The format whose record journal was keyed by the record's hash and whose
+/// place runs had no filters, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_RECORD_PLACES: u64 = 5;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.

@@ -16,18 +16,27 @@
 //!   step after each batch, in proportion to the rows the batch wrote;
 //! - a lookup asks the young table, then each run, newest first.
 //!
+//! An index whose lookups mostly miss (the place index: every new object is
+//! looked up before it is written) keeps a Bloom filter of each run's keys,
+//! written when the run is complete; a lookup skips a run its filter rules
+//! out, so a miss reads the young table and, in about one run in a hundred,
+//! a leaf. The writer keeps the filters it read in memory (`Filters`).
+//!
 //! A row is written once and never changed (objects are written once by hash,
 //! entries and worlds are new), so a row found in any table is the answer:
 //! while a merge runs, a row may sit in its input and in its output, and
 //! readers take either. The run directory says which run tables exist, their
 //! level, and which are being merged.
 
+use crate::bloom::{Bloom, Probe};
 use crate::tables::{Key32, PlaceKey, Tiered};
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, StorageError, Table, TableDefinition,
     TableError, WriteTransaction,
 };
+use std::collections::HashMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// A run no merge is reading.
 pub const RUN_COMPLETE: u8 = 0;
@@ -133,9 +142,34 @@ pub fn open_write<'t, K: CellKey, V: Cell>(
     Ok(tables)
 }
 
-/// The value of `key`, from the first table that has it.
-pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(tables: &[T], key: K) -> Result<Option<V>, StorageError> {
-    for t in tables {
+/// The filter of each table of a lookup, in the same order: `None` (the
+/// young table, a run being built, or a reader that keeps none) means the
+/// table is asked.
+pub type RunFilters = [Option<Arc<Bloom>>];
+
+fn ruled_out(filters: &RunFilters, table: usize, probe: Probe) -> bool {
+    match filters.get(table) {
+        Some(Some(f)) => !f.may_hold(probe),
+        _ => false,
+    }
+}
+
+fn probe_of<K: CellKey>(key: &K) -> Probe {
+    Probe::of(K::as_bytes(key).as_ref())
+}
+
+/// The value of `key`, from the first table that has it (skipping those
+/// whose filter rules it out).
+pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
+    tables: &[T],
+    filters: &RunFilters,
+    key: K,
+) -> Result<Option<V>, StorageError> {
+    let probe = probe_of(&key);
+    for (i, t) in tables.iter().enumerate() {
+        if ruled_out(filters, i, probe) {
+            continue;
+        }
         if let Some(v) = t.get(key)? {
             return Ok(Some(v.value()));
         }
@@ -148,11 +182,17 @@ pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(tables: &[T], key: K) -
 /// place is the one its referrers are indexed under).
 pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
     tables: &[T],
+    filters: &RunFilters,
     r: &Key32,
     object_first: bool,
 ) -> Result<Vec<(u8, u64)>, StorageError> {
     let mut out: Vec<(u8, u64)> = vec![];
-    for t in tables {
+    let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
+    let probes = kinds.map(|kind| probe_of(&(*r, kind)));
+    for (i, t) in tables.iter().enumerate() {
+        if probes.iter().all(|probe| ruled_out(filters, i, *probe)) {
+            continue;
+        }
         for item in t.range((*r, 0)..=(*r, u8::MAX))? {
             let (k, v) = item?;
             let kind = k.value().1;
@@ -242,6 +282,7 @@ pub fn maintain_with<K: CellKey, V: Cell>(
         let id = next_id(&runs(&dir)?);
         txn.rename_table(index.young, run_def::<K, V>(&run_name(index, id)))?;
         dir.insert(id, (0, RUN_COMPLETE))?;
+        write_filter(txn, index, id)?;
     }
     let budget = written.saturating_mul(policy.merge_rows_per_row);
     if budget == 0 {
@@ -318,10 +359,87 @@ fn merge_step<K: CellKey, V: Cell>(
         for (run, name) in inputs.iter().zip(&names) {
             txn.delete_table(run_def::<K, V>(name))?;
             dir.remove(run.id)?;
+            if let Some(filters) = index.filters {
+                txn.open_table(filters)?.remove(run.id)?;
+            }
         }
         dir.insert(output.id, (output.level, RUN_COMPLETE))?;
+        write_filter(txn, index, output.id)?;
     }
     Ok(())
+}
+
+/// Writes the filter of each run of `index` that is not being built and has
+/// none: how a store of a format before the filters gets them.
+pub fn write_missing_filters<K: CellKey, V: Cell>(
+    txn: &WriteTransaction,
+    index: &Tiered<K, V>,
+) -> Result<(), redb::Error> {
+    let Some(def) = index.filters else { return Ok(()) };
+    for run in runs(&txn.open_table(index.runs)?)? {
+        if run.state != RUN_BUILDING && txn.open_table(def)?.get(run.id)?.is_none() {
+            write_filter(txn, index, run.id)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes the filter of run `id`, which is complete, from its keys (for an
+/// index that keeps filters).
+fn write_filter<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V>, id: u32) -> Result<(), redb::Error> {
+    let Some(filters) = index.filters else { return Ok(()) };
+    let name = run_name(index, id);
+    let run = txn.open_table(run_def::<K, V>(&name))?;
+    let mut bloom = Bloom::for_keys(run.len()?);
+    for item in run.iter()? {
+        bloom.insert(K::as_bytes(&item?.0.value()).as_ref());
+    }
+    txn.open_table(filters)?.insert(id, bloom.to_bytes().as_slice())?;
+    Ok(())
+}
+
+/// The filters a writer has read, by run id, kept across its transactions:
+/// a run's filter never changes while the run exists, and a run id is never
+/// used twice (a new run's id is above every run's there is). Only filters
+/// of committed runs enter (they are read as a transaction opens the index),
+/// and a writer that reopens its database starts a new `Filters`.
+#[derive(Default)]
+pub struct Filters {
+    runs: HashMap<u32, Arc<Bloom>>,
+}
+
+impl Filters {
+    /// The filter of each table `open_write` opens, in its order, for a
+    /// transaction that has not changed the index yet; runs no longer there
+    /// leave the cache. A filter that is missing or does not decode is
+    /// `None` (the run is asked; `verify` reports the filter).
+    pub fn load<K: CellKey, V: Cell>(
+        &mut self,
+        txn: &WriteTransaction,
+        index: &Tiered<K, V>,
+    ) -> Result<Vec<Option<Arc<Bloom>>>, redb::Error> {
+        let Some(def) = index.filters else { return Ok(vec![]) };
+        let all = runs(&txn.open_table(index.runs)?)?;
+        self.runs.retain(|id, _| all.iter().any(|r| r.id == *id && r.state != RUN_BUILDING));
+        let stored = txn.open_table(def)?;
+        let mut out = vec![None];
+        for run in &all {
+            if run.state == RUN_BUILDING {
+                out.push(None);
+                continue;
+            }
+            if let Some(f) = self.runs.get(&run.id) {
+                out.push(Some(f.clone()));
+                continue;
+            }
+            let bloom = stored.get(run.id)?.and_then(|v| Bloom::from_bytes(v.value())).map(Arc::new);
+            if let Some(f) = &bloom {
+                self.runs.insert(run.id, f.clone());
+            }
+            out.push(bloom);
+        }
+        Ok(out)
+    }
 }
 
 /// The level a run of `rows` rows belongs to: the one whose merges make runs that size.
@@ -353,7 +471,8 @@ pub fn add_run<K: CellKey, V: Cell>(
         count += 1;
     }
     dir.insert(id, (level_of(count, &POLICY), RUN_COMPLETE))?;
-    Ok(())
+    drop(run);
+    write_filter(txn, index, id)
 }
 
 #[cfg(test)]
@@ -383,16 +502,37 @@ mod tests {
         txn.commit().unwrap();
     }
 
+    /// What a writer sees through the run filters it keeps (`filters`,
+    /// across transactions) agrees with the model too.
+    fn check_filtered(db: &Database, filters: &mut Filters, model: &Model, absent: &[Key32]) {
+        let txn = db.begin_write().unwrap();
+        let loaded = filters.load(&txn, &PLACES).unwrap();
+        let tables = open_write(&txn, &PLACES).unwrap();
+        assert_eq!(loaded.len(), tables.len());
+        for (key, position) in model {
+            assert_eq!(find(&tables, &loaded, *key).unwrap(), Some(*position), "{key:?}");
+            assert!(places_of(&tables, &loaded, &key.0, false).unwrap().contains(&(key.1, *position)));
+        }
+        for r in absent {
+            assert_eq!(places_of(&tables, &loaded, r, true).unwrap(), vec![]);
+        }
+        let filtered = loaded.iter().filter(|f| f.is_some()).count();
+        let dir = runs(&txn.open_table(PLACES.runs).unwrap()).unwrap();
+        assert_eq!(filtered, dir.iter().filter(|r| r.state != RUN_BUILDING).count(), "{dir:?}");
+        drop(tables);
+        txn.abort().unwrap();
+    }
+
     /// What a reader sees agrees with the model: each row found, absent keys
     /// not, every kind in key order once, and the directory well formed.
     fn check(db: &Database, model: &Model, absent: &[Key32]) -> Vec<Run> {
         let txn = db.begin_read().unwrap();
         let tables = open_read(&txn, &PLACES).unwrap();
         for (key, position) in model {
-            assert_eq!(find(&tables, *key).unwrap(), Some(*position));
+            assert_eq!(find(&tables, &[], *key).unwrap(), Some(*position));
         }
         for r in absent {
-            assert_eq!(places_of(&tables, r, false).unwrap(), vec![]);
+            assert_eq!(places_of(&tables, &[], r, false).unwrap(), vec![]);
         }
         let listed: Vec<(PlaceKey, u64)> =
             range(&tables, Bound::Unbounded, Bound::Unbounded).unwrap().map(Result::unwrap).collect();
@@ -422,11 +562,13 @@ mod tests {
         let policy = Policy { young_rows_max: 16, runs_per_merge: 3, merge_rows_per_row: 2 };
         let mut model = Model::new();
         let mut levels_seen = 0;
+        let mut filters = Filters::default();
         for batch in 0..200u64 {
             let rows: Vec<(PlaceKey, u64)> =
                 (0..(batch % 7) + 1).map(|i| ((key(batch * 100 + i), (i % 3 + 1) as u8), batch * 100 + i)).collect();
             write(&db, &rows, &policy);
             model.extend(rows);
+            check_filtered(&db, &mut filters, &model, &[key(u64::MAX)]);
             let runs = check(&db, &model, &[key(u64::MAX)]);
             levels_seen = levels_seen.max(runs.iter().map(|r| r.level).max().unwrap_or(0));
         }
@@ -446,6 +588,7 @@ mod tests {
             let policy = Policy { young_rows_max: young, runs_per_merge: per_merge, merge_rows_per_row: pace };
             let mut model = Model::new();
             let mut next = 0u64;
+            let mut filters = Filters::default();
             for batch in batches {
                 let mut rows = vec![];
                 for (seed, kind) in batch {
@@ -459,6 +602,7 @@ mod tests {
                 }
                 write(&db, &rows, &policy);
                 model.extend(rows);
+                check_filtered(&db, &mut filters, &model, &[key(70_000)]);
             }
             check(&db, &model, &[key(70_000), key(80_000)]);
         }

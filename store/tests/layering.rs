@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["tables"],
     &["media"],
     &["histogram"],
+    &["bloom"],
     &["model"],
     &["canonical"],
     &["error"],

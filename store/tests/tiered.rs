@@ -5,6 +5,7 @@
 
 mod common;
 
+use redb::ReadableTable;
 use world_store::tables::{PLACES, SEMANTIC};
 use world_store::tiered::{RUN_BUILDING, RUN_COMPLETE, YOUNG_ROWS_MAX};
 use world_store::*;
@@ -77,4 +78,49 @@ fn objects_placed_through_several_runs_and_a_merge_are_each_found_where_written(
     assert_eq!(objects.len() as u64, total, "each object exported once");
     assert!(objects.windows(2).all(|w| w[0] < w[1]), "in ref order");
     assert_eq!(listed, objects, "its semantic id pages list every object in ref order");
+    drop(snap);
+    drop(store);
+
+    // Each complete run's filter is checked against the run's keys.
+    let filters = PLACES.filters.expect("the place index keeps filters");
+    let ids: Vec<u32> = {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        let listed = world_store::tiered::runs(&txn.open_table(PLACES.runs).unwrap()).unwrap();
+        listed.iter().map(|r| r.id).collect()
+    };
+    type Filters<'t> = redb::Table<'t, u32, &'static [u8]>;
+    let faults_after = |damage: &dyn Fn(&mut Filters)| {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        damage(&mut txn.open_table(filters).unwrap());
+        txn.commit().unwrap();
+        drop(db);
+        let store = ReadOnlyStore::open(&path).unwrap();
+        let report = verify::verify(&store.snapshot().unwrap(), &verify::Options::default());
+        report.faults.iter().map(|f| (f.table.to_string(), f.key.clone(), f.kind)).collect::<Vec<_>>()
+    };
+    let (first, second) = (ids[0], ids[1]);
+    let kept = std::cell::RefCell::new(vec![]);
+    let emptied = faults_after(&|t| {
+        let bytes = t.get(first).unwrap().unwrap().value().to_vec();
+        let empty = world_store::bloom::Bloom::from_bytes(&[&bytes[..1], &vec![0; bytes.len() - 1]].concat()).unwrap();
+        t.insert(first, empty.to_bytes().as_slice()).unwrap();
+        kept.borrow_mut().push(bytes);
+    });
+    assert_eq!(emptied, vec![("place_filters".to_string(), first.to_string(), verify::FaultKind::Mismatch)]);
+    let lost = faults_after(&|t| {
+        t.insert(first, kept.borrow()[0].as_slice()).unwrap();
+        t.remove(second).unwrap();
+    });
+    assert_eq!(lost, vec![("place_filters".to_string(), second.to_string(), verify::FaultKind::Missing)]);
+    let stray = faults_after(&|t| {
+        let bytes = t.get(first).unwrap().unwrap().value().to_vec();
+        t.insert(second, bytes.as_slice()).unwrap();
+        t.insert(9_999, bytes.as_slice()).unwrap();
+    });
+    assert!(
+        stray.contains(&("place_filters".to_string(), "9999".to_string(), verify::FaultKind::Dangling)),
+        "{stray:?}"
+    );
 }

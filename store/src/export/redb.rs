@@ -153,10 +153,11 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
         .map_err(|e| ImportError::Store(e.to_string()))?;
     let mut batch: Vec<(u64, Record)> = Vec::with_capacity(IMPORT_BATCH);
     let mut failure: Option<ImportError> = None;
+    let mut filters = crate::tiered::Filters::default();
     let count = read_frames(input, |offset, record| {
         batch.push((offset, record));
         if batch.len() >= IMPORT_BATCH
-            && let Err(e) = apply(&db, std::mem::take(&mut batch))
+            && let Err(e) = apply(&db, std::mem::take(&mut batch), &mut filters)
         {
             failure = Some(e);
             return Err(FrameError { offset, detail: "import stopped".into() });
@@ -167,7 +168,7 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
         return Err(e);
     }
     let count = count?;
-    apply(&db, batch)?;
+    apply(&db, batch, &mut filters)?;
     let mut txn = db.begin_write().map_err(|e| ImportError::Store(e.to_string()))?;
     txn.set_durability(redb::Durability::Immediate).map_err(|e| ImportError::Store(e.to_string()))?;
     {
@@ -178,12 +179,16 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
     Ok(count)
 }
 
-fn apply(db: &redb::Database, batch: Vec<(u64, Record)>) -> Result<(), ImportError> {
+fn apply(
+    db: &redb::Database,
+    batch: Vec<(u64, Record)>,
+    filters: &mut crate::tiered::Filters,
+) -> Result<(), ImportError> {
     let store = |e: String| ImportError::Store(e);
     let mut txn = db.begin_write().map_err(|e| store(e.to_string()))?;
     txn.set_durability(redb::Durability::None).map_err(|e| store(e.to_string()))?;
     {
-        let mut w = W::open(&txn).map_err(|e| store(e.to_string()))?;
+        let mut w = W::open_with(&txn, filters).map_err(|e| store(e.to_string()))?;
         for (offset, record) in batch {
             ops::import(&mut w, record).map_err(|source| ImportError::Refused { offset, source })?;
         }

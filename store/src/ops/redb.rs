@@ -32,6 +32,8 @@ pub(crate) struct W<'t> {
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
     /// The place index: the young table (where rows are inserted), then its runs.
     place_index: Vec<Table<'t, PlaceKey, u64>>,
+    /// The filter of each of those tables (`tiered::Filters::load`).
+    place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
     /// The semantic index's young table (it is written here, never read).
     semantic: Table<'t, SemanticKey, u64>,
     /// Rows this batch wrote to the place and the semantic index (what
@@ -77,8 +79,17 @@ fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::f
 }
 
 impl<'t> W<'t> {
+    /// The rows of `txn`, for a transaction that has not written yet; the
+    /// place index's filters are read from the store.
     pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
+        W::open_with(txn, &mut tiered::Filters::default())
+    }
+
+    /// As `open`, keeping the filters read in `filters` (a writer's, across
+    /// its transactions).
+    pub(crate) fn open_with(txn: &'t WriteTransaction, filters: &mut tiered::Filters) -> R<W<'t>> {
         Ok(W {
+            place_filters: filters.load(txn, &PLACES).map_err(storage)?,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
@@ -146,7 +157,7 @@ impl<'t> W<'t> {
     }
 
     fn find_place(&self, r: &Ref, kind: u8) -> R<Option<u64>> {
-        tiered::find(&self.place_index, (r.0, kind)).map_err(storage)
+        tiered::find(&self.place_index, &self.place_filters, (r.0, kind)).map_err(storage)
     }
 
     /// Applies one call's move to its episode's summary at once, and gives
@@ -193,7 +204,7 @@ impl<'t> W<'t> {
         if let Some(place) = self.places.get(target) {
             return Ok(Some(*place));
         }
-        let places = tiered::places_of(&self.place_index, &target.0, true).map_err(storage)?;
+        let places = tiered::places_of(&self.place_index, &self.place_filters, &target.0, true).map_err(storage)?;
         let place = places.into_iter().find(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY);
         if let Some(place) = place {
             if self.places.len() >= PLACES_KEPT_MAX {
@@ -613,13 +624,13 @@ pub(crate) fn index_records_by_place(txn: &WriteTransaction) -> R<()> {
     let mut by_seq = txn.open_table(RECORD_JOURNAL).map_err(storage)?;
     for item in by_hash.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        if let Some(seq) = tiered::find(&places, (k.value(), PLACE_OBJECT)).map_err(storage)? {
+        if let Some(seq) = tiered::find(&places, &[], (k.value(), PLACE_OBJECT)).map_err(storage)? {
             by_seq.insert(seq, v.value()).map_err(storage)?;
         }
     }
     let mut failure = None;
     by_hash
-        .retain(|k, _| match tiered::find(&places, (k, PLACE_OBJECT)) {
+        .retain(|k, _| match tiered::find(&places, &[], (k, PLACE_OBJECT)) {
             Ok(seq) => seq.is_none(),
             Err(e) => {
                 failure.get_or_insert(e);

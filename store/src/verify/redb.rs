@@ -376,7 +376,7 @@ impl<'a> Verifier<'a> {
                 continue;
             };
             let key = semantic_key(&row.semantic_id, &r);
-            if tiered::find(&semantic, key).map_err(|e| e.to_string())? != Some(seq) {
+            if tiered::find(&semantic, &[], key).map_err(|e| e.to_string())? != Some(seq) {
                 self.sink.push(
                     "semantic",
                     format!("{} {r}", row.semantic_id),
@@ -614,13 +614,48 @@ impl<'a> Verifier<'a> {
         }
         for run in &runs {
             let name = tiered::run_name(&PLACES, run.id);
-            if self.table(TableDefinition::<PlaceKey, u64>::new(&name))?.is_none() {
-                self.sink.push(
+            match self.table(TableDefinition::<PlaceKey, u64>::new(&name))? {
+                None => self.sink.push(
                     "place_runs",
                     run.id,
                     FaultKind::Missing,
                     format!("names table {name}, which is absent"),
-                );
+                ),
+                Some(table) if run.state != tiered::RUN_BUILDING => self.place_filter(run.id, &table)?,
+                Some(_) => {}
+            }
+        }
+        let Some(filters) = PLACES.filters else { return Ok(()) };
+        if let Some(filters) = self.table(filters)? {
+            for item in filters.iter().map_err(|e| e.to_string())? {
+                let id = item.map_err(|e| e.to_string())?.0.value();
+                if !runs.iter().any(|r| r.id == id && r.state != tiered::RUN_BUILDING) {
+                    self.sink.push("place_filters", id, FaultKind::Dangling, "a filter of no complete run");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A complete run has a filter, and the filter holds each of its keys
+    /// (one it lacked would hide a row from the writer, which would then
+    /// write an object twice).
+    fn place_filter(&self, id: u32, run: &redb::ReadOnlyTable<PlaceKey, u64>) -> Step {
+        let stored = match PLACES.filters {
+            Some(def) => self.table(def)?.and_then(|t| t.get(id).ok().flatten().map(|v| v.value().to_vec())),
+            None => return Ok(()),
+        };
+        let Some(bloom) = stored.as_deref().and_then(crate::bloom::Bloom::from_bytes) else {
+            let detail = if stored.is_some() { "does not decode" } else { "is absent" };
+            self.sink.push("place_filters", id, FaultKind::Missing, format!("the filter of a complete run {detail}"));
+            return Ok(());
+        };
+        for item in run.iter().map_err(|e| e.to_string())? {
+            let key = item.map_err(|e| e.to_string())?.0.value();
+            if !bloom.may_contain(<PlaceKey as redb::Value>::as_bytes(&key).as_ref()) {
+                let detail = format!("rules out {} (kind {}), which the run holds", Ref(key.0), key.1);
+                self.sink.push("place_filters", id, FaultKind::Mismatch, detail);
+                break;
             }
         }
         Ok(())
