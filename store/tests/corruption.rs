@@ -250,6 +250,24 @@ fn an_effect_record_whose_journal_row_was_lost_or_names_another_outcome_is_repor
 }
 
 #[test]
+fn a_journal_row_for_a_record_no_outcome_carries_or_keyed_by_a_held_records_hash_is_reported() {
+    let fx = fixture();
+    let seq = payload_seq(&fx);
+    let record = Ref::of(b"wrote it");
+    tamper(&fx.path, |txn| {
+        let row = txn.open_table(RECORD_JOURNAL).unwrap().first().unwrap().unwrap().1.value().to_vec();
+        // The outcome's key, filed under an object that is no record of it,
+        // and again under the record's hash although the store holds it.
+        txn.open_table(RECORD_JOURNAL).unwrap().insert(seq, row.as_slice()).unwrap();
+        txn.open_table(RECORD_JOURNAL_OF_ABSENT).unwrap().insert(record.0, row.as_slice()).unwrap();
+    });
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "record_journal_by_seq", &seq.to_string(), FaultKind::Dangling);
+    assert_fault(&report, "record_journal", &record.to_string(), FaultKind::Mismatch);
+    assert_eq!(report.fault_count, 2, "{:#?}", report.faults);
+}
+
+#[test]
 fn a_run_the_directory_names_but_the_store_lacks_is_reported() {
     let fx = fixture();
     tamper(&fx.path, |txn| {

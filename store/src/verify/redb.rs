@@ -789,7 +789,69 @@ impl<'a> Verifier<'a> {
                 }
             }
         }
+        self.record_journal_rows()?;
         self.spend(&spend)
+    }
+
+    /// Each record journal row names an outcome that carries its record; a
+    /// row keyed by hash is for a record the store does not hold (the
+    /// outcomes' walk checks the other way: each record maps to a carrier).
+    fn record_journal_rows(&self) -> Step {
+        let outcomes = self.table(OUTCOMES)?;
+        let carries = |record: &Ref, key: &JournalKey| -> Result<bool, String> {
+            let Some(t) = outcomes.as_ref() else { return Ok(false) };
+            let Some(v) = t.get((key.invocation_id.as_str(), key.ordinal)).map_err(|e| e.to_string())? else {
+                return Ok(false);
+            };
+            let outcome =
+                rows::decode::<EffectOutcome>("outcomes", &JournalName(&key.invocation_id, key.ordinal), v.value());
+            Ok(outcome.is_ok_and(|o| o.record_ref == Some(*record)))
+        };
+        if let (Some(rows_by_seq), Some(numbers)) = (self.table(RECORD_JOURNAL)?, self.table(OBJECT_SEQ)?) {
+            for item in rows_by_seq.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let seq = k.value();
+                let Some(record) = numbers.get(seq).map_err(|e| e.to_string())?.map(|h| Ref(h.value())) else {
+                    self.sink.push("record_journal_by_seq", seq, FaultKind::Dangling, "no object has this number");
+                    continue;
+                };
+                match rows::decode::<JournalKey>("record_journal_by_seq", &seq, v.value()) {
+                    Ok(key) if !carries(&record, &key)? => self.sink.push(
+                        "record_journal_by_seq",
+                        seq,
+                        FaultKind::Dangling,
+                        format!("names {}#{}, which does not carry {record}", key.invocation_id, key.ordinal),
+                    ),
+                    Ok(_) => {}
+                    Err(c) => self.sink.corrupt(c),
+                }
+            }
+        }
+        if let Some(rows_by_hash) = self.table(RECORD_JOURNAL_OF_ABSENT)? {
+            for item in rows_by_hash.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                let record = Ref(k.value());
+                if self.has_object(&record) {
+                    self.sink.push(
+                        "record_journal",
+                        record,
+                        FaultKind::Mismatch,
+                        "a held record's row is keyed by its hash",
+                    );
+                }
+                match rows::decode::<JournalKey>("record_journal", &record, v.value()) {
+                    Ok(key) if !carries(&record, &key)? => self.sink.push(
+                        "record_journal",
+                        record,
+                        FaultKind::Dangling,
+                        format!("names {}#{}, which does not carry it", key.invocation_id, key.ordinal),
+                    ),
+                    Ok(_) => {}
+                    Err(c) => self.sink.corrupt(c),
+                }
+            }
+        }
+        Ok(())
     }
 
     fn spend(&self, expected: &BTreeMap<(String, String, String), u64>) -> Step {
