@@ -116,15 +116,7 @@ on_both_engines! {
             let key = task(id);
             store.call(Op::begin_task(key.clone(), Ref::of(id.as_bytes()), 1)).unwrap();
             store.call(Op::RecordIntent(intent(&key, 0, "Workspace.Read", 5, b"alike"))).unwrap();
-            let outcome = OutcomeRequest {
-                task: key.clone(),
-                ordinal: 0,
-                status: OutcomeStatus::Ok,
-                record: record.clone(),
-                result: None,
-                at: 2,
-            };
-            store.call(Op::RecordOutcome(outcome)).unwrap();
+            store.call(Op::RecordOutcome(outcome(&key, 0, record.clone()))).unwrap();
         }
         let indexed = store.snapshot().unwrap().record_journal(&record.hash).unwrap();
         assert_eq!(indexed, Some(JournalKey { invocation_id: "a2a:ep1:t-a".into(), ordinal: 0 }));

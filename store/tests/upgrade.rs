@@ -250,15 +250,7 @@ fn a_format_5_store_is_upgraded_at_open_and_maps_every_record_to_the_outcome_it_
     common::begin(&store, &key);
     store.call(Op::RecordIntent(common::intent(&key, 0, "Workspace.Read", 100, b"after"))).unwrap();
     let record = NewObject::derived("world/effect-record/v1", "host/broker", b"after upgrade".to_vec());
-    let outcome = OutcomeRequest {
-        task: key.clone(),
-        ordinal: 0,
-        status: OutcomeStatus::Ok,
-        record: record.clone(),
-        result: None,
-        at: 2,
-    };
-    store.call(Op::RecordOutcome(outcome)).unwrap();
+    store.call(Op::RecordOutcome(common::outcome(&key, 0, record.clone()))).unwrap();
     let snap = store.snapshot().unwrap();
     let found = snap.record_journal(&record.hash).unwrap();
     assert_eq!(found, Some(JournalKey { invocation_id: key.invocation_id(), ordinal: 0 }));

@@ -798,32 +798,39 @@ impl<'a> Verifier<'a> {
     /// outcomes' walk checks the other way: each record maps to a carrier).
     fn record_journal_rows(&self) -> Step {
         let outcomes = self.table(OUTCOMES)?;
-        let carries = |record: &Ref, key: &JournalKey| -> Result<bool, String> {
-            let Some(t) = outcomes.as_ref() else { return Ok(false) };
-            let Some(v) = t.get((key.invocation_id.as_str(), key.ordinal)).map_err(|e| e.to_string())? else {
-                return Ok(false);
+        // The row of `record` at `at` in `table`, whose bytes are `row`.
+        let check = |table: &'static str, at: &dyn std::fmt::Display, record: &Ref, row: &[u8]| -> Step {
+            let key = match rows::decode::<JournalKey>(table, at, row) {
+                Ok(key) => key,
+                Err(c) => {
+                    self.sink.corrupt(c);
+                    return Ok(());
+                }
             };
-            let outcome =
-                rows::decode::<EffectOutcome>("outcomes", &JournalName(&key.invocation_id, key.ordinal), v.value());
-            Ok(outcome.is_ok_and(|o| o.record_ref == Some(*record)))
+            let name = JournalName(&key.invocation_id, key.ordinal);
+            let carried = match outcomes.as_ref() {
+                Some(t) => {
+                    t.get((key.invocation_id.as_str(), key.ordinal)).map_err(|e| e.to_string())?.is_some_and(|v| {
+                        rows::decode::<EffectOutcome>("outcomes", &name, v.value())
+                            .is_ok_and(|o| o.record_ref == Some(*record))
+                    })
+                }
+                None => false,
+            };
+            if !carried {
+                self.sink.push(table, at, FaultKind::Dangling, format!("names {name}, which does not carry {record}"));
+            }
+            Ok(())
         };
         if let (Some(rows_by_seq), Some(numbers)) = (self.table(RECORD_JOURNAL)?, self.table(OBJECT_SEQ)?) {
             for item in rows_by_seq.iter().map_err(|e| e.to_string())? {
                 let (k, v) = item.map_err(|e| e.to_string())?;
                 let seq = k.value();
-                let Some(record) = numbers.get(seq).map_err(|e| e.to_string())?.map(|h| Ref(h.value())) else {
-                    self.sink.push("record_journal_by_seq", seq, FaultKind::Dangling, "no object has this number");
-                    continue;
-                };
-                match rows::decode::<JournalKey>("record_journal_by_seq", &seq, v.value()) {
-                    Ok(key) if !carries(&record, &key)? => self.sink.push(
-                        "record_journal_by_seq",
-                        seq,
-                        FaultKind::Dangling,
-                        format!("names {}#{}, which does not carry {record}", key.invocation_id, key.ordinal),
-                    ),
-                    Ok(_) => {}
-                    Err(c) => self.sink.corrupt(c),
+                match numbers.get(seq).map_err(|e| e.to_string())? {
+                    Some(h) => check("record_journal_by_seq", &seq, &Ref(h.value()), v.value())?,
+                    None => {
+                        self.sink.push("record_journal_by_seq", seq, FaultKind::Dangling, "no object has this number")
+                    }
                 }
             }
         }
@@ -832,23 +839,10 @@ impl<'a> Verifier<'a> {
                 let (k, v) = item.map_err(|e| e.to_string())?;
                 let record = Ref(k.value());
                 if self.has_object(&record) {
-                    self.sink.push(
-                        "record_journal",
-                        record,
-                        FaultKind::Mismatch,
-                        "a held record's row is keyed by its hash",
-                    );
+                    let detail = "a held record's row is keyed by its hash";
+                    self.sink.push("record_journal", record, FaultKind::Mismatch, detail);
                 }
-                match rows::decode::<JournalKey>("record_journal", &record, v.value()) {
-                    Ok(key) if !carries(&record, &key)? => self.sink.push(
-                        "record_journal",
-                        record,
-                        FaultKind::Dangling,
-                        format!("names {}#{}, which does not carry it", key.invocation_id, key.ordinal),
-                    ),
-                    Ok(_) => {}
-                    Err(c) => self.sink.corrupt(c),
-                }
+                check("record_journal", &record, &record, v.value())?;
             }
         }
         Ok(())

@@ -114,6 +114,11 @@ pub fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, requ
     }
 }
 
+/// An `ok` outcome of effect `ordinal` of `key` carrying `record` (no result, at 2).
+pub fn outcome(key: &TaskKey, ordinal: u32, record: NewObject) -> OutcomeRequest {
+    OutcomeRequest { task: key.clone(), ordinal, status: OutcomeStatus::Ok, record, result: None, at: 2 }
+}
+
 pub fn task(id: &str) -> TaskKey {
     TaskKey { surface: Surface::A2a, episode: "ep1".into(), task_id: id.into() }
 }
