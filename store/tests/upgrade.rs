@@ -46,6 +46,22 @@ fn fixture_copy(dir: &std::path::Path) -> std::path::PathBuf {
     copy_of(FORMAT3_STORE, dir)
 }
 
+/// A copy of `fixture` in `dir`, which a reader refuses as a store of
+/// `format`, opened by a writer that upgrades it with nothing to recover.
+fn upgraded(fixture: &str, format: u64, dir: &std::path::Path) -> (std::path::PathBuf, Store) {
+    let path = copy_of(fixture, dir);
+    let told = ReadOnlyStore::open(&path).err().expect("an older format is not read as it is").to_string();
+    assert!(told.contains(&format!("has format {format}")) && told.contains("upgrade it in place"), "{told}");
+    let (store, report) = Store::open(&path, 1).unwrap();
+    assert!(report.is_empty(), "{report:?}");
+    (path, store)
+}
+
+/// A text kept beside the fixtures.
+fn fixture_text(name: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap()
+}
+
 fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = dir.join("world.db");
@@ -107,18 +123,11 @@ fn places_listing(snap: &dyn View, targets: &[Ref]) -> String {
 #[test]
 fn a_format_3_store_is_upgraded_at_open_and_names_the_same_referrers() {
     let dir = tempfile::tempdir().unwrap();
-    let path = fixture_copy(dir.path());
-    let read_only = ReadOnlyStore::open(&path).err().expect("a format 3 store is not read as it is");
-    let told = read_only.to_string();
-    assert!(told.contains("has format 3") && told.contains("upgrade it in place"), "{told}");
-
-    let (store, report) = Store::open(&path, 1).unwrap();
-    assert!(report.is_empty(), "{report:?}");
+    let (path, store) = upgraded(FORMAT3_STORE, 3, dir.path());
     let snap = store.snapshot().unwrap();
     let targets = targets(snap.as_ref());
     assert_eq!(targets.len(), 1 + 27 + 13 + 13, "the fixture's objects, entries and worlds");
-    let expected =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT3_REFERRERS)).unwrap();
+    let expected = fixture_text(FORMAT3_REFERRERS);
     assert_eq!(listing(snap.as_ref(), &targets), expected);
     // Its calls read back in the order made.
     let calls = snap.episode_calls("ep1", 0, PAGE_MAX).unwrap();
@@ -165,17 +174,11 @@ fn an_upgraded_store_goes_on_indexing_who_names_its_old_objects() {
 #[test]
 fn a_format_4_store_is_upgraded_at_open_and_finds_every_ref_where_it_was() {
     let dir = tempfile::tempdir().unwrap();
-    let path = copy_of(FORMAT4_STORE, dir.path());
-    let told = ReadOnlyStore::open(&path).err().expect("a format 4 store is not read as it is").to_string();
-    assert!(told.contains("has format 4") && told.contains("upgrade it in place"), "{told}");
-
-    let (store, report) = Store::open(&path, 1).unwrap();
-    assert!(report.is_empty(), "{report:?}");
+    let (path, store) = upgraded(FORMAT4_STORE, 4, dir.path());
     let snap = store.snapshot().unwrap();
     let targets = targets(snap.as_ref());
     assert_eq!(targets.len(), 1 + 35 + 17 + 17, "the fixture's objects, entries and worlds");
-    let expected =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT4_PLACES)).unwrap();
+    let expected = fixture_text(FORMAT4_PLACES);
     assert_eq!(places_listing(snap.as_ref(), &targets), expected);
     assert_eq!(snap.episode("ep2").unwrap().unwrap().calls, 4);
     let report = verify(&snap, &Options::default());
@@ -219,15 +222,9 @@ fn journal_listing(snap: &dyn View) -> String {
 #[test]
 fn a_format_5_store_is_upgraded_at_open_and_maps_every_record_to_the_outcome_it_did() {
     let dir = tempfile::tempdir().unwrap();
-    let path = copy_of(FORMAT5_STORE, dir.path());
-    let told = ReadOnlyStore::open(&path).err().expect("a format 5 store is not read as it is").to_string();
-    assert!(told.contains("has format 5") && told.contains("upgrade it in place"), "{told}");
-
-    let (store, report) = Store::open(&path, 1).unwrap();
-    assert!(report.is_empty(), "{report:?}");
+    let (path, store) = upgraded(FORMAT5_STORE, 5, dir.path());
     let snap = store.snapshot().unwrap();
-    let expected =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(FORMAT5_JOURNAL)).unwrap();
+    let expected = fixture_text(FORMAT5_JOURNAL);
     assert_eq!(journal_listing(snap.as_ref()), expected);
     assert_eq!(expected.matches("Some(").count(), 7, "the fixture's records");
     let report = verify(&snap, &Options::default());

@@ -569,24 +569,8 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
 /// and to the tiered indexes: each old table, read in ref order, is one run
 /// of the place index, and the semantic index is built from the objects.
 pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
-    {
-        let objects = txn.open_table(FORMAT4_OBJECTS).map_err(storage)?;
-        let numbers = txn.open_table(OBJECT_SEQ).map_err(storage)?;
-        let mut object_rows = txn.open_table(OBJECT_ROWS).map_err(storage)?;
-        for item in numbers.iter().map_err(storage)? {
-            let (seq, hash) = item.map_err(storage)?;
-            let Some(row) = objects.get(hash.value()).map_err(storage)? else { continue };
-            object_rows.insert(seq.value(), row.value()).map_err(storage)?;
-        }
-        let worlds = txn.open_table(FORMAT4_WORLDS).map_err(storage)?;
-        let revisions = txn.open_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
-        let mut world_rows = txn.open_table(WORLD_ROWS).map_err(storage)?;
-        for item in revisions.iter().map_err(storage)? {
-            let (revision, r) = item.map_err(storage)?;
-            let Some(row) = worlds.get(r.value()).map_err(storage)? else { continue };
-            world_rows.insert(revision.value(), row.value()).map_err(storage)?;
-        }
-    }
+    rows_by_position(txn, OBJECT_SEQ, FORMAT4_OBJECTS, OBJECT_ROWS)?;
+    rows_by_position(txn, FORMAT4_WORLD_BY_REVISION, FORMAT4_WORLDS, WORLD_ROWS)?;
     let (objects, mut semantic) = format4_objects(txn)?;
     tiered::add_run(txn, &PLACES, objects.into_iter()).map_err(storage)?;
     semantic.sort_unstable();
@@ -639,6 +623,24 @@ pub(crate) fn index_records_by_place(txn: &WriteTransaction) -> R<()> {
         })
         .map_err(storage)?;
     failure.map_or(Ok(()), |e| Err(storage(e)))
+}
+
+/// Copies each row of `by_ref` to `into`, under the position `positions`
+/// gives its ref (a ref no position names is left behind).
+fn rows_by_position(
+    txn: &WriteTransaction,
+    positions: TableDefinition<u64, Key32>,
+    by_ref: TableDefinition<Key32, &[u8]>,
+    into: TableDefinition<u64, &[u8]>,
+) -> R<()> {
+    let rows = txn.open_table(by_ref).map_err(storage)?;
+    let mut out = txn.open_table(into).map_err(storage)?;
+    for item in txn.open_table(positions).map_err(storage)?.iter().map_err(storage)? {
+        let (position, r) = item.map_err(storage)?;
+        let Some(row) = rows.get(r.value()).map_err(storage)? else { continue };
+        out.insert(position.value(), row.value()).map_err(storage)?;
+    }
+    Ok(())
 }
 
 /// A format 4 store's objects as place rows (in ref order) and semantic rows.
