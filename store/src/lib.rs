@@ -21,6 +21,7 @@ pub mod error;
 pub mod export;
 pub mod fuzz;
 pub mod histogram;
+pub mod keys;
 pub mod media;
 pub mod model;
 pub mod ops;

@@ -100,9 +100,9 @@ impl RedbSnapshot {
         mut f: impl FnMut(Ref, u64) -> Result<(), E>,
     ) -> Result<(), E> {
         let h = semantic_key(semantic_id, &Ref([0; 32])).0;
-        let (from, to) = (Bound::Included((h, [0; 32])), Bound::Included((h, [0xff; 32])));
+        let (from, to) = (Bound::Included(SemanticKey(h, [0; 32])), Bound::Included(SemanticKey(h, [0xff; 32])));
         for item in tiered::range(self.semantic_index()?, from, to).map_err(read_storage)? {
-            let ((_, r), seq) = item.map_err(read_storage)?;
+            let (SemanticKey(_, r), seq) = item.map_err(read_storage)?;
             f(Ref(r), seq)?;
         }
         Ok(())
@@ -123,7 +123,7 @@ impl RedbSnapshot {
 
     /// The position of `r`'s place of `kind`.
     pub(crate) fn place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
-        tiered::find(self.place_index()?, &[], (r.0, kind)).map_err(read_storage)
+        tiered::find(self.place_index()?, &[], PlaceKey(r.0, kind)).map_err(read_storage)
     }
 
     /// Every place of `kind`, in ref order, each once.
@@ -134,7 +134,7 @@ impl RedbSnapshot {
     ) -> Result<(), E> {
         let rows = tiered::range(self.place_index()?, Bound::Unbounded, Bound::Unbounded).map_err(read_storage)?;
         for item in rows {
-            let ((r, found), position) = item.map_err(read_storage)?;
+            let (PlaceKey(r, found), position) = item.map_err(read_storage)?;
             if found == kind {
                 f(Ref(r), position)?;
             }
@@ -181,7 +181,7 @@ impl RedbSnapshot {
     ) -> Result<bool, ReadError> {
         let row = match place {
             Some((place, at)) => match open(&self.txn, REFERRERS)? {
-                Some(t) => t.get((place, at, kind, position)).map_err(read_storage)?.is_some(),
+                Some(t) => t.get(ReferrerKey(place, at, kind, position)).map_err(read_storage)?.is_some(),
                 None => false,
             },
             None => match open(&self.txn, REFERRERS_OF_ABSENT)? {
@@ -205,8 +205,9 @@ impl RedbSnapshot {
         match place {
             Some((place, at)) => {
                 let Some(t) = open(&self.txn, REFERRERS)? else { return Ok(vec![]) };
-                let rows =
-                    t.range((place, at, kind, position)..=(place, at, u8::MAX, u64::MAX)).map_err(read_storage)?;
+                let rows = t
+                    .range(ReferrerKey(place, at, kind, position)..=ReferrerKey(place, at, u8::MAX, u64::MAX))
+                    .map_err(read_storage)?;
                 take_after(rows.map(|row| row.map(|(k, _)| (k.value().2, k.value().3))), from, limit)
             }
             None => {
@@ -281,13 +282,13 @@ impl View for RedbSnapshot {
         let limit = limit.min(PAGE_MAX);
         let h = semantic_key(semantic_id, &Ref([0; 32])).0;
         let from = match after {
-            Some(r) => Bound::Excluded((h, r.0)),
-            None => Bound::Included((h, [0; 32])),
+            Some(r) => Bound::Excluded(SemanticKey(h, r.0)),
+            None => Bound::Included(SemanticKey(h, [0; 32])),
         };
-        let rows = tiered::range(self.semantic_index()?, from, Bound::Included((h, [0xff; 32])));
+        let rows = tiered::range(self.semantic_index()?, from, Bound::Included(SemanticKey(h, [0xff; 32])));
         let mut out = Vec::with_capacity(limit.min(64));
         for item in rows.map_err(read_storage)?.take(limit) {
-            let ((_, r), seq) = item.map_err(read_storage)?;
+            let (SemanticKey(_, r), seq) = item.map_err(read_storage)?;
             let r = Ref(r);
             let corrupt =
                 |detail: String| rows::Corruption { table: "semantic", key: format!("{semantic_id} {r}"), detail };

@@ -2,7 +2,7 @@
 
 use redb::TableDefinition;
 
-pub type Key32 = [u8; 32];
+pub use crate::keys::{Key32, PlaceKey, ReferrerKey, SemanticKey};
 
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -46,7 +46,7 @@ pub const SESSIONS: TableDefinition<Key32, &[u8]> = TableDefinition::new("sessio
 /// the end of their target's range instead of on a random page. Referrer
 /// kinds are `REFERRER_*`; the position is the referring object's sequence
 /// number, the entry's index or the world's revision.
-pub const REFERRERS: TableDefinition<(u8, u64, u8, u64), ()> = TableDefinition::new("referrers_by_target");
+pub const REFERRERS: TableDefinition<ReferrerKey, ()> = TableDefinition::new("referrers_by_target");
 /// (target ref, referrer kind, position) → (): who names a ref the store did
 /// not hold when it was named (a reader of a target looks here as well).
 pub const REFERRERS_OF_ABSENT: TableDefinition<(Key32, u8, u64), ()> = TableDefinition::new("referrers_of_absent");
@@ -72,10 +72,8 @@ pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
     pub filters: Option<TableDefinition<'static, u32, &'static [u8]>>,
 }
 
-/// (ref, place kind) → position: where a stored object (its seq), log entry
-/// (its index) or world (its revision) sits, found by ref.
-pub type PlaceKey = (Key32, u8);
-/// The place index.
+/// The place index: (ref, place kind) → position, where a stored object (its
+/// seq), log entry (its index) or world (its revision) sits, found by ref.
 pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
     young: TableDefinition::new("places_young"),
     runs: TableDefinition::new("place_runs"),
@@ -89,14 +87,12 @@ pub const PLACE_ENTRY: u8 = 2;
 /// The place of a world: its revision.
 pub const PLACE_WORLD: u8 = 3;
 
-/// (sha256 of a semanticId, ref) → the object's seq: each semantic id's
-/// objects in ascending ref order (REST pages them so).
-pub type SemanticKey = (Key32, Key32);
 /// The semantic index's key of the object `r` whose semanticId is `semantic_id`.
 pub fn semantic_key(semantic_id: &str, r: &crate::refs::Ref) -> SemanticKey {
-    (crate::refs::Ref::of(semantic_id.as_bytes()).0, r.0)
+    SemanticKey(crate::refs::Ref::of(semantic_id.as_bytes()).0, r.0)
 }
-/// The semantic index.
+/// The semantic index: (sha256 of a semanticId, ref) → the object's seq,
+/// each semantic id's objects in ascending ref order (REST pages them so).
 pub const SEMANTIC: Tiered<SemanticKey, u64> = Tiered {
     young: TableDefinition::new("semantic_young"),
     runs: TableDefinition::new("semantic_runs"),

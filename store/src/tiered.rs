@@ -188,12 +188,12 @@ pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
 ) -> Result<Vec<(u8, u64)>, StorageError> {
     let mut out: Vec<(u8, u64)> = vec![];
     let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
-    let probes = kinds.map(|kind| probe_of(&(*r, kind)));
+    let probes = kinds.map(|kind| probe_of(&PlaceKey(*r, kind)));
     for (i, t) in tables.iter().enumerate() {
         if probes.iter().all(|probe| ruled_out(filters, i, *probe)) {
             continue;
         }
-        for item in t.range((*r, 0)..=(*r, u8::MAX))? {
+        for item in t.range(PlaceKey(*r, 0)..=PlaceKey(*r, u8::MAX))? {
             let (k, v) = item?;
             let kind = k.value().1;
             if object_first && kind == crate::tables::PLACE_OBJECT {
@@ -537,9 +537,9 @@ mod tests {
         let listed: Vec<(PlaceKey, u64)> =
             range(&tables, Bound::Unbounded, Bound::Unbounded).unwrap().map(Result::unwrap).collect();
         assert_eq!(listed, model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
-        if let Some(((r, _), _)) = model.iter().nth(model.len() / 2) {
-            let from = (*r, 0);
-            let to = (*r, u8::MAX);
+        if let Some((PlaceKey(r, _), _)) = model.iter().nth(model.len() / 2) {
+            let from = PlaceKey(*r, 0);
+            let to = PlaceKey(*r, u8::MAX);
             let some: Vec<(PlaceKey, u64)> =
                 range(&tables, Bound::Included(from), Bound::Included(to)).unwrap().map(Result::unwrap).collect();
             let expected: Vec<(PlaceKey, u64)> = model.range(from..=to).map(|(k, v)| (*k, *v)).collect();
@@ -564,8 +564,9 @@ mod tests {
         let mut levels_seen = 0;
         let mut filters = Filters::default();
         for batch in 0..200u64 {
-            let rows: Vec<(PlaceKey, u64)> =
-                (0..(batch % 7) + 1).map(|i| ((key(batch * 100 + i), (i % 3 + 1) as u8), batch * 100 + i)).collect();
+            let rows: Vec<(PlaceKey, u64)> = (0..(batch % 7) + 1)
+                .map(|i| (PlaceKey(key(batch * 100 + i), (i % 3 + 1) as u8), batch * 100 + i))
+                .collect();
             write(&db, &rows, &policy);
             model.extend(rows);
             check_filtered(&db, &mut filters, &model, &[key(u64::MAX)]);
@@ -592,7 +593,7 @@ mod tests {
             for batch in batches {
                 let mut rows = vec![];
                 for (seed, kind) in batch {
-                    let k = (key(u64::from(seed)), kind);
+                    let k = PlaceKey(key(u64::from(seed)), kind);
                     // A row is written once.
                     if model.contains_key(&k) || rows.iter().any(|(r, _)| *r == k) {
                         continue;

@@ -204,8 +204,8 @@ fn a_place_naming_another_object_and_a_lost_place_are_reported() {
     let seq = payload_seq(&fx);
     tamper(&fx.path, |txn| {
         let mut young = txn.open_table(PLACES.young).unwrap();
-        young.insert((fx.payload.hash.0, PLACE_OBJECT), seq + 1).unwrap();
-        young.remove((fx.entries[2].0, PLACE_ENTRY)).unwrap().expect("entry 2 was placed");
+        young.insert(PlaceKey(fx.payload.hash.0, PLACE_OBJECT), seq + 1).unwrap();
+        young.remove(PlaceKey(fx.entries[2].0, PLACE_ENTRY)).unwrap().expect("entry 2 was placed");
     });
     let report = verify_offline(&fx.path);
     assert_fault(&report, "places", &fx.payload.hash.to_string(), FaultKind::Dangling);

@@ -15,6 +15,7 @@ use std::path::Path;
 /// engines, `export` (which engine's records to stream) above them. The crate
 /// root is above every layer.
 const LAYERS: &[&[&str]] = &[
+    &["keys"],
     &["refs"],
     &["rows"],
     &["tables"],

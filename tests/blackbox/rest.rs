@@ -584,9 +584,9 @@ fn a_store_failure_is_internal_with_the_fixed_message_and_the_cause_on_stderr() 
         // Damage one object row below the store API: a row that does not decode.
         let db = redb::Database::open(&store.db).unwrap();
         let txn = db.begin_write().unwrap();
-        use world_store::tables::{OBJECT_ROWS, PLACE_OBJECT, PLACES};
+        use world_store::tables::{OBJECT_ROWS, PLACE_OBJECT, PLACES, PlaceKey};
         let seq = 1_000_000u64;
-        txn.open_table(PLACES.young).unwrap().insert((victim.0, PLACE_OBJECT), seq).unwrap();
+        txn.open_table(PLACES.young).unwrap().insert(PlaceKey(victim.0, PLACE_OBJECT), seq).unwrap();
         txn.open_table(OBJECT_ROWS).unwrap().insert(seq, &b"\xffnot a row"[..]).unwrap();
         txn.commit().unwrap();
     }

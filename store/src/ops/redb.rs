@@ -28,7 +28,7 @@ pub(crate) struct W<'t> {
     open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Table<'t, Key32, &'static [u8]>,
     receipts: Table<'t, &'static str, &'static [u8]>,
-    referrers: Table<'t, (u8, u64, u8, u64), ()>,
+    referrers: Table<'t, ReferrerKey, ()>,
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
     /// The place index: the young table (where rows are inserted), then its runs.
     place_index: Vec<Table<'t, PlaceKey, u64>>,
@@ -151,13 +151,13 @@ impl<'t> W<'t> {
 
     /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
     fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
-        self.place_index[0].insert((r.0, kind), position).map_err(storage)?;
+        self.place_index[0].insert(PlaceKey(r.0, kind), position).map_err(storage)?;
         self.placed += 1;
         Ok(())
     }
 
     fn find_place(&self, r: &Ref, kind: u8) -> R<Option<u64>> {
-        tiered::find(&self.place_index, &self.place_filters, (r.0, kind)).map_err(storage)
+        tiered::find(&self.place_index, &self.place_filters, PlaceKey(r.0, kind)).map_err(storage)
     }
 
     /// Applies one call's move to its episode's summary at once, and gives
@@ -219,7 +219,7 @@ impl<'t> W<'t> {
     /// under the target's place when the store holds it, else under its hash.
     fn insert_referrer(&mut self, target: &Ref, kind: u8, position: u64) -> R<()> {
         match self.place_of(target)? {
-            Some((place, at)) => self.referrers.insert((place, at, kind, position), ()).map_err(storage)?,
+            Some((place, at)) => self.referrers.insert(ReferrerKey(place, at, kind, position), ()).map_err(storage)?,
             None => self.referrers_of_absent.insert((target.0, kind, position), ()).map_err(storage)?,
         };
         Ok(())
@@ -578,7 +578,7 @@ pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
     let mut entries = vec![];
     for item in txn.open_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        entries.push(((k.value(), PLACE_ENTRY), v.value()));
+        entries.push((PlaceKey(k.value(), PLACE_ENTRY), v.value()));
     }
     tiered::add_run(txn, &PLACES, entries.into_iter()).map_err(storage)?;
     let mut worlds = vec![];
@@ -586,7 +586,7 @@ pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
         let (k, v) = item.map_err(storage)?;
         // A row that does not decode is left for `verify` to report.
         if let Ok(w) = rows::decode::<World>("worlds", &Ref(k.value()), v.value()) {
-            worlds.push(((k.value(), PLACE_WORLD), w.revision));
+            worlds.push((PlaceKey(k.value(), PLACE_WORLD), w.revision));
         }
     }
     tiered::add_run(txn, &PLACES, worlds.into_iter()).map_err(storage)?;
@@ -608,13 +608,13 @@ pub(crate) fn index_records_by_place(txn: &WriteTransaction) -> R<()> {
     let mut by_seq = txn.open_table(RECORD_JOURNAL).map_err(storage)?;
     for item in by_hash.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        if let Some(seq) = tiered::find(&places, &[], (k.value(), PLACE_OBJECT)).map_err(storage)? {
+        if let Some(seq) = tiered::find(&places, &[], PlaceKey(k.value(), PLACE_OBJECT)).map_err(storage)? {
             by_seq.insert(seq, v.value()).map_err(storage)?;
         }
     }
     let mut failure = None;
     by_hash
-        .retain(|k, _| match tiered::find(&places, &[], (k, PLACE_OBJECT)) {
+        .retain(|k, _| match tiered::find(&places, &[], PlaceKey(k, PLACE_OBJECT)) {
             Ok(seq) => seq.is_none(),
             Err(e) => {
                 failure.get_or_insert(e);
@@ -652,7 +652,7 @@ fn format4_objects(txn: &WriteTransaction) -> R<Format4Objects> {
         let (k, v) = item.map_err(storage)?;
         let r = Ref(k.value());
         if let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) {
-            places.push(((r.0, PLACE_OBJECT), row.seq));
+            places.push((PlaceKey(r.0, PLACE_OBJECT), row.seq));
             semantic.push((semantic_key(&row.semantic_id, &r), row.seq));
         }
     }

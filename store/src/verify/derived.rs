@@ -13,7 +13,7 @@ use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{
     EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, OBJECT_SEQ, RECORD_JOURNAL, RECORD_JOURNAL_OF_ABSENT, REFERRERS,
-    REFERRERS_OF_ABSENT, TARGET_ENTRY, TARGET_OBJECT,
+    REFERRERS_OF_ABSENT, ReferrerKey, TARGET_ENTRY, TARGET_OBJECT,
 };
 use crate::view::View;
 use redb::ReadableTable;
@@ -110,7 +110,7 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
     if let Some(t) = open(snap, REFERRERS)? {
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, _) = item.map_err(|e| e.to_string())?;
-            let (place, at, kind, position) = k.value();
+            let ReferrerKey(place, at, kind, position) = k.value();
             let target = target_at(snap, place, at)?
                 .ok_or_else(|| format!("referrer row {place} {at} {kind} {position} names no target"))?;
             add_referrer(snap, &mut derived.referrers, &target, kind, position)?;

@@ -343,7 +343,7 @@ impl<'a> Verifier<'a> {
             return Ok(());
         }
         self.snap
-            .each_semantic(|(h, r), seq| {
+            .each_semantic(|SemanticKey(h, r), seq| {
                 let r = Ref(r);
                 let row = self.snap.object_row(seq)?;
                 let named = self.snap.object_at(seq)?;
