@@ -74,6 +74,17 @@ struct KindLabels {
     kind: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IndexLabels {
+    index: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IndexPartLabels {
+    index: String,
+    part: String,
+}
+
 /// What a scrape reads of the store and the daemon as it happens.
 pub struct Scrape {
     pub degraded: bool,
@@ -106,6 +117,8 @@ pub struct Metrics {
     store_batches: Counter,
     store_requests: Counter,
     store_checkpoints: Counter,
+    index_rows: Family<IndexPartLabels, Gauge>,
+    index_runs: Family<IndexLabels, Gauge>,
     /// The store's own running totals as last seen, so that the counters move by their growth.
     store_seen: Mutex<(u64, u64, u64)>,
     callbacks_in_use: Gauge,
@@ -168,6 +181,19 @@ impl Metrics {
         registry.register("store_batches", "Write batches (group commits) since start", store_batches.clone());
         registry.register("store_requests", "Write requests the batches carried since start", store_requests.clone());
         registry.register("store_checkpoints", "Checkpoints since start", store_checkpoints.clone());
+        let index_rows = Family::<IndexPartLabels, Gauge>::default();
+        registry.register(
+            "store_index_rows",
+            "Rows of the store's tiered indexes: the young table, the complete runs, and the merge in progress's \
+             inputs and output so far",
+            index_rows.clone(),
+        );
+        let index_runs = Family::<IndexLabels, Gauge>::default();
+        registry.register(
+            "store_index_runs",
+            "Runs of each tiered index (they pile up when merges fall behind)",
+            index_runs.clone(),
+        );
         let writer = Arc::new(Mutex::new(None));
         registry.register_collector(Box::new(StoreHistograms(writer.clone())));
         let callbacks_in_use = Gauge::default();
@@ -196,6 +222,8 @@ impl Metrics {
             store_batches,
             store_requests,
             store_checkpoints,
+            index_rows,
+            index_runs,
             store_seen: Mutex::default(),
             callbacks_in_use,
             runs,
@@ -276,6 +304,19 @@ impl Metrics {
             if let Some(free) = f.free_bytes {
                 self.store_free_bytes.set(gauge(free));
             }
+        }
+        for index in &now.store.indexes {
+            let parts = [
+                ("young", index.young_rows),
+                ("runs", index.run_rows),
+                ("merge_input", index.merge_input_rows),
+                ("merge_output", index.merge_output_rows),
+            ];
+            for (part, rows) in parts {
+                let labels = IndexPartLabels { index: index.index.into(), part: part.into() };
+                self.index_rows.get_or_create(&labels).set(gauge(rows));
+            }
+            self.index_runs.get_or_create(&IndexLabels { index: index.index.into() }).set(gauge(index.runs));
         }
         let mut seen = self.store_seen.lock().unwrap_or_else(|p| p.into_inner());
         let (b, r, c) = (now.store.batches, now.store.requests, now.store.checkpoints);
@@ -436,8 +477,14 @@ mod tests {
     }
 
     fn scrape(writer: WriterHistograms) -> Scrape {
-        let store =
-            world_store::StoreStatus { engine: "embedded", footprint: None, checkpoints: 0, batches: 0, requests: 0 };
+        let store = world_store::StoreStatus {
+            engine: "embedded",
+            footprint: None,
+            checkpoints: 0,
+            batches: 0,
+            requests: 0,
+            indexes: vec![],
+        };
         Scrape { degraded: false, store, writer, callbacks_in_use: 0 }
     }
 

@@ -181,6 +181,11 @@ pub struct StoreStatus {
     /// Write batches and the requests they carried since the store opened.
     pub batches: u64,
     pub requests: u64,
+    /// The embedded engine's tiered indexes: their young tables, runs and
+    /// merge in progress (empty for PostgreSQL, or when a snapshot could not
+    /// be read).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub indexes: Vec<crate::tiered::IndexStatus>,
 }
 
 /// The sizes of a store's files (0 for a file that is not there).

@@ -92,6 +92,20 @@ impl Store {
         Footprint { files: FileSizes::of(&self.path), free_bytes, cache_bytes_max: self.cache_bytes as u64 }
     }
 
+    /// The tiered indexes as the latest snapshot holds them (none when no
+    /// snapshot can be read: the status still answers).
+    pub fn index_status(&self) -> Vec<crate::tiered::IndexStatus> {
+        let Some(db) = self.shared.db_for_reader() else { return vec![] };
+        let read = || -> Result<Vec<crate::tiered::IndexStatus>, redb::Error> {
+            let txn = redb::ReadableDatabase::begin_read(db.as_ref())?;
+            Ok(vec![
+                crate::tiered::status(&txn, &crate::tables::PLACES)?,
+                crate::tiered::status(&txn, &crate::tables::SEMANTIC)?,
+            ])
+        };
+        read().unwrap_or_default()
+    }
+
     /// Checkpoints run so far.
     pub fn checkpoints(&self) -> u64 {
         self.shared.stats.checkpoints.load(Ordering::Relaxed)
@@ -128,6 +142,7 @@ impl WorldStore for Store {
             checkpoints: self.checkpoints(),
             batches,
             requests,
+            indexes: self.index_status(),
         }
     }
 }

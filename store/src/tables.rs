@@ -64,6 +64,8 @@ pub const RECORD_JOURNAL_OF_ABSENT: TableDefinition<Key32, &[u8]> = TableDefinit
 /// (`tiered`): its young table, its run directory (run id → (level,
 /// state)), and the prefix of its runs' table names.
 pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
+    /// The index's name where operators see it (`GET /v1/store`, `/metrics`).
+    pub name: &'static str,
     pub young: TableDefinition<'static, K, V>,
     pub runs: TableDefinition<'static, u32, (u8, u8)>,
     pub run_prefix: &'static str,
@@ -75,6 +77,7 @@ pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
 /// The place index: (ref, place kind) → position, where a stored object (its
 /// seq), log entry (its index) or world (its revision) sits, found by ref.
 pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
+    name: "places",
     young: TableDefinition::new("places_young"),
     runs: TableDefinition::new("place_runs"),
     run_prefix: "places_run_",
@@ -94,6 +97,7 @@ pub fn semantic_key(semantic_id: &str, r: &crate::refs::Ref) -> SemanticKey {
 /// The semantic index: (sha256 of a semanticId, ref) → the object's seq,
 /// each semantic id's objects in ascending ref order (REST pages them so).
 pub const SEMANTIC: Tiered<SemanticKey, u64> = Tiered {
+    name: "semantic",
     young: TableDefinition::new("semantic_young"),
     runs: TableDefinition::new("semantic_runs"),
     run_prefix: "semantic_run_",

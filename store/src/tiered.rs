@@ -442,6 +442,54 @@ impl Filters {
     }
 }
 
+/// What a tiered index holds and how far its merge has gone: for operators
+/// watching a store grow (a merge that falls behind leaves runs piling up).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexStatus {
+    pub index: &'static str,
+    /// Rows of the young table.
+    pub young_rows: u64,
+    /// Runs no merge is building (inputs of the merge in progress included),
+    /// the rows they hold, and the highest level among them.
+    pub runs: u64,
+    pub run_rows: u64,
+    pub top_level: u8,
+    /// The merge in progress: the rows of its inputs and those its output
+    /// holds so far (both 0 when none runs).
+    pub merge_input_rows: u64,
+    pub merge_output_rows: u64,
+}
+
+/// The state of `index` a read transaction sees (an index not yet created is empty).
+pub fn status<K: CellKey, V: Cell>(txn: &ReadTransaction, index: &Tiered<K, V>) -> Result<IndexStatus, redb::Error> {
+    let mut status = IndexStatus { index: index.name, ..IndexStatus::default() };
+    match txn.open_table(index.young) {
+        Ok(t) => status.young_rows = t.len()?,
+        Err(TableError::TableDoesNotExist(_)) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let dir = match txn.open_table(index.runs) {
+        Ok(t) => t,
+        Err(TableError::TableDoesNotExist(_)) => return Ok(status),
+        Err(e) => return Err(e.into()),
+    };
+    for run in runs(&dir)? {
+        let rows = txn.open_table(run_def::<K, V>(&run_name(index, run.id)))?.len()?;
+        if run.state == RUN_BUILDING {
+            status.merge_output_rows = rows;
+            continue;
+        }
+        status.runs += 1;
+        status.run_rows += rows;
+        status.top_level = status.top_level.max(run.level);
+        if run.state == RUN_MERGING {
+            status.merge_input_rows += rows;
+        }
+    }
+    Ok(status)
+}
+
 /// The level a run of `rows` rows belongs to: the one whose merges make runs that size.
 pub fn level_of(rows: u64, policy: &Policy) -> u8 {
     let mut level = 0;
@@ -549,6 +597,13 @@ mod tests {
         let building = runs.iter().filter(|r| r.state == RUN_BUILDING).count();
         let merging = runs.iter().filter(|r| r.state == RUN_MERGING).count();
         assert!(building <= 1 && (building == 1) == (merging > 0), "{runs:?}");
+        // The status counts each row once: a merge's output holds copies of its inputs' rows.
+        let told = status(&txn, &PLACES).unwrap();
+        assert_eq!(told.young_rows + told.run_rows, model.len() as u64, "{told:?} {runs:?}");
+        assert_eq!(told.runs, (runs.len() - building) as u64, "{told:?}");
+        assert_eq!(told.merge_input_rows > 0, merging > 0, "{told:?}");
+        assert!(told.merge_output_rows <= told.merge_input_rows, "{told:?}");
+        assert_eq!(told.top_level, runs.iter().filter(|r| r.state != RUN_BUILDING).map(|r| r.level).max().unwrap_or(0));
         runs
     }
 

@@ -290,6 +290,11 @@ fn the_page_cache_is_bounded_by_serve_cache_mib_and_reported_with_the_store() {
     assert!(status["allocatedBytes"].as_u64().unwrap() > 0, "{status}");
     assert!(status["walBytes"].as_u64().unwrap() > 0 && status["residentBytes"].as_u64().unwrap() > 0, "{status}");
     assert!(status["freeBytes"].as_u64().unwrap() > 0, "{status}");
+    // A young store's tiered indexes have no run yet.
+    let indexes: Vec<&str> =
+        status["indexes"].as_array().unwrap().iter().map(|i| i["index"].as_str().unwrap()).collect();
+    assert_eq!(indexes, ["places", "semantic"], "{status}");
+    assert!(status["indexes"].as_array().unwrap().iter().all(|i| i["runs"] == 0), "{status}");
     let default = Daemon::start(&TempStore::new().db);
     assert_eq!(default.get("/v1/store").ok_json()["cacheBytesMax"], 64 << 20);
     for bad in ["1", "0", "70000", "lots"] {

@@ -84,6 +84,12 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     assert!(sample(&text, "worldd_store_batches_total") >= 7.0, "the calls' group commits: {text}");
     assert!(sample(&text, "worldd_store_bytes{kind=\"file\"}") > 0.0, "{text}");
     assert_eq!(sample(&text, "worldd_callback_slots_in_use"), 0.0, "{text}");
+    // The calls' objects entered the young tables of the tiered indexes.
+    for index in ["places", "semantic"] {
+        let young = format!("worldd_store_index_rows{{index=\"{index}\",part=\"young\"}}");
+        assert!(sample(&text, &young) > sample(&before, &young), "{young}\n{text}");
+        assert_eq!(sample(&text, &format!("worldd_store_index_runs{{index=\"{index}\"}}")), 0.0, "{text}");
+    }
 
     // The store writer's histograms: one observation per batch made durable
     // (every batch here), the requests they carried, buckets that add up.

@@ -332,6 +332,7 @@ impl WorldStore for PgStore {
             checkpoints: 0,
             batches: s.batches.load(Ordering::Relaxed),
             requests: s.requests.load(Ordering::Relaxed),
+            indexes: vec![],
         }
     }
 }
