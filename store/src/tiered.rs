@@ -48,11 +48,13 @@ pub const RUN_BUILDING: u8 = 2;
 /// Rows the young table takes before it becomes a run: small enough that
 /// its leaves stay cached and few, large enough that runs are few.
 pub const YOUNG_ROWS_MAX: u64 = 16_384;
-/// Runs of one level merged into one of the next.
-pub const RUNS_PER_MERGE: usize = 4;
+/// Runs of one level merged into one of the next: each row is rewritten
+/// once per level it passes, log8 of the index's rows over `YOUNG_ROWS_MAX`
+/// (3 levels for 5M rows, a million calls, where 4 runs a merge made 5);
+/// the runs more a lookup passes cost a filter probe each.
+pub const RUNS_PER_MERGE: usize = 8;
 /// Rows a merge moves per row a batch wrote: more than the levels a row
-/// passes through (log4 of the index's rows over `YOUNG_ROWS_MAX`), so
-/// merges keep up with the writes.
+/// passes through, so merges keep up with the writes.
 pub const MERGE_ROWS_PER_ROW: u64 = 8;
 /// The highest level: its runs are not merged further.
 pub const LEVEL_MAX: u8 = 15;
@@ -165,13 +167,22 @@ pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
     filters: &RunFilters,
     key: K,
 ) -> Result<Option<V>, StorageError> {
+    Ok(find_in(tables, filters, key)?.map(|(_, v)| v))
+}
+
+/// `find`, and the position in `tables` of the table that had it.
+pub fn find_in<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
+    tables: &[T],
+    filters: &RunFilters,
+    key: K,
+) -> Result<Option<(usize, V)>, StorageError> {
     let probe = probe_of(&key);
     for (i, t) in tables.iter().enumerate() {
         if ruled_out(filters, i, probe) {
             continue;
         }
         if let Some(v) = t.get(key)? {
-            return Ok(Some(v.value()));
+            return Ok(Some((i, v.value())));
         }
     }
     Ok(None)
@@ -406,9 +417,33 @@ fn write_filter<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V
 #[derive(Default)]
 pub struct Filters {
     runs: HashMap<u32, Arc<Bloom>>,
+    /// Objects' places found in runs, at most `SETTLED_OBJECTS_MAX`: a run
+    /// holds rows committed before the transaction that read it began, and
+    /// a place never changes, so a much-named object (a transition's
+    /// function, an input every call repeats) is looked up in the runs once,
+    /// not once a batch.
+    objects: HashMap<Key32, u64>,
 }
 
+/// Most object places a writer keeps across transactions; past it the
+/// cache starts again (the much-named objects come back at once).
+pub const SETTLED_OBJECTS_MAX: usize = 16_384;
+
 impl Filters {
+    /// The place of object `r` if it was found in a run before.
+    pub fn settled_object(&self, r: &Key32) -> Option<u64> {
+        self.objects.get(r).copied()
+    }
+
+    /// Keeps the place of object `r`, found in a run (never in the young
+    /// table, whose rows may be this transaction's own).
+    pub fn settle_object(&mut self, r: Key32, position: u64) {
+        if self.objects.len() >= SETTLED_OBJECTS_MAX {
+            self.objects.clear();
+        }
+        self.objects.insert(r, position);
+    }
+
     /// The filter of each table `open_write` opens, in its order, for a
     /// transaction that has not changed the index yet; runs no longer there
     /// leave the cache. A filter that is missing or does not decode is

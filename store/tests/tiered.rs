@@ -7,7 +7,7 @@ mod common;
 
 use redb::ReadableTable;
 use world_store::tables::{PLACES, SEMANTIC};
-use world_store::tiered::{RUN_BUILDING, RUN_COMPLETE, YOUNG_ROWS_MAX};
+use world_store::tiered::{RUN_BUILDING, RUN_COMPLETE, RUNS_PER_MERGE, YOUNG_ROWS_MAX};
 use world_store::*;
 
 /// Objects per request: a batch of them is placed at once.
@@ -29,9 +29,9 @@ fn runs(path: &std::path::Path) -> [Vec<(u8, u8)>; 2] {
 fn objects_placed_through_several_runs_and_a_merge_are_each_found_where_written() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("world.db");
-    // Four young tables become runs of level 0, and their merge into one of
-    // level 1 completes (it moves eight rows per row placed).
-    let total = YOUNG_ROWS_MAX * 5 + YOUNG_ROWS_MAX / 2;
+    // `RUNS_PER_MERGE` young tables become runs of level 0, and their merge
+    // into one of level 1 completes (it moves eight rows per row placed).
+    let total = YOUNG_ROWS_MAX * (RUNS_PER_MERGE as u64 + 1) + YOUNG_ROWS_MAX / 2;
     {
         let (store, _) = Store::open(&path, 1).unwrap();
         for first in (0..total).step_by(OBJECTS_PER_PUT as usize) {

@@ -34,6 +34,9 @@ pub(crate) struct W<'t> {
     place_index: Vec<Table<'t, PlaceKey, u64>>,
     /// The filter of each of those tables (`tiered::Filters::load`).
     place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
+    /// What the writer keeps across its transactions (`open_with`): the
+    /// filters, and the places of objects found in runs.
+    kept: Option<&'t mut tiered::Filters>,
     /// The semantic index's young table (it is written here, never read).
     semantic: Table<'t, SemanticKey, u64>,
     /// Rows this batch wrote to the place and the semantic index (what
@@ -82,14 +85,25 @@ impl<'t> W<'t> {
     /// The rows of `txn`, for a transaction that has not written yet; the
     /// place index's filters are read from the store.
     pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
-        W::open_with(txn, &mut tiered::Filters::default())
+        let place_filters = tiered::Filters::default().load(txn, &PLACES).map_err(storage)?;
+        W::with(txn, place_filters, None)
     }
 
-    /// As `open`, keeping the filters read in `filters` (a writer's, across
-    /// its transactions).
-    pub(crate) fn open_with(txn: &'t WriteTransaction, filters: &mut tiered::Filters) -> R<W<'t>> {
+    /// As `open`, keeping what it reads in `kept` (a writer's, across its
+    /// transactions).
+    pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut tiered::Filters) -> R<W<'t>> {
+        let place_filters = kept.load(txn, &PLACES).map_err(storage)?;
+        W::with(txn, place_filters, Some(kept))
+    }
+
+    fn with(
+        txn: &'t WriteTransaction,
+        place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
+        kept: Option<&'t mut tiered::Filters>,
+    ) -> R<W<'t>> {
         Ok(W {
-            place_filters: filters.load(txn, &PLACES).map_err(storage)?,
+            place_filters,
+            kept,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
@@ -156,8 +170,28 @@ impl<'t> W<'t> {
         Ok(())
     }
 
-    fn find_place(&self, r: &Ref, kind: u8) -> R<Option<u64>> {
+    fn find_place(&mut self, r: &Ref, kind: u8) -> R<Option<u64>> {
+        if kind == PLACE_OBJECT {
+            return self.object_place(r);
+        }
         tiered::find(&self.place_index, &self.place_filters, PlaceKey(r.0, kind)).map_err(storage)
+    }
+
+    /// The sequence number of object `r`: from the places kept across
+    /// transactions, else from the index (and kept when a run had it).
+    fn object_place(&mut self, r: &Ref) -> R<Option<u64>> {
+        if let Some(seq) = self.kept.as_ref().and_then(|kept| kept.settled_object(&r.0)) {
+            return Ok(Some(seq));
+        }
+        let key = PlaceKey(r.0, PLACE_OBJECT);
+        let found = tiered::find_in(&self.place_index, &self.place_filters, key).map_err(storage)?;
+        // Table 0 is the young table, whose rows may be this transaction's own.
+        if let (Some((table, seq)), Some(kept)) = (found, self.kept.as_mut())
+            && table > 0
+        {
+            kept.settle_object(r.0, seq);
+        }
+        Ok(found.map(|(_, seq)| seq))
     }
 
     /// Applies one call's move to its episode's summary at once, and gives
@@ -204,8 +238,11 @@ impl<'t> W<'t> {
         if let Some(place) = self.places.get(target) {
             return Ok(Some(*place));
         }
-        let places = tiered::places_of(&self.place_index, &self.place_filters, &target.0, true).map_err(storage)?;
-        let place = places.into_iter().find(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY);
+        // An object's place, where the store holds one, else an entry's.
+        let place = match self.object_place(target)? {
+            Some(seq) => Some((TARGET_OBJECT, seq)),
+            None => self.find_place(target, PLACE_ENTRY)?.map(|index| (TARGET_ENTRY, index)),
+        };
         if let Some(place) = place {
             if self.places.len() >= PLACES_KEPT_MAX {
                 self.places.clear();
@@ -736,5 +773,61 @@ impl ApprovalRows for W<'_> {
     fn insert_secret(&mut self, name: &str, value: &[u8]) -> R<()> {
         self.approval_tables()?.secrets.insert(name, value).map_err(storage)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(n: u64) -> NewObject {
+        NewObject::derived("test/kept", "test", format!("{{\"n\":{n}}}").into_bytes())
+    }
+
+    #[test]
+    fn the_writer_keeps_the_places_of_objects_found_in_runs_and_not_of_young_ones() {
+        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
+        let (old, young) = (object(1), object(2));
+        let txn = db.begin_write().unwrap();
+        {
+            let mut w = W::open(&txn).unwrap();
+            w.insert_object(&old).unwrap();
+            w.finish().unwrap();
+        }
+        // Its place moves from the young table into a run, as a full young table's does.
+        let placed: Vec<(PlaceKey, u64)> = txn
+            .open_table(PLACES.young)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|item| item.map(|(k, v)| (k.value(), v.value())).unwrap())
+            .collect();
+        txn.delete_table(PLACES.young).unwrap();
+        tiered::add_run(&txn, &PLACES, placed.into_iter()).unwrap();
+        txn.commit().unwrap();
+
+        let mut kept = tiered::Filters::default();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut w = W::open_with(&txn, &mut kept).unwrap();
+            w.insert_object(&young).unwrap();
+            assert!(w.has_object(&old.hash).unwrap() && w.has_object(&young.hash).unwrap());
+            assert!(!w.has_object(&object(3).hash).unwrap());
+            w.finish().unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(kept.settled_object(&old.hash.0), Some(0));
+        assert_eq!(kept.settled_object(&young.hash.0), None, "a young row may be its transaction's own");
+        assert_eq!(kept.settled_object(&object(3).hash.0), None);
+
+        // A referrer of the kept object is indexed under its place.
+        let txn = db.begin_write().unwrap();
+        {
+            let mut w = W::open_with(&txn, &mut kept).unwrap();
+            assert_eq!(w.place_of(&old.hash).unwrap(), Some((TARGET_OBJECT, 0)));
+            assert_eq!(w.place_of(&young.hash).unwrap(), Some((TARGET_OBJECT, 1)));
+            w.finish().unwrap();
+        }
+        txn.commit().unwrap();
     }
 }
