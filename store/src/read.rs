@@ -70,7 +70,7 @@ impl RedbSnapshot {
     /// hash (`None`), where it was named before the store held it.
     fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
         let mut places = vec![None];
-        let found = tiered::places_of(self.place_index()?, &[], &target.0, false).map_err(read_storage)?;
+        let found = tiered::places_of(self.place_index()?, &[], &target.0).map_err(read_storage)?;
         places.extend(found.into_iter().filter(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY).map(Some));
         Ok(places)
     }

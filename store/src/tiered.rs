@@ -188,14 +188,11 @@ pub fn find_in<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
     Ok(None)
 }
 
-/// Every place of `r` (kind, position), one per kind, in kind order; an
-/// object's place ends the search when `object_first` (a target's object
-/// place is the one its referrers are indexed under).
+/// Every place of `r` (kind, position), one per kind, in kind order.
 pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
     tables: &[T],
     filters: &RunFilters,
     r: &Key32,
-    object_first: bool,
 ) -> Result<Vec<(u8, u64)>, StorageError> {
     let mut out: Vec<(u8, u64)> = vec![];
     let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
@@ -207,9 +204,6 @@ pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
         for item in t.range(PlaceKey(*r, 0)..=PlaceKey(*r, u8::MAX))? {
             let (k, v) = item?;
             let kind = k.value().1;
-            if object_first && kind == crate::tables::PLACE_OBJECT {
-                return Ok(vec![(kind, v.value())]);
-            }
             if !out.iter().any(|(known, _)| *known == kind) {
                 out.push((kind, v.value()));
             }
@@ -594,10 +588,10 @@ mod tests {
         assert_eq!(loaded.len(), tables.len());
         for (key, position) in model {
             assert_eq!(find(&tables, &loaded, *key).unwrap(), Some(*position), "{key:?}");
-            assert!(places_of(&tables, &loaded, &key.0, false).unwrap().contains(&(key.1, *position)));
+            assert!(places_of(&tables, &loaded, &key.0).unwrap().contains(&(key.1, *position)));
         }
         for r in absent {
-            assert_eq!(places_of(&tables, &loaded, r, true).unwrap(), vec![]);
+            assert_eq!(places_of(&tables, &loaded, r).unwrap(), vec![]);
         }
         let filtered = loaded.iter().filter(|f| f.is_some()).count();
         let dir = runs(&txn.open_table(PLACES.runs).unwrap()).unwrap();
@@ -615,7 +609,7 @@ mod tests {
             assert_eq!(find(&tables, &[], *key).unwrap(), Some(*position));
         }
         for r in absent {
-            assert_eq!(places_of(&tables, &[], r, false).unwrap(), vec![]);
+            assert_eq!(places_of(&tables, &[], r).unwrap(), vec![]);
         }
         let listed: Vec<(PlaceKey, u64)> =
             range(&tables, Bound::Unbounded, Bound::Unbounded).unwrap().map(Result::unwrap).collect();
