@@ -439,10 +439,8 @@ struct Meta {
 fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(e.to_string());
     let txn = db.begin_read().map_err(|e| engine(&e))?;
-    let meta = match txn.open_table(META) {
-        Ok(t) => t,
-        Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Meta { format: None, wal_seq: 0 }),
-        Err(e) => return Err(engine(&e)),
+    let Some(meta) = crate::tables::open_existing(&txn, META).map_err(|e| engine(&e))? else {
+        return Ok(Meta { format: None, wal_seq: 0 });
     };
     let get = |k: &str| meta.get(k).map(|v| v.map(|v| v.value()));
     Ok(Meta {

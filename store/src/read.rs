@@ -10,7 +10,7 @@ use crate::rows;
 use crate::tables::*;
 use crate::tiered;
 use crate::view::View;
-use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, TableError};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use std::ops::Bound;
 
 /// Default page size of every paged read.
@@ -57,11 +57,7 @@ pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     txn: &ReadTransaction,
     def: TableDefinition<K, V>,
 ) -> Result<Option<ReadOnlyTable<K, V>>, ReadError> {
-    match txn.open_table(def) {
-        Ok(t) => Ok(Some(t)),
-        Err(TableError::TableDoesNotExist(_)) => Ok(None),
-        Err(e) => Err(read_storage(e)),
-    }
+    open_existing(txn, def).map_err(read_storage)
 }
 
 impl RedbSnapshot {

@@ -4,6 +4,18 @@ use redb::TableDefinition;
 
 pub use crate::keys::{Key32, PlaceKey, ReferrerKey, SemanticKey};
 
+/// Table `def` as `txn` sees it; `None` where no write ever created it.
+pub fn open_existing<K: redb::Key + 'static, V: redb::Value + 'static>(
+    txn: &redb::ReadTransaction,
+    def: TableDefinition<K, V>,
+) -> Result<Option<redb::ReadOnlyTable<K, V>>, redb::TableError> {
+    match txn.open_table(def) {
+        Ok(t) => Ok(Some(t)),
+        Err(redb::TableError::TableDoesNotExist(_)) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// sequence number → the object's row (`rows::ObjectRow`, its metadata);

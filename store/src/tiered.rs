@@ -29,10 +29,10 @@
 //! level, and which are being merged.
 
 use crate::bloom::{Bloom, Probe};
-use crate::tables::{Key32, PlaceKey, Tiered};
+use crate::tables::{Key32, PlaceKey, Tiered, open_existing};
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, StorageError, Table, TableDefinition,
-    TableError, WriteTransaction,
+    WriteTransaction,
 };
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -114,17 +114,8 @@ pub fn open_read<K: CellKey, V: Cell>(
     txn: &ReadTransaction,
     index: &Tiered<K, V>,
 ) -> Result<Vec<ReadOnlyTable<K, V>>, redb::Error> {
-    let mut tables = vec![];
-    match txn.open_table(index.young) {
-        Ok(t) => tables.push(t),
-        Err(TableError::TableDoesNotExist(_)) => {}
-        Err(e) => return Err(e.into()),
-    }
-    let dir = match txn.open_table(index.runs) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(tables),
-        Err(e) => return Err(e.into()),
-    };
+    let mut tables: Vec<_> = open_existing(txn, index.young)?.into_iter().collect();
+    let Some(dir) = open_existing(txn, index.runs)? else { return Ok(tables) };
     for run in runs(&dir)? {
         tables.push(txn.open_table(run_def(&run_name(index, run.id)))?);
     }
@@ -493,16 +484,10 @@ pub struct IndexStatus {
 /// The state of `index` a read transaction sees (an index not yet created is empty).
 pub fn status<K: CellKey, V: Cell>(txn: &ReadTransaction, index: &Tiered<K, V>) -> Result<IndexStatus, redb::Error> {
     let mut status = IndexStatus { index: index.name, ..IndexStatus::default() };
-    match txn.open_table(index.young) {
-        Ok(t) => status.young_rows = t.len()?,
-        Err(TableError::TableDoesNotExist(_)) => {}
-        Err(e) => return Err(e.into()),
+    if let Some(young) = open_existing(txn, index.young)? {
+        status.young_rows = young.len()?;
     }
-    let dir = match txn.open_table(index.runs) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(status),
-        Err(e) => return Err(e.into()),
-    };
+    let Some(dir) = open_existing(txn, index.runs)? else { return Ok(status) };
     for run in runs(&dir)? {
         let rows = txn.open_table(run_def::<K, V>(&run_name(index, run.id)))?.len()?;
         if run.state == RUN_BUILDING {

@@ -12,7 +12,7 @@ use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
 use crate::view::View;
-use redb::{ReadableTable, TableDefinition, TableError};
+use redb::{ReadableTable, TableDefinition};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -24,11 +24,7 @@ fn each<K: redb::Key + 'static, V: redb::Value + 'static>(
     def: TableDefinition<K, V>,
     mut f: impl FnMut(K::SelfType<'_>, V::SelfType<'_>) -> Result<(), ExportError>,
 ) -> Result<(), ExportError> {
-    let t = match snap.txn().open_table(def) {
-        Ok(t) => t,
-        Err(TableError::TableDoesNotExist(_)) => return Ok(()),
-        Err(e) => return Err(ReadError::Storage(e.to_string()).into()),
-    };
+    let Some(t) = crate::read::open(snap.txn(), def)? else { return Ok(()) };
     for item in t.iter().map_err(|e| ReadError::Storage(e.to_string()))? {
         let (k, v) = item.map_err(|e| ReadError::Storage(e.to_string()))?;
         f(k.value(), v.value())?;

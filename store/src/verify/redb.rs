@@ -11,7 +11,7 @@ use crate::rows;
 use crate::tables::*;
 use crate::tiered;
 use crate::view::View;
-use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition, TableError};
+use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,11 +161,7 @@ impl<'a> Verifier<'a> {
         &self,
         def: TableDefinition<K, V>,
     ) -> Result<Option<ReadOnlyTable<K, V>>, String> {
-        match self.snap.txn().open_table(def) {
-            Ok(t) => Ok(Some(t)),
-            Err(TableError::TableDoesNotExist(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
+        open_existing(self.snap.txn(), def).map_err(|e| e.to_string())
     }
 
     /// Each table's rows and pages, from the engine's own accounting (a walk
