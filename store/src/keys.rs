@@ -30,10 +30,6 @@ pub struct SemanticKey(pub Key32, pub Key32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReferrerKey(pub u8, pub u64, pub u8, pub u64);
 
-const PLACE_WIDTH: usize = 33;
-const SEMANTIC_WIDTH: usize = 64;
-const REFERRER_WIDTH: usize = 18;
-
 fn key32(data: &[u8]) -> Key32 {
     let mut out = [0; 32];
     out.copy_from_slice(&data[..32]);
@@ -46,115 +42,102 @@ fn le_u64(data: &[u8]) -> u64 {
     u64::from_le_bytes(out)
 }
 
-impl Value for PlaceKey {
-    type SelfType<'a> = PlaceKey;
-    type AsBytes<'a> = [u8; PLACE_WIDTH];
+impl PlaceKey {
+    const WIDTH: usize = 33;
 
-    fn fixed_width() -> Option<usize> {
-        Some(PLACE_WIDTH)
+    fn encode(&self) -> [u8; Self::WIDTH] {
+        let mut out = [0; Self::WIDTH];
+        out[..32].copy_from_slice(&self.0);
+        out[32] = self.1;
+        out
     }
 
-    fn from_bytes<'a>(data: &'a [u8]) -> PlaceKey
-    where
-        Self: 'a,
-    {
+    fn decode(data: &[u8]) -> PlaceKey {
         PlaceKey(key32(data), data[32])
     }
+}
 
-    fn as_bytes<'a, 'b: 'a>(value: &'a PlaceKey) -> [u8; PLACE_WIDTH]
-    where
-        Self: 'b,
-    {
-        let mut out = [0; PLACE_WIDTH];
-        out[..32].copy_from_slice(&value.0);
-        out[32] = value.1;
+impl SemanticKey {
+    const WIDTH: usize = 64;
+
+    fn encode(&self) -> [u8; Self::WIDTH] {
+        let mut out = [0; Self::WIDTH];
+        out[..32].copy_from_slice(&self.0);
+        out[32..].copy_from_slice(&self.1);
         out
     }
 
-    fn type_name() -> TypeName {
-        <(Key32, u8) as Value>::type_name()
-    }
-}
-
-impl Key for PlaceKey {
-    fn compare(data1: &[u8], data2: &[u8]) -> Ordering {
-        data1.cmp(data2)
-    }
-}
-
-impl Value for SemanticKey {
-    type SelfType<'a> = SemanticKey;
-    type AsBytes<'a> = [u8; SEMANTIC_WIDTH];
-
-    fn fixed_width() -> Option<usize> {
-        Some(SEMANTIC_WIDTH)
-    }
-
-    fn from_bytes<'a>(data: &'a [u8]) -> SemanticKey
-    where
-        Self: 'a,
-    {
+    fn decode(data: &[u8]) -> SemanticKey {
         SemanticKey(key32(data), key32(&data[32..]))
     }
+}
 
-    fn as_bytes<'a, 'b: 'a>(value: &'a SemanticKey) -> [u8; SEMANTIC_WIDTH]
-    where
-        Self: 'b,
-    {
-        let mut out = [0; SEMANTIC_WIDTH];
-        out[..32].copy_from_slice(&value.0);
-        out[32..].copy_from_slice(&value.1);
+impl ReferrerKey {
+    const WIDTH: usize = 18;
+
+    fn encode(&self) -> [u8; Self::WIDTH] {
+        let mut out = [0; Self::WIDTH];
+        out[0] = self.0;
+        out[1..9].copy_from_slice(&self.1.to_le_bytes());
+        out[9] = self.2;
+        out[10..].copy_from_slice(&self.3.to_le_bytes());
         out
     }
 
-    fn type_name() -> TypeName {
-        <(Key32, Key32) as Value>::type_name()
-    }
-}
-
-impl Key for SemanticKey {
-    fn compare(data1: &[u8], data2: &[u8]) -> Ordering {
-        data1.cmp(data2)
-    }
-}
-
-impl Value for ReferrerKey {
-    type SelfType<'a> = ReferrerKey;
-    type AsBytes<'a> = [u8; REFERRER_WIDTH];
-
-    fn fixed_width() -> Option<usize> {
-        Some(REFERRER_WIDTH)
-    }
-
-    fn from_bytes<'a>(data: &'a [u8]) -> ReferrerKey
-    where
-        Self: 'a,
-    {
+    fn decode(data: &[u8]) -> ReferrerKey {
         ReferrerKey(data[0], le_u64(&data[1..]), data[9], le_u64(&data[10..]))
     }
-
-    fn as_bytes<'a, 'b: 'a>(value: &'a ReferrerKey) -> [u8; REFERRER_WIDTH]
-    where
-        Self: 'b,
-    {
-        let mut out = [0; REFERRER_WIDTH];
-        out[0] = value.0;
-        out[1..9].copy_from_slice(&value.1.to_le_bytes());
-        out[9] = value.2;
-        out[10..].copy_from_slice(&value.3.to_le_bytes());
-        out
-    }
-
-    fn type_name() -> TypeName {
-        <(u8, u64, u8, u64) as Value>::type_name()
-    }
 }
 
-impl Key for ReferrerKey {
-    fn compare(data1: &[u8], data2: &[u8]) -> Ordering {
-        Self::from_bytes(data1).cmp(&Self::from_bytes(data2))
-    }
+/// redb's `Value` and `Key` for `$key`, stored as the tuple `$tuple` (its
+/// type name, and the bytes of its `encode`), compared as bytes (`bytes`)
+/// or as the decoded values (`decoded`, for little-endian numbers).
+macro_rules! stored_as {
+    ($key:ty, $tuple:ty, $compare:ident) => {
+        impl Value for $key {
+            type SelfType<'a> = $key;
+            type AsBytes<'a> = [u8; <$key>::WIDTH];
+
+            fn fixed_width() -> Option<usize> {
+                Some(<$key>::WIDTH)
+            }
+
+            fn from_bytes<'a>(data: &'a [u8]) -> $key
+            where
+                Self: 'a,
+            {
+                <$key>::decode(data)
+            }
+
+            fn as_bytes<'a, 'b: 'a>(value: &'a $key) -> [u8; <$key>::WIDTH]
+            where
+                Self: 'b,
+            {
+                value.encode()
+            }
+
+            fn type_name() -> TypeName {
+                <$tuple as Value>::type_name()
+            }
+        }
+
+        impl Key for $key {
+            fn compare(data1: &[u8], data2: &[u8]) -> Ordering {
+                stored_as!(@compare $compare, $key, data1, data2)
+            }
+        }
+    };
+    (@compare bytes, $key:ty, $a:ident, $b:ident) => {
+        $a.cmp($b)
+    };
+    (@compare decoded, $key:ty, $a:ident, $b:ident) => {
+        <$key>::decode($a).cmp(&<$key>::decode($b))
+    };
 }
+
+stored_as!(PlaceKey, (Key32, u8), bytes);
+stored_as!(SemanticKey, (Key32, Key32), bytes);
+stored_as!(ReferrerKey, (u8, u64, u8, u64), decoded);
 
 #[cfg(test)]
 mod tests {
