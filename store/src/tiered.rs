@@ -127,9 +127,30 @@ pub fn open_write<'t, K: CellKey, V: Cell>(
     txn: &'t WriteTransaction,
     index: &Tiered<K, V>,
 ) -> Result<Vec<Table<'t, K, V>>, redb::Error> {
+    open_write_runs(txn, index, &runs(&txn.open_table(index.runs)?)?)
+}
+
+/// The tables a writer's lookups ask (`open_write`) and the filter of each.
+pub type Filtered<'t, K, V> = (Vec<Table<'t, K, V>>, Vec<Option<Arc<Bloom>>>);
+
+/// `open_write`, and the filter of each table it opens (kept in `filters`),
+/// both from one read of the run directory: what a writer's batch opens.
+pub fn open_write_filtered<'t, K: CellKey, V: Cell>(
+    txn: &'t WriteTransaction,
+    index: &Tiered<K, V>,
+    filters: &mut Filters,
+) -> Result<Filtered<'t, K, V>, redb::Error> {
+    let all = runs(&txn.open_table(index.runs)?)?;
+    Ok((open_write_runs(txn, index, &all)?, filters.load_runs(txn, index, &all)?))
+}
+
+fn open_write_runs<'t, K: CellKey, V: Cell>(
+    txn: &'t WriteTransaction,
+    index: &Tiered<K, V>,
+    all: &[Run],
+) -> Result<Vec<Table<'t, K, V>>, redb::Error> {
     let mut tables = vec![txn.open_table(index.young)?];
-    let dir = txn.open_table(index.runs)?;
-    for run in runs(&dir)? {
+    for run in all {
         tables.push(txn.open_table(run_def(&run_name(index, run.id)))?);
     }
     Ok(tables)
@@ -429,21 +450,22 @@ impl Filters {
         self.objects.insert(r, position);
     }
 
-    /// The filter of each table `open_write` opens, in its order, for a
-    /// transaction that has not changed the index yet; runs no longer there
-    /// leave the cache. A filter that is missing or does not decode is
-    /// `None` (the run is asked; `verify` reports the filter).
-    pub fn load<K: CellKey, V: Cell>(
+    /// The filter of each table `open_write_runs` opens for the runs `all`,
+    /// in its order, for a transaction that has not changed the index yet;
+    /// runs no longer there leave the cache. A filter that is missing or
+    /// does not decode is `None` (the run is asked; `verify` reports the
+    /// filter).
+    fn load_runs<K: CellKey, V: Cell>(
         &mut self,
         txn: &WriteTransaction,
         index: &Tiered<K, V>,
+        all: &[Run],
     ) -> Result<Vec<Option<Arc<Bloom>>>, redb::Error> {
         let Some(def) = index.filters else { return Ok(vec![]) };
-        let all = runs(&txn.open_table(index.runs)?)?;
         self.runs.retain(|id, _| all.iter().any(|r| r.id == *id && r.state != RUN_BUILDING));
         let stored = txn.open_table(def)?;
         let mut out = vec![None];
-        for run in &all {
+        for run in all {
             if run.state == RUN_BUILDING {
                 out.push(None);
                 continue;
@@ -568,8 +590,7 @@ mod tests {
     /// across transactions) agrees with the model too.
     fn check_filtered(db: &Database, filters: &mut Filters, model: &Model, absent: &[Key32]) {
         let txn = db.begin_write().unwrap();
-        let loaded = filters.load(&txn, &PLACES).unwrap();
-        let tables = open_write(&txn, &PLACES).unwrap();
+        let (tables, loaded) = open_write_filtered(&txn, &PLACES, filters).unwrap();
         assert_eq!(loaded.len(), tables.len());
         for (key, position) in model {
             assert_eq!(find(&tables, &loaded, *key).unwrap(), Some(*position), "{key:?}");

@@ -32,7 +32,7 @@ pub(crate) struct W<'t> {
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
     /// The place index: the young table (where rows are inserted), then its runs.
     place_index: Vec<Table<'t, PlaceKey, u64>>,
-    /// The filter of each of those tables (`tiered::Filters::load`).
+    /// The filter of each of those tables (`tiered::open_write_filtered`).
     place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
     /// What the writer keeps across its transactions (`open_with`): the
     /// filters, and the places of objects found in runs.
@@ -85,23 +85,24 @@ impl<'t> W<'t> {
     /// The rows of `txn`, for a transaction that has not written yet; the
     /// place index's filters are read from the store.
     pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
-        let place_filters = tiered::Filters::default().load(txn, &PLACES).map_err(storage)?;
-        W::with(txn, place_filters, None)
+        let place_index = tiered::open_write_filtered(txn, &PLACES, &mut tiered::Filters::default());
+        W::with(txn, place_index.map_err(storage)?, None)
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut tiered::Filters) -> R<W<'t>> {
-        let place_filters = kept.load(txn, &PLACES).map_err(storage)?;
-        W::with(txn, place_filters, Some(kept))
+        let place_index = tiered::open_write_filtered(txn, &PLACES, kept).map_err(storage)?;
+        W::with(txn, place_index, Some(kept))
     }
 
     fn with(
         txn: &'t WriteTransaction,
-        place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
+        (place_index, place_filters): tiered::Filtered<'t, PlaceKey, u64>,
         kept: Option<&'t mut tiered::Filters>,
     ) -> R<W<'t>> {
         Ok(W {
+            place_index,
             place_filters,
             kept,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
@@ -121,7 +122,6 @@ impl<'t> W<'t> {
             receipts: txn.open_table(RECEIPTS).map_err(storage)?,
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
             referrers_of_absent: txn.open_table(REFERRERS_OF_ABSENT).map_err(storage)?,
-            place_index: tiered::open_write(txn, &PLACES).map_err(storage)?,
             semantic: txn.open_table(SEMANTIC.young).map_err(storage)?,
             placed: 0,
             semantic_written: 0,
