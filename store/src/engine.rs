@@ -7,7 +7,7 @@ use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::tables::{
     META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES,
-    STORE_FORMAT_BEFORE_TARGET_PLACES, upgradable,
+    STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
 use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
@@ -459,6 +459,9 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
         |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("upgrading the store from format {found}: {e}"));
     let mut txn = db.begin_write().map_err(|e| engine(&e))?;
     txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
+    if found <= STORE_FORMAT_BEFORE_TASKS_BY_ID {
+        crate::ops::key_tasks_by_id(&txn).map_err(|e| engine(&e))?;
+    }
     if found == STORE_FORMAT_BEFORE_EPISODES {
         crate::ops::index_episodes(&txn).map_err(|e| engine(&e))?;
     }

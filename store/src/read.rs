@@ -428,7 +428,7 @@ impl View for RedbSnapshot {
 
     fn task(&self, key: &TaskKey) -> Result<Option<Task>, ReadError> {
         let Some(t) = open(&self.txn, TASKS)? else { return Ok(None) };
-        let k = (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str());
+        let k = (key.surface.as_str(), key.task_id.as_str(), key.episode.as_str());
         match t.get(k).map_err(read_storage)? {
             Some(v) => Ok(Some(rows::decode("tasks", &key.invocation_id(), v.value())?)),
             None => Ok(None),

@@ -44,8 +44,18 @@ pub const OUTCOMES: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("
 pub const OPEN_INTENTS: TableDefinition<(&str, u32), ()> = TableDefinition::new("open_intents");
 /// (episode, effect, scope) → units spent (raw u64).
 pub const SPEND: TableDefinition<(&str, &str, &str), u64> = TableDefinition::new("spend");
-/// (surface, episode, taskId) → Task.
-pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks");
+/// (surface, taskId, episode) → Task. The daemon names MCP task ids in
+/// rising order, and a writer's batch puts its task rows in key order, once
+/// each, at their final size (`ops::redb::W::finish`), so they are appended
+/// at the tree's right edge, where redb fills a page before starting the
+/// next. Any other insert into a full page (a row keyed by episode first, so
+/// at the end of its episode's range mid-tree; a row written at a call's
+/// start and rewritten larger at its end; a row behind a later one) splits
+/// it into two halves that nothing fills again: 53% full, as format 6 was.
+pub const TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks_by_id");
+/// Format 6's task table, keyed (surface, episode, taskId); moved into
+/// `TASKS` when such a store is opened.
+pub const FORMAT6_TASKS: TableDefinition<(&str, &str, &str), &[u8]> = TableDefinition::new("tasks");
 /// Tasks still `started` (what recovery looks at).
 pub const OPEN_TASKS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("open_tasks");
 /// credentialId = sha256(token) → Session.
@@ -148,7 +158,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 6;
+pub const STORE_FORMAT: u64 = 7;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -160,6 +170,10 @@ pub const STORE_FORMAT_BEFORE_PLACES: u64 = 4;
 /// The format whose record journal was keyed by the record's hash and whose
 /// place runs had no filters, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_RECORD_PLACES: u64 = 5;
+
+/// The format whose task rows were keyed by episode before task id,
+/// upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_TASKS_BY_ID: u64 = 6;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

@@ -350,7 +350,7 @@ fn a_row_with_an_unknown_version_byte_is_a_decode_fault_naming_its_table_and_key
             t.insert((inv.as_str(), 0u32), b.as_slice()).unwrap();
         }
         let mut t = txn.open_table(TASKS).unwrap();
-        let k = ("a2a", "ep1", "t1");
+        let k = ("a2a", "t1", "ep1"); // (surface, taskId, episode)
         let b = bump(t.get(k).unwrap().unwrap().value());
         t.insert(k, b.as_slice()).unwrap();
         let mut t = txn.open_table(SESSIONS).unwrap();

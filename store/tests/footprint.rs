@@ -100,3 +100,39 @@ fn compaction_is_refused_beside_a_writer_and_for_a_missing_store() {
     drop(store);
     assert!(compact(&path).is_ok());
 }
+
+/// Pure calls as the daemon writes them: each one's task row and commit in
+/// one request, task ids rising with the moment each call was admitted
+/// (`TaskKey::ordered_task_id`), episodes taking turns, and the calls of a
+/// batch queued in another order than they were admitted in (as concurrent
+/// callers' are).
+#[test]
+fn the_task_rows_of_pure_calls_fill_their_pages() {
+    const BATCHES: u64 = 500;
+    const ADMITTED_ORDER: [u64; 4] = [2, 0, 3, 1];
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    for batch in 0..BATCHES {
+        let mut ops = vec![];
+        for i in ADMITTED_ORDER.map(|n| batch * 4 + n) {
+            let task_id = TaskKey::ordered_task_id(1_000 + i, &[(i % 251) as u8; 24]);
+            let key = TaskKey { surface: Surface::Mcp, episode: format!("ep{}", i % 8), task_id };
+            ops.push(Op::create_task(key.clone(), Ref::of(b"d"), 1));
+            ops.push(Op::CommitInvocation(invocation(&key, f, format!("{{\"i\":{i}}}").as_bytes())));
+        }
+        match store.call(Op::Sequence(ops)).unwrap() {
+            Reply::Sequence(replies) => assert!(replies.iter().all(Result::is_ok), "{replies:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    let tasks = report.tables.iter().find(|t| t.table == "tasks_by_id").expect("the task table's footprint");
+    assert_eq!(tasks.rows, BATCHES * 4);
+    // Written once, in key order, at the end of the tree, a page holds rows
+    // up to its end. A row written at a call's start and rewritten larger at
+    // its end, or inserted behind a later one, or keyed by episode first,
+    // splits a full page into two halves that nothing fills again.
+    let fill = tasks.stored_bytes as f64 / tasks.page_bytes() as f64;
+    assert!(fill > 0.8, "task rows fill {:.0}% of their pages: {tasks:?}", fill * 100.0);
+}

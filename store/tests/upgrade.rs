@@ -254,3 +254,63 @@ fn a_format_5_store_is_upgraded_at_open_and_maps_every_record_to_the_outcome_it_
     assert_eq!(journal_listing(snap.as_ref()).matches("Some(").count(), 8);
     common::assert_verifies(&store);
 }
+
+/// A format 6 store (task rows keyed by episode before task id) written by
+/// the binary of that format: the format 5 fixture upgraded, then in each of
+/// two new episodes three MCP calls with rising task ids, an A2A call and a
+/// call left started (ended by the recovery of the compaction that
+/// followed). Beside it, what that binary answered for each episode's calls
+/// and for each call's task row, looked up by its key.
+const FORMAT6_STORE: &str = "tests/fixtures/format6.db";
+const FORMAT6_TASKS: &str = "tests/fixtures/format6.tasks.txt";
+
+/// Each episode's calls in order, and each one's task row found by its key.
+fn tasks_listing(snap: &dyn View) -> String {
+    let mut out = String::new();
+    for (episode, _) in snap.episodes(None, PAGE_MAX).unwrap() {
+        for (seq, key, task) in snap.episode_calls(&episode, 0, PAGE_MAX).unwrap() {
+            let found = snap.task(&key).unwrap().map(|t| format!("{:?} {}", t.state, t.request_digest));
+            out.push_str(&format!("{episode} {seq} {} {} {:?}\n", key.surface.as_str(), key.task_id, task.state));
+            out.push_str(&format!("  {}\n", found.unwrap_or_default()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_format_6_store_is_upgraded_at_open_and_finds_every_task_by_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT6_STORE, 6, dir.path());
+    let snap = store.snapshot().unwrap();
+    let expected = fixture_text(FORMAT6_TASKS);
+    assert_eq!(tasks_listing(snap.as_ref()), expected);
+    let calls = expected.lines().filter(|l| !l.starts_with(' ')).count();
+    assert_eq!(calls, 30, "the fixture's calls");
+    let report = verify(&snap, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    drop(snap);
+    drop(store);
+
+    // Every row moved to the table keyed by task id; the old one is gone.
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+        use redb::ReadableTableMetadata;
+        assert_eq!(txn.open_table(world_store::tables::TASKS).unwrap().len().unwrap(), calls as u64);
+        let old = txn.open_table(world_store::tables::FORMAT6_TASKS);
+        assert!(matches!(old, Err(redb::TableError::TableDoesNotExist(_))), "{:?}", old.map(|_| ()));
+    }
+
+    // An old task id is still taken, and a new call is found beside the moved ones.
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let f = common::echo_registry().entries[0].1;
+    let old = TaskKey { surface: Surface::Mcp, episode: "ep4".into(), task_id: "zz-open-0".into() };
+    let again = store.call(Op::begin_task(old, Ref::of(b"d"), 2)).unwrap();
+    assert!(matches!(again, Reply::Begun(BeginOutcome::Existing(_))), "{again:?}");
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep4".into(), task_id: "after-upgrade".into() };
+    common::begin_and_commit(&store, &new, f, b"{\"out\":\"after\"}");
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.task(&new).unwrap().map(|t| t.state), Some(TaskState::Committed));
+    assert_eq!(tasks_listing(snap.as_ref()).lines().filter(|l| !l.starts_with(' ')).count(), calls + 1);
+    common::assert_verifies(&store);
+}

@@ -56,6 +56,11 @@ pub(crate) struct W<'t> {
     /// task that also ends in the batch (the usual create-and-commit) never
     /// touches that table. `finish` writes the rest.
     started: std::collections::HashSet<TaskKey>,
+    /// Task rows this batch wrote, put in `tasks` by `finish`: a call begun
+    /// and ended in one batch (every pure call) writes its row once, at its
+    /// final size. A row inserted at the tree's right edge fills its page,
+    /// but one that grows in place splits its full page into two halves.
+    task_rows: std::collections::HashMap<TaskKey, Task>,
     /// The next object sequence number, read once per batch.
     next_seq: Option<u64>,
     /// Where referrer targets named in this batch sit (at most
@@ -75,6 +80,11 @@ struct ApprovalTables<'t> {
 
 fn task_key(key: &TaskKey) -> (&str, &str, &str) {
     (key.surface.as_str(), key.episode.as_str(), key.task_id.as_str())
+}
+
+/// A task's key in `TASKS`: its id before its episode.
+pub(crate) fn task_row_key(key: &TaskKey) -> (&str, &str, &str) {
+    (key.surface.as_str(), key.task_id.as_str(), key.episode.as_str())
 }
 
 fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::fmt::Display, bytes: &[u8]) -> R<T> {
@@ -134,6 +144,7 @@ impl<'t> W<'t> {
             approval_tables: None,
             txn,
             started: Default::default(),
+            task_rows: Default::default(),
             next_seq: None,
             places: Default::default(),
         })
@@ -154,6 +165,11 @@ impl<'t> W<'t> {
     /// tiered indexes take their step (`tiered::maintain`); call before
     /// committing.
     pub(crate) fn finish(mut self) -> R<()> {
+        let mut task_rows: Vec<_> = std::mem::take(&mut self.task_rows).into_iter().collect();
+        task_rows.sort_unstable_by(|a, b| task_row_key(&a.0).cmp(&task_row_key(&b.0)));
+        for (key, task) in &task_rows {
+            self.tasks.insert(task_row_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        }
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
         }
@@ -401,14 +417,17 @@ impl Rows for W<'_> {
     }
 
     fn task(&mut self, key: &TaskKey) -> R<Option<Task>> {
-        match self.tasks.get(task_key(key)).map_err(storage)? {
+        if let Some(task) = self.task_rows.get(key) {
+            return Ok(Some(task.clone()));
+        }
+        match self.tasks.get(task_row_key(key)).map_err(storage)? {
             Some(v) => Ok(Some(decoded("tasks", &key.invocation_id(), v.value())?)),
             None => Ok(None),
         }
     }
 
     fn insert_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        self.task_rows.insert(key.clone(), task.clone());
         if task.state == TaskState::Started {
             self.started.insert(key.clone());
         }
@@ -416,7 +435,7 @@ impl Rows for W<'_> {
     }
 
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.tasks.insert(task_key(key), rows::encode(task).as_slice()).map_err(storage)?;
+        self.task_rows.insert(key.clone(), task.clone());
         if task.state != TaskState::Started && !self.started.remove(key) {
             self.open_tasks.remove(task_key(key)).map_err(storage)?;
         }
@@ -564,7 +583,7 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     let mut tasks: Vec<(TaskKey, Task)> = vec![];
     for item in w.tasks.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        let (surface, episode, task_id) = k.value();
+        let (surface, task_id, episode) = k.value();
         let Some(surface) = Surface::parse(surface) else { continue };
         let key = TaskKey { surface, episode: episode.to_string(), task_id: task_id.to_string() };
         let task = decoded("tasks", &key.invocation_id(), v.value())?;
@@ -575,7 +594,7 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     for (key, task) in tasks.iter_mut().filter(|(_, t)| t.state != TaskState::Started && t.effects.is_empty()) {
         task.effects = w.journal(&key.invocation_id())?.iter().map(CallEffect::journaled).collect();
         if !task.effects.is_empty() {
-            w.tasks.insert(task_key(key), rows::encode(&*task).as_slice()).map_err(storage)?;
+            w.tasks.insert(task_row_key(key), rows::encode(&*task).as_slice()).map_err(storage)?;
         }
     }
     for calls in tasks.chunk_by(|a, b| a.0.episode == b.0.episode) {
@@ -633,6 +652,23 @@ pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
     txn.delete_table(FORMAT4_ENTRY_BY_HASH).map_err(storage)?;
     txn.delete_table(FORMAT4_WORLD_BY_REVISION).map_err(storage)?;
     txn.delete_table(FORMAT4_BY_SEMANTIC_ID).map_err(storage)?;
+    Ok(())
+}
+
+/// Moves a format 6 store's task rows, keyed (surface, episode, taskId),
+/// into `TASKS`, keyed by task id before episode. First of the steps: the
+/// episode index of a format 2 store is built from the moved rows.
+pub(crate) fn key_tasks_by_id(txn: &WriteTransaction) -> R<()> {
+    {
+        let old = txn.open_table(FORMAT6_TASKS).map_err(storage)?;
+        let mut tasks = txn.open_table(TASKS).map_err(storage)?;
+        for item in old.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let (surface, episode, task_id) = k.value();
+            tasks.insert((surface, task_id, episode), v.value()).map_err(storage)?;
+        }
+    }
+    txn.delete_table(FORMAT6_TASKS).map_err(storage)?;
     Ok(())
 }
 

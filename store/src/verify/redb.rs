@@ -875,7 +875,7 @@ impl<'a> Verifier<'a> {
         for item in tasks.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             counts.tasks += 1;
-            let (surface, episode, task_id) = k.value();
+            let (surface, task_id, episode) = k.value();
             let key = TaskName(surface, episode, task_id);
             let task: Task = match rows::decode("tasks", &key, v.value()) {
                 Ok(t) => t,
@@ -966,7 +966,7 @@ impl<'a> Verifier<'a> {
             if !numbered.insert(id.as_bytes()[..16].try_into().expect("16 bytes")) {
                 self.sink.push("episode_calls", &key, FaultKind::Mismatch, format!("task {task_id} is numbered twice"));
             }
-            match tasks.get((surface, episode, task_id)).map_err(|e| e.to_string())? {
+            match tasks.get((surface, task_id, episode)).map_err(|e| e.to_string())? {
                 Some(t) => match rows::decode::<Task>("tasks", &key, t.value()) {
                     Ok(task) => {
                         row.created(&task);
