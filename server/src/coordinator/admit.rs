@@ -25,21 +25,9 @@ pub(super) fn task_key(call: &Call) -> TaskKey {
 }
 
 pub(super) async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, CallError> {
-    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
-    let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
-        // Each of these is checked again inside the call's write transaction.
-        let snap = d.store().glance().map_err(|e| e.to_string())?;
-        let registry = d.coordinator().registry(&snap).map_err(|e| e.to_string())?;
-        let descriptor = registry.and_then(|r| r.get(&id).cloned());
-        let existing = snap.task(&key).map_err(|e| e.to_string())?;
-        let has_world = d.coordinator().has_world(&snap).map_err(|e| e.to_string())?;
-        Ok((descriptor, existing, has_world))
-    });
-    let (descriptor, existing, has_world) = match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
-        Err(_) => return Err(CallError::Unavailable("admission read exceeded its deadline".into())),
-        Ok(Err(e)) => return Err(CallError::Unavailable(e.to_string())),
-        Ok(Ok(Err(e))) => return Err(CallError::Unavailable(e)),
-        Ok(Ok(Ok(x))) => x,
+    let (descriptor, existing, has_world) = match &call.glanced {
+        Some(g) => (g.registry.as_ref().and_then(|r| r.get(&call.transition_id).cloned()), None, g.has_world),
+        None => read(host, call).await?,
     };
     let live = crate::clock::now() < call.expires_at;
     let descriptor =
@@ -48,6 +36,26 @@ pub(super) async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, Ca
         return Err(CallError::PinMismatch);
     }
     Ok(Admitted { descriptor, existing, has_world })
+}
+
+/// Admission's reads from a fresh glance: the transition's descriptor, the
+/// task's row, whether a world is selected.
+async fn read(host: &SharedHost, call: &Call) -> Result<(Option<Descriptor>, Option<Task>, bool), CallError> {
+    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
+    let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        // Each of these is checked again inside the call's write transaction.
+        let snap = d.store().glance().map_err(|e| e.to_string())?;
+        let glanced = d.coordinator().glance(&snap)?;
+        let descriptor = glanced.registry.and_then(|r| r.get(&id).cloned());
+        let existing = snap.task(&key).map_err(|e| e.to_string())?;
+        Ok((descriptor, existing, glanced.has_world))
+    });
+    match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
+        Err(_) => Err(CallError::Unavailable("admission read exceeded its deadline".into())),
+        Ok(Err(e)) => Err(CallError::Unavailable(e.to_string())),
+        Ok(Ok(Err(e))) => Err(CallError::Unavailable(e)),
+        Ok(Ok(Ok(x))) => Ok(x),
+    }
 }
 
 /// A resent task id: the committed result, or why it cannot be given.

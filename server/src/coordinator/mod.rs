@@ -96,6 +96,20 @@ pub struct Call {
     /// A person's answer to the approval this call asked for earlier, as the
     /// surface read it (an MCP client's elicitation result, an A2A message).
     pub answer: Option<Answer>,
+    /// Admission's reads that do not depend on the call, when the surface
+    /// took them on the snapshot that resolved the session and named the
+    /// task id itself (so no row of it can exist): admission then reads
+    /// nothing more, and the call crosses to the blocking pool once, not
+    /// twice. The call's write checks each of them again.
+    pub glanced: Option<Glanced>,
+}
+
+/// What admission reads for any call: the registry and whether a world is
+/// selected (`Coordinator::glance`).
+#[derive(Clone, Debug)]
+pub struct Glanced {
+    registry: Option<Arc<Registry>>,
+    has_world: bool,
 }
 
 /// A person's answer, carried by the call that retries.
@@ -230,6 +244,13 @@ impl Coordinator {
         let seen = snap.selected_head()?.is_some();
         self.world_seen.fetch_or(seen, Relaxed);
         Ok(seen)
+    }
+
+    /// Admission's call-independent reads, on `snap`.
+    pub fn glance(&self, snap: &Snapshot) -> Result<Glanced, String> {
+        let registry = self.registry(snap).map_err(|e| e.to_string())?;
+        let has_world = self.has_world(snap).map_err(|e| e.to_string())?;
+        Ok(Glanced { registry, has_world })
     }
 
     /// The current registry, parsed once per head.

@@ -139,6 +139,8 @@ async fn send_message(
         message_id,
         credential: caller.credential_id,
         answer,
+        // The client names A2A task ids: admission looks for the task's row.
+        glanced: None,
     };
     match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
         Ok(o) => {

@@ -4,7 +4,7 @@
 //! coordinator.
 
 use super::{Rest, State, Unresolved, reply, resolve_session};
-use crate::coordinator::{self, Call, CallError};
+use crate::coordinator::{self, Call, CallError, Glanced};
 use crate::limits::{DAEMON_VERSION, READ_DEADLINE};
 use crate::sessions::{self, Caller};
 use crate::tools::SessionTools;
@@ -43,15 +43,16 @@ pub(super) async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller
     Ok(resolve_session(state, headers, |_, _, _| ()).await?.0)
 }
 
-/// The caller's session and, read from the same snapshot, its tools: one
-/// blocking hop under the credential deadline.
+/// The caller's session and, read from the same snapshot, its tools and
+/// what admitting a call reads: one blocking hop under the credential deadline.
 async fn resolve_with_tools(
     state: &State,
     headers: &HeaderMap,
-) -> Result<(Caller, Result<Arc<SessionTools>, String>), Denied> {
+) -> Result<(Caller, Result<(Arc<SessionTools>, Glanced), String>), Denied> {
     let tools = |d: &crate::daemon::Daemon, snap: &Snapshot, caller: &Caller| {
         let live = crate::clock::now() < caller.session.expires_at;
-        d.tools.get(&d.coordinator, snap, &caller.session.grants, live)
+        let tools = d.tools.get(&d.coordinator, snap, &caller.session.grants, live)?;
+        Ok((tools, d.coordinator.glance(snap)?))
     };
     Ok(resolve_session(state, headers, tools).await?)
 }
@@ -115,8 +116,8 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
-    let tools = match tools {
-        Ok(t) => t,
+    let (tools, glanced) = match tools {
+        Ok(found) => found,
         Err(why) => {
             eprintln!("worldd: mcp refusal: tools: {why:?}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
@@ -151,8 +152,11 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
         Err(reply) => return reply,
     };
     let mut outcomes = Vec::with_capacity(plan.call_count());
+    // The first call is admitted on what the session was resolved on; a
+    // later item of a batch runs later, and is admitted afresh.
+    let mut glanced = Some(glanced);
     for call in plan.calls() {
-        let outcome = mcp_call(state, &caller, call, deadline).await;
+        let outcome = mcp_call(state, &caller, glanced.take(), call, deadline).await;
         let failed = outcome.is_err();
         outcomes.push(outcome);
         if failed {
@@ -177,6 +181,7 @@ fn joined(headers: &HeaderMap, name: &str) -> Option<Vec<u8>> {
 async fn mcp_call(
     state: &State,
     caller: &Caller,
+    glanced: Option<Glanced>,
     asked: &mcp::Call,
     deadline: tokio::time::Instant,
 ) -> mcp::CallOutcome {
@@ -213,6 +218,8 @@ async fn mcp_call(
         message_id: None,
         credential: caller.credential_id,
         answer,
+        // The task id was named just above: admission need not look for its row.
+        glanced,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
     let invoked =
