@@ -123,6 +123,14 @@ pub trait WorldStore: Reads + Send + Sync {
         self.snapshot()
     }
 
+    /// Whether a glance's few point reads wait on nothing but this machine's
+    /// memory and disk (the embedded engine), so that async code may make
+    /// them in place instead of on a blocking pool; a remote database's
+    /// wait on the network and on its connection pool.
+    fn glances_are_local(&self) -> bool {
+        false
+    }
+
     /// Waits until this process alone runs `episode`'s effects, among every
     /// process sharing the store, and keeps it so until the hold is dropped
     /// (after the call's commit is durable). The embedded engine's file

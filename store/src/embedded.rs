@@ -126,6 +126,10 @@ impl WorldStore for Store {
         self.writer.submit(op, done);
     }
 
+    fn glances_are_local(&self) -> bool {
+        true
+    }
+
     fn health(&self) -> Health {
         self.shared.health()
     }

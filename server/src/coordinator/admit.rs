@@ -39,22 +39,26 @@ pub(super) async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, Ca
 }
 
 /// Admission's reads from a fresh glance: the transition's descriptor, the
-/// task's row, whether a world is selected.
+/// task's row, whether a world is selected. In place where the store's
+/// glances are local (`resolve_session` says why), else on the blocking pool.
 async fn read(host: &SharedHost, call: &Call) -> Result<(Option<Descriptor>, Option<Task>, bool), CallError> {
-    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
-    let work = tokio::task::spawn_blocking(move || -> Result<_, String> {
+    let (id, key) = (call.transition_id.clone(), task_key(call));
+    let read = move |d: &SharedHost| -> Result<_, String> {
         // Each of these is checked again inside the call's write transaction.
         let snap = d.store().glance().map_err(|e| e.to_string())?;
         let glanced = d.coordinator().glance(&snap)?;
         let descriptor = glanced.registry.and_then(|r| r.get(&id).cloned());
         let existing = snap.task(&key).map_err(|e| e.to_string())?;
         Ok((descriptor, existing, glanced.has_world))
-    });
-    match tokio::time::timeout(ADMISSION_DEADLINE, work).await {
+    };
+    if host.store().glances_are_local() {
+        return read(host).map_err(CallError::Unavailable);
+    }
+    let d = host.clone();
+    match tokio::time::timeout(ADMISSION_DEADLINE, tokio::task::spawn_blocking(move || read(&d))).await {
         Err(_) => Err(CallError::Unavailable("admission read exceeded its deadline".into())),
         Ok(Err(e)) => Err(CallError::Unavailable(e.to_string())),
-        Ok(Ok(Err(e))) => Err(CallError::Unavailable(e)),
-        Ok(Ok(Ok(x))) => Ok(x),
+        Ok(Ok(r)) => r.map_err(CallError::Unavailable),
     }
 }
 

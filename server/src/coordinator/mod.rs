@@ -99,8 +99,8 @@ pub struct Call {
     /// Admission's reads that do not depend on the call, when the surface
     /// took them on the snapshot that resolved the session and named the
     /// task id itself (so no row of it can exist): admission then reads
-    /// nothing more, and the call crosses to the blocking pool once, not
-    /// twice. The call's write checks each of them again.
+    /// nothing more (no second glance, and on a remote store no second hop
+    /// to the blocking pool). The call's write checks each of them again.
     pub glanced: Option<Glanced>,
 }
 

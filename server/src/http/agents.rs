@@ -44,7 +44,7 @@ pub(super) async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller
 }
 
 /// The caller's session and, read from the same snapshot, its tools and
-/// what admitting a call reads: one blocking hop under the credential deadline.
+/// what admitting a call reads (`resolve_session`: in place, or one blocking hop).
 async fn resolve_with_tools(
     state: &State,
     headers: &HeaderMap,
