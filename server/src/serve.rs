@@ -111,6 +111,15 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let mut worktrees = worktrees(&opts).map_err(|e| fail("config", e))?;
     // An engine's open may block (a database client runs its own runtime).
     let (spec, cache_bytes) = (opts.store.clone(), opts.cache_bytes);
+    let upgrading = spec.pending_upgrade();
+    if let Some(found) = upgrading {
+        tracing::warn!(
+            from = found,
+            to = world_store::tables::STORE_FORMAT,
+            "upgrading the store in place before serving: one transaction, which takes a while on a large store"
+        );
+    }
+    let opening = std::time::Instant::now();
     let (opened, head) = tokio::task::spawn_blocking(move || {
         let opened = spec.open(crate::clock::now(), Some(Box::new(store_failed)), Some(cache_bytes))?;
         let head = opened.store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string());
@@ -120,6 +129,9 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     .map_err(|e| fail("store-open", e))?
     .map_err(|e| fail("store-open", e))?;
     let head = head.map_err(|e| fail("store-open", e))?;
+    if upgrading.is_some() {
+        tracing::warn!(seconds = opening.elapsed().as_secs_f64(), "the store was upgraded");
+    }
     let (store, recovery) = (opened.store, opened.recovery);
     if opened.replayed_frames > 0 || opened.torn_bytes > 0 {
         tracing::warn!(

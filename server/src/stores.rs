@@ -51,6 +51,16 @@ impl StoreSpec {
         }
     }
 
+    /// The format an embedded store will be upgraded from when opened for
+    /// writing (`world_store::pending_upgrade`); PostgreSQL's schema is
+    /// made and upgraded by `worldd store init`.
+    pub fn pending_upgrade(&self) -> Option<u64> {
+        match self {
+            StoreSpec::Embedded(path) => world_store::pending_upgrade(path),
+            StoreSpec::Postgres(_) => None,
+        }
+    }
+
     /// Opens the store for writing: the embedded engine takes the file's
     /// writer lock and recovers; a PostgreSQL node registers with a lease and
     /// resolves what lapsed nodes left in flight.

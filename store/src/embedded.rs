@@ -221,6 +221,18 @@ pub fn compact(path: &Path) -> Result<Compacted, OpenError> {
     Ok(Compacted { before, after: FileSizes::of(path).file_bytes, replayed_frames, recovery })
 }
 
+/// The format of the store at `path` when a writer's open will upgrade it
+/// in place first (one transaction that rewrites what the format moved, so
+/// a while on a large store): for telling the operator beforehand. `None`
+/// when it is of this binary's format, absent, or cannot be read without a
+/// writer (after a crash, or while a daemon runs on it).
+pub fn pending_upgrade(path: &Path) -> Option<u64> {
+    match ReadOnlyStore::open_file(path) {
+        Err(OpenError::NeedsUpgrade { found, .. }) => Some(found),
+        _ => None,
+    }
+}
+
 /// Whether the log beside `path` holds frames the database may lack (a
 /// writer stopped without its closing checkpoint). No log, no frames; the log
 /// is not created by asking.

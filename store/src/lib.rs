@@ -40,7 +40,7 @@ pub use backend::{
     Done, EpisodeHold, FileSizes, Footprint, Health, OnFatal, StoreStatus, WorldStore, WriterHistograms, WriterStats,
 };
 pub use embedded::{
-    CACHE_BYTES_DEFAULT, Compacted, READ_ONLY_CACHE_BYTES, ReadOnlyStore, Store, StoreOptions, compact,
+    CACHE_BYTES_DEFAULT, Compacted, READ_ONLY_CACHE_BYTES, ReadOnlyStore, Store, StoreOptions, compact, pending_upgrade,
 };
 pub use engine::Replayed;
 pub use error::{OpenError, ReadError, WriteError};

@@ -29,6 +29,26 @@ fn serve_creates_the_store_and_reports_address_store_and_head_on_one_line() {
 }
 
 #[test]
+fn serve_tells_before_and_after_upgrading_an_older_store_in_place() {
+    let store = TempStore::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/tests/fixtures/format6.db");
+    std::fs::copy(fixture, &store.db).unwrap();
+    let d = Daemon::start(&store.db);
+    let lines = d.stderr_lines();
+    let to = world_store::tables::STORE_FORMAT;
+    let before = lines.iter().position(|l| l.contains("upgrading the store in place before serving"));
+    let before = before.unwrap_or_else(|| panic!("no upgrade notice: {lines:?}"));
+    assert!(lines[before].contains("from=6") && lines[before].contains(&format!("to={to}")), "{}", lines[before]);
+    let after = lines.iter().position(|l| l.contains("the store was upgraded") && l.contains("seconds="));
+    assert!(after.is_some_and(|a| a > before), "{lines:?}");
+    assert_eq!(d.get("/v1/health").status, 200);
+    drop(d); // killed: the next start replays its log, on the upgraded store
+    let again = Daemon::start(&store.db);
+    let lines = again.stderr_lines();
+    assert!(!lines.iter().any(|l| l.contains("upgrad")), "upgraded once: {lines:?}");
+}
+
+#[test]
 fn a_non_loopback_bind_is_refused_with_one_line_before_the_store_is_touched() {
     let store = TempStore::new();
     for (bind, host) in
