@@ -130,18 +130,67 @@ pub fn open_write<'t, K: CellKey, V: Cell>(
     open_write_runs(txn, index, &runs(&txn.open_table(index.runs)?)?)
 }
 
-/// The tables a writer's lookups ask (`open_write`) and the filter of each.
-pub type Filtered<'t, K, V> = (Vec<Table<'t, K, V>>, Vec<Option<Arc<Bloom>>>);
-
-/// `open_write`, and the filter of each table it opens (kept in `filters`),
-/// both from one read of the run directory: what a writer's batch opens.
-pub fn open_write_filtered<'t, K: CellKey, V: Cell>(
+/// A writer's view of a tiered index in one transaction: the young table,
+/// where rows are inserted, and the runs, each opened the first time a
+/// lookup asks it. A run's filter rules out most lookups (a new object is in
+/// no run), and opening a table costs a lookup of its own: a batch that
+/// opened every run (up to a few dozen) spent more on that than on its
+/// lookups.
+pub struct WriteIndex<'t, K: CellKey, V: Cell> {
     txn: &'t WriteTransaction,
-    index: &Tiered<K, V>,
-    filters: &mut Filters,
-) -> Result<Filtered<'t, K, V>, redb::Error> {
-    let all = runs(&txn.open_table(index.runs)?)?;
-    Ok((open_write_runs(txn, index, &all)?, filters.load_runs(txn, index, &all)?))
+    young: Table<'t, K, V>,
+    /// Newest first, as lookups ask them.
+    runs: Vec<RunTable<'t, K, V>>,
+}
+
+/// A run of a `WriteIndex`.
+struct RunTable<'t, K: CellKey, V: Cell> {
+    name: String,
+    /// `None`: a run being built, or one whose filter is missing, is always asked.
+    filter: Option<Arc<Bloom>>,
+    /// Once a lookup asked it.
+    table: Option<Table<'t, K, V>>,
+}
+
+impl<'t, K: CellKey, V: Cell> WriteIndex<'t, K, V> {
+    /// The index as `txn` sees it, its run filters from (and kept in)
+    /// `filters`, from one read of the run directory.
+    pub fn open(txn: &'t WriteTransaction, index: &Tiered<K, V>, filters: &mut Filters) -> Result<Self, redb::Error> {
+        let all = runs(&txn.open_table(index.runs)?)?;
+        let mut loaded = filters.load_runs(txn, index, &all)?.into_iter().skip(1);
+        let runs = all
+            .iter()
+            .map(|run| RunTable { name: run_name(index, run.id), filter: loaded.next().flatten(), table: None })
+            .collect();
+        Ok(WriteIndex { txn, young: txn.open_table(index.young)?, runs })
+    }
+
+    /// The table new rows go to.
+    pub fn young(&mut self) -> &mut Table<'t, K, V> {
+        &mut self.young
+    }
+
+    /// The value of `key` and where it was found: 0 for the young table
+    /// (whose rows may be this transaction's own), then 1 for the newest run,
+    /// and so on.
+    pub fn find_in(&mut self, key: K) -> Result<Option<(usize, V)>, redb::Error> {
+        if let Some(v) = self.young.get(key)? {
+            return Ok(Some((0, v.value())));
+        }
+        let probe = probe_of(&key);
+        for (i, RunTable { name, filter, table }) in self.runs.iter_mut().enumerate() {
+            if filter.as_ref().is_some_and(|f| !f.may_hold(probe)) {
+                continue;
+            }
+            if table.is_none() {
+                *table = Some(self.txn.open_table(run_def(name))?);
+            }
+            if let Some(v) = table.as_ref().expect("opened above").get(key)? {
+                return Ok(Some((i + 1, v.value())));
+            }
+        }
+        Ok(None)
+    }
 }
 
 fn open_write_runs<'t, K: CellKey, V: Cell>(
@@ -450,8 +499,8 @@ impl Filters {
         self.objects.insert(r, position);
     }
 
-    /// The filter of each table `open_write_runs` opens for the runs `all`,
-    /// in its order, for a transaction that has not changed the index yet;
+    /// The filter of the young table (none) and of each of the runs `all`,
+    /// in their order, for a transaction that has not changed the index yet;
     /// runs no longer there leave the cache. A filter that is missing or
     /// does not decode is `None` (the run is asked; `verify` reports the
     /// filter).
@@ -590,19 +639,25 @@ mod tests {
     /// across transactions) agrees with the model too.
     fn check_filtered(db: &Database, filters: &mut Filters, model: &Model, absent: &[Key32]) {
         let txn = db.begin_write().unwrap();
-        let (tables, loaded) = open_write_filtered(&txn, &PLACES, filters).unwrap();
-        assert_eq!(loaded.len(), tables.len());
+        let mut index = WriteIndex::open(&txn, &PLACES, filters).unwrap();
+        let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
+        let asked: Vec<PlaceKey> = absent.iter().flat_map(|r| kinds.map(|kind| PlaceKey(*r, kind))).collect();
+        for key in &asked {
+            assert_eq!(index.find_in(*key).unwrap(), None);
+        }
+        // A run is opened only when a key asked may be in it.
+        for RunTable { name, filter, table } in &index.runs {
+            let maybe = |f: &Arc<Bloom>| asked.iter().any(|k| f.may_hold(probe_of(k)));
+            assert!(table.is_none() || filter.as_ref().is_none_or(maybe), "{name} was opened for nothing");
+        }
         for (key, position) in model {
-            assert_eq!(find(&tables, &loaded, *key).unwrap(), Some(*position), "{key:?}");
-            assert!(places_of(&tables, &loaded, &key.0).unwrap().contains(&(key.1, *position)));
+            assert_eq!(index.find_in(*key).unwrap().map(|(_, p)| p), Some(*position), "{key:?}");
         }
-        for r in absent {
-            assert_eq!(places_of(&tables, &loaded, r).unwrap(), vec![]);
-        }
-        let filtered = loaded.iter().filter(|f| f.is_some()).count();
         let dir = runs(&txn.open_table(PLACES.runs).unwrap()).unwrap();
+        assert_eq!(index.runs.len(), dir.len());
+        let filtered = index.runs.iter().filter(|run| run.filter.is_some()).count();
         assert_eq!(filtered, dir.iter().filter(|r| r.state != RUN_BUILDING).count(), "{dir:?}");
-        drop(tables);
+        drop(index);
         txn.abort().unwrap();
     }
 

@@ -30,10 +30,8 @@ pub(crate) struct W<'t> {
     receipts: Table<'t, &'static str, &'static [u8]>,
     referrers: Table<'t, ReferrerKey, ()>,
     referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
-    /// The place index: the young table (where rows are inserted), then its runs.
-    place_index: Vec<Table<'t, PlaceKey, u64>>,
-    /// The filter of each of those tables (`tiered::open_write_filtered`).
-    place_filters: Vec<Option<std::sync::Arc<crate::bloom::Bloom>>>,
+    /// The place index: its young table and its runs, with their filters.
+    place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
     /// What the writer keeps across its transactions (`open_with`): the
     /// filters, and the places of objects found in runs.
     kept: Option<&'t mut tiered::Filters>,
@@ -95,25 +93,24 @@ impl<'t> W<'t> {
     /// The rows of `txn`, for a transaction that has not written yet; the
     /// place index's filters are read from the store.
     pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
-        let place_index = tiered::open_write_filtered(txn, &PLACES, &mut tiered::Filters::default());
+        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut tiered::Filters::default());
         W::with(txn, place_index.map_err(storage)?, None)
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut tiered::Filters) -> R<W<'t>> {
-        let place_index = tiered::open_write_filtered(txn, &PLACES, kept).map_err(storage)?;
+        let place_index = tiered::WriteIndex::open(txn, &PLACES, kept).map_err(storage)?;
         W::with(txn, place_index, Some(kept))
     }
 
     fn with(
         txn: &'t WriteTransaction,
-        (place_index, place_filters): tiered::Filtered<'t, PlaceKey, u64>,
+        place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
         kept: Option<&'t mut tiered::Filters>,
     ) -> R<W<'t>> {
         Ok(W {
             place_index,
-            place_filters,
             kept,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             payloads: txn.open_table(PAYLOADS).map_err(storage)?,
@@ -181,7 +178,7 @@ impl<'t> W<'t> {
 
     /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
     fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
-        self.place_index[0].insert(PlaceKey(r.0, kind), position).map_err(storage)?;
+        self.place_index.young().insert(PlaceKey(r.0, kind), position).map_err(storage)?;
         self.placed += 1;
         Ok(())
     }
@@ -190,7 +187,7 @@ impl<'t> W<'t> {
         if kind == PLACE_OBJECT {
             return self.object_place(r);
         }
-        tiered::find(&self.place_index, &self.place_filters, PlaceKey(r.0, kind)).map_err(storage)
+        Ok(self.place_index.find_in(PlaceKey(r.0, kind)).map_err(storage)?.map(|(_, position)| position))
     }
 
     /// The sequence number of object `r`: from the places kept across
@@ -200,7 +197,7 @@ impl<'t> W<'t> {
             return Ok(Some(seq));
         }
         let key = PlaceKey(r.0, PLACE_OBJECT);
-        let found = tiered::find_in(&self.place_index, &self.place_filters, key).map_err(storage)?;
+        let found = self.place_index.find_in(key).map_err(storage)?;
         // Table 0 is the young table, whose rows may be this transaction's own.
         if let (Some((table, seq)), Some(kept)) = (found, self.kept.as_mut())
             && table > 0
