@@ -3,7 +3,6 @@
 
 mod common;
 
-use world_store::verify::{Options, verify};
 use world_store::*;
 
 /// A format 3 store (referrers keyed by target hash) written by the binary of
@@ -60,6 +59,22 @@ fn upgraded(fixture: &str, format: u64, dir: &std::path::Path) -> (std::path::Pa
 /// A text kept beside the fixtures.
 fn fixture_text(name: &str) -> String {
     std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(name)).unwrap()
+}
+
+/// The rows of table `def` in the store at `path` (closed), read raw;
+/// `None` when the table does not exist.
+fn table_rows<K: redb::Key + 'static, V: redb::Value + 'static>(
+    path: &std::path::Path,
+    def: redb::TableDefinition<K, V>,
+) -> Option<u64> {
+    use redb::{ReadableDatabase, ReadableTableMetadata};
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    match txn.open_table(def) {
+        Ok(t) => Some(t.len().unwrap()),
+        Err(redb::TableError::TableDoesNotExist(_)) => None,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
@@ -138,8 +153,7 @@ fn a_format_3_store_is_upgraded_at_open_and_names_the_same_referrers() {
         assert_eq!(snap.task(key).unwrap().as_ref(), Some(task), "{key:?} at {position}");
     }
     assert_eq!(snap.episode("ep1").unwrap().unwrap().calls, 12);
-    let report = verify(&snap, &Options::default());
-    assert!(report.is_clean(), "{:#?}", report.faults);
+    common::assert_verifies(&store);
     drop(snap);
     drop(store);
 
@@ -181,8 +195,7 @@ fn a_format_4_store_is_upgraded_at_open_and_finds_every_ref_where_it_was() {
     let expected = fixture_text(FORMAT4_PLACES);
     assert_eq!(places_listing(snap.as_ref(), &targets), expected);
     assert_eq!(snap.episode("ep2").unwrap().unwrap().calls, 4);
-    let report = verify(&snap, &Options::default());
-    assert!(report.is_clean(), "{:#?}", report.faults);
+    common::assert_verifies(&store);
     drop(snap);
 
     // New calls are placed beside the moved rows.
@@ -227,19 +240,13 @@ fn a_format_5_store_is_upgraded_at_open_and_maps_every_record_to_the_outcome_it_
     let expected = fixture_text(FORMAT5_JOURNAL);
     assert_eq!(journal_listing(snap.as_ref()), expected);
     assert_eq!(expected.matches("Some(").count(), 7, "the fixture's records");
-    let report = verify(&snap, &Options::default());
-    assert!(report.is_clean(), "{:#?}", report.faults);
+    common::assert_verifies(&store);
     drop(snap);
     drop(store);
 
     // Every row moved under its record's number: the store holds each record.
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
-        use redb::ReadableTableMetadata;
-        assert_eq!(txn.open_table(world_store::tables::RECORD_JOURNAL).unwrap().len().unwrap(), 7);
-        assert_eq!(txn.open_table(world_store::tables::RECORD_JOURNAL_OF_ABSENT).unwrap().len().unwrap(), 0);
-    }
+    assert_eq!(table_rows(&path, world_store::tables::RECORD_JOURNAL), Some(7));
+    assert_eq!(table_rows(&path, world_store::tables::RECORD_JOURNAL_OF_ABSENT), Some(0));
 
     // A record journaled after the upgrade is found beside the moved ones.
     let (store, _) = Store::open(&path, 1).unwrap();
@@ -286,20 +293,13 @@ fn a_format_6_store_is_upgraded_at_open_and_finds_every_task_by_its_key() {
     assert_eq!(tasks_listing(snap.as_ref()), expected);
     let calls = expected.lines().filter(|l| !l.starts_with(' ')).count();
     assert_eq!(calls, 30, "the fixture's calls");
-    let report = verify(&snap, &Options::default());
-    assert!(report.is_clean(), "{:#?}", report.faults);
+    common::assert_verifies(&store);
     drop(snap);
     drop(store);
 
     // Every row moved to the table keyed by task id; the old one is gone.
-    {
-        let db = redb::Database::open(&path).unwrap();
-        let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
-        use redb::ReadableTableMetadata;
-        assert_eq!(txn.open_table(world_store::tables::TASKS).unwrap().len().unwrap(), calls as u64);
-        let old = txn.open_table(world_store::tables::FORMAT6_TASKS);
-        assert!(matches!(old, Err(redb::TableError::TableDoesNotExist(_))), "{:?}", old.map(|_| ()));
-    }
+    assert_eq!(table_rows(&path, world_store::tables::TASKS), Some(calls as u64));
+    assert_eq!(table_rows(&path, world_store::tables::FORMAT6_TASKS), None);
 
     // An old task id is still taken, and a new call is found beside the moved ones.
     let (store, _) = Store::open(&path, 1).unwrap();
