@@ -9,6 +9,7 @@ mod coordinator;
 mod daemon;
 mod effects;
 mod episodes;
+mod glances;
 mod http;
 mod limits;
 mod metrics;
@@ -47,7 +48,7 @@ mod layers {
     /// above every layer, only declares the modules and `main`.
     const LAYERS: &[&[&str]] = &[
         &["registry::descriptor", "limits", "clock", "metrics"],
-        &["runtime::builtin", "sessions", "stores", "report", "writes", "approvals"],
+        &["runtime::builtin", "sessions", "stores", "report", "writes", "glances", "approvals"],
         &["registry"],
         &["effects", "runtime", "publish", "confine"],
         &["coordinator"],

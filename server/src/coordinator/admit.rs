@@ -3,6 +3,7 @@
 //! in memory while its call runs (`InFlight`).
 
 use super::{ADMISSION_DEADLINE, Call, CallError, Coordinator, Outcome, SharedHost};
+use crate::glances::{Unread, glance};
 use crate::registry::{self, Descriptor};
 use serde_json::{Value, json};
 use world_store::*;
@@ -38,12 +39,12 @@ pub(super) async fn admit(host: &SharedHost, call: &Call) -> Result<Admitted, Ca
     Ok(Admitted { descriptor, existing, has_world })
 }
 
-/// Admission's reads from a fresh glance: the transition's descriptor, the
-/// task's row, whether a world is selected. In place where the store's
-/// glances are local (`resolve_session` says why), else on the blocking pool.
+/// Admission's reads from a fresh glance (`glances::glance`, under the
+/// admission deadline): the transition's descriptor, the task's row,
+/// whether a world is selected.
 async fn read(host: &SharedHost, call: &Call) -> Result<(Option<Descriptor>, Option<Task>, bool), CallError> {
-    let (id, key) = (call.transition_id.clone(), task_key(call));
-    let read = move |d: &SharedHost| -> Result<_, String> {
+    let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
+    let read = move || -> Result<_, String> {
         // Each of these is checked again inside the call's write transaction.
         let snap = d.store().glance().map_err(|e| e.to_string())?;
         let glanced = d.coordinator().glance(&snap)?;
@@ -51,14 +52,10 @@ async fn read(host: &SharedHost, call: &Call) -> Result<(Option<Descriptor>, Opt
         let existing = snap.task(&key).map_err(|e| e.to_string())?;
         Ok((descriptor, existing, glanced.has_world))
     };
-    if host.store().glances_are_local() {
-        return read(host).map_err(CallError::Unavailable);
-    }
-    let d = host.clone();
-    match tokio::time::timeout(ADMISSION_DEADLINE, tokio::task::spawn_blocking(move || read(&d))).await {
-        Err(_) => Err(CallError::Unavailable("admission read exceeded its deadline".into())),
-        Ok(Err(e)) => Err(CallError::Unavailable(e.to_string())),
-        Ok(Ok(r)) => r.map_err(CallError::Unavailable),
+    match glance(host.store(), ADMISSION_DEADLINE, read).await {
+        Err(Unread::Deadline) => Err(CallError::Unavailable("admission read exceeded its deadline".into())),
+        Err(Unread::Failed(why)) => Err(CallError::Unavailable(why)),
+        Ok(r) => r.map_err(CallError::Unavailable),
     }
 }
 

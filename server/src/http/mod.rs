@@ -11,6 +11,7 @@ pub mod status;
 pub mod workbench;
 
 use crate::daemon::Daemon;
+use crate::glances::{Unread, glance};
 use crate::limits::{CREDENTIAL_DEADLINE, READ_DEADLINE};
 use axum::Router;
 use axum::body::Body;
@@ -107,9 +108,10 @@ impl Unresolved {
     }
 }
 
-/// Resolves the bearer session on the blocking pool under the credential
-/// deadline, then runs `then` on the same snapshot: every surface resolves
-/// sessions through this one function and maps `Unresolved` its own way.
+/// Resolves the bearer session from a glance (`glances::glance`, under the
+/// credential deadline), then runs `then` on the same snapshot: every
+/// surface resolves sessions through this one function and maps
+/// `Unresolved` its own way.
 pub async fn resolve_session<T: Send + 'static>(
     state: &State,
     headers: &axum::http::HeaderMap,
@@ -117,29 +119,21 @@ pub async fn resolve_session<T: Send + 'static>(
 ) -> Result<(crate::sessions::Caller, T), Unresolved> {
     use crate::sessions::ResolveError;
     let auth = headers.get(axum::http::header::AUTHORIZATION).map(|v| v.as_bytes().to_vec());
-    let resolve = move |d: &Daemon| {
+    let d = state.clone();
+    let resolve = move || {
         // A session and its view are checked again by the call's own write.
         let snap = d.store.glance().map_err(ResolveError::Read)?;
         let caller = crate::sessions::resolve(&snap, auth.as_deref(), crate::clock::now())?;
-        let extra = then(d, &snap, &caller);
+        let extra = then(&d, &snap, &caller);
         Ok::<_, ResolveError>((caller, extra))
     };
-    let resolved = if state.store.glances_are_local() {
-        // A few cached point reads: a hop to the blocking pool and back
-        // costs more (about 60 µs of a 0.2 ms `ping` here).
-        resolve(state)
-    } else {
-        let d = state.clone();
-        match tokio::time::timeout(CREDENTIAL_DEADLINE, tokio::task::spawn_blocking(move || resolve(&d))).await {
-            Err(_) => return Err(Unresolved::Timeout),
-            Ok(Err(join)) => return Err(Unresolved::Failed(join.to_string())),
-            Ok(Ok(resolved)) => resolved,
-        }
-    };
-    resolved.map_err(|e| match e {
-        ResolveError::Denied(d) => Unresolved::Denied(d),
-        ResolveError::Read(e) => Unresolved::Failed(e.to_string()),
-    })
+    match glance(state.store.as_ref(), CREDENTIAL_DEADLINE, resolve).await {
+        Err(Unread::Deadline) => Err(Unresolved::Timeout),
+        Err(Unread::Failed(why)) => Err(Unresolved::Failed(why)),
+        Ok(Err(ResolveError::Denied(d))) => Err(Unresolved::Denied(d)),
+        Ok(Err(ResolveError::Read(e))) => Err(Unresolved::Failed(e.to_string())),
+        Ok(Ok(found)) => Ok(found),
+    }
 }
 
 pub fn internal(route: &str, cause: &dyn std::fmt::Display) -> Rest {
