@@ -66,7 +66,7 @@ impl RedbSnapshot {
     /// hash (`None`), where it was named before the store held it.
     fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
         let mut places = vec![None];
-        let found = tiered::places_of(self.place_index()?, &[], &target.0).map_err(read_storage)?;
+        let found = tiered::places_of(self.place_index()?, &target.0).map_err(read_storage)?;
         places.extend(found.into_iter().filter(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY).map(Some));
         Ok(places)
     }
@@ -119,7 +119,7 @@ impl RedbSnapshot {
 
     /// The position of `r`'s place of `kind`.
     pub(crate) fn place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
-        tiered::find(self.place_index()?, &[], PlaceKey(r.0, kind)).map_err(read_storage)
+        tiered::find(self.place_index()?, PlaceKey(r.0, kind)).map_err(read_storage)
     }
 
     /// Every place of `kind`, in ref order, each once.

@@ -157,10 +157,11 @@ impl<'t, K: CellKey, V: Cell> WriteIndex<'t, K, V> {
     /// `filters`, from one read of the run directory.
     pub fn open(txn: &'t WriteTransaction, index: &Tiered<K, V>, filters: &mut Filters) -> Result<Self, redb::Error> {
         let all = runs(&txn.open_table(index.runs)?)?;
-        let mut loaded = filters.load_runs(txn, index, &all)?.into_iter().skip(1);
+        let loaded = filters.load_runs(txn, index, &all)?;
         let runs = all
             .iter()
-            .map(|run| RunTable { name: run_name(index, run.id), filter: loaded.next().flatten(), table: None })
+            .zip(loaded)
+            .map(|(run, filter)| RunTable { name: run_name(index, run.id), filter, table: None })
             .collect();
         Ok(WriteIndex { txn, young: txn.open_table(index.young)?, runs })
     }
@@ -205,63 +206,26 @@ fn open_write_runs<'t, K: CellKey, V: Cell>(
     Ok(tables)
 }
 
-/// The filter of each table of a lookup, in the same order: `None` (the
-/// young table, a run being built, or a reader that keeps none) means the
-/// table is asked.
-pub type RunFilters = [Option<Arc<Bloom>>];
-
-fn ruled_out(filters: &RunFilters, table: usize, probe: Probe) -> bool {
-    match filters.get(table) {
-        Some(Some(f)) => !f.may_hold(probe),
-        _ => false,
-    }
-}
-
 fn probe_of<K: CellKey>(key: &K) -> Probe {
     Probe::of(K::as_bytes(key).as_ref())
 }
 
-/// The value of `key`, from the first table that has it (skipping those
-/// whose filter rules it out).
-pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
-    tables: &[T],
-    filters: &RunFilters,
-    key: K,
-) -> Result<Option<V>, StorageError> {
-    Ok(find_in(tables, filters, key)?.map(|(_, v)| v))
-}
-
-/// `find`, and the position in `tables` of the table that had it.
-pub fn find_in<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
-    tables: &[T],
-    filters: &RunFilters,
-    key: K,
-) -> Result<Option<(usize, V)>, StorageError> {
-    let probe = probe_of(&key);
-    for (i, t) in tables.iter().enumerate() {
-        if ruled_out(filters, i, probe) {
-            continue;
-        }
+/// The value of `key`, from the first of `tables` that has it (a reader's:
+/// the writer's lookups go through `WriteIndex`, which skips runs by their
+/// filters).
+pub fn find<K: CellKey, V: Cell, T: ReadableTable<K, V>>(tables: &[T], key: K) -> Result<Option<V>, StorageError> {
+    for t in tables {
         if let Some(v) = t.get(key)? {
-            return Ok(Some((i, v.value())));
+            return Ok(Some(v.value()));
         }
     }
     Ok(None)
 }
 
 /// Every place of `r` (kind, position), one per kind, in kind order.
-pub fn places_of<T: ReadableTable<PlaceKey, u64>>(
-    tables: &[T],
-    filters: &RunFilters,
-    r: &Key32,
-) -> Result<Vec<(u8, u64)>, StorageError> {
+pub fn places_of<T: ReadableTable<PlaceKey, u64>>(tables: &[T], r: &Key32) -> Result<Vec<(u8, u64)>, StorageError> {
     let mut out: Vec<(u8, u64)> = vec![];
-    let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
-    let probes = kinds.map(|kind| probe_of(&PlaceKey(*r, kind)));
-    for (i, t) in tables.iter().enumerate() {
-        if probes.iter().all(|probe| ruled_out(filters, i, *probe)) {
-            continue;
-        }
+    for t in tables {
         for item in t.range(PlaceKey(*r, 0)..=PlaceKey(*r, u8::MAX))? {
             let (k, v) = item?;
             let kind = k.value().1;
@@ -499,8 +463,7 @@ impl Filters {
         self.objects.insert(r, position);
     }
 
-    /// The filter of the young table (none) and of each of the runs `all`,
-    /// in their order, for a transaction that has not changed the index yet;
+    /// The filter of each of the runs `all`, in their order, for a transaction that has not changed the index yet;
     /// runs no longer there leave the cache. A filter that is missing or
     /// does not decode is `None` (the run is asked; `verify` reports the
     /// filter).
@@ -510,10 +473,10 @@ impl Filters {
         index: &Tiered<K, V>,
         all: &[Run],
     ) -> Result<Vec<Option<Arc<Bloom>>>, redb::Error> {
-        let Some(def) = index.filters else { return Ok(vec![]) };
+        let Some(def) = index.filters else { return Ok(vec![None; all.len()]) };
         self.runs.retain(|id, _| all.iter().any(|r| r.id == *id && r.state != RUN_BUILDING));
         let stored = txn.open_table(def)?;
-        let mut out = vec![None];
+        let mut out = Vec::with_capacity(all.len());
         for run in all {
             if run.state == RUN_BUILDING {
                 out.push(None);
@@ -667,10 +630,10 @@ mod tests {
         let txn = db.begin_read().unwrap();
         let tables = open_read(&txn, &PLACES).unwrap();
         for (key, position) in model {
-            assert_eq!(find(&tables, &[], *key).unwrap(), Some(*position));
+            assert_eq!(find(&tables, *key).unwrap(), Some(*position));
         }
         for r in absent {
-            assert_eq!(places_of(&tables, &[], r).unwrap(), vec![]);
+            assert_eq!(places_of(&tables, r).unwrap(), vec![]);
         }
         let listed: Vec<(PlaceKey, u64)> =
             range(&tables, Bound::Unbounded, Bound::Unbounded).unwrap().map(Result::unwrap).collect();

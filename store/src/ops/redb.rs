@@ -678,13 +678,13 @@ pub(crate) fn index_records_by_place(txn: &WriteTransaction) -> R<()> {
     let mut by_seq = txn.open_table(RECORD_JOURNAL).map_err(storage)?;
     for item in by_hash.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
-        if let Some(seq) = tiered::find(&places, &[], PlaceKey(k.value(), PLACE_OBJECT)).map_err(storage)? {
+        if let Some(seq) = tiered::find(&places, PlaceKey(k.value(), PLACE_OBJECT)).map_err(storage)? {
             by_seq.insert(seq, v.value()).map_err(storage)?;
         }
     }
     let mut failure = None;
     by_hash
-        .retain(|k, _| match tiered::find(&places, &[], PlaceKey(k, PLACE_OBJECT)) {
+        .retain(|k, _| match tiered::find(&places, PlaceKey(k, PLACE_OBJECT)) {
             Ok(seq) => seq.is_none(),
             Err(e) => {
                 failure.get_or_insert(e);

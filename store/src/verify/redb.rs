@@ -372,7 +372,7 @@ impl<'a> Verifier<'a> {
                 continue;
             };
             let key = semantic_key(&row.semantic_id, &r);
-            if tiered::find(&semantic, &[], key).map_err(|e| e.to_string())? != Some(seq) {
+            if tiered::find(&semantic, key).map_err(|e| e.to_string())? != Some(seq) {
                 self.sink.push(
                     "semantic",
                     format!("{} {r}", row.semantic_id),
