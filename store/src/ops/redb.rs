@@ -19,17 +19,17 @@ pub(crate) struct W<'t> {
     log: Table<'t, u64, &'static [u8]>,
     world_rows: Table<'t, u64, &'static [u8]>,
     heads: Table<'t, &'static str, Key32>,
-    registry_entries: Table<'t, (&'static str, &'static str), Key32>,
-    intents: Table<'t, (&'static str, u32), &'static [u8]>,
-    outcomes: Table<'t, (&'static str, u32), &'static [u8]>,
-    open_intents: Table<'t, (&'static str, u32), ()>,
-    spend: Table<'t, (&'static str, &'static str, &'static str), u64>,
+    registry_entries: Lazy<'t, (&'static str, &'static str), Key32>,
+    intents: Lazy<'t, (&'static str, u32), &'static [u8]>,
+    outcomes: Lazy<'t, (&'static str, u32), &'static [u8]>,
+    open_intents: Lazy<'t, (&'static str, u32), ()>,
+    spend: Lazy<'t, (&'static str, &'static str, &'static str), u64>,
     tasks: Table<'t, (&'static str, &'static str, &'static str), &'static [u8]>,
-    open_tasks: Table<'t, (&'static str, &'static str, &'static str), ()>,
-    sessions: Table<'t, Key32, &'static [u8]>,
-    receipts: Table<'t, &'static str, &'static [u8]>,
+    open_tasks: Lazy<'t, (&'static str, &'static str, &'static str), ()>,
+    sessions: Lazy<'t, Key32, &'static [u8]>,
+    receipts: Lazy<'t, &'static str, &'static [u8]>,
     referrers: Table<'t, ReferrerKey, ()>,
-    referrers_of_absent: Table<'t, (Key32, u8, u64), ()>,
+    referrers_of_absent: Lazy<'t, (Key32, u8, u64), ()>,
     /// The place index: its young table and its runs, with their filters.
     place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
     /// What the writer keeps across its transactions (`open_with`): the
@@ -41,12 +41,12 @@ pub(crate) struct W<'t> {
     /// their merges are paced by).
     placed: u64,
     semantic_written: u64,
-    record_journal: Table<'t, u64, &'static [u8]>,
-    record_journal_of_absent: Table<'t, Key32, &'static [u8]>,
+    record_journal: Lazy<'t, u64, &'static [u8]>,
+    record_journal_of_absent: Lazy<'t, Key32, &'static [u8]>,
     episodes: Table<'t, &'static str, &'static [u8]>,
     episode_calls: Table<'t, (&'static str, u64), (&'static str, &'static str)>,
     episodes_by_activity: Table<'t, (u64, &'static str), ()>,
-    episode_sessions: Table<'t, (&'static str, Key32), ()>,
+    episode_sessions: Lazy<'t, (&'static str, Key32), ()>,
     /// Opened by the first request that needs them (few batches do).
     approval_tables: Option<ApprovalTables<'t>>,
     txn: &'t WriteTransaction,
@@ -74,6 +74,28 @@ struct ApprovalTables<'t> {
     approvals: Table<'t, &'static str, &'static [u8]>,
     open_approvals: Table<'t, (Key32, Key32), &'static str>,
     secrets: Table<'t, &'static str, &'static [u8]>,
+}
+
+/// A table of the batch opened at its first use. Opening one is a lookup in
+/// redb's table of tables, and a pure call touches about half of `W`'s: the
+/// rest (intents, spend, sessions, receipts...) are opened by the batches
+/// that need them.
+struct Lazy<'t, K: redb::Key + 'static, V: redb::Value + 'static> {
+    definition: TableDefinition<'static, K, V>,
+    table: Option<Table<'t, K, V>>,
+}
+
+impl<'t, K: redb::Key + 'static, V: redb::Value + 'static> Lazy<'t, K, V> {
+    fn new(definition: TableDefinition<'static, K, V>) -> Self {
+        Lazy { definition, table: None }
+    }
+
+    fn open(&mut self, txn: &'t WriteTransaction) -> R<&mut Table<'t, K, V>> {
+        if self.table.is_none() {
+            self.table = Some(txn.open_table(self.definition).map_err(storage)?);
+        }
+        Ok(self.table.as_mut().expect("opened above"))
+    }
 }
 
 fn task_key(key: &TaskKey) -> (&str, &str, &str) {
@@ -118,26 +140,26 @@ impl<'t> W<'t> {
             log: txn.open_table(LOG).map_err(storage)?,
             world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
             heads: txn.open_table(HEADS).map_err(storage)?,
-            registry_entries: txn.open_table(REGISTRY_ENTRIES).map_err(storage)?,
-            intents: txn.open_table(INTENTS).map_err(storage)?,
-            outcomes: txn.open_table(OUTCOMES).map_err(storage)?,
-            open_intents: txn.open_table(OPEN_INTENTS).map_err(storage)?,
-            spend: txn.open_table(SPEND).map_err(storage)?,
+            registry_entries: Lazy::new(REGISTRY_ENTRIES),
+            intents: Lazy::new(INTENTS),
+            outcomes: Lazy::new(OUTCOMES),
+            open_intents: Lazy::new(OPEN_INTENTS),
+            spend: Lazy::new(SPEND),
             tasks: txn.open_table(TASKS).map_err(storage)?,
-            open_tasks: txn.open_table(OPEN_TASKS).map_err(storage)?,
-            sessions: txn.open_table(SESSIONS).map_err(storage)?,
-            receipts: txn.open_table(RECEIPTS).map_err(storage)?,
+            open_tasks: Lazy::new(OPEN_TASKS),
+            sessions: Lazy::new(SESSIONS),
+            receipts: Lazy::new(RECEIPTS),
             referrers: txn.open_table(REFERRERS).map_err(storage)?,
-            referrers_of_absent: txn.open_table(REFERRERS_OF_ABSENT).map_err(storage)?,
+            referrers_of_absent: Lazy::new(REFERRERS_OF_ABSENT),
             semantic: txn.open_table(SEMANTIC.young).map_err(storage)?,
             placed: 0,
             semantic_written: 0,
-            record_journal: txn.open_table(RECORD_JOURNAL).map_err(storage)?,
-            record_journal_of_absent: txn.open_table(RECORD_JOURNAL_OF_ABSENT).map_err(storage)?,
+            record_journal: Lazy::new(RECORD_JOURNAL),
+            record_journal_of_absent: Lazy::new(RECORD_JOURNAL_OF_ABSENT),
             episodes: txn.open_table(EPISODES).map_err(storage)?,
             episode_calls: txn.open_table(EPISODE_CALLS).map_err(storage)?,
             episodes_by_activity: txn.open_table(EPISODES_BY_ACTIVITY).map_err(storage)?,
-            episode_sessions: txn.open_table(EPISODE_SESSIONS).map_err(storage)?,
+            episode_sessions: Lazy::new(EPISODE_SESSIONS),
             approval_tables: None,
             txn,
             started: Default::default(),
@@ -168,7 +190,7 @@ impl<'t> W<'t> {
             self.tasks.insert(task_row_key(key), rows::encode(task).as_slice()).map_err(storage)?;
         }
         for key in std::mem::take(&mut self.started) {
-            self.open_tasks.insert(task_key(&key), ()).map_err(storage)?;
+            self.open_tasks.open(self.txn)?.insert(task_key(&key), ()).map_err(storage)?;
         }
         let (txn, placed, semantic) = (self.txn, self.placed, self.semantic_written);
         drop(self);
@@ -270,7 +292,7 @@ impl<'t> W<'t> {
     fn insert_referrer(&mut self, target: &Ref, kind: u8, position: u64) -> R<()> {
         match self.place_of(target)? {
             Some((place, at)) => self.referrers.insert(ReferrerKey(place, at, kind, position), ()).map_err(storage)?,
-            None => self.referrers_of_absent.insert((target.0, kind, position), ()).map_err(storage)?,
+            None => self.referrers_of_absent.open(self.txn)?.insert((target.0, kind, position), ()).map_err(storage)?,
         };
         Ok(())
     }
@@ -282,10 +304,11 @@ impl<'t> W<'t> {
     fn journal_record(&mut self, record: &Ref, key: JournalKey) -> R<()> {
         let seq = self.find_place(record, PLACE_OBJECT)?;
         let by_seq = match seq {
-            Some(seq) => self.record_journal.get(seq).map_err(storage)?.map(|v| v.value().to_vec()),
+            Some(seq) => self.record_journal.open(self.txn)?.get(seq).map_err(storage)?.map(|v| v.value().to_vec()),
             None => None,
         };
-        let by_hash = self.record_journal_of_absent.get(record.0).map_err(storage)?.map(|v| v.value().to_vec());
+        let by_hash =
+            self.record_journal_of_absent.open(self.txn)?.get(record.0).map_err(storage)?.map(|v| v.value().to_vec());
         for known in [by_seq, by_hash].into_iter().flatten() {
             if decoded::<JournalKey>("record_journal", record, &known)? <= key {
                 return Ok(());
@@ -294,11 +317,11 @@ impl<'t> W<'t> {
         let row = rows::encode(&key);
         match seq {
             Some(seq) => {
-                self.record_journal.insert(seq, row.as_slice()).map_err(storage)?;
-                self.record_journal_of_absent.remove(record.0).map_err(storage)?;
+                self.record_journal.open(self.txn)?.insert(seq, row.as_slice()).map_err(storage)?;
+                self.record_journal_of_absent.open(self.txn)?.remove(record.0).map_err(storage)?;
             }
             None => {
-                self.record_journal_of_absent.insert(record.0, row.as_slice()).map_err(storage)?;
+                self.record_journal_of_absent.open(self.txn)?.insert(record.0, row.as_slice()).map_err(storage)?;
             }
         }
         Ok(())
@@ -386,17 +409,17 @@ impl Rows for W<'_> {
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
-        Ok(self.registry_entries.get((registry, id)).map_err(storage)?.map(|v| Ref(v.value())))
+        Ok(self.registry_entries.open(self.txn)?.get((registry, id)).map_err(storage)?.map(|v| Ref(v.value())))
     }
 
     fn put_registry_entry(&mut self, registry: &str, id: &str, transition_fn: Ref) -> R<()> {
-        self.registry_entries.insert((registry, id), transition_fn.0).map_err(storage)?;
+        self.registry_entries.open(self.txn)?.insert((registry, id), transition_fn.0).map_err(storage)?;
         Ok(())
     }
 
     fn replace_registry_entries(&mut self, registry: &str, entries: &[(String, Ref)]) -> R<()> {
         let mut old = vec![];
-        for item in self.registry_entries.range((registry, "")..).map_err(storage)? {
+        for item in self.registry_entries.open(self.txn)?.range((registry, "")..).map_err(storage)? {
             let (k, _) = item.map_err(storage)?;
             let (name, id) = k.value();
             if name != registry {
@@ -405,7 +428,7 @@ impl Rows for W<'_> {
             old.push(id.to_string());
         }
         for id in &old {
-            self.registry_entries.remove((registry, id.as_str())).map_err(storage)?;
+            self.registry_entries.open(self.txn)?.remove((registry, id.as_str())).map_err(storage)?;
         }
         for (id, f) in entries {
             self.put_registry_entry(registry, id, *f)?;
@@ -434,7 +457,7 @@ impl Rows for W<'_> {
     fn update_task(&mut self, key: &TaskKey, task: &Task) -> R<()> {
         self.task_rows.insert(key.clone(), task.clone());
         if task.state != TaskState::Started && !self.started.remove(key) {
-            self.open_tasks.remove(task_key(key)).map_err(storage)?;
+            self.open_tasks.open(self.txn)?.remove(task_key(key)).map_err(storage)?;
         }
         Ok(())
     }
@@ -449,14 +472,16 @@ impl Rows for W<'_> {
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
         let mut out = vec![];
-        for item in self.intents.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(storage)? {
+        for item in
+            self.intents.open(self.txn)?.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(storage)?
+        {
             let (k, v) = item.map_err(storage)?;
             let ordinal = k.value().1;
             let intent = decoded("intents", &format!("{invocation_id}#{ordinal}"), v.value())?;
             out.push(JournalItem { ordinal, intent, outcome: None });
         }
         for item in &mut out {
-            if let Some(v) = self.outcomes.get((invocation_id, item.ordinal)).map_err(storage)? {
+            if let Some(v) = self.outcomes.open(self.txn)?.get((invocation_id, item.ordinal)).map_err(storage)? {
                 item.outcome = Some(decoded("outcomes", &format!("{invocation_id}#{}", item.ordinal), v.value())?);
             }
         }
@@ -465,7 +490,7 @@ impl Rows for W<'_> {
 
     fn open_tasks(&mut self) -> R<Vec<TaskKey>> {
         let mut out = vec![];
-        for item in self.open_tasks.iter().map_err(storage)? {
+        for item in self.open_tasks.open(self.txn)?.iter().map_err(storage)? {
             let (k, _) = item.map_err(storage)?;
             let (surface, episode, task_id) = k.value();
             // A surface this binary does not know is left for one that does.
@@ -477,31 +502,43 @@ impl Rows for W<'_> {
     }
 
     fn close_task(&mut self, key: &TaskKey) -> R<()> {
-        self.open_tasks.remove(task_key(key)).map_err(storage)?;
+        self.open_tasks.open(self.txn)?.remove(task_key(key)).map_err(storage)?;
         Ok(())
     }
 
     fn has_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
-        Ok(self.intents.get((invocation_id, ordinal)).map_err(storage)?.is_some())
+        Ok(self.intents.open(self.txn)?.get((invocation_id, ordinal)).map_err(storage)?.is_some())
     }
 
     fn has_intents(&mut self, invocation_id: &str) -> R<bool> {
-        Ok(self.intents.range((invocation_id, 0u32)..=(invocation_id, u32::MAX)).map_err(storage)?.next().is_some())
+        Ok(self
+            .intents
+            .open(self.txn)?
+            .range((invocation_id, 0u32)..=(invocation_id, u32::MAX))
+            .map_err(storage)?
+            .next()
+            .is_some())
     }
 
     fn insert_intent(&mut self, invocation_id: &str, ordinal: u32, intent: &EffectIntent) -> R<()> {
-        self.intents.insert((invocation_id, ordinal), rows::encode(intent).as_slice()).map_err(storage)?;
-        self.open_intents.insert((invocation_id, ordinal), ()).map_err(storage)?;
+        self.intents
+            .open(self.txn)?
+            .insert((invocation_id, ordinal), rows::encode(intent).as_slice())
+            .map_err(storage)?;
+        self.open_intents.open(self.txn)?.insert((invocation_id, ordinal), ()).map_err(storage)?;
         Ok(())
     }
 
     fn has_outcome(&mut self, invocation_id: &str, ordinal: u32) -> R<bool> {
-        Ok(self.outcomes.get((invocation_id, ordinal)).map_err(storage)?.is_some())
+        Ok(self.outcomes.open(self.txn)?.get((invocation_id, ordinal)).map_err(storage)?.is_some())
     }
 
     fn insert_outcome(&mut self, invocation_id: &str, ordinal: u32, outcome: &EffectOutcome) -> R<()> {
-        self.outcomes.insert((invocation_id, ordinal), rows::encode(outcome).as_slice()).map_err(storage)?;
-        self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
+        self.outcomes
+            .open(self.txn)?
+            .insert((invocation_id, ordinal), rows::encode(outcome).as_slice())
+            .map_err(storage)?;
+        self.open_intents.open(self.txn)?.remove((invocation_id, ordinal)).map_err(storage)?;
         if let Some(record) = outcome.record_ref {
             self.journal_record(&record, JournalKey { invocation_id: invocation_id.to_string(), ordinal })?;
         }
@@ -510,7 +547,7 @@ impl Rows for W<'_> {
 
     fn open_intents(&mut self) -> R<Vec<(String, u32)>> {
         let mut out = vec![];
-        for item in self.open_intents.iter().map_err(storage)? {
+        for item in self.open_intents.open(self.txn)?.iter().map_err(storage)? {
             let (k, _) = item.map_err(storage)?;
             let (inv, ordinal) = k.value();
             out.push((inv.to_string(), ordinal));
@@ -519,51 +556,56 @@ impl Rows for W<'_> {
     }
 
     fn close_intent(&mut self, invocation_id: &str, ordinal: u32) -> R<()> {
-        self.open_intents.remove((invocation_id, ordinal)).map_err(storage)?;
+        self.open_intents.open(self.txn)?.remove((invocation_id, ordinal)).map_err(storage)?;
         Ok(())
     }
 
     fn spent(&mut self, episode: &str, effect: &str, scope: &str) -> R<u64> {
-        Ok(self.spend.get((episode, effect, scope)).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
+        Ok(self.spend.open(self.txn)?.get((episode, effect, scope)).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
     }
 
     fn set_spent(&mut self, episode: &str, effect: &str, scope: &str, units: u64) -> R<()> {
-        self.spend.insert((episode, effect, scope), units).map_err(storage)?;
+        self.spend.open(self.txn)?.insert((episode, effect, scope), units).map_err(storage)?;
         Ok(())
     }
 
     fn has_session(&mut self, credential_id: &Ref) -> R<bool> {
-        Ok(self.sessions.get(credential_id.0).map_err(storage)?.is_some())
+        Ok(self.sessions.open(self.txn)?.get(credential_id.0).map_err(storage)?.is_some())
     }
 
     fn insert_session(&mut self, credential_id: &Ref, session: &Session) -> R<()> {
-        self.sessions.insert(credential_id.0, rows::encode(session).as_slice()).map_err(storage)?;
-        self.episode_sessions.insert((session.episode.as_str(), credential_id.0), ()).map_err(storage)?;
+        self.sessions.open(self.txn)?.insert(credential_id.0, rows::encode(session).as_slice()).map_err(storage)?;
+        self.episode_sessions
+            .open(self.txn)?
+            .insert((session.episode.as_str(), credential_id.0), ())
+            .map_err(storage)?;
         Ok(())
     }
 
     fn remove_session(&mut self, credential_id: &Ref) -> R<bool> {
-        let Some(removed) = self.sessions.remove(credential_id.0).map_err(storage)? else { return Ok(false) };
+        let Some(removed) = self.sessions.open(self.txn)?.remove(credential_id.0).map_err(storage)? else {
+            return Ok(false);
+        };
         let session: Session = decoded("sessions", credential_id, removed.value())?;
         drop(removed);
-        self.episode_sessions.remove((session.episode.as_str(), credential_id.0)).map_err(storage)?;
+        self.episode_sessions.open(self.txn)?.remove((session.episode.as_str(), credential_id.0)).map_err(storage)?;
         Ok(true)
     }
 
     fn receipt(&mut self, id: &str) -> R<Option<Receipt>> {
-        match self.receipts.get(id).map_err(storage)? {
+        match self.receipts.open(self.txn)?.get(id).map_err(storage)? {
             Some(v) => Ok(Some(decoded("receipts", &id, v.value())?)),
             None => Ok(None),
         }
     }
 
     fn put_receipt(&mut self, id: &str, receipt: &Receipt) -> R<()> {
-        self.receipts.insert(id, rows::encode(receipt).as_slice()).map_err(storage)?;
+        self.receipts.open(self.txn)?.insert(id, rows::encode(receipt).as_slice()).map_err(storage)?;
         Ok(())
     }
 
     fn remove_receipt(&mut self, id: &str) -> R<()> {
-        self.receipts.remove(id).map_err(storage)?;
+        self.receipts.open(self.txn)?.remove(id).map_err(storage)?;
         Ok(())
     }
 }
@@ -605,14 +647,14 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
         w.put_episode(episode, &row, None)?;
     }
     let mut sessions: Vec<(Ref, String)> = vec![];
-    for item in w.sessions.iter().map_err(storage)? {
+    for item in w.sessions.open(w.txn)?.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
         let id = Ref(k.value());
         let session: Session = decoded("sessions", &id, v.value())?;
         sessions.push((id, session.episode));
     }
     for (id, episode) in sessions {
-        w.episode_sessions.insert((episode.as_str(), id.0), ()).map_err(storage)?;
+        w.episode_sessions.open(w.txn)?.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
     w.finish()
 }
