@@ -431,7 +431,7 @@ fn grow(db: &Path, episodes: &[String], calls: u64) -> f64 {
                 n + 1,
                 started.elapsed().as_secs_f64(),
                 mib(sizes.file_bytes),
-                mib(sizes.allocated_bytes),
+                mib(sizes.on_disk()),
                 mib(sizes.wal_bytes)
             );
             last = (Instant::now(), n + 1);
@@ -467,8 +467,8 @@ fn grown_store(setup: &Setup, args: &[&str], calls: u64) {
         "grew {calls} calls in {secs:.1} s ({:.0} calls/s, the store closed): file {:.0} MiB, {:.0} MiB on disk = {:.0} B per call",
         calls as f64 / secs,
         mib(sizes.file_bytes),
-        mib(sizes.allocated_bytes),
-        sizes.allocated_bytes as f64 / calls.max(1) as f64
+        mib(sizes.on_disk()),
+        sizes.on_disk() as f64 / calls.max(1) as f64
     );
 }
 
@@ -487,7 +487,7 @@ struct Measured {
 /// cache in the first).
 fn measure(setup: &Setup, args: &[&str], fresh: bool, secs: f64, interval: f64) -> Measured {
     let (daemon, tokens) = serve(setup, args, fresh);
-    let (entries, on_disk) = (log_len(&daemon.addr), FileSizes::of(&setup.db).allocated_bytes);
+    let (entries, on_disk) = (log_len(&daemon.addr), FileSizes::of(&setup.db).on_disk());
     println!("{entries} entries, {:.0} MiB on disk; load {}", mib(on_disk), loadavg());
     let (mut stretches, mut elapsed) = (vec![], 0.0);
     while elapsed < secs {

@@ -167,7 +167,7 @@ impl Metrics {
         let store_bytes = Family::<KindLabels, Gauge>::default();
         registry.register(
             "store_bytes",
-            "The store's files: database length, its allocated disk, the log",
+            "The store's files: database length, its allocated disk, the log, the payload file",
             store_bytes.clone(),
         );
         let store_free_bytes = Gauge::default();
@@ -296,9 +296,14 @@ impl Metrics {
         self.callbacks_in_use.set(i64::try_from(now.callbacks_in_use).unwrap_or(i64::MAX));
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(f) = &now.store.footprint {
-            for (kind, bytes) in
-                [("file", f.files.file_bytes), ("allocated", f.files.allocated_bytes), ("wal", f.files.wal_bytes)]
-            {
+            let files = &f.files;
+            for (kind, bytes) in [
+                ("file", files.file_bytes),
+                ("allocated", files.allocated_bytes),
+                ("wal", files.wal_bytes),
+                ("payloads", files.payload_bytes),
+                ("payloads_allocated", files.payload_allocated_bytes),
+            ] {
                 self.store_bytes.get_or_create(&KindLabels { kind: kind.into() }).set(gauge(bytes));
             }
             if let Some(free) = f.free_bytes {

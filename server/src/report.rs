@@ -30,6 +30,7 @@ pub fn render(
             o.insert("fileBytes".into(), files.file_bytes.into());
             o.insert("allocatedBytes".into(), files.allocated_bytes.into());
             o.insert("walBytes".into(), files.wal_bytes.into());
+            o.insert("payloadFileBytes".into(), files.payload_bytes.into());
         }
         let _ = writeln!(out, "{v}");
         return out;
@@ -69,13 +70,15 @@ pub fn render(
 /// Logical bytes against what holds them: `--json` has the breakdown per table.
 fn footprint(logical: u64, pages: u64, files: world_store::FileSizes) -> String {
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-    let (file, allocated) = (files.file_bytes, files.allocated_bytes);
-    let ratio = if logical == 0 { 0.0 } else { allocated as f64 / logical as f64 };
+    let (file, allocated, payloads) = (files.file_bytes, files.allocated_bytes, files.payload_bytes);
+    let held = allocated + payloads;
+    let ratio = if logical == 0 { 0.0 } else { held as f64 / logical as f64 };
     format!(
-        "{:.2} MiB of rows and payloads in {:.2} MiB of table pages, {:.2} MiB on disk in a {:.2} MiB file ({ratio:.2}x the logical bytes)",
+        "{:.2} MiB of rows and payloads: {:.2} MiB of table pages ({:.2} MiB on disk in a {:.2} MiB file) and a {:.2} MiB payload file ({ratio:.2}x the logical bytes)",
         mib(logical),
         mib(pages),
         mib(allocated),
-        mib(file)
+        mib(file),
+        mib(payloads)
     )
 }

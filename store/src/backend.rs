@@ -7,7 +7,7 @@
 
 use crate::error::{ReadError, WriteError};
 use crate::histogram::{BATCH_BOUNDS, Histogram, LATENCY_BOUNDS_NS, Snapshot as HistogramSnapshot};
-use crate::media::wal_path;
+use crate::media::{payloads_path, wal_path};
 use crate::ops::{Op, Reply};
 use crate::view::{Reads, Snapshot};
 use serde::Serialize;
@@ -206,6 +206,11 @@ pub struct FileSizes {
     /// Disk the database file occupies (its allocated blocks).
     pub allocated_bytes: u64,
     pub wal_bytes: u64,
+    /// The payload file's length: every object's payload bytes.
+    pub payload_bytes: u64,
+    /// Disk the payload file occupies, with the space set aside ahead of
+    /// its end (up to `PAYLOAD_ALLOCATE_BYTES`).
+    pub payload_allocated_bytes: u64,
 }
 
 impl FileSizes {
@@ -213,11 +218,19 @@ impl FileSizes {
     pub fn of(path: &Path) -> FileSizes {
         use std::os::unix::fs::MetadataExt;
         let db = std::fs::metadata(path).ok();
+        let payloads = std::fs::metadata(payloads_path(path)).ok();
         FileSizes {
             file_bytes: db.as_ref().map_or(0, |m| m.len()),
             allocated_bytes: db.as_ref().map_or(0, |m| m.blocks() * 512),
             wal_bytes: std::fs::metadata(wal_path(path)).map_or(0, |m| m.len()),
+            payload_bytes: payloads.as_ref().map_or(0, |m| m.len()),
+            payload_allocated_bytes: payloads.as_ref().map_or(0, |m| m.blocks() * 512),
         }
+    }
+
+    /// Disk the store's data occupies: the database and the payload file.
+    pub fn on_disk(&self) -> u64 {
+        self.allocated_bytes + self.payload_allocated_bytes
     }
 }
 

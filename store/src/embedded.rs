@@ -153,9 +153,10 @@ impl WorldStore for Store {
 
 impl Reads for Store {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        match self.shared.db_for_reader() {
-            Some(db) => Ok(Box::new(RedbSnapshot::begin(db.as_ref())?)),
-            None => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
+        let payloads = self.shared.payload_file();
+        match (self.shared.db_for_reader(), payloads) {
+            (Some(db), Some(payloads)) => Ok(Box::new(RedbSnapshot::begin(db.as_ref(), payloads)?)),
+            _ => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
         }
     }
 }
@@ -259,6 +260,7 @@ pub const READ_ONLY_CACHE_BYTES: usize = 32 << 20;
 /// the next `serve` would: the write-ahead log holds acknowledged writes.
 pub struct ReadOnlyStore {
     db: ReadOnlyDatabase,
+    payloads: std::sync::Arc<dyn crate::media::WalIo>,
 }
 
 impl ReadOnlyStore {
@@ -292,7 +294,8 @@ impl ReadOnlyStore {
             redb::DatabaseError::RepairAborted => OpenError::NeedsRecovery { path: path.to_path_buf() },
             other => engine(other.to_string()),
         })?;
-        let store = ReadOnlyStore { db };
+        let payloads = media::read_payloads(path).map_err(|e| engine(format!("open the payload file: {e}")))?;
+        let store = ReadOnlyStore { db, payloads };
         check_format(
             path,
             store
@@ -313,7 +316,7 @@ fn unix_now() -> u64 {
 impl ReadOnlyStore {
     /// A snapshot as the embedded engine's own, for the readers that walk its tables.
     pub(crate) fn begin(&self) -> Result<RedbSnapshot, ReadError> {
-        RedbSnapshot::begin(&self.db)
+        RedbSnapshot::begin(&self.db, self.payloads.clone())
     }
 }
 

@@ -5,9 +5,10 @@ use crate::backend::{Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
+use crate::payloads::{META_PAYLOAD_LEN, PayloadFile};
 use crate::tables::{
-    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES,
-    STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
+    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PAYLOAD_FILE, STORE_FORMAT_BEFORE_PLACES,
+    STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
 use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
@@ -31,6 +32,8 @@ const READER_REOPEN_WAIT: Duration = Duration::from_secs(2);
 pub(crate) struct Shared {
     /// `None` while the database is being reopened.
     pub db: RwLock<Option<Arc<Database>>>,
+    /// The payload file the database's object rows point into (set with `db`).
+    pub payload_file: RwLock<Option<Arc<dyn crate::media::WalIo>>>,
     pub health: Mutex<Option<Health>>,
     pub stats: WriterStats,
 }
@@ -52,6 +55,11 @@ impl Shared {
             }
             std::thread::sleep(REOPEN_WAIT / 4);
         }
+    }
+
+    /// The payload file, once the database is open.
+    pub(crate) fn payload_file(&self) -> Option<Arc<dyn crate::media::WalIo>> {
+        self.payload_file.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -99,6 +107,7 @@ pub(crate) struct Engine {
     pub(crate) shared: Arc<Shared>,
     pub(crate) media: Arc<dyn Media>,
     log: LogThread,
+    payloads: PayloadFile,
     next_seq: u64,
     last_checkpoint: Instant,
     cache_bytes: usize,
@@ -118,11 +127,12 @@ impl Engine {
         cache_bytes: usize,
         wal_prealloc: u64,
     ) -> Result<(Engine, Replayed), OpenFailure> {
-        let (wal, next_seq, replayed) = open_parts(media.as_ref(), &shared, cache_bytes, wal_prealloc)?;
+        let (wal, payloads, next_seq, replayed) = open_parts(media.as_ref(), &shared, cache_bytes, wal_prealloc)?;
         let engine = Engine {
             shared,
             media,
             log: LogThread::start(wal),
+            payloads,
             next_seq,
             last_checkpoint: Instant::now(),
             cache_bytes,
@@ -147,11 +157,12 @@ impl Engine {
             meta.insert(META_WAL_SEQ, self.next_seq - 1).map_err(|e| engine(&e))?;
             drop(meta);
             debug_assert!(was.is_none_or(|f| f == STORE_FORMAT), "upgraded before the log was replayed");
-            let mut w = W::open(&txn).map_err(|e| engine(&e))?;
+            let mut w = W::open(&txn, self.payloads.io().as_ref()).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
             report
         };
+        self.payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
         txn.commit().map_err(|e| engine(&e))?;
         let next = self.next_seq;
         self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
@@ -198,10 +209,16 @@ impl Engine {
         let Some(last) = frames.last_seq() else {
             return Ok(ops.iter().map(|_| Err(too_large())).collect());
         };
+        // The frames hold every payload the batch may append: room for them
+        // is set aside before anything is durable, so applying a journaled
+        // batch cannot meet a full disk in the payload file.
+        if let Err(e) = self.payloads.reserve(frames.bytes()) {
+            return Err(classify(e));
+        }
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
         self.log.begin(frames, link);
-        let applied = apply(&db, ops, last, &mut self.filters);
+        let applied = apply(&db, ops, last, &mut self.filters, self.payloads.io().as_ref());
         let apply_done = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
@@ -251,6 +268,8 @@ impl Engine {
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::Immediate).map_err(redb_fault)?;
         record_seq(&txn, self.next_seq - 1)?;
+        // A durable database never names payload bytes the disk may lack.
+        self.payloads.sync().map_err(|e| Fault::Fatal(format!("syncing the payload file: {e}")))?;
         if let Err(e) = txn.commit() {
             let fault = redb_fault(e);
             drop(db);
@@ -275,8 +294,9 @@ impl Engine {
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
             match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {
-                Ok((wal, next_seq, _)) => {
+                Ok((wal, payloads, next_seq, _)) => {
                     self.log.with(|old| *old = wal);
+                    self.payloads = payloads;
                     self.next_seq = next_seq;
                     return Ok(());
                 }
@@ -296,7 +316,7 @@ fn open_parts(
     shared: &Shared,
     cache_bytes: usize,
     wal_prealloc: u64,
-) -> Result<(Wal, u64, Replayed), OpenFailure> {
+) -> Result<(Wal, PayloadFile, u64, Replayed), OpenFailure> {
     let io = |what: &str, e: std::io::Error| OpenFailure::Engine(format!("{what}: {e}"));
     let created = media.database_is_new().map_err(|e| io("look for the database", e))?;
     if created {
@@ -316,13 +336,16 @@ fn open_parts(
             scan.frames
         )));
     }
+    let file = media.payloads().map_err(|e| io("open the payload file", e))?;
+    let payloads = PayloadFile::open(file, meta.payload_len).map_err(|e| io("open the payload file", e))?;
     if let Some(found) = meta.format.filter(|f| upgradable(*f)) {
-        upgrade(&db, found)?;
+        upgrade(&db, found, &payloads)?;
     }
-    let frames_applied = replay(&db, meta.wal_seq, frames)?;
+    let frames_applied = replay(&db, meta.wal_seq, frames, &payloads)?;
     let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
+    *shared.payload_file.write().unwrap_or_else(|p| p.into_inner()) = Some(payloads.io().clone());
     *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
-    Ok((wal, next_seq, Replayed { scan, frames_applied }))
+    Ok((wal, payloads, next_seq, Replayed { scan, frames_applied }))
 }
 
 type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>);
@@ -334,12 +357,18 @@ fn too_large() -> WriteError {
 /// Applies a batch's journaled requests (`None`: one that could not be, and
 /// is refused) in one non-durable transaction that also records the batch's
 /// last frame: a live batch, or a frame replayed at open.
-fn apply(db: &Database, ops: Vec<Option<Op>>, last: u64, filters: &mut Filters) -> Result<Applied, Fault> {
+fn apply(
+    db: &Database,
+    ops: Vec<Option<Op>>,
+    last: u64,
+    filters: &mut Filters,
+    payloads: &dyn crate::media::WalIo,
+) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
     let mut results = Vec::with_capacity(ops.len());
     {
-        let mut w = W::open_with(&txn, filters).map_err(write_fault)?;
+        let mut w = W::open_with(&txn, filters, payloads).map_err(write_fault)?;
         for op in ops {
             let Some(op) = op else {
                 results.push(Err(too_large()));
@@ -410,7 +439,7 @@ fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
         meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
         meta.insert(META_WAL_SEQ, 0).map_err(|e| engine(&e))?;
         drop(meta);
-        W::open(&txn).and_then(W::finish).map_err(|e| engine(&e))?;
+        W::open(&txn, &crate::media::NO_FILE).and_then(W::finish).map_err(|e| engine(&e))?;
     }
     txn.commit().map_err(|e| engine(&e))?;
     drop(db);
@@ -434,18 +463,20 @@ fn on_backend(backend: Box<dyn redb::StorageBackend>, cache_bytes: usize) -> Res
 struct Meta {
     format: Option<u64>,
     wal_seq: u64,
+    payload_len: u64,
 }
 
 fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(e.to_string());
     let txn = db.begin_read().map_err(|e| engine(&e))?;
     let Some(meta) = crate::tables::open_existing(&txn, META).map_err(|e| engine(&e))? else {
-        return Ok(Meta { format: None, wal_seq: 0 });
+        return Ok(Meta { format: None, wal_seq: 0, payload_len: 0 });
     };
     let get = |k: &str| meta.get(k).map(|v| v.map(|v| v.value()));
     Ok(Meta {
         format: get("format").map_err(|e| engine(&e))?,
         wal_seq: get(META_WAL_SEQ).map_err(|e| engine(&e))?.unwrap_or(0),
+        payload_len: get(META_PAYLOAD_LEN).map_err(|e| engine(&e))?.unwrap_or(0),
     })
 }
 
@@ -454,7 +485,7 @@ fn read_meta(db: &Database) -> Result<Meta, OpenFailure> {
 /// applied by this binary to its own layout. Each step reads the layout
 /// the steps before it left (the referrer index resolves targets through
 /// the place index).
-fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
+fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), OpenFailure> {
     let engine =
         |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("upgrading the store from format {found}: {e}"));
     let mut txn = db.begin_write().map_err(|e| engine(&e))?;
@@ -475,6 +506,10 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
         crate::ops::index_records_by_place(&txn).map_err(|e| engine(&e))?;
         crate::tiered::write_missing_filters(&txn, &crate::tables::PLACES).map_err(|e| engine(&e))?;
     }
+    if found <= STORE_FORMAT_BEFORE_PAYLOAD_FILE {
+        crate::ops::move_payloads_to_file(&txn, payloads.io().as_ref()).map_err(|e| engine(&e))?;
+        payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
+    }
     txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
     txn.commit().map_err(|e| engine(&e))
 }
@@ -483,7 +518,7 @@ fn upgrade(db: &Database, found: u64) -> Result<(), OpenFailure> {
 /// Requests are deterministic, so this reproduces exactly what was
 /// acknowledged; each transaction records its frame, so a crash while
 /// replaying replays again from there.
-fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFailure> {
+fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFile) -> Result<u64, OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("replaying the log: {e}"));
     let mut count = 0;
     let mut filters = Filters::default();
@@ -495,8 +530,8 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>) -> Result<u64, OpenFa
                 applied + count
             )));
         }
-        let (txn, _) =
-            apply(db, frame.ops.into_iter().map(Some).collect(), frame.seq, &mut filters).map_err(|f| engine(&f))?;
+        let ops = frame.ops.into_iter().map(Some).collect();
+        let (txn, _) = apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref()).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

@@ -25,6 +25,7 @@ pub mod keys;
 pub mod media;
 pub mod model;
 pub mod ops;
+pub mod payloads;
 pub mod postgres;
 pub mod read;
 pub mod refs;

@@ -1,6 +1,7 @@
-//! Where the store's bytes live: the redb file and the write-ahead log, behind
-//! two small interfaces so that tests can put faults (a failing write, sync or
-//! resize; a full disk; a power loss) exactly where they want them.
+//! Where the store's bytes live: the redb file, the write-ahead log and the
+//! payload file, behind two small interfaces so that tests can put faults (a
+//! failing write, sync or resize; a full disk; a power loss) exactly where
+//! they want them.
 
 use redb::backends::FileBackend;
 use redb::{BackendError, StorageBackend};
@@ -11,7 +12,8 @@ use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// The write-ahead log's file: positioned reads and writes, a data sync, a resize.
+/// A file of the store beside its database (the write-ahead log, the
+/// payload file): positioned reads and writes, a data sync, a resize.
 #[allow(clippy::len_without_is_empty)] // a file length, as redb's StorageBackend has it
 pub trait WalIo: Debug + Send + Sync {
     fn len(&self) -> io::Result<u64>;
@@ -19,6 +21,13 @@ pub trait WalIo: Debug + Send + Sync {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     fn sync_data(&self) -> io::Result<()>;
     fn set_len(&self, len: u64) -> io::Result<()>;
+    /// Sets aside disk space for `len` bytes at `offset` without changing
+    /// the file's length, so that writes there cannot meet a full disk. A
+    /// file system that cannot do so gives no such promise (`Ok`).
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Ok(())
+    }
 }
 
 /// Opens the store's two files. Opened again when the database must be
@@ -35,6 +44,8 @@ pub trait Media: Send + Sync {
     /// Puts the file `new_database` built in the database's place, durably.
     fn install_new_database(&self) -> io::Result<()>;
     fn wal(&self) -> io::Result<Box<dyn WalIo>>;
+    /// The payload file, created empty when missing.
+    fn payloads(&self) -> io::Result<Box<dyn WalIo>>;
     /// Sets aside (`true`) or gives back (`false`) the reserve that lets a
     /// checkpoint and recovery finish on a full disk. `Ok(false)` when the
     /// space is not there.
@@ -98,6 +109,47 @@ pub fn wal_path(db: &Path) -> PathBuf {
     beside(db, ".wal")
 }
 
+/// The path of the payload file beside a store.
+pub fn payloads_path(db: &Path) -> PathBuf {
+    beside(db, ".payloads")
+}
+
+/// The payload file beside a store, for reading only (`verify`, `export`,
+/// read-only handles); a store without one yet reads as holding no payloads.
+pub(crate) fn read_payloads(db: &Path) -> io::Result<std::sync::Arc<dyn WalIo>> {
+    let path = payloads_path(db);
+    match File::open(&path) {
+        Ok(file) => Ok(std::sync::Arc::new(WalFile { file, path })),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(std::sync::Arc::new(NoFile)),
+        Err(e) => Err(e),
+    }
+}
+
+/// A file that is not there: empty, and refusing writes.
+#[derive(Debug)]
+pub(crate) struct NoFile;
+
+/// The file that is not there.
+pub(crate) static NO_FILE: NoFile = NoFile;
+
+impl WalIo for NoFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(0)
+    }
+    fn read_at(&self, offset: u64, _: &mut [u8]) -> io::Result<()> {
+        Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("no payload file to read at {offset}")))
+    }
+    fn write_at(&self, _: u64, _: &[u8]) -> io::Result<()> {
+        Err(io::Error::other("the payload file is read only here"))
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_len(&self, _: u64) -> io::Result<()> {
+        Err(io::Error::other("the payload file is read only here"))
+    }
+}
+
 /// Where a new database is built before it is put in place.
 fn new_path(db: &Path) -> PathBuf {
     beside(db, ".new")
@@ -157,6 +209,13 @@ impl Media for FileMedia {
 
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {
         let path = wal_path(&self.path);
+        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        page_at_a_time(&file);
+        Ok(Box::new(WalFile { file, path }))
+    }
+
+    fn payloads(&self) -> io::Result<Box<dyn WalIo>> {
+        let path = payloads_path(&self.path);
         let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
         page_at_a_time(&file);
         Ok(Box::new(WalFile { file, path }))
@@ -245,6 +304,14 @@ impl WalIo for WalFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
+    }
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        use nix::fcntl::{FallocateFlags, fallocate};
+        let (offset, len) = (offset as nix::libc::off_t, len as nix::libc::off_t);
+        match fallocate(&self.file, FallocateFlags::FALLOC_FL_KEEP_SIZE, offset, len) {
+            Ok(()) | Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
+            Err(e) => Err(io::Error::from(e)),
+        }
     }
 }
 

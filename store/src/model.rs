@@ -16,8 +16,9 @@ pub struct ObjectMeta {
     pub size: u64,
 }
 
-/// The `objects` row: the metadata and the object's sequence number, which keys
-/// its payload. It decodes as an `ObjectMeta` too (the extra field is ignored).
+/// The `objects` row: the metadata, the object's sequence number, and where
+/// its `size` payload bytes start in the payload file. It decodes as an
+/// `ObjectMeta` too (the extra fields are ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRow {
@@ -26,6 +27,11 @@ pub struct ObjectRow {
     pub provenance: String,
     pub size: u64,
     pub seq: u64,
+    /// Absent in format 7's rows (their payloads were rows of their own),
+    /// which the upgrade rewrites; `verify` checks each row starts where
+    /// the one before it ends.
+    #[serde(default)]
+    pub at: u64,
 }
 
 impl ObjectRow {

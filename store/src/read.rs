@@ -47,6 +47,8 @@ fn take_after(
 
 pub struct RedbSnapshot {
     txn: ReadTransaction,
+    /// The payload file the snapshot's object rows point into.
+    payloads: std::sync::Arc<dyn crate::media::WalIo>,
     /// The place index's tables, opened by the first lookup by ref.
     places: std::sync::OnceLock<Vec<ReadOnlyTable<PlaceKey, u64>>>,
     /// The semantic index's tables, opened by the first page of it.
@@ -214,9 +216,13 @@ impl RedbSnapshot {
         }
     }
 
-    pub(crate) fn begin(db: &impl ReadableDatabase) -> Result<RedbSnapshot, ReadError> {
+    pub(crate) fn begin(
+        db: &impl ReadableDatabase,
+        payloads: std::sync::Arc<dyn crate::media::WalIo>,
+    ) -> Result<RedbSnapshot, ReadError> {
         Ok(RedbSnapshot {
             txn: db.begin_read().map_err(read_storage)?,
+            payloads,
             places: Default::default(),
             semantic: Default::default(),
         })
@@ -224,6 +230,10 @@ impl RedbSnapshot {
 
     pub(crate) fn txn(&self) -> &ReadTransaction {
         &self.txn
+    }
+
+    pub(crate) fn payload_file(&self) -> &dyn crate::media::WalIo {
+        self.payloads.as_ref()
     }
 }
 
@@ -249,8 +259,13 @@ impl View for RedbSnapshot {
 
     fn payload(&self, r: &Ref) -> Result<Option<Vec<u8>>, ReadError> {
         let Some(seq) = self.object_seq(r)? else { return Ok(None) };
-        let Some(t) = open(&self.txn, PAYLOADS)? else { return Ok(None) };
-        Ok(t.get(seq).map_err(read_storage)?.map(|v| v.value().to_vec()))
+        let Some(row) = self.object_row(seq)? else { return Ok(None) };
+        let bytes = crate::payloads::read(self.payloads.as_ref(), row.at, row.size).map_err(|e| rows::Corruption {
+            table: "payloads",
+            key: r.to_string(),
+            detail: format!("{} bytes at {} of the payload file: {e}", row.size, row.at),
+        })?;
+        Ok(Some(bytes))
     }
 
     /// The object with sequence number `seq`.

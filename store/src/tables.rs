@@ -18,13 +18,13 @@ pub fn open_existing<K: redb::Key + 'static, V: redb::Value + 'static>(
 
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
-/// sequence number → the object's row (`rows::ObjectRow`, its metadata);
-/// which sequence number a ref has is the place index's (`PLACES`).
+/// sequence number → the object's row (`rows::ObjectRow`, its metadata and
+/// where its payload sits in the payload file, `payloads`); which sequence
+/// number a ref has is the place index's (`PLACES`).
 pub const OBJECT_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("object_rows");
-/// sequence number → raw payload bytes (exactly one per object). Objects are
-/// numbered in the order they are first written, so a batch's payloads are
-/// appended together instead of landing on random pages.
-pub const PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads_by_seq");
+/// Format 7's payloads, sequence number → raw payload bytes; moved into the
+/// payload file when such a store is opened.
+pub const FORMAT7_PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads_by_seq");
 /// sequence number → ref: which object a sequence number is.
 pub const OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object_seq");
 /// entryIndex → LogEntry; contiguous from 0.
@@ -158,7 +158,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 7;
+pub const STORE_FORMAT: u64 = 8;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -174,6 +174,9 @@ pub const STORE_FORMAT_BEFORE_RECORD_PLACES: u64 = 5;
 /// The format whose task rows were keyed by episode before task id,
 /// upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_TASKS_BY_ID: u64 = 6;
+
+/// The format whose payloads were rows of the database, upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_PAYLOAD_FILE: u64 = 7;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

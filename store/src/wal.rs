@@ -251,6 +251,11 @@ impl FrameBuilder {
     }
 
     /// The sequence number of the last frame (the one the transaction records).
+    /// The bytes of the frames so far: more than the payloads they carry.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.frames.iter().map(|f| f.len() as u64).sum()
+    }
+
     pub(crate) fn last_seq(&self) -> Option<u64> {
         (!self.frames.is_empty()).then(|| self.next_seq - 1)
     }

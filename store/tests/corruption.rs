@@ -138,50 +138,85 @@ fn payload_seq(fx: &Fixture) -> u64 {
     store.snapshot().unwrap().object_seq(&fx.payload.hash).unwrap().expect("the payload object has a number")
 }
 
+/// Where the fixture payload's bytes sit in the payload file: (start, length).
+fn payload_span(fx: &Fixture) -> (u64, u64) {
+    let seq = payload_seq(fx);
+    let db = Builder::new().set_concurrency_mode(ConcurrencyMode::SingleWriter).create(&fx.path).unwrap();
+    let txn = db.begin_read().unwrap();
+    let raw = txn.open_table(OBJECT_ROWS).unwrap().get(seq).unwrap().unwrap().value().to_vec();
+    let row: ObjectRow = rows::decode("object_rows", &seq, &raw).unwrap();
+    (row.at, row.size)
+}
+
+/// Damages the closed store's payload file.
+fn tamper_payloads(fx: &Fixture, f: impl FnOnce(&mut Vec<u8>)) {
+    let path = world_store::media::payloads_path(&fx.path);
+    let mut bytes = std::fs::read(&path).unwrap();
+    f(&mut bytes);
+    std::fs::write(&path, &bytes).unwrap();
+}
+
 #[test]
 fn a_flipped_payload_byte_is_a_hash_mismatch_naming_the_payload() {
     let fx = fixture();
-    let key = payload_seq(&fx);
-    tamper(&fx.path, |txn| {
-        let mut t = txn.open_table(PAYLOADS).unwrap();
-        let mut bytes = t.get(key).unwrap().unwrap().value().to_vec();
-        bytes[10] ^= 0x01;
-        t.insert(key, bytes.as_slice()).unwrap();
-    });
+    let (at, _) = payload_span(&fx);
+    tamper_payloads(&fx, |file| file[at as usize + 10] ^= 0x01);
     let report = verify_offline(&fx.path);
     assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::HashMismatch);
     assert_eq!(report.fault_count, 1, "{:#?}", report.faults);
 }
 
 #[test]
-fn bytes_flipped_in_the_file_under_a_payload_pass_redb_unnoticed_but_not_verify() {
+fn bytes_flipped_in_the_payload_file_are_read_back_unnoticed_but_not_by_verify() {
     let fx = fixture();
-    let mut file = std::fs::read(&fx.path).unwrap();
     let mut hits = 0;
-    let mut at = 0;
-    while let Some(i) = file[at..].windows(PAYLOAD_MARKER.len()).position(|w| w == PAYLOAD_MARKER) {
-        file[at + i + 20] ^= 0x20;
-        at += i + PAYLOAD_MARKER.len();
-        hits += 1;
-    }
-    assert!(hits >= 1, "the payload is stored verbatim somewhere in the file");
-    std::fs::write(&fx.path, &file).unwrap();
+    tamper_payloads(&fx, |file| {
+        let mut at = 0;
+        while let Some(i) = file[at..].windows(PAYLOAD_MARKER.len()).position(|w| w == PAYLOAD_MARKER) {
+            file[at + i + 20] ^= 0x20;
+            at += i + PAYLOAD_MARKER.len();
+            hits += 1;
+        }
+    });
+    assert_eq!(hits, 1, "the payload is stored verbatim, once, in the payload file");
     let store = ReadOnlyStore::open(&fx.path).unwrap();
     let snap = store.snapshot().unwrap();
     let read = snap.payload(&fx.payload.hash).unwrap().unwrap();
-    assert_ne!(read, PAYLOAD_MARKER, "redb hands back the damaged bytes without an error");
+    assert_ne!(read, PAYLOAD_MARKER, "a read hands back the damaged bytes without an error");
     let report = verify(&snap, &Options::default());
     assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::HashMismatch);
 }
 
 #[test]
-fn a_deleted_payload_is_reported_missing() {
+fn a_payload_file_cut_short_is_named_by_verify_and_refused_by_a_writer() {
+    let fx = fixture();
+    let (at, _) = payload_span(&fx);
+    tamper_payloads(&fx, |file| file.truncate(at as usize + 3));
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::Missing);
+    let store = ReadOnlyStore::open(&fx.path).unwrap();
+    let read = store.snapshot().unwrap().payload(&fx.payload.hash);
+    assert!(matches!(read, Err(ReadError::Corrupt(_))), "{read:?}");
+    drop(store);
+    // A writer would append after a hole: it refuses, and says why.
+    let told = Store::open(&fx.path, 1).err().expect("a writer refuses a cut payload file").to_string();
+    assert!(told.contains("payload file holds") && told.contains("cut short"), "{told}");
+}
+
+#[test]
+fn an_object_row_pointing_elsewhere_in_the_payload_file_is_reported() {
     let fx = fixture();
     let seq = payload_seq(&fx);
     tamper(&fx.path, |txn| {
-        txn.open_table(PAYLOADS).unwrap().remove(seq).unwrap();
+        let mut t = txn.open_table(OBJECT_ROWS).unwrap();
+        let raw = t.get(seq).unwrap().unwrap().value().to_vec();
+        let mut row: ObjectRow = rows::decode("object_rows", &seq, &raw).unwrap();
+        row.at += 1;
+        t.insert(seq, rows::encode(&row).as_slice()).unwrap();
     });
-    assert_fault(&verify_offline(&fx.path), "payloads", &fx.payload.hash.to_string(), FaultKind::Missing);
+    let report = verify_offline(&fx.path);
+    assert_fault(&report, "object_rows", &seq.to_string(), FaultKind::Mismatch);
+    assert_fault(&report, "payloads", &fx.payload.hash.to_string(), FaultKind::HashMismatch);
 }
 
 #[test]

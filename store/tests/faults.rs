@@ -1,4 +1,4 @@
-//! Fault injection with a countdown. The store's two files live on a simulated
+//! Fault injection with a countdown. The store's three files live on a simulated
 //! disk that counts every write, sync and resize; a scripted workload runs with
 //! the Nth of them failing (a full disk or an I/O error, optionally torn: only
 //! a prefix of the write lands), for every N up to the workload's I/O count.
@@ -50,16 +50,18 @@ struct DiskState {
     /// A database being built, before it takes `db`'s place.
     fresh: Image,
     wal: Image,
-    /// Writes, syncs and resizes so far.
+    payloads: Image,
+    /// Writes, syncs, resizes and allocations so far.
     ops: u64,
     fault: Option<Fault>,
-    /// Every write of the log fails for lack of space, and no reserve fits.
+    /// Every write of the log and every allocation in the payload file
+    /// fails for lack of space, and no reserve fits.
     full: bool,
     /// Every sync of the log fails.
     failing_syncs: bool,
 }
 
-/// Both files, in memory, with what a power loss would keep.
+/// The files, in memory, with what a power loss would keep.
 #[derive(Clone, Default)]
 struct Disk(Arc<Mutex<DiskState>>);
 
@@ -68,23 +70,28 @@ enum Which {
     Db,
     Fresh,
     Wal,
+    Payloads,
 }
 
+/// What the disk holds of the database, the log and the payload file.
+type Images = (Vec<u8>, Vec<u8>, Vec<u8>);
+
 impl Disk {
-    fn from_images(db: Vec<u8>, wal: Vec<u8>) -> Disk {
+    fn from_images((db, wal, payloads): Images) -> Disk {
         let d = Disk::default();
         {
             let mut s = d.0.lock().unwrap();
             s.db = Image { live: db.clone(), durable: db };
             s.wal = Image { live: wal.clone(), durable: wal };
+            s.payloads = Image { live: payloads.clone(), durable: payloads };
         }
         d
     }
 
-    fn images(&self, power_loss: bool) -> (Vec<u8>, Vec<u8>) {
+    fn images(&self, power_loss: bool) -> Images {
         let s = self.0.lock().unwrap();
         let pick = |i: &Image| if power_loss { i.durable.clone() } else { i.live.clone() };
-        (pick(&s.db), pick(&s.wal))
+        (pick(&s.db), pick(&s.wal), pick(&s.payloads))
     }
 
     fn ops(&self) -> u64 {
@@ -152,6 +159,19 @@ impl Disk {
         Ok(())
     }
 
+    /// Space set aside in the payload file: what the writer does before it
+    /// journals a batch, so a full disk meets it there.
+    fn allocate(&self) -> io::Result<()> {
+        let mut s = self.0.lock().unwrap();
+        if s.full {
+            return Err(Disk::error(Kind::NoSpace));
+        }
+        match Disk::tick(&mut s) {
+            Some(f) => Err(Disk::error(f.kind)),
+            None => Ok(()),
+        }
+    }
+
     fn sync(&self, w: Which) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
         if s.failing_syncs && matches!(w, Which::Wal) {
@@ -171,6 +191,7 @@ fn image(s: &DiskState, w: Which) -> &Image {
         Which::Db => &s.db,
         Which::Fresh => &s.fresh,
         Which::Wal => &s.wal,
+        Which::Payloads => &s.payloads,
     }
 }
 
@@ -179,6 +200,7 @@ fn image_mut(s: &mut DiskState, w: Which) -> &mut Image {
         Which::Db => &mut s.db,
         Which::Fresh => &mut s.fresh,
         Which::Wal => &mut s.wal,
+        Which::Payloads => &mut s.payloads,
     }
 }
 
@@ -228,6 +250,9 @@ impl WalIo for SimFile {
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.disk.set_len(self.which, len)
     }
+    fn allocate(&self, _offset: u64, _len: u64) -> io::Result<()> {
+        self.disk.allocate()
+    }
 }
 
 struct SimMedia(Disk);
@@ -255,6 +280,9 @@ impl Media for SimMedia {
     }
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {
         Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Wal }))
+    }
+    fn payloads(&self) -> io::Result<Box<dyn WalIo>> {
+        Ok(Box::new(SimFile { disk: self.0.clone(), which: Which::Payloads }))
     }
     fn reserve(&self, keep: bool) -> io::Result<bool> {
         Ok(!keep || !self.0.0.lock().unwrap().full)
@@ -371,8 +399,8 @@ fn run(fault: Option<Fault>, power_loss: bool) -> u64 {
     disk.ops()
 }
 
-fn reopen_and_check(dir: &Path, (db, wal): (Vec<u8>, Vec<u8>), acked: &Acked, what: &str) {
-    let disk = Disk::from_images(db, wal);
+fn reopen_and_check(dir: &Path, images: Images, acked: &Acked, what: &str) {
+    let disk = Disk::from_images(images);
     let path = dir.join("b.db");
     let (store, _) = open(&path, &disk).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     check(&store.snapshot().unwrap(), acked, what);
@@ -484,15 +512,15 @@ fn a_damaged_frame_that_whole_frames_follow_is_refused_not_cut_away() {
     store.call(echo_publish("one")).unwrap();
     store.call(echo_publish("two")).unwrap();
     // The power goes: the three batches are in the log only.
-    let (db, mut wal) = disk.images(true);
+    let (db, mut wal, payloads) = disk.images(true);
     drop(store);
-    let intact = Disk::from_images(db.clone(), wal.clone());
+    let intact = Disk::from_images((db.clone(), wal.clone(), payloads.clone()));
     let (reopened, _) = open(&dir.path().join("b.db"), &intact).unwrap();
     assert!(reopened.snapshot().unwrap().head("registry/two").unwrap().is_some());
     drop(reopened);
     // A bit flips inside the first frame's requests; acknowledged frames follow it.
     wal[16 + 44 + 20] ^= 0x40;
-    let damaged = Disk::from_images(db, wal);
+    let damaged = Disk::from_images((db, wal, payloads));
     match open(&dir.path().join("c.db"), &damaged) {
         Err(OpenError::Engine { detail, .. }) => {
             assert!(detail.contains("damaged") && detail.contains("follows it whole"), "{detail}")

@@ -40,6 +40,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         provenance: "coordinator:mcp".into(),
         size: 42,
         seq: 9,
+        at: 4096,
     };
     let root = Ref::of(b"root");
     let e = entry(7, "coordinator:a2a");

@@ -314,3 +314,58 @@ fn a_format_6_store_is_upgraded_at_open_and_finds_every_task_by_its_key() {
     assert_eq!(tasks_listing(snap.as_ref()).lines().filter(|l| !l.starts_with(' ')).count(), calls + 1);
     common::assert_verifies(&store);
 }
+
+/// A format 7 store (payloads as rows of the database) written by the
+/// binary of that format: the format 6 fixture upgraded, then in a new
+/// episode eight MCP calls whose outputs are 30,000 bytes, 1 byte, 60,000
+/// bytes, the first again (stored once), 4,000 bytes and three small JSON
+/// objects, each with its record, and a call left started (ended by the
+/// recovery of the compaction that followed). Beside it, what that binary
+/// answered for every object and for each episode's calls.
+const FORMAT7_STORE: &str = "tests/fixtures/format7.db";
+const FORMAT7_OBJECTS: &str = "tests/fixtures/format7.objects.txt";
+const FORMAT7_TASKS: &str = "tests/fixtures/format7.tasks.txt";
+
+/// Every object by sequence number: its ref, semantic id, provenance and
+/// size, and whether its payload hashes to its ref.
+fn objects_listing(snap: &dyn View) -> String {
+    let mut out = String::new();
+    for seq in 0.. {
+        let Some(r) = snap.object_at(seq).unwrap() else { break };
+        let meta = snap.object_meta(&r).unwrap().unwrap();
+        let payload = snap.payload(&r).unwrap().unwrap();
+        let sound = Ref::of(&payload) == r && payload.len() as u64 == meta.size;
+        out.push_str(&format!("{seq} {r} {} {} {} {sound}\n", meta.semantic_id, meta.provenance, payload.len()));
+    }
+    out
+}
+
+#[test]
+fn a_format_7_store_is_upgraded_at_open_and_reads_every_payload_from_the_payload_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT7_STORE, 7, dir.path());
+    let snap = store.snapshot().unwrap();
+    let expected = fixture_text(FORMAT7_OBJECTS);
+    assert_eq!(objects_listing(snap.as_ref()), expected);
+    assert_eq!(expected.lines().count(), 96, "the fixture's objects");
+    assert!(expected.lines().all(|l| l.ends_with(" true")));
+    assert_eq!(tasks_listing(snap.as_ref()), fixture_text(FORMAT7_TASKS));
+    common::assert_verifies(&store);
+    drop(snap);
+    drop(store);
+
+    // The payload rows are gone; the file holds each payload once, back to back.
+    assert_eq!(table_rows(&path, world_store::tables::FORMAT7_PAYLOADS), None);
+    let sizes: u64 = expected.lines().map(|l| l.split(' ').nth(4).unwrap().parse::<u64>().unwrap()).sum();
+    assert_eq!(std::fs::metadata(world_store::media::payloads_path(&path)).unwrap().len(), sizes);
+
+    // New payloads go after the moved ones.
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let f = common::echo_registry().entries[0].1;
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep7".into(), task_id: "after-upgrade".into() };
+    let committed = common::begin_and_commit(&store, &new, f, b"{\"out\":\"after\"}");
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.payload(&committed.output_ref).unwrap().as_deref(), Some(&b"{\"out\":\"after\"}"[..]));
+    assert_eq!(objects_listing(snap.as_ref()).lines().count(), 96 + 2, "the new output and its record");
+    common::assert_verifies(&store);
+}

@@ -4,7 +4,6 @@
 
 use crate::fixture;
 use crate::harness::*;
-use redb::ReadableTable;
 use serde_json::{Value, json};
 use world_store::Ref;
 
@@ -140,16 +139,18 @@ fn why_exits_1_and_names_the_link_when_a_stored_payload_was_altered() {
             let store = world_store::ReadOnlyStore::open(&w.store.db).unwrap();
             world_store::Reads::snapshot(&store).unwrap().object_seq(&record).unwrap().expect("the record is stored")
         };
-        let db =
-            redb::Builder::new().set_concurrency_mode(redb::ConcurrencyMode::SingleWriter).open(&w.store.db).unwrap();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut payloads = txn.open_table(world_store::tables::PAYLOADS).unwrap();
-            let mut bytes = payloads.get(seq).unwrap().unwrap().value().to_vec();
-            bytes[1] ^= 0x20;
-            payloads.insert(seq, bytes.as_slice()).unwrap();
-        }
-        txn.commit().unwrap();
+        let at = {
+            use redb::ReadableDatabase;
+            let db = redb::Database::open(&w.store.db).unwrap();
+            let txn = db.begin_read().unwrap();
+            let raw =
+                txn.open_table(world_store::tables::OBJECT_ROWS).unwrap().get(seq).unwrap().unwrap().value().to_vec();
+            world_store::rows::decode::<world_store::model::ObjectRow>("object_rows", &seq, &raw).unwrap().at
+        };
+        let path = world_store::media::payloads_path(&w.store.db);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at as usize + 1] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
     }
     w.daemon = Daemon::start_with(&w.store.db, &[]);
     let o = why(&w, &record.to_string(), false);

@@ -526,7 +526,7 @@ impl Soaked {
 /// `daemon`, client `c` sending with `tokens[c % tokens.len()]` (one session
 /// per episode); the store at `db` is the one whose growth is counted.
 pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs: f64, pure: bool) -> Soaked {
-    let on_disk = || world_store::FileSizes::of(db).allocated_bytes as i64;
+    let on_disk = || world_store::FileSizes::of(db).on_disk() as i64;
     let (disk0, written0, cpu0) = (on_disk(), daemon.written(db), daemon.cpu_secs());
     let checkpoints0 = Checkpoints::of(&daemon.addr);
     let running = std::sync::atomic::AtomicBool::new(true);

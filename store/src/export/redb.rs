@@ -3,7 +3,7 @@
 
 use super::stream::{ExportError, FrameError, ImportError, read_frames};
 use crate::error::ReadError;
-use crate::media::{lock_path, wal_path};
+use crate::media::{FileMedia, Media, WalIo, lock_path, payloads_path, wal_path};
 use crate::model::*;
 use crate::ops::record::Record;
 use crate::ops::{self, W};
@@ -116,7 +116,8 @@ pub(crate) fn records(
 /// Rebuilds a store at `target` (which must not exist) from an export stream.
 pub fn import(target: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
     // A write-ahead log left beside the path belongs to another store.
-    if let Some(taken) = [target.to_path_buf(), wal_path(target)].into_iter().find(|p| p.exists()) {
+    let taken = [target.to_path_buf(), wal_path(target), payloads_path(target)].into_iter().find(|p| p.exists());
+    if let Some(taken) = taken {
         return Err(ImportError::Exists(taken));
     }
     let mut tmp = target.as_os_str().to_owned();
@@ -126,9 +127,13 @@ pub fn import(target: &Path, input: &mut impl Read) -> Result<u64, ImportError> 
     let cleanup = |p: &Path| {
         let _ = std::fs::remove_file(p);
         let _ = std::fs::remove_file(lock_path(p));
+        let _ = std::fs::remove_file(payloads_path(p));
     };
     match result {
         Ok(n) => {
+            // The payloads first: a database never stands without its payload file.
+            std::fs::rename(payloads_path(&tmp), payloads_path(target))
+                .map_err(|e| ImportError::Store(format!("rename into {}: {e}", payloads_path(target).display())))?;
             std::fs::rename(&tmp, target)
                 .map_err(|e| ImportError::Store(format!("rename into {}: {e}", target.display())))?;
             cleanup(&tmp);
@@ -150,10 +155,14 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
     let mut batch: Vec<(u64, Record)> = Vec::with_capacity(IMPORT_BATCH);
     let mut failure: Option<ImportError> = None;
     let mut filters = crate::tiered::Filters::default();
+    let payloads = FileMedia { path: tmp.to_path_buf() }
+        .payloads()
+        .map_err(|e| ImportError::Store(format!("open the payload file: {e}")))?;
+    let payloads = payloads.as_ref();
     let count = read_frames(input, |offset, record| {
         batch.push((offset, record));
         if batch.len() >= IMPORT_BATCH
-            && let Err(e) = apply(&db, std::mem::take(&mut batch), &mut filters)
+            && let Err(e) = apply(&db, std::mem::take(&mut batch), &mut filters, payloads)
         {
             failure = Some(e);
             return Err(FrameError { offset, detail: "import stopped".into() });
@@ -164,7 +173,8 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
         return Err(e);
     }
     let count = count?;
-    apply(&db, batch, &mut filters)?;
+    apply(&db, batch, &mut filters, payloads)?;
+    payloads.sync_data().map_err(|e| ImportError::Store(format!("syncing the payload file: {e}")))?;
     let mut txn = db.begin_write().map_err(|e| ImportError::Store(e.to_string()))?;
     txn.set_durability(redb::Durability::Immediate).map_err(|e| ImportError::Store(e.to_string()))?;
     {
@@ -179,12 +189,13 @@ fn apply(
     db: &redb::Database,
     batch: Vec<(u64, Record)>,
     filters: &mut crate::tiered::Filters,
+    payloads: &dyn WalIo,
 ) -> Result<(), ImportError> {
     let store = |e: String| ImportError::Store(e);
     let mut txn = db.begin_write().map_err(|e| store(e.to_string()))?;
     txn.set_durability(redb::Durability::None).map_err(|e| store(e.to_string()))?;
     {
-        let mut w = W::open_with(&txn, filters).map_err(|e| store(e.to_string()))?;
+        let mut w = W::open_with(&txn, filters, payloads).map_err(|e| store(e.to_string()))?;
         for (offset, record) in batch {
             ops::import(&mut w, record).map_err(|source| ImportError::Refused { offset, source })?;
         }

@@ -5,7 +5,9 @@ use super::apply::{R, Rows};
 use super::approvals::ApprovalRows;
 use super::episodes::Move;
 use crate::error::{WriteError, storage};
+use crate::media::WalIo;
 use crate::model::*;
+use crate::payloads::META_PAYLOAD_LEN;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
@@ -14,7 +16,8 @@ use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHa
 
 pub(crate) struct W<'t> {
     object_rows: Table<'t, u64, &'static [u8]>,
-    payloads: Table<'t, u64, &'static [u8]>,
+    /// This batch's payloads, put in the payload file by `finish`.
+    appends: crate::payloads::Appends<'t>,
     object_seq: Table<'t, u64, Key32>,
     log: Table<'t, u64, &'static [u8]>,
     world_rows: Table<'t, u64, &'static [u8]>,
@@ -107,6 +110,12 @@ pub(crate) fn task_row_key(key: &TaskKey) -> (&str, &str, &str) {
     (key.surface.as_str(), key.task_id.as_str(), key.episode.as_str())
 }
 
+/// Where the payload file ends, as the database's rows have it.
+pub(crate) fn payload_end(txn: &WriteTransaction) -> R<u64> {
+    let meta = txn.open_table(META).map_err(storage)?;
+    Ok(meta.get(META_PAYLOAD_LEN).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
+}
+
 fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::fmt::Display, bytes: &[u8]) -> R<T> {
     rows::decode(table, key, bytes).map_err(|e| WriteError::Read(e.into()))
 }
@@ -114,28 +123,34 @@ fn decoded<T: serde::de::DeserializeOwned>(table: &'static str, key: &dyn std::f
 impl<'t> W<'t> {
     /// The rows of `txn`, for a transaction that has not written yet; the
     /// place index's filters are read from the store.
-    pub(crate) fn open(txn: &'t WriteTransaction) -> R<W<'t>> {
+    /// `payloads` is the payload file the database's object rows point into.
+    pub(crate) fn open(txn: &'t WriteTransaction, payloads: &'t dyn WalIo) -> R<W<'t>> {
         let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut tiered::Filters::default());
-        W::with(txn, place_index.map_err(storage)?, None)
+        W::with(txn, place_index.map_err(storage)?, None, payloads)
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions).
-    pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut tiered::Filters) -> R<W<'t>> {
+    pub(crate) fn open_with(
+        txn: &'t WriteTransaction,
+        kept: &'t mut tiered::Filters,
+        payloads: &'t dyn WalIo,
+    ) -> R<W<'t>> {
         let place_index = tiered::WriteIndex::open(txn, &PLACES, kept).map_err(storage)?;
-        W::with(txn, place_index, Some(kept))
+        W::with(txn, place_index, Some(kept), payloads)
     }
 
     fn with(
         txn: &'t WriteTransaction,
         place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
         kept: Option<&'t mut tiered::Filters>,
+        payloads: &'t dyn WalIo,
     ) -> R<W<'t>> {
         Ok(W {
             place_index,
             kept,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
-            payloads: txn.open_table(PAYLOADS).map_err(storage)?,
+            appends: crate::payloads::Appends::new(payloads),
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
             world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
@@ -180,10 +195,14 @@ impl<'t> W<'t> {
         Ok(self.approval_tables.as_mut().expect("opened above"))
     }
 
-    /// Writes what was deferred to the end of the batch, then lets the
-    /// tiered indexes take their step (`tiered::maintain`); call before
-    /// committing.
+    /// Writes what was deferred to the end of the batch (its payloads, its
+    /// task rows), then lets the tiered indexes take their step
+    /// (`tiered::maintain`); call before committing.
     pub(crate) fn finish(mut self) -> R<()> {
+        let appends = std::mem::replace(&mut self.appends, crate::payloads::Appends::new(&crate::media::NO_FILE));
+        if let Some(end) = appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))? {
+            self.txn.open_table(META).map_err(storage)?.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
+        }
         let mut task_rows: Vec<_> = std::mem::take(&mut self.task_rows).into_iter().collect();
         task_rows.sort_unstable_by(|a, b| task_row_key(&a.0).cmp(&task_row_key(&b.0)));
         for (key, task) in &task_rows {
@@ -347,16 +366,18 @@ impl Rows for W<'_> {
             return Ok(());
         }
         let seq = self.next_seq()?;
+        let txn = self.txn;
+        let at = self.appends.push(&o.payload, || payload_end(txn))?;
         let row = ObjectRow {
             interface_hash: o.interface_hash,
             semantic_id: o.semantic_id.clone(),
             provenance: o.provenance.clone(),
             size: o.payload.len() as u64,
             seq,
+            at,
         };
         self.object_rows.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
         self.place(&o.hash, PLACE_OBJECT, seq)?;
-        self.payloads.insert(seq, o.payload.as_slice()).map_err(storage)?;
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
         self.semantic.insert(semantic_key(&o.semantic_id, &o.hash), seq).map_err(storage)?;
         self.semantic_written += 1;
@@ -618,7 +639,7 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     txn.delete_table(EPISODE_CALLS).map_err(storage)?;
     txn.delete_table(EPISODES_BY_ACTIVITY).map_err(storage)?;
     txn.delete_table(EPISODE_SESSIONS).map_err(storage)?;
-    let mut w = W::open(txn)?;
+    let mut w = W::open(txn, &crate::media::NO_FILE)?;
     let mut tasks: Vec<(TaskKey, Task)> = vec![];
     for item in w.tasks.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
@@ -711,6 +732,46 @@ pub(crate) fn key_tasks_by_id(txn: &WriteTransaction) -> R<()> {
     Ok(())
 }
 
+/// Bytes of payloads the upgrade to the payload file writes at once.
+const MOVE_WRITE_BYTES: usize = 4 << 20;
+
+/// Moves a format 7 store's payloads, rows of `FORMAT7_PAYLOADS`, into the
+/// payload file `io` (empty), in sequence order, and records in each object
+/// row where its bytes start. A payload without an object row, or the
+/// reverse, is left for `verify` to report. A store without the table has
+/// its payloads in the file already.
+pub(crate) fn move_payloads_to_file(txn: &WriteTransaction, io: &dyn WalIo) -> R<()> {
+    if !txn.list_tables().map_err(storage)?.any(|t| t.name() == FORMAT7_PAYLOADS.name()) {
+        return Ok(());
+    }
+    let written = |e: std::io::Error| storage(format!("writing the payload file: {e}"));
+    let mut end = 0u64;
+    let mut pending: Vec<u8> = Vec::with_capacity(MOVE_WRITE_BYTES);
+    {
+        let payloads = txn.open_table(FORMAT7_PAYLOADS).map_err(storage)?;
+        let mut objects = txn.open_table(OBJECT_ROWS).map_err(storage)?;
+        for item in payloads.iter().map_err(storage)? {
+            let (k, v) = item.map_err(storage)?;
+            let (seq, payload) = (k.value(), v.value());
+            let Some(row) = objects.get(seq).map_err(storage)?.map(|r| r.value().to_vec()) else { continue };
+            let Ok(mut row) = rows::decode::<ObjectRow>("object_rows", &seq, &row) else { continue };
+            row.at = end + pending.len() as u64;
+            objects.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
+            pending.extend_from_slice(payload);
+            if pending.len() >= MOVE_WRITE_BYTES {
+                io.write_at(end, &pending).map_err(written)?;
+                end += pending.len() as u64;
+                pending.clear();
+            }
+        }
+    }
+    io.write_at(end, &pending).map_err(written)?;
+    end += pending.len() as u64;
+    txn.open_table(META).map_err(storage)?.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
+    txn.delete_table(FORMAT7_PAYLOADS).map_err(storage)?;
+    Ok(())
+}
+
 /// Moves a format 5 store's record journal rows, keyed by the record's
 /// hash, under the record's sequence number where the store holds the
 /// record; the rest stay where they are, as rows of records it lacks.
@@ -775,7 +836,7 @@ fn format4_objects(txn: &WriteTransaction) -> R<Format4Objects> {
 /// the index keyed by where each target sits (`REFERRERS`, and
 /// `REFERRERS_OF_ABSENT` for refs the store does not hold).
 pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
-    let mut w = W::open(txn)?;
+    let mut w = W::open(txn, &crate::media::NO_FILE)?;
     {
         let old = txn.open_table(REFERRERS_BY_HASH).map_err(storage)?;
         for item in old.iter().map_err(storage)? {
@@ -863,9 +924,10 @@ mod tests {
     fn the_writer_keeps_the_places_of_objects_found_in_runs_and_not_of_young_ones() {
         let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
         let (old, young) = (object(1), object(2));
+        let file = crate::payloads::MemoryFile::default();
         let txn = db.begin_write().unwrap();
         {
-            let mut w = W::open(&txn).unwrap();
+            let mut w = W::open(&txn, &file).unwrap();
             w.insert_object(&old).unwrap();
             w.finish().unwrap();
         }
@@ -884,7 +946,7 @@ mod tests {
         let mut kept = tiered::Filters::default();
         let txn = db.begin_write().unwrap();
         {
-            let mut w = W::open_with(&txn, &mut kept).unwrap();
+            let mut w = W::open_with(&txn, &mut kept, &file).unwrap();
             w.insert_object(&young).unwrap();
             assert!(w.has_object(&old.hash).unwrap() && w.has_object(&young.hash).unwrap());
             assert!(!w.has_object(&object(3).hash).unwrap());
@@ -898,7 +960,7 @@ mod tests {
         // A referrer of the kept object is indexed under its place.
         let txn = db.begin_write().unwrap();
         {
-            let mut w = W::open_with(&txn, &mut kept).unwrap();
+            let mut w = W::open_with(&txn, &mut kept, &file).unwrap();
             assert_eq!(w.place_of(&old.hash).unwrap(), Some((TARGET_OBJECT, 0)));
             assert_eq!(w.place_of(&young.hash).unwrap(), Some((TARGET_OBJECT, 1)));
             w.finish().unwrap();

@@ -13,6 +13,7 @@
 
 mod approvals;
 pub mod derived;
+mod objects;
 pub(crate) mod redb;
 pub(crate) mod report;
 

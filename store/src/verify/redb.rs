@@ -62,13 +62,13 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
 /// a hash of each (key, value). Two walks that sum alike hold the same rows
 /// (short of a forged collision), whatever order they were read in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct RowSum {
-    rows: u64,
-    sum: u128,
+pub(super) struct RowSum {
+    pub(super) rows: u64,
+    pub(super) sum: u128,
 }
 
 impl RowSum {
-    fn add(&mut self, key: &SemanticKey, value: u64) {
+    pub(super) fn add(&mut self, key: &SemanticKey, value: u64) {
         let mut h = blake3::Hasher::new();
         h.update(&key.0).update(&key.1).update(&value.to_le_bytes());
         let digest = h.finalize();
@@ -110,13 +110,8 @@ impl<'a> Verifier<'a> {
     /// Payloads, object rows and their index, the journal and the approvals
     /// it names, and each table's footprint.
     fn objects_and_journal(mut self, opts: &Options<'_>, counts: &mut Counts, tables: &mut Vec<TableFootprint>) {
-        let mut paired = None;
-        self.guarded("payloads", |v| {
-            paired = Some(v.payloads(opts, counts)?);
-            Ok(())
-        });
         let mut semantic = RowSum::default();
-        self.guarded("objects", |v| v.objects(paired, counts, &mut semantic));
+        self.guarded("objects", |v| v.objects(opts, counts, &mut semantic));
         self.guarded("semantic", |v| v.semantic_index(&semantic));
         self.guarded("intents", |v| v.journal(counts));
         self.guarded("receipts", |v| v.receipts(counts));
@@ -186,141 +181,6 @@ impl<'a> Verifier<'a> {
 
     pub(super) fn has_object(&self, r: &Ref) -> bool {
         self.snap.has_object(r).unwrap_or(false)
-    }
-
-    /// The one pass over payload bytes (they dominate the store): rehashes each
-    /// payload, in parallel over ranges of sequence numbers, and checks it
-    /// against the object its number names and that object's row. Returns how
-    /// many payloads pair up exactly with a row, so that `objects` can tell
-    /// whether any object lacks a payload without reading the payloads again.
-    fn payloads(&self, opts: &Options<'_>, counts: &mut Counts) -> Result<u64, String> {
-        let Some(payloads) = self.table(PAYLOADS)? else { return Ok(0) };
-        let objects = self.table(OBJECT_ROWS)?;
-        let numbers = self.table(OBJECT_SEQ)?;
-        let total = payloads.len().map_err(|e| e.to_string())?;
-        let end = payloads.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
-        let threads = match opts.threads {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            n => n,
-        }
-        .clamp(1, 64) as u64;
-        let done = AtomicU64::new(0);
-        let bytes = AtomicU64::new(0);
-        let paired = AtomicU64::new(0);
-        std::thread::scope(|s| {
-            for part in 0..threads {
-                let (payloads, objects, numbers) = (&payloads, &objects, &numbers);
-                let (done, bytes, paired) = (&done, &bytes, &paired);
-                s.spawn(move || {
-                    let (lo, hi) = (split(end, part, threads), split(end, part + 1, threads));
-                    let range = match payloads.range(lo..hi) {
-                        Ok(r) => r,
-                        Err(e) => return self.sink.engine("payloads", e),
-                    };
-                    for item in range {
-                        let (k, v) = match item {
-                            Ok(kv) => kv,
-                            Err(e) => return self.sink.engine("payloads", e),
-                        };
-                        let (seq, payload) = (k.value(), v.value());
-                        let actual = Ref::of(payload);
-                        let named = match numbers.as_ref().map(|t| t.get(seq)) {
-                            Some(Ok(n)) => n.map(|n| Ref(n.value())),
-                            None => None,
-                            Some(Err(e)) => return self.sink.engine("object_seq", e),
-                        };
-                        let r = match named {
-                            Some(r) => r,
-                            None => {
-                                let detail = format!("payload {seq} (hashing to {actual}) has no object number");
-                                self.sink.push("object_seq", seq, FaultKind::Missing, detail);
-                                actual
-                            }
-                        };
-                        if actual != r {
-                            let detail = format!("payload hashes to {actual}");
-                            self.sink.push("payloads", r, FaultKind::HashMismatch, detail);
-                        }
-                        let row = match objects.as_ref().map(|t| t.get(seq)) {
-                            Some(Ok(Some(row))) => Some(rows::decode::<ObjectRow>("object_rows", &seq, row.value())),
-                            Some(Ok(None)) | None => None,
-                            Some(Err(e)) => return self.sink.engine("object_rows", e),
-                        };
-                        match row {
-                            None => {
-                                self.sink.push("object_rows", seq, FaultKind::Missing, "payload has no metadata row")
-                            }
-                            // A row that does not decode is reported by `objects`.
-                            Some(Err(_)) => {}
-                            Some(Ok(row)) if row.seq != seq => {
-                                let detail = format!("row says payload {}", row.seq);
-                                self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
-                            }
-                            Some(Ok(row)) => {
-                                paired.fetch_add(1, Ordering::Relaxed);
-                                if row.size != payload.len() as u64 {
-                                    let detail =
-                                        format!("metadata says {} bytes, payload has {}", row.size, payload.len());
-                                    self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
-                                }
-                            }
-                        }
-                        bytes.fetch_add(payload.len() as u64, Ordering::Relaxed);
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if let Some(p) = opts.progress
-                            && (n % 256 == 0 || n == total)
-                        {
-                            p(n, total);
-                        }
-                    }
-                });
-            }
-        });
-        counts.payload_bytes = bytes.load(Ordering::Relaxed);
-        Ok(paired.load(Ordering::Relaxed))
-    }
-
-    /// Metadata rows, which object number names each, and their index
-    /// rows. Which payloads lack a row, and sizes, were checked by
-    /// `payloads`; `paired` payloads had their row, so every object has a
-    /// payload exactly when `paired` equals the number of objects. Only when
-    /// it does not (or that pass failed) are payloads looked up one by one,
-    /// to name the missing.
-    fn objects(&self, paired: Option<u64>, counts: &mut Counts, semantic: &mut RowSum) -> Step {
-        let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
-        let payloads = self.table(PAYLOADS)?;
-        let numbers = self.table(OBJECT_SEQ)?;
-        for item in objects.iter().map_err(|e| e.to_string())? {
-            let (k, v) = item.map_err(|e| e.to_string())?;
-            counts.objects += 1;
-            let seq = k.value();
-            let row: ObjectRow = match rows::decode("object_rows", &seq, v.value()) {
-                Ok(m) => m,
-                Err(c) => {
-                    self.sink.corrupt(c);
-                    continue;
-                }
-            };
-            let named = numbers.as_ref().map(|t| t.get(seq).map(|n| n.map(|n| Ref(n.value())))).transpose();
-            let Some(r) = named.map_err(|e| e.to_string())?.flatten() else {
-                self.sink.push("object_seq", seq, FaultKind::Missing, "an object row has no object number");
-                continue;
-            };
-            semantic.add(&semantic_key(&row.semantic_id, &r), seq);
-        }
-        if paired != Some(counts.objects) {
-            for item in objects.iter().map_err(|e| e.to_string())? {
-                let seq = item.map_err(|e| e.to_string())?.0.value();
-                let present = payloads.as_ref().map(|t| t.get(seq).map(|p| p.is_some())).transpose();
-                if !present.map_err(|e| e.to_string())?.unwrap_or(false) {
-                    let named = numbers.as_ref().map(|t| t.get(seq).map(|n| n.map(|n| Ref(n.value()))));
-                    let r = named.transpose().map_err(|e| e.to_string())?.flatten();
-                    let key = r.map(|r| r.to_string()).unwrap_or_else(|| format!("object {seq}"));
-                    self.sink.push("payloads", key, FaultKind::Missing, "object has no payload");
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The semantic index holds exactly one row per object, (sha256 of its
@@ -1093,6 +953,6 @@ impl<'a> Verifier<'a> {
 }
 
 /// The start of part `part` of `parts` of the range `0..end`.
-fn split(end: u64, part: u64, parts: u64) -> u64 {
+pub(super) fn split(end: u64, part: u64, parts: u64) -> u64 {
     (end as u128 * part as u128 / parts as u128) as u64
 }

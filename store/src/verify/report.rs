@@ -112,9 +112,9 @@ pub struct Options<'a> {
 }
 
 impl Report {
-    /// Keys and values of every table: what the store logically holds.
+    /// Keys and values of every table and the payloads: what the store logically holds.
     pub fn logical_bytes(&self) -> u64 {
-        self.tables.iter().map(|t| t.stored_bytes).sum()
+        self.tables.iter().map(|t| t.stored_bytes).sum::<u64>() + self.counts.payload_bytes
     }
 
     /// Bytes of the pages holding every table.

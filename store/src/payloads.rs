@@ -1,0 +1,155 @@
+//! The payload file (`<db>.payloads`): every object's payload bytes, one
+//! after another in the order objects are numbered, outside the B-tree. An
+//! object's row keeps where its bytes start (`ObjectRow::at`) and how many
+//! there are (`size`), so the rows of objects `0..n` cover the file from 0
+//! to their end without a gap, and the database's `meta` records that end
+//! (`META_PAYLOAD_LEN`) in the transaction that writes the rows.
+//!
+//! Why outside: a payload in redb is copied into a fresh page at every read
+//! (a 64 KiB payload takes a 128 KiB page), so `verify` spent as long
+//! fetching as hashing; here it reads the file in order into reused buffers.
+//! And a batch's payloads are one append instead of one B-tree insert each.
+//!
+//! Durability needs no sync of its own per batch: the write-ahead log's
+//! frames carry the payloads, and the file is synced before every durable
+//! commit (a checkpoint), so a durable database never names bytes the file
+//! may lack. Bytes past the recorded end are a lost batch's; opening cuts
+//! them off, and replaying the log writes them again at the same offsets
+//! (requests are deterministic). Space for a batch is set aside before its
+//! frames are written (`reserve`), so a batch whose frames are durable
+//! cannot meet a full disk while it is applied.
+
+use crate::media::WalIo;
+use std::io;
+use std::sync::Arc;
+
+/// `meta` key: where the payload file ends, as the database's rows have it.
+pub(crate) const META_PAYLOAD_LEN: &str = "payload_len";
+
+/// Space set aside past a batch's needs, so that most batches set aside none.
+pub const PAYLOAD_ALLOCATE_BYTES: u64 = 4 << 20;
+
+/// The writer's hold on the payload file.
+pub(crate) struct PayloadFile {
+    io: Arc<dyn WalIo>,
+    /// Bytes from the start of the file with disk space set aside.
+    allocated: u64,
+}
+
+impl PayloadFile {
+    /// The file of a database whose rows end at `recorded`: what lies past it
+    /// is cut off. A file shorter than that lost bytes the database names.
+    pub(crate) fn open(io: Box<dyn WalIo>, recorded: u64) -> io::Result<PayloadFile> {
+        let len = io.len()?;
+        if len < recorded {
+            return Err(io::Error::other(format!(
+                "the payload file holds {len} bytes but the database's objects end at {recorded}: it was cut short or replaced (restore it, or import an export)"
+            )));
+        }
+        if len > recorded {
+            io.set_len(recorded)?;
+        }
+        Ok(PayloadFile { io: Arc::from(io), allocated: recorded })
+    }
+
+    /// Sets aside room for `bytes` more past the file's end, before a batch
+    /// that may append that much is journaled.
+    pub(crate) fn reserve(&mut self, bytes: u64) -> io::Result<()> {
+        let end = self.io.len()?;
+        if end + bytes <= self.allocated {
+            return Ok(());
+        }
+        let from = self.allocated.max(end);
+        let to = end + bytes + PAYLOAD_ALLOCATE_BYTES;
+        self.io.allocate(from, to - from)?;
+        self.allocated = to;
+        Ok(())
+    }
+
+    pub(crate) fn sync(&self) -> io::Result<()> {
+        self.io.sync_data()
+    }
+
+    pub(crate) fn io(&self) -> &Arc<dyn WalIo> {
+        &self.io
+    }
+}
+
+/// One transaction's appends: bytes gathered while its objects are written
+/// and put in the file at once when it finishes (`W::finish`).
+pub(crate) struct Appends<'t> {
+    io: &'t dyn WalIo,
+    /// Where the database's rows end, read at the first append.
+    end: Option<u64>,
+    bytes: Vec<u8>,
+}
+
+impl<'t> Appends<'t> {
+    pub(crate) fn new(io: &'t dyn WalIo) -> Appends<'t> {
+        Appends { io, end: None, bytes: vec![] }
+    }
+
+    /// Queues `payload`; returns where it will start. `recorded` reads the
+    /// database's end once.
+    pub(crate) fn push<E>(&mut self, payload: &[u8], recorded: impl FnOnce() -> Result<u64, E>) -> Result<u64, E> {
+        let end = match self.end {
+            Some(end) => end,
+            None => *self.end.insert(recorded()?),
+        };
+        let at = end + self.bytes.len() as u64;
+        self.bytes.extend_from_slice(payload);
+        Ok(at)
+    }
+
+    /// Writes what was queued; returns the new end to record, if any moved.
+    pub(crate) fn write(self) -> io::Result<Option<u64>> {
+        let Some(end) = self.end else { return Ok(None) };
+        if !self.bytes.is_empty() {
+            self.io.write_at(end, &self.bytes)?;
+        }
+        Ok(Some(end + self.bytes.len() as u64))
+    }
+}
+
+/// Reads `size` bytes at `at`: one object's payload.
+pub(crate) fn read(io: &dyn WalIo, at: u64, size: u64) -> io::Result<Vec<u8>> {
+    let size = usize::try_from(size).map_err(|_| io::Error::other(format!("a payload of {size} bytes")))?;
+    let mut out = vec![0u8; size];
+    io.read_at(at, &mut out)?;
+    Ok(out)
+}
+
+/// A payload file in memory, for engines built on memory in tests.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct MemoryFile(std::sync::Mutex<Vec<u8>>);
+
+#[cfg(test)]
+impl WalIo for MemoryFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.0.lock().unwrap().len() as u64)
+    }
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        let data = self.0.lock().unwrap();
+        let at = offset as usize;
+        let src = data.get(at..at + out.len()).ok_or_else(|| io::Error::from(io::ErrorKind::UnexpectedEof))?;
+        out.copy_from_slice(src);
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let mut file = self.0.lock().unwrap();
+        let end = offset as usize + data.len();
+        if file.len() < end {
+            file.resize(end, 0);
+        }
+        file[offset as usize..end].copy_from_slice(data);
+        Ok(())
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.0.lock().unwrap().resize(len as usize, 0);
+        Ok(())
+    }
+}
