@@ -153,3 +153,38 @@ impl WalIo for MemoryFile {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_of(bytes: &[u8]) -> Box<MemoryFile> {
+        let file = MemoryFile::default();
+        file.write_at(0, bytes).unwrap();
+        Box::new(file)
+    }
+
+    #[test]
+    fn opening_cuts_off_what_the_database_does_not_account_for() {
+        let payloads = PayloadFile::open(file_of(b"kept|lost batch"), 5).unwrap();
+        assert_eq!(payloads.io().len().unwrap(), 5);
+        assert_eq!(read(payloads.io().as_ref(), 0, 5).unwrap(), b"kept|");
+    }
+
+    #[test]
+    fn a_file_shorter_than_the_database_says_is_refused() {
+        let told = PayloadFile::open(file_of(b"cut"), 10).err().expect("refused").to_string();
+        assert!(told.contains("holds 3 bytes") && told.contains("end at 10"), "{told}");
+    }
+
+    #[test]
+    fn a_batch_appends_after_the_recorded_end_and_tells_the_new_one() {
+        let file = file_of(b"0123");
+        let mut appends = Appends::new(file.as_ref());
+        assert_eq!(appends.push(b"ab", || Ok::<_, ()>(4)).unwrap(), 4);
+        assert_eq!(appends.push(b"cde", || -> Result<u64, ()> { panic!("read once") }).unwrap(), 6);
+        assert_eq!(appends.write().unwrap(), Some(9));
+        assert_eq!(read(file.as_ref(), 0, 9).unwrap(), b"0123abcde");
+        assert_eq!(Appends::new(file.as_ref()).write().unwrap(), None, "a batch without objects records nothing");
+    }
+}

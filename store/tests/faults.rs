@@ -59,6 +59,8 @@ struct DiskState {
     full: bool,
     /// Every sync of the log fails.
     failing_syncs: bool,
+    /// Only setting space aside in the payload file fails for lack of it.
+    payloads_full: bool,
 }
 
 /// The files, in memory, with what a power loss would keep.
@@ -163,7 +165,7 @@ impl Disk {
     /// journals a batch, so a full disk meets it there.
     fn allocate(&self) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
-        if s.full {
+        if s.full || s.payloads_full {
             return Err(Disk::error(Kind::NoSpace));
         }
         match Disk::tick(&mut s) {
@@ -477,6 +479,29 @@ fn a_full_disk_refuses_writes_typed_keeps_reads_and_resumes_once_space_returns()
     let snap = store.snapshot().unwrap();
     assert!(snap.head("registry/refused").unwrap().is_none(), "a refused write left a trace");
     assert!(snap.head("registry/after").unwrap().is_some());
+}
+
+#[test]
+fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    // More than the room set aside ahead, so this batch must set more aside.
+    let big = NewObject::derived("test/big", "test", vec![7u8; 2 * payloads::PAYLOAD_ALLOCATE_BYTES as usize]);
+    disk.0.lock().unwrap().payloads_full = true;
+    match store.call(Op::PutObjects(vec![big.clone()])) {
+        Err(WriteError::OutOfSpace(why)) => assert!(why.contains("out of space"), "{why}"),
+        other => panic!("expected OutOfSpace, got {other:?}"),
+    }
+    drop(store);
+    // Had its frames been written, the reopen would replay them.
+    disk.0.lock().unwrap().payloads_full = false;
+    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(disk.images(false))).unwrap();
+    assert!(!store.snapshot().unwrap().has_object(&big.hash).unwrap(), "a refused batch left a trace");
+    assert_verifies(&store);
+    store.call(Op::PutObjects(vec![big.clone()])).unwrap();
+    assert_eq!(store.snapshot().unwrap().payload(&big.hash).unwrap().map(|p| p.len()), Some(big.payload.len()));
 }
 
 #[test]
