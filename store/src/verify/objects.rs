@@ -15,7 +15,10 @@ use redb::{ReadableTable, ReadableTableMetadata};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of the payload file a thread reads at once.
-pub const VERIFY_READ_BYTES: usize = 4 << 20;
+pub const VERIFY_READ_BYTES: usize = 1 << 20;
+/// Ranges of sequence numbers per thread: threads take the next range when
+/// done with one, so one that meets larger payloads does not hold the rest up.
+const RANGES_PER_THREAD: u64 = 16;
 
 /// What every thread of the pass reads and counts.
 struct Pass<'p> {
@@ -25,14 +28,18 @@ struct Pass<'p> {
     /// Objects walked so far, of `total`.
     done: AtomicU64,
     total: u64,
+    /// The next range to take, of `ranges` over sequence numbers `0..end`.
+    next: AtomicU64,
+    ranges: u64,
+    end: u64,
 }
 
-/// What one thread found of its range: where its objects' payloads start
-/// and end in the file (to check that ranges meet), and the semantic index
-/// rows its objects call for.
+/// What one range held: its first object's number and where the range's
+/// payloads start and end in the file (to check that ranges meet), and the
+/// semantic index rows its objects call for.
 #[derive(Default)]
 struct Walked {
-    span: Option<(u64, u64)>,
+    span: Option<(u64, u64, u64)>,
     semantic: RowSum,
     objects: u64,
     bytes: u64,
@@ -55,28 +62,25 @@ impl Verifier<'_> {
         .clamp(1, 64) as u64;
         let file = self.snap.payload_file();
         let file_len = file.len().map_err(|e| format!("the payload file: {e}"))?;
-        let pass = Pass { file, file_len, opts, done: AtomicU64::new(0), total };
-        let parts: Vec<Walked> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|part| {
-                    let (lo, hi) = (super::redb::split(end, part, threads), super::redb::split(end, part + 1, threads));
-                    let pass = &pass;
-                    s.spawn(move || self.walk(lo..hi, pass))
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        let ranges = (threads * RANGES_PER_THREAD).min(end.max(1));
+        let (done, next) = (AtomicU64::new(0), AtomicU64::new(0));
+        let pass = Pass { file, file_len, opts, done, total, next, ranges, end };
+        let mut parts: Vec<(u64, Walked)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads).map(|_| s.spawn(|| self.take_ranges(&pass))).collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
         });
+        parts.sort_unstable_by_key(|(range, _)| *range);
         let mut ended = None;
-        for walked in parts {
+        for (_, walked) in parts {
             counts.objects += walked.objects;
             counts.payload_bytes += walked.bytes;
             semantic.rows += walked.semantic.rows;
             semantic.sum = semantic.sum.wrapping_add(walked.semantic.sum);
-            let Some((from, to)) = walked.span else { continue };
+            let Some((seq, from, to)) = walked.span else { continue };
             let expected = ended.unwrap_or(0);
             if from != expected {
-                let detail = format!("a range of payloads starts at {from}, the objects before it end at {expected}");
-                self.sink.push("object_rows", format!("at {from}"), FaultKind::Mismatch, detail);
+                let detail = format!("payload starts at {from}, the object before it ends at {expected}");
+                self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
             }
             ended = Some(to);
         }
@@ -87,6 +91,22 @@ impl Verifier<'_> {
             self.sink.push("meta", META_PAYLOAD_LEN, FaultKind::Mismatch, detail);
         }
         Ok(())
+    }
+
+    /// Walks ranges until none is left; what each held, by its number.
+    fn take_ranges(&self, pass: &Pass<'_>) -> Vec<(u64, Walked)> {
+        let mut out = vec![];
+        loop {
+            let range = pass.next.fetch_add(1, Ordering::Relaxed);
+            if range >= pass.ranges {
+                return out;
+            }
+            let (lo, hi) = (
+                super::redb::split(pass.end, range, pass.ranges),
+                super::redb::split(pass.end, range + 1, pass.ranges),
+            );
+            out.push((range, self.walk(lo..hi, pass)));
+        }
     }
 
     /// The objects numbered in `range`.
@@ -141,7 +161,8 @@ impl Verifier<'_> {
             }
             self.check_row(seq, &row, next_at);
             next_at = Some(row.at + row.size);
-            walked.span = Some((walked.span.map_or(row.at, |(from, _)| from), row.at + row.size));
+            let (first, from) = walked.span.map_or((seq, row.at), |(first, from, _)| (first, from));
+            walked.span = Some((first, from, row.at + row.size));
             walked.bytes += row.size;
             let Some(r) = named else {
                 self.sink.push("object_seq", seq, FaultKind::Missing, "an object row has no object number");
