@@ -162,8 +162,10 @@ impl Engine {
             w.finish().map_err(|e| engine(&e))?;
             report
         };
+        let payload_end = crate::ops::payload_end(&txn).map_err(|e| engine(&e))?;
         self.payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
         txn.commit().map_err(|e| engine(&e))?;
+        self.payloads.advance(payload_end).map_err(|e| engine(&e))?;
         let next = self.next_seq;
         self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
@@ -222,9 +224,9 @@ impl Engine {
         let apply_done = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
-        let (txn, results) = match (logged, applied) {
+        let (txn, results, payload_end) = match (logged, applied) {
             (Err(e), applied) => {
-                if let Ok((txn, _)) = applied {
+                if let Ok((txn, _, _)) = applied {
                     let _ = txn.abort();
                 }
                 return Err(match e {
@@ -242,7 +244,11 @@ impl Engine {
             }
         };
         self.next_seq = last + 1;
-        if let Err(e) = txn.commit() {
+        let committed = txn.commit();
+        if committed.is_ok() {
+            self.payloads.advance(payload_end).map_err(classify)?;
+        }
+        if let Err(e) = committed {
             // The frames are durable, so the batch happened: bring the
             // database up to the log and answer it. A full disk stops the
             // batches after it.
@@ -283,6 +289,12 @@ impl Engine {
         self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.shared.stats.checkpoint_seconds.observe_duration(started.elapsed());
         Ok(())
+    }
+
+    /// Gives back the room made ahead of the payload file's end (a clean
+    /// close: the file then holds exactly the store's payloads).
+    pub(crate) fn trim_payloads(&mut self) -> std::io::Result<()> {
+        self.payloads.trim()
     }
 
     /// Closes the database and opens it again from the files: redb's last
@@ -337,18 +349,22 @@ fn open_parts(
         )));
     }
     let file = media.payloads().map_err(|e| io("open the payload file", e))?;
-    let payloads = PayloadFile::open(file, meta.payload_len).map_err(|e| io("open the payload file", e))?;
+    let mut payloads = PayloadFile::open(file, meta.payload_len).map_err(|e| io("open the payload file", e))?;
     if let Some(found) = meta.format.filter(|f| upgradable(*f)) {
         upgrade(&db, found, &payloads)?;
     }
     let frames_applied = replay(&db, meta.wal_seq, frames, &payloads)?;
+    let replayed_end = read_meta(&db)?.payload_len;
+    payloads.advance(replayed_end).map_err(|e| io("read the payload file", e))?;
     let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
     *shared.payload_file.write().unwrap_or_else(|p| p.into_inner()) = Some(payloads.io().clone());
     *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
     Ok((wal, payloads, next_seq, Replayed { scan, frames_applied }))
 }
 
-type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>);
+/// A batch applied, not committed: its transaction, each request's result,
+/// and where the payload file ends with it.
+type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>, u64);
 
 fn too_large() -> WriteError {
     WriteError::InvalidCommit("the request is too large to journal".into())
@@ -385,7 +401,8 @@ fn apply(
         w.finish().map_err(write_fault)?;
     }
     record_seq(&txn, last)?;
-    Ok((txn, results))
+    let payload_end = crate::ops::payload_end(&txn).map_err(write_fault)?;
+    Ok((txn, results, payload_end))
 }
 
 fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {
@@ -531,7 +548,7 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
             )));
         }
         let ops = frame.ops.into_iter().map(Some).collect();
-        let (txn, _) = apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref()).map_err(|f| engine(&f))?;
+        let (txn, _, _) = apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref()).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

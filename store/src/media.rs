@@ -21,13 +21,6 @@ pub trait WalIo: Debug + Send + Sync {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()>;
     fn sync_data(&self) -> io::Result<()>;
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// Sets aside disk space for `len` bytes at `offset` without changing
-    /// the file's length, so that writes there cannot meet a full disk. A
-    /// file system that cannot do so gives no such promise (`Ok`).
-    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        let _ = (offset, len);
-        Ok(())
-    }
 }
 
 /// Opens the store's two files. Opened again when the database must be
@@ -304,14 +297,6 @@ impl WalIo for WalFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
-    }
-    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-        use nix::fcntl::{FallocateFlags, fallocate};
-        let (offset, len) = (offset as nix::libc::off_t, len as nix::libc::off_t);
-        match fallocate(&self.file, FallocateFlags::FALLOC_FL_KEEP_SIZE, offset, len) {
-            Ok(()) | Err(nix::errno::Errno::EOPNOTSUPP) => Ok(()),
-            Err(e) => Err(io::Error::from(e)),
-        }
     }
 }
 

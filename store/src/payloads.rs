@@ -17,7 +17,10 @@
 //! them off, and replaying the log writes them again at the same offsets
 //! (requests are deterministic). Space for a batch is set aside before its
 //! frames are written (`reserve`), so a batch whose frames are durable
-//! cannot meet a full disk while it is applied.
+//! cannot meet a full disk while it is applied: zeros are written and synced
+//! ahead of the end, as the log's are (plain writes: every file system
+//! refuses them when full, where `fallocate` may not be there at all), so a
+//! batch's append overwrites blocks the file already has.
 
 use crate::media::WalIo;
 use std::io;
@@ -28,12 +31,16 @@ pub(crate) const META_PAYLOAD_LEN: &str = "payload_len";
 
 /// Space set aside past a batch's needs, so that most batches set aside none.
 pub const PAYLOAD_ALLOCATE_BYTES: u64 = 4 << 20;
+/// Bytes of zeros per write when space is set aside: a page, as the log's.
+const FILL_WRITE: usize = 4096;
 
 /// The writer's hold on the payload file.
 pub(crate) struct PayloadFile {
     io: Arc<dyn WalIo>,
-    /// Bytes from the start of the file with disk space set aside.
-    allocated: u64,
+    /// Where the database's rows end: the next batch appends here.
+    end: u64,
+    /// How far the file holds zeros, synced, for appends to overwrite.
+    filled: u64,
 }
 
 impl PayloadFile {
@@ -49,25 +56,44 @@ impl PayloadFile {
         if len > recorded {
             io.set_len(recorded)?;
         }
-        Ok(PayloadFile { io: Arc::from(io), allocated: recorded })
+        Ok(PayloadFile { io: Arc::from(io), end: recorded, filled: recorded })
     }
 
-    /// Sets aside room for `bytes` more past the file's end, before a batch
-    /// that may append that much is journaled.
+    /// The database's rows now end at `end` (a batch was committed, or the
+    /// log replayed); the file may have grown past what was filled.
+    pub(crate) fn advance(&mut self, end: u64) -> io::Result<()> {
+        self.end = end;
+        self.filled = self.filled.max(self.io.len()?);
+        Ok(())
+    }
+
+    /// Sets aside room for `bytes` more past the end, before a batch that
+    /// may append that much is journaled: zeros up to `PAYLOAD_ALLOCATE_BYTES`
+    /// past it, written and synced. A full disk leaves what it let through.
     pub(crate) fn reserve(&mut self, bytes: u64) -> io::Result<()> {
-        let end = self.io.len()?;
-        if end + bytes <= self.allocated {
+        let need = self.end + bytes;
+        if need <= self.filled {
             return Ok(());
         }
-        let from = self.allocated.max(end);
-        let to = end + bytes + PAYLOAD_ALLOCATE_BYTES;
-        self.io.allocate(from, to - from)?;
-        self.allocated = to;
-        Ok(())
+        let to = need + PAYLOAD_ALLOCATE_BYTES;
+        let zeros = [0u8; FILL_WRITE];
+        while self.filled < to {
+            let n = zeros.len().min((to - self.filled) as usize);
+            self.io.write_at(self.filled, &zeros[..n])?;
+            self.filled += n as u64;
+        }
+        self.io.sync_data()
     }
 
     pub(crate) fn sync(&self) -> io::Result<()> {
         self.io.sync_data()
+    }
+
+    /// Cuts off the zeros past the end.
+    pub(crate) fn trim(&mut self) -> io::Result<()> {
+        self.io.set_len(self.end)?;
+        self.filled = self.end;
+        Ok(())
     }
 
     pub(crate) fn io(&self) -> &Arc<dyn WalIo> {
@@ -175,6 +201,23 @@ mod tests {
     fn a_file_shorter_than_the_database_says_is_refused() {
         let told = PayloadFile::open(file_of(b"cut"), 10).err().expect("refused").to_string();
         assert!(told.contains("holds 3 bytes") && told.contains("end at 10"), "{told}");
+    }
+
+    #[test]
+    fn room_is_zeros_ahead_of_the_end_written_once_per_stretch() {
+        let mut payloads = PayloadFile::open(file_of(b"data"), 4).unwrap();
+        payloads.reserve(10).unwrap();
+        let filled = payloads.io().len().unwrap();
+        assert_eq!(filled, 4 + 10 + PAYLOAD_ALLOCATE_BYTES);
+        assert_eq!(read(payloads.io().as_ref(), 0, 6).unwrap(), b"data\0\0");
+        payloads.advance(14).unwrap();
+        payloads.reserve(10).unwrap();
+        assert_eq!(payloads.io().len().unwrap(), filled, "the room set aside is used before more is");
+        // Reopened, what lies past the database's end is cut off again.
+        let mut all = vec![0u8; filled as usize];
+        payloads.io().read_at(0, &mut all).unwrap();
+        let reopened = PayloadFile::open(file_of(&all), 14).unwrap();
+        assert_eq!(reopened.io().len().unwrap(), 14);
     }
 
     #[test]

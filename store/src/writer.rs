@@ -144,8 +144,8 @@ impl Loop {
             }
             self.tick();
         }
-        if self.failed().is_none() {
-            let _ = self.engine.checkpoint();
+        if self.failed().is_none() && self.engine.checkpoint().is_ok() {
+            let _ = self.engine.trim_payloads();
         }
     }
 

@@ -54,12 +54,12 @@ struct DiskState {
     /// Writes, syncs, resizes and allocations so far.
     ops: u64,
     fault: Option<Fault>,
-    /// Every write of the log and every allocation in the payload file
-    /// fails for lack of space, and no reserve fits.
+    /// Every write of the log and of the payload file fails for lack of
+    /// space, and no reserve fits.
     full: bool,
     /// Every sync of the log fails.
     failing_syncs: bool,
-    /// Only setting space aside in the payload file fails for lack of it.
+    /// Only writes of the payload file fail for lack of space.
     payloads_full: bool,
 }
 
@@ -131,7 +131,12 @@ impl Disk {
 
     fn write(&self, w: Which, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
-        if s.full && matches!(w, Which::Wal) {
+        let no_room = match w {
+            Which::Wal => s.full,
+            Which::Payloads => s.full || s.payloads_full,
+            Which::Db | Which::Fresh => false,
+        };
+        if no_room {
             return Err(Disk::error(Kind::NoSpace));
         }
         let fault = Disk::tick(&mut s);
@@ -159,19 +164,6 @@ impl Disk {
         }
         image_mut(&mut s, w).live.resize(len as usize, 0);
         Ok(())
-    }
-
-    /// Space set aside in the payload file: what the writer does before it
-    /// journals a batch, so a full disk meets it there.
-    fn allocate(&self) -> io::Result<()> {
-        let mut s = self.0.lock().unwrap();
-        if s.full || s.payloads_full {
-            return Err(Disk::error(Kind::NoSpace));
-        }
-        match Disk::tick(&mut s) {
-            Some(f) => Err(Disk::error(f.kind)),
-            None => Ok(()),
-        }
     }
 
     fn sync(&self, w: Which) -> io::Result<()> {
@@ -251,9 +243,6 @@ impl WalIo for SimFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.disk.set_len(self.which, len)
-    }
-    fn allocate(&self, _offset: u64, _len: u64) -> io::Result<()> {
-        self.disk.allocate()
     }
 }
 
