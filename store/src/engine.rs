@@ -165,7 +165,7 @@ impl Engine {
         let payload_end = crate::ops::payload_end(&txn).map_err(|e| engine(&e))?;
         self.payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
         txn.commit().map_err(|e| engine(&e))?;
-        self.payloads.advance(payload_end).map_err(|e| engine(&e))?;
+        self.payloads.advance(payload_end);
         let next = self.next_seq;
         self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
@@ -246,7 +246,7 @@ impl Engine {
         self.next_seq = last + 1;
         let committed = txn.commit();
         if committed.is_ok() {
-            self.payloads.advance(payload_end).map_err(classify)?;
+            self.payloads.advance(payload_end);
         }
         if let Err(e) = committed {
             // The frames are durable, so the batch happened: bring the
@@ -355,7 +355,7 @@ fn open_parts(
     }
     let frames_applied = replay(&db, meta.wal_seq, frames, &payloads)?;
     let replayed_end = read_meta(&db)?.payload_len;
-    payloads.advance(replayed_end).map_err(|e| io("read the payload file", e))?;
+    payloads.advance(replayed_end);
     let next_seq = meta.wal_seq.max(scan.last_seq) + 1;
     *shared.payload_file.write().unwrap_or_else(|p| p.into_inner()) = Some(payloads.io().clone());
     *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));

@@ -60,11 +60,13 @@ impl PayloadFile {
     }
 
     /// The database's rows now end at `end` (a batch was committed, or the
-    /// log replayed); the file may have grown past what was filled.
-    pub(crate) fn advance(&mut self, end: u64) -> io::Result<()> {
+    /// log replayed); the file holds at least that much. Told, not asked of
+    /// the file: a stat of it in every batch cost one more device write per
+    /// batch (3.1 against 2.2 at one committer, measured on Linux 6.18, whose
+    /// multigrain timestamps give a write after a stat a fresh mtime).
+    pub(crate) fn advance(&mut self, end: u64) {
         self.end = end;
-        self.filled = self.filled.max(self.io.len()?);
-        Ok(())
+        self.filled = self.filled.max(end);
     }
 
     /// Sets aside room for `bytes` more past the end, before a batch that
@@ -210,7 +212,7 @@ mod tests {
         let filled = payloads.io().len().unwrap();
         assert_eq!(filled, 4 + 10 + PAYLOAD_ALLOCATE_BYTES);
         assert_eq!(read(payloads.io().as_ref(), 0, 6).unwrap(), b"data\0\0");
-        payloads.advance(14).unwrap();
+        payloads.advance(14);
         payloads.reserve(10).unwrap();
         assert_eq!(payloads.io().len().unwrap(), filled, "the room set aside is used before more is");
         // Reopened, what lies past the database's end is cut off again.
