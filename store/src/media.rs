@@ -300,6 +300,23 @@ impl WalIo for WalFile {
     }
 }
 
+/// Bytes per write of `write_zeros`: one page.
+const ZEROS_PER_WRITE: usize = 4096;
+
+/// Writes zeros from `*at` up to `to`, a page per write (a larger write
+/// fills the page cache with large folios, see `page_at_a_time`), moving
+/// `*at` past each write that landed: how the log and the payload file make
+/// room ahead of their ends.
+pub(crate) fn write_zeros(io: &dyn WalIo, at: &mut u64, to: u64) -> io::Result<()> {
+    let chunk = [0u8; ZEROS_PER_WRITE];
+    while *at < to {
+        let n = chunk.len().min((to - *at) as usize);
+        io.write_at(*at, &chunk[..n])?;
+        *at += n as u64;
+    }
+    Ok(())
+}
+
 /// A full disk or an exhausted quota: writes may succeed again later.
 pub fn is_out_of_space(e: &io::Error) -> bool {
     matches!(e.kind(), io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded)

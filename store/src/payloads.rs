@@ -31,8 +31,6 @@ pub(crate) const META_PAYLOAD_LEN: &str = "payload_len";
 
 /// Space set aside past a batch's needs, so that most batches set aside none.
 pub const PAYLOAD_ALLOCATE_BYTES: u64 = 4 << 20;
-/// Bytes of zeros per write when space is set aside: a page, as the log's.
-const FILL_WRITE: usize = 4096;
 
 /// The writer's hold on the payload file.
 pub(crate) struct PayloadFile {
@@ -77,13 +75,7 @@ impl PayloadFile {
         if need <= self.filled {
             return Ok(());
         }
-        let to = need + PAYLOAD_ALLOCATE_BYTES;
-        let zeros = [0u8; FILL_WRITE];
-        while self.filled < to {
-            let n = zeros.len().min((to - self.filled) as usize);
-            self.io.write_at(self.filled, &zeros[..n])?;
-            self.filled += n as u64;
-        }
+        crate::media::write_zeros(self.io.as_ref(), &mut self.filled, need + PAYLOAD_ALLOCATE_BYTES)?;
         self.io.sync_data()
     }
 
@@ -129,13 +121,13 @@ impl<'t> Appends<'t> {
         Ok(at)
     }
 
-    /// Writes what was queued; returns the new end to record, if any moved.
-    pub(crate) fn write(self) -> io::Result<Option<u64>> {
-        let Some(end) = self.end else { return Ok(None) };
-        if !self.bytes.is_empty() {
-            self.io.write_at(end, &self.bytes)?;
+    /// Writes what was queued (once); returns the new end to record, if any moved.
+    pub(crate) fn write(&mut self) -> io::Result<Option<u64>> {
+        let (Some(end), bytes) = (self.end.take(), std::mem::take(&mut self.bytes)) else { return Ok(None) };
+        if !bytes.is_empty() {
+            self.io.write_at(end, &bytes)?;
         }
-        Ok(Some(end + self.bytes.len() as u64))
+        Ok(Some(end + bytes.len() as u64))
     }
 }
 

@@ -203,20 +203,11 @@ fn header(first_seq: u64) -> [u8; WAL_HEADER] {
 /// grow as it is written.
 fn preallocate(io: &dyn WalIo, len: u64) -> io::Result<()> {
     let mut at = io.len()?;
-    let chunk = [0u8; PREALLOC_WRITE];
-    while at < len {
-        let n = chunk.len().min((len - at) as usize);
-        match io.write_at(at, &chunk[..n]) {
-            Ok(()) => at += n as u64,
-            Err(e) if is_out_of_space(&e) => return Ok(()),
-            Err(e) => return Err(e),
-        }
+    match crate::media::write_zeros(io, &mut at, len) {
+        Err(e) if is_out_of_space(&e) => Ok(()),
+        other => other,
     }
-    Ok(())
 }
-
-/// Bytes per preallocating write: one page.
-const PREALLOC_WRITE: usize = 4096;
 
 /// Builds a batch's frames: requests are added one by one; a frame closes when
 /// it passes `WAL_FRAME_TARGET`.

@@ -199,8 +199,7 @@ impl<'t> W<'t> {
     /// task rows), then lets the tiered indexes take their step
     /// (`tiered::maintain`); call before committing.
     pub(crate) fn finish(mut self) -> R<()> {
-        let appends = std::mem::replace(&mut self.appends, crate::payloads::Appends::new(&crate::media::NO_FILE));
-        if let Some(end) = appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))? {
+        if let Some(end) = self.appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))? {
             self.txn.open_table(META).map_err(storage)?.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
         }
         let mut task_rows: Vec<_> = std::mem::take(&mut self.task_rows).into_iter().collect();
