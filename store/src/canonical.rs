@@ -13,6 +13,13 @@ use serde_json::Value;
 /// Appends `s` as a JSON string literal with Go-compatible escaping.
 pub fn write_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
+    // Most strings (refs, ids, names) escape nothing: copied at once. 0xE2
+    // starts U+2028 and U+2029, which are escaped.
+    if !s.bytes().any(|b| b < 0x20 || matches!(b, b'"' | b'\\' | b'<' | b'>' | b'&' | 0xE2)) {
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+        return;
+    }
     for ch in s.chars() {
         match ch {
             '"' => out.extend_from_slice(b"\\\""),
@@ -102,13 +109,23 @@ impl FixedObject {
     }
 
     pub fn uint(mut self, key: &str, v: u64) -> Self {
-        self.key(key).extend_from_slice(v.to_string().as_bytes());
+        // Writing into a Vec cannot fail.
+        let _ = std::io::Write::write_fmt(self.key(key), format_args!("{v}"));
         self
     }
 
     pub fn str(mut self, key: &str, v: &str) -> Self {
         let out = self.key(key);
         write_string(out, v);
+        self
+    }
+
+    /// A ref, in its text form (`sha256:<hex>`, nothing to escape).
+    pub fn reference(mut self, key: &str, r: &Ref) -> Self {
+        let out = self.key(key);
+        out.push(b'"');
+        r.write_text(out);
+        out.push(b'"');
         self
     }
 
@@ -146,11 +163,11 @@ pub fn entry_preimage(header: &EntryHeader, transition_ref: &Ref) -> Vec<u8> {
     FixedObject::new()
         .uint("entryIndex", header.entry_index)
         .uint("semanticsEpoch", header.semantics_epoch)
-        .str("transitionFn", &header.transition_fn.to_string())
-        .str("interpreter", &header.interpreter.to_string())
-        .str("prevEntryHash", &header.prev_entry_hash.to_string())
+        .reference("transitionFn", &header.transition_fn)
+        .reference("interpreter", &header.interpreter)
+        .reference("prevEntryHash", &header.prev_entry_hash)
         .str("writtenBy", &header.written_by)
-        .str("transitionRef", &transition_ref.to_string())
+        .reference("transitionRef", transition_ref)
         .finish()
 }
 
@@ -162,8 +179,8 @@ pub fn entry_hash(header: &EntryHeader, transition_ref: &Ref) -> Ref {
 pub fn world_preimage(revision: u64, state_root: &Ref, log_head: &Ref) -> Vec<u8> {
     FixedObject::new()
         .uint("revision", revision)
-        .str("stateRoot", &state_root.to_string())
-        .str("logHead", &log_head.to_string())
+        .reference("stateRoot", state_root)
+        .reference("logHead", log_head)
         .finish()
 }
 
@@ -223,7 +240,7 @@ pub fn approval_digest(
     payload: &[u8],
 ) -> Ref {
     let preimage = FixedObject::new()
-        .str("credentialId", &credential.to_string())
+        .reference("credentialId", credential)
         .str("transition", transition)
         .str("effect", effect)
         .str("scope", scope)
@@ -284,6 +301,35 @@ mod tests {
         let mut out = Vec::new();
         write_string(&mut out, "a<b>&c\u{2028}\"\\\n\u{1}\u{8}é");
         assert_eq!(String::from_utf8(out).unwrap(), "\"a\\u003cb\\u003e\\u0026c\\u2028\\\"\\\\\\n\\u0001\\bé\"");
+    }
+
+    #[test]
+    fn each_character_that_escapes_is_escaped_alone_in_an_otherwise_plain_string() {
+        let written = |s: &str| {
+            let mut out = Vec::new();
+            write_string(&mut out, s);
+            String::from_utf8(out).unwrap()
+        };
+        for (plain, escaped) in [
+            ("sha256:00ff", "\"sha256:00ff\""),
+            ("é日本\u{2030}", "\"é日本\u{2030}\""),
+            ("x\u{2029}", "\"x\\u2029\""),
+            ("x<", "\"x\\u003c\""),
+            ("x&", "\"x\\u0026\""),
+            ("x\u{1f}", "\"x\\u001f\""),
+            ("x\"", "\"x\\\"\""),
+            ("x\\", "\"x\\\\\""),
+        ] {
+            assert_eq!(written(plain), escaped, "{plain:?}");
+        }
+        let r = Ref::of(b"r");
+        let mut out = Vec::new();
+        r.write_text(&mut out);
+        assert_eq!(out, r.to_string().into_bytes());
+        assert_eq!(
+            FixedObject::new().reference("r", &r).finish(),
+            FixedObject::new().str("r", &r.to_string()).finish()
+        );
     }
 
     #[test]

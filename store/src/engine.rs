@@ -150,7 +150,7 @@ impl Engine {
         let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(e.to_string());
         let mut txn = db.begin_write().map_err(|e| engine(&e))?;
         txn.set_durability(Durability::Immediate).map_err(|e| engine(&e))?;
-        let report = {
+        let (report, appended) = {
             let mut meta = txn.open_table(META).map_err(|e| engine(&e))?;
             let was = meta.get("format").map_err(|e| engine(&e))?.map(|v| v.value());
             meta.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
@@ -159,13 +159,14 @@ impl Engine {
             debug_assert!(was.is_none_or(|f| f == STORE_FORMAT), "upgraded before the log was replayed");
             let mut w = W::open(&txn, self.payloads.io().as_ref()).map_err(|e| engine(&e))?;
             let report = crate::ops::recover(&mut w, now).map_err(|e| engine(&e))?;
-            w.finish().map_err(|e| engine(&e))?;
-            report
+            let appended = w.finish().map_err(|e| engine(&e))?;
+            (report, appended)
         };
-        let payload_end = crate::ops::payload_end(&txn).map_err(|e| engine(&e))?;
         self.payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
         txn.commit().map_err(|e| engine(&e))?;
-        self.payloads.advance(payload_end);
+        if let Some(end) = appended {
+            self.payloads.advance(end);
+        }
         let next = self.next_seq;
         self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
@@ -224,7 +225,7 @@ impl Engine {
         let apply_done = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
-        let (txn, results, payload_end) = match (logged, applied) {
+        let (txn, results, appended) = match (logged, applied) {
             (Err(e), applied) => {
                 if let Ok((txn, _, _)) = applied {
                     let _ = txn.abort();
@@ -244,19 +245,23 @@ impl Engine {
             }
         };
         self.next_seq = last + 1;
-        let committed = txn.commit();
-        if committed.is_ok() {
-            self.payloads.advance(payload_end);
-        }
-        if let Err(e) = committed {
+        match txn.commit() {
+            Ok(()) => {
+                if let Some(end) = appended {
+                    self.payloads.advance(end);
+                }
+            }
             // The frames are durable, so the batch happened: bring the
-            // database up to the log and answer it. A full disk stops the
-            // batches after it.
-            let fault = redb_fault(e);
-            drop(db);
-            self.reopen()?;
-            if let Fault::OutOfSpace(_) = fault {
-                self.deferred = Some(fault);
+            // database up to the log (the reopen learns the payload file's
+            // end from it) and answer it. A full disk stops the batches after
+            // it.
+            Err(e) => {
+                let fault = redb_fault(e);
+                drop(db);
+                self.reopen()?;
+                if let Fault::OutOfSpace(_) = fault {
+                    self.deferred = Some(fault);
+                }
             }
         }
         let stats = &self.shared.stats;
@@ -363,8 +368,8 @@ fn open_parts(
 }
 
 /// A batch applied, not committed: its transaction, each request's result,
-/// and where the payload file ends with it.
-type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>, u64);
+/// and where the payload file ends with it when it appended.
+type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>, Option<u64>);
 
 fn too_large() -> WriteError {
     WriteError::InvalidCommit("the request is too large to journal".into())
@@ -383,26 +388,23 @@ fn apply(
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
     let mut results = Vec::with_capacity(ops.len());
-    {
-        let mut w = W::open_with(&txn, filters, payloads).map_err(write_fault)?;
-        for op in ops {
-            let Some(op) = op else {
-                results.push(Err(too_large()));
-                continue;
-            };
-            // Every applied request is journaled, refused ones too: a
-            // refusal may write (a failed REST commit drops its receipt).
-            let r = crate::ops::apply(&mut w, op);
-            if let Err(WriteError::Storage(e)) = &r {
-                return Err(Fault::Fatal(e.clone()));
-            }
-            results.push(r);
+    let mut w = W::open_with(&txn, filters, payloads).map_err(write_fault)?;
+    for op in ops {
+        let Some(op) = op else {
+            results.push(Err(too_large()));
+            continue;
+        };
+        // Every applied request is journaled, refused ones too: a
+        // refusal may write (a failed REST commit drops its receipt).
+        let r = crate::ops::apply(&mut w, op);
+        if let Err(WriteError::Storage(e)) = &r {
+            return Err(Fault::Fatal(e.clone()));
         }
-        w.finish().map_err(write_fault)?;
+        results.push(r);
     }
+    let appended = w.finish().map_err(write_fault)?;
     record_seq(&txn, last)?;
-    let payload_end = crate::ops::payload_end(&txn).map_err(write_fault)?;
-    Ok((txn, results, payload_end))
+    Ok((txn, results, appended))
 }
 
 fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {

@@ -158,6 +158,17 @@ impl RedbSnapshot {
         }
     }
 
+    /// Whether the referrer of `kind` at `position` is indexed under the
+    /// target place `place` (one lookup: for a caller that knows where the
+    /// target sits; `has_referrer_at` when it does not).
+    pub(crate) fn has_referrer_under(&self, place: (u8, u64), kind: u8, position: u64) -> Result<bool, ReadError> {
+        let (place, at) = place;
+        match open(&self.txn, REFERRERS)? {
+            Some(t) => Ok(t.get(ReferrerKey(place, at, kind, position)).map_err(read_storage)?.is_some()),
+            None => Ok(false),
+        }
+    }
+
     /// Whether the referrer of `kind` at `position` is indexed as naming
     /// `target`, under any of its places.
     pub(crate) fn has_referrer_at(&self, target: &Ref, kind: u8, position: u64) -> Result<bool, ReadError> {
@@ -169,7 +180,8 @@ impl RedbSnapshot {
         Ok(false)
     }
 
-    /// Whether one place of `target` holds the row of the referrer of `kind` at `position`.
+    /// Whether one place of `target` holds the row of the referrer of `kind`
+    /// at `position`: under a place of the store's, or under its hash.
     fn has_referrer_row(
         &self,
         target: &Ref,
@@ -177,17 +189,13 @@ impl RedbSnapshot {
         kind: u8,
         position: u64,
     ) -> Result<bool, ReadError> {
-        let row = match place {
-            Some((place, at)) => match open(&self.txn, REFERRERS)? {
-                Some(t) => t.get(ReferrerKey(place, at, kind, position)).map_err(read_storage)?.is_some(),
-                None => false,
-            },
-            None => match open(&self.txn, REFERRERS_OF_ABSENT)? {
-                Some(t) => t.get((target.0, kind, position)).map_err(read_storage)?.is_some(),
-                None => false,
-            },
+        let Some(place) = place else {
+            return match open(&self.txn, REFERRERS_OF_ABSENT)? {
+                Some(t) => Ok(t.get((target.0, kind, position)).map_err(read_storage)?.is_some()),
+                None => Ok(false),
+            };
         };
-        Ok(row)
+        self.has_referrer_under(place, kind, position)
     }
 
     /// At most `limit` (kind, position) rows naming `target` under one of its

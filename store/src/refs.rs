@@ -57,6 +57,19 @@ impl Ref {
     pub fn hex(&self) -> String {
         hex::encode(self.0)
     }
+
+    /// The 64 hex digits, without an allocation.
+    fn hex_digits(&self) -> [u8; 64] {
+        let mut digits = [0u8; 64];
+        hex::encode_to_slice(self.0, &mut digits).expect("64 digits for 32 bytes");
+        digits
+    }
+
+    /// Appends the canonical text form.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(REF_PREFIX.as_bytes());
+        out.extend_from_slice(&self.hex_digits());
+    }
 }
 
 /// Renders an optional ref the way the wire does: `""` for none.
@@ -67,7 +80,8 @@ pub fn optional_text(r: Option<Ref>) -> String {
 impl fmt::Display for Ref {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(REF_PREFIX)?;
-        f.write_str(&hex::encode(self.0))
+        let digits = self.hex_digits();
+        f.write_str(std::str::from_utf8(&digits).map_err(|_| fmt::Error)?)
     }
 }
 

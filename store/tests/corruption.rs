@@ -585,3 +585,26 @@ fn a_store_of_the_format_before_the_episode_index_gets_it_built_at_open() {
     let report = verify(&snap, &Options::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
 }
+
+#[test]
+fn a_world_missing_from_the_referrers_of_its_state_root_and_of_its_log_head_is_reported_for_both() {
+    let fx = fixture();
+    let world_ref = fx.worlds[2];
+    let (world, root_seq) = {
+        let store = ReadOnlyStore::open(&fx.path).unwrap();
+        let snap = store.snapshot().unwrap();
+        let world = snap.world(&world_ref).unwrap().expect("the fixture's world");
+        let seq = snap.object_seq(&world.state_root).unwrap().expect("its state root is an object");
+        (world, seq)
+    };
+    tamper(&fx.path, |txn| {
+        let mut referrers = txn.open_table(REFERRERS).unwrap();
+        let root = world_store::keys::ReferrerKey(TARGET_OBJECT, root_seq, REFERRER_WORLD, world.revision);
+        let head = world_store::keys::ReferrerKey(TARGET_ENTRY, world.revision, REFERRER_WORLD, world.revision);
+        assert!(referrers.remove(root).unwrap().is_some() && referrers.remove(head).unwrap().is_some());
+    });
+    let report = verify_offline(&fx.path);
+    for target in [world.state_root, world.log_head] {
+        assert_fault(&report, "referrers", &format!("{target} <- world {world_ref}"), FaultKind::Missing);
+    }
+}

@@ -173,15 +173,15 @@ impl Invocation<'_> {
             .str("invocationId", &self.key.invocation_id())
             .str("episodeId", &c.episode)
             .str("skillId", &self.d.id)
-            .str("transitionFn", &self.d.transition_fn.to_string())
-            .str("interpreter", &self.d.interpreter.to_string())
+            .reference("transitionFn", &self.d.transition_fn)
+            .reference("interpreter", &self.d.interpreter)
             .uint("semanticsEpoch", self.d.semantics_epoch)
-            .str("input", &input.hash.to_string())
-            .str("output", &output.hash.to_string());
+            .reference("input", &input.hash)
+            .reference("output", &output.hash);
         let semantic = match plan {
             Some(p) => {
                 let refs: Vec<Value> = records.iter().map(|r| json!(r.to_string())).collect();
-                rec = rec.str("plan", &p.hash.to_string()).value("effects", &Value::Array(refs));
+                rec = rec.reference("plan", &p.hash).value("effects", &Value::Array(refs));
                 INVOCATION_RECORD_V2
             }
             None => INVOCATION_RECORD_V1,

@@ -99,13 +99,13 @@ impl Record<'_> {
             .bool("allowed", self.allowed)
             .bool("failed", self.failed)
             .str("denial", self.denial)
-            .str("requestRef", &self.request_ref.to_string())
+            .reference("requestRef", &self.request_ref)
             .str("resultRef", &refs::optional_text(self.result_ref))
             .str("invocationId", self.invocation_id)
             .uint("ordinal", u64::from(self.ordinal))
             .str("effectId", self.effect_id);
         match self.approval {
-            Some(a) => fields.str("approvalRef", &a.to_string()).finish(),
+            Some(a) => fields.reference("approvalRef", &a).finish(),
             None => fields.finish(),
         }
     }

@@ -1,11 +1,12 @@
 //! The episode index's law, once for both engines: how each call moves its
 //! episode's summary (`EpisodeRow::created`, `EpisodeRow::ended`) and which
-//! position it takes among the episode's calls (`Move::apply`). The
-//! embedded engine applies each move at once; the PostgreSQL engine keeps a
-//! batch's moves (`Moves`), by episode and in the order they were made, and
-//! applies them at the batch's end, so that a summary is locked only from
-//! the batch's flush to its COMMIT and two nodes' batches creating calls in
-//! one episode run side by side until then.
+//! position it takes among the episode's calls (`Move::apply`). Both
+//! engines keep a batch's moves (`Moves`), by episode and in the order they
+//! were made, and apply them at the batch's end: the embedded engine so that
+//! a summary is decoded and written once a batch rather than twice a call;
+//! the PostgreSQL engine also so that a summary is locked only from the
+//! batch's flush to its COMMIT and two nodes' batches creating calls in one
+//! episode run side by side until then.
 
 use crate::model::{EpisodeRow, Task, TaskKey};
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 
 use super::apply::{R, Rows};
 use super::approvals::ApprovalRows;
-use super::episodes::Move;
+use super::episodes::Moves;
 use crate::error::{WriteError, storage};
 use crate::media::WalIo;
 use crate::model::*;
@@ -67,6 +67,14 @@ pub(crate) struct W<'t> {
     /// Where referrer targets named in this batch sit (at most
     /// `PLACES_KEPT_MAX`): a much-named target is looked up once a batch.
     places: std::collections::HashMap<Ref, (u8, u64)>,
+    /// The batch's episode moves, applied by `finish`: an episode's summary
+    /// is read, decoded, moved by all of the batch's calls in it, and written
+    /// once a batch, not twice a call.
+    moves: Moves,
+    /// The summaries of the episodes in `moves` as the batch found them,
+    /// decoded at the first move (where a summary that does not decode
+    /// refuses that request alone, as any row it reads).
+    summaries: std::collections::HashMap<String, Option<EpisodeRow>>,
 }
 
 /// Most target places a batch remembers; past it they are looked up again.
@@ -181,6 +189,8 @@ impl<'t> W<'t> {
             task_rows: Default::default(),
             next_seq: None,
             places: Default::default(),
+            moves: Moves::default(),
+            summaries: Default::default(),
         })
     }
 
@@ -197,9 +207,13 @@ impl<'t> W<'t> {
 
     /// Writes what was deferred to the end of the batch (its payloads, its
     /// task rows), then lets the tiered indexes take their step
-    /// (`tiered::maintain`); call before committing.
-    pub(crate) fn finish(mut self) -> R<()> {
-        if let Some(end) = self.appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))? {
+    /// (`tiered::maintain`); call before committing. Returns where the
+    /// payload file now ends when the batch appended to it (as recorded in
+    /// `meta`).
+    pub(crate) fn finish(mut self) -> R<Option<u64>> {
+        self.apply_moves()?;
+        let appended = self.appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))?;
+        if let Some(end) = appended {
             self.txn.open_table(META).map_err(storage)?.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
         }
         let mut task_rows: Vec<_> = std::mem::take(&mut self.task_rows).into_iter().collect();
@@ -213,7 +227,8 @@ impl<'t> W<'t> {
         let (txn, placed, semantic) = (self.txn, self.placed, self.semantic_written);
         drop(self);
         tiered::maintain(txn, &PLACES, placed).map_err(storage)?;
-        tiered::maintain(txn, &SEMANTIC, semantic).map_err(storage)
+        tiered::maintain(txn, &SEMANTIC, semantic).map_err(storage)?;
+        Ok(appended)
     }
 
     /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
@@ -247,17 +262,29 @@ impl<'t> W<'t> {
         Ok(found.map(|(_, seq)| seq))
     }
 
-    /// Applies one call's move to its episode's summary at once, and gives
-    /// a created call its position. A summary that does not decode refuses
-    /// this request alone, as any row it reads.
-    fn move_episode(&mut self, episode: &str, m: Move) -> R<()> {
-        let was = self.episode(episode)?;
-        let mut row = was.clone().unwrap_or_default();
-        if let Some((key, seq)) = m.apply(&mut row) {
-            let (surface, episode, task_id) = task_key(&key);
-            self.episode_calls.insert((episode, seq), (surface, task_id)).map_err(storage)?;
+    /// Reads the summary of `episode` at its first move in the batch; a
+    /// summary that does not decode refuses this request alone.
+    fn found_summary(&mut self, episode: &str) -> R<()> {
+        if !self.summaries.contains_key(episode) {
+            let was = self.episode(episode)?;
+            self.summaries.insert(episode.to_string(), was);
         }
-        self.put_episode(episode, &row, was.as_ref())
+        Ok(())
+    }
+
+    /// Moves each episode of the batch by its calls, in the order they were
+    /// made, and gives each created call its position.
+    fn apply_moves(&mut self) -> R<()> {
+        for moves in std::mem::take(&mut self.moves).into_episodes() {
+            let was = self.summaries.remove(&moves.episode).flatten();
+            let moved = moves.apply(was);
+            for (key, seq) in &moved.positions {
+                let (surface, episode, task_id) = task_key(key);
+                self.episode_calls.insert((episode, *seq), (surface, task_id)).map_err(storage)?;
+            }
+            self.put_episode(&moved.episode, &moved.row, moved.was.as_ref())?;
+        }
+        Ok(())
     }
 
     /// An episode's summary.
@@ -483,11 +510,15 @@ impl Rows for W<'_> {
     }
 
     fn call_created(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.move_episode(&key.episode, Move::Created(key.clone(), task.clone()))
+        self.found_summary(&key.episode)?;
+        self.moves.created(key, task);
+        Ok(())
     }
 
     fn call_ended(&mut self, key: &TaskKey, task: &Task) -> R<()> {
-        self.move_episode(&key.episode, Move::Ended(task.clone()))
+        self.found_summary(&key.episode)?;
+        self.moves.ended(key, task);
+        Ok(())
     }
 
     fn journal(&mut self, invocation_id: &str) -> R<Vec<JournalItem>> {
@@ -676,7 +707,8 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
     for (id, episode) in sessions {
         w.episode_sessions.open(w.txn)?.insert((episode.as_str(), id.0), ()).map_err(storage)?;
     }
-    w.finish()
+    w.finish()?;
+    Ok(())
 }
 
 /// Moves the rows of a format 4 store keyed by ref (objects' metadata,
@@ -845,7 +877,8 @@ pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
         }
     }
     txn.delete_table(REFERRERS_BY_HASH).map_err(storage)?;
-    w.finish()
+    w.finish()?;
+    Ok(())
 }
 
 impl ApprovalRows for W<'_> {

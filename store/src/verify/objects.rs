@@ -16,10 +16,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bytes of the payload file a thread reads at once.
 pub const VERIFY_READ_BYTES: usize = 1 << 20;
-/// Ranges of sequence numbers per thread: threads take the next range when
-/// done with one, so one that meets larger payloads does not hold the rest up.
-const RANGES_PER_THREAD: u64 = 16;
-
 /// What every thread of the pass reads and counts.
 struct Pass<'p> {
     file: &'p dyn WalIo,
@@ -28,10 +24,6 @@ struct Pass<'p> {
     /// Objects walked so far, of `total`.
     done: AtomicU64,
     total: u64,
-    /// The next range to take, of `ranges` over sequence numbers `0..end`.
-    next: AtomicU64,
-    ranges: u64,
-    end: u64,
 }
 
 /// What one range held: its first object's number and where the range's
@@ -55,23 +47,12 @@ impl Verifier<'_> {
         let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
         let total = objects.len().map_err(|e| e.to_string())?;
         let end = objects.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
-        let threads = match opts.threads {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            n => n,
-        }
-        .clamp(1, 64) as u64;
         let file = self.snap.payload_file();
         let file_len = file.len().map_err(|e| format!("the payload file: {e}"))?;
-        let ranges = (threads * RANGES_PER_THREAD).min(end.max(1));
-        let (done, next) = (AtomicU64::new(0), AtomicU64::new(0));
-        let pass = Pass { file, file_len, opts, done, total, next, ranges, end };
-        let mut parts: Vec<(u64, Walked)> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads).map(|_| s.spawn(|| self.take_ranges(&pass))).collect();
-            handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
-        });
-        parts.sort_unstable_by_key(|(range, _)| *range);
+        let pass = Pass { file, file_len, opts, done: AtomicU64::new(0), total };
+        let parts = super::redb::in_ranges(end, opts.threads, |range| self.walk(range, &pass));
         let mut ended = None;
-        for (_, walked) in parts {
+        for walked in parts {
             counts.objects += walked.objects;
             counts.payload_bytes += walked.bytes;
             semantic.rows += walked.semantic.rows;
@@ -91,22 +72,6 @@ impl Verifier<'_> {
             self.sink.push("meta", META_PAYLOAD_LEN, FaultKind::Mismatch, detail);
         }
         Ok(())
-    }
-
-    /// Walks ranges until none is left; what each held, by its number.
-    fn take_ranges(&self, pass: &Pass<'_>) -> Vec<(u64, Walked)> {
-        let mut out = vec![];
-        loop {
-            let range = pass.next.fetch_add(1, Ordering::Relaxed);
-            if range >= pass.ranges {
-                return out;
-            }
-            let (lo, hi) = (
-                super::redb::split(pass.end, range, pass.ranges),
-                super::redb::split(pass.end, range + 1, pass.ranges),
-            );
-            out.push((range, self.walk(lo..hi, pass)));
-        }
     }
 
     /// The objects numbered in `range`.

@@ -13,6 +13,7 @@ use crate::tiered;
 use crate::view::View;
 use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -40,8 +41,9 @@ impl Sink {
 }
 
 /// Verifies everything visible in an embedded snapshot. The objects and the
-/// journal are walked on one thread, the log and what hangs off it (worlds,
-/// heads, tasks, episodes) on another: the two share no step.
+/// journal are walked on one side, the log and what hangs off it (worlds,
+/// heads, tasks, episodes) on another: the two share no step. Each side's
+/// long passes run on threads of their own (`in_ranges`).
 pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let (mut counts, mut log_side) = (Counts::default(), Counts::default());
@@ -50,7 +52,7 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
         let objects_side = Verifier { snap: snapshot, sink: &sink };
         let (counts, tables) = (&mut counts, &mut tables);
         s.spawn(move || objects_side.objects_and_journal(opts, counts, tables));
-        Verifier { snap: snapshot, sink: &sink }.log_and_calls(&mut log_side);
+        Verifier { snap: snapshot, sink: &sink }.log_and_calls(opts.threads, &mut log_side);
     });
     counts.add(&log_side);
     let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -126,23 +128,33 @@ impl<'a> Verifier<'a> {
 
     /// The log's chain, then the worlds, heads, registry, tasks, sessions and
     /// episodes, which are checked against it.
-    fn log_and_calls(mut self, counts: &mut Counts) {
-        let mut entry_hashes = vec![];
+    fn log_and_calls(mut self, threads: usize, counts: &mut Counts) {
+        let (mut entry_hashes, mut records) = (vec![], vec![]);
         self.guarded("log", |v| {
-            entry_hashes = v.log(counts)?;
+            (entry_hashes, records) = v.log(counts, threads)?;
             Ok(())
         });
         let mut world_refs = vec![];
         self.guarded("worlds", |v| {
-            world_refs = v.worlds(&entry_hashes, counts)?;
+            world_refs = v.worlds(&entry_hashes, std::mem::take(&mut records), counts, threads)?;
             Ok(())
         });
-        self.guarded("places", |v| v.places(&entry_hashes, &world_refs, counts));
-        self.guarded("heads", |v| v.heads(entry_hashes.len() as u64, counts));
-        self.guarded("registry_entries", |v| v.registry_entries());
-        self.guarded("tasks", |v| v.tasks(&entry_hashes, counts));
-        self.guarded("sessions", |v| v.sessions(counts));
-        self.guarded("episodes", |v| v.episodes(counts));
+        // The place index beside the rest, which shares no step with it.
+        let mut calls = Counts::default();
+        let (snap, sink) = (self.snap, self.sink);
+        std::thread::scope(|s| {
+            let (hashes, calls) = (&entry_hashes, &mut calls);
+            s.spawn(move || {
+                let mut v = Verifier { snap, sink };
+                v.guarded("heads", |v| v.heads(hashes.len() as u64, calls));
+                v.guarded("registry_entries", |v| v.registry_entries());
+                v.guarded("tasks", |v| v.tasks(hashes, calls));
+                v.guarded("sessions", |v| v.sessions(calls));
+                v.guarded("episodes", |v| v.episodes(calls));
+            });
+            self.guarded("places", |v| v.places(&entry_hashes, &world_refs, counts));
+        });
+        counts.add(&calls);
     }
 
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
@@ -244,38 +256,91 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    /// Walks the log in order; returns each present entry's hash by index.
-    fn log(&self, counts: &mut Counts) -> Result<Vec<Ref>, String> {
-        let Some(log) = self.table(LOG)? else { return Ok(vec![]) };
-        let mut hashes: Vec<Ref> = vec![];
-        let mut prev: Option<(u64, Ref)> = None;
-        let mut present = HashSet::new();
-        for item in log.iter().map_err(|e| e.to_string())? {
-            let (k, v) = item.map_err(|e| e.to_string())?;
-            let index = k.value();
-            counts.log_entries += 1;
+    /// The log's entries and its hash chain, walked in ranges of indexes on
+    /// `threads` threads and joined where the ranges meet; returns each
+    /// entry's hash by index (zero where an entry is missing or unreadable).
+    fn log(&self, counts: &mut Counts, threads: usize) -> Result<(Vec<Ref>, Vec<Wanted>), String> {
+        let Some(log) = self.table(LOG)? else { return Ok((vec![], vec![])) };
+        let end = log.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value().saturating_add(1)).unwrap_or(0);
+        drop(log);
+        let parts = in_ranges(end, threads, |range| {
+            let mut walked = LogWalked::default();
+            if let Err(e) = self.walk_log(range, &mut walked) {
+                walked.error = Some(e);
+            }
+            walked
+        });
+        let (mut hashes, mut records): (Vec<Ref>, Vec<Wanted>) = (vec![], vec![]);
+        for part in parts {
+            if let Some(e) = part.error {
+                return Err(e);
+            }
+            counts.log_entries += part.entries;
+            records.extend(part.records);
+            let Some((index, prev_entry_hash)) = part.first else { continue };
             let expected = hashes.len() as u64;
             if index != expected {
                 self.sink.push("log", index, FaultKind::ChainBreak, format!("entries {expected}..{index} are missing"));
             }
-            let entry: LogEntry = match rows::decode("log", &index, v.value()) {
+            hashes.resize(index as usize, Ref([0; 32]));
+            // The chain across the ranges' seam: the walk checked the rest.
+            if let (Some(claimed), Some(pi)) = (prev_entry_hash, index.checked_sub(1))
+                && let Some(ph) = hashes.get(pi as usize).filter(|h| h.0 != [0; 32])
+                && claimed != *ph
+            {
+                let detail = format!("prevEntryHash {claimed} is not entry {pi}'s hash {ph}");
+                self.sink.push("log", index, FaultKind::ChainBreak, detail);
+            }
+            hashes.extend(part.hashes);
+        }
+        Ok((hashes, records))
+    }
+
+    /// The entries with indexes in `range`.
+    fn walk_log(&self, range: Range<u64>, walked: &mut LogWalked) -> Step {
+        let Some(log) = self.table(LOG)? else { return Ok(()) };
+        let mut prev: Option<(u64, Ref)> = None;
+        let mut present = HashSet::new();
+        for item in log.range(range).map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let index = k.value();
+            walked.entries += 1;
+            let decoded: Result<LogEntry, _> = rows::decode("log", &index, v.value());
+            let first = *walked.first.get_or_insert((index, decoded.as_ref().ok().map(|e| e.header.prev_entry_hash)));
+            let expected = first.0 + walked.hashes.len() as u64;
+            if index != expected {
+                self.sink.push("log", index, FaultKind::ChainBreak, format!("entries {expected}..{index} are missing"));
+            }
+            let at = (index - first.0) as usize;
+            let entry = match decoded {
                 Ok(e) => e,
                 Err(c) => {
                     self.sink.corrupt(c);
-                    hashes.resize(index as usize + 1, Ref([0; 32]));
+                    walked.hashes.resize(at + 1, Ref([0; 32]));
                     prev = None;
                     continue;
                 }
             };
-            self.entry(index, &entry, prev, &mut present);
-            hashes.resize(index as usize, Ref([0; 32]));
-            hashes.push(entry.entry_hash);
+            self.entry(index, &entry, prev, &mut present, &mut walked.records);
+            walked.hashes.resize(at, Ref([0; 32]));
+            walked.hashes.push(entry.entry_hash);
             prev = Some((index, entry.entry_hash));
         }
-        Ok(hashes)
+        Ok(())
     }
 
-    fn entry(&self, index: u64, entry: &LogEntry, prev: Option<(u64, Ref)>, present: &mut HashSet<Ref>) {
+    /// One entry: its hash, its link to the one before, and the refs it
+    /// names. Its record (`transitionRef`) is queued in `records` to be
+    /// resolved with the rest (`resolve_objects`); the transitions it names
+    /// again and again are looked up once each.
+    fn entry(
+        &self,
+        index: u64,
+        entry: &LogEntry,
+        prev: Option<(u64, Ref)>,
+        present: &mut HashSet<Ref>,
+        records: &mut Vec<Wanted>,
+    ) {
         let h = &entry.header;
         if h.entry_index != index {
             self.sink.push("log", index, FaultKind::Mismatch, format!("header says entryIndex {}", h.entry_index));
@@ -300,7 +365,8 @@ impl<'a> Verifier<'a> {
                 format!("prevEntryHash {} is not entry {pi}'s hash {ph}", h.prev_entry_hash),
             );
         }
-        let mut must_resolve = vec![("transitionRef", entry.transition_ref)];
+        records.push(Wanted { r: entry.transition_ref, owner: index, world: None });
+        let mut must_resolve = vec![];
         if h.written_by.starts_with("coordinator:") {
             must_resolve.push(("transitionFn", h.transition_fn));
             must_resolve.push(("interpreter", h.interpreter));
@@ -319,14 +385,102 @@ impl<'a> Verifier<'a> {
         }
     }
 
-    /// The worlds, each against the entry it heads; returns each world's ref by revision.
-    fn worlds(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Result<Vec<Ref>, String> {
+    /// The worlds, each against the entry it heads; returns each world's ref
+    /// by revision. Ranges of revisions are walked on `threads` threads.
+    fn worlds(
+        &self,
+        entry_hashes: &[Ref],
+        records: Vec<Wanted>,
+        counts: &mut Counts,
+        threads: usize,
+    ) -> Result<Vec<Ref>, String> {
+        // No world rows still leaves the log's records to resolve.
+        let end = match self.table(WORLD_ROWS)? {
+            Some(worlds) => worlds.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value().saturating_add(1)),
+            None => None,
+        };
+        let end = end.unwrap_or(0);
+        let parts = in_ranges(end, threads, |range| {
+            let mut walked = WorldsWalked::default();
+            if let Err(e) = self.walk_worlds(range, entry_hashes, &mut walked) {
+                walked.error = Some(e);
+            }
+            walked
+        });
         let mut refs = vec![];
-        let Some(worlds) = self.table(WORLD_ROWS)? else { return Ok(refs) };
-        let mut heads_seen = HashSet::new();
-        for item in worlds.iter().map_err(|e| e.to_string())? {
+        let mut heads_seen = vec![false; entry_hashes.len()];
+        let mut wanted = records;
+        for part in parts {
+            if let Some(e) = part.error {
+                return Err(e);
+            }
+            counts.worlds += part.worlds;
+            wanted.extend(part.roots);
+            for (at, r) in part.kept {
+                refs.resize(refs.len().max(at + 1), Ref([0; 32]));
+                refs[at] = r;
+            }
+            for revision in part.heads_seen {
+                heads_seen[revision] = true;
+            }
+        }
+        for (i, h) in entry_hashes.iter().enumerate() {
+            if !heads_seen[i] && h.0 != [0; 32] {
+                self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
+            }
+        }
+        for (wanted, seq) in self.resolve_objects(wanted)? {
+            match wanted.world {
+                None if seq.is_none() => {
+                    let detail = format!("transitionRef {} names no object", wanted.r);
+                    self.sink.push("log", wanted.owner, FaultKind::Dangling, detail);
+                }
+                None => {}
+                Some(world) => self.world_referrer(wanted.r, seq.map(|seq| (TARGET_OBJECT, seq)), wanted.owner, world),
+            }
+        }
+        Ok(refs)
+    }
+
+    /// Every wanted object ref with its sequence number (none: the store
+    /// holds no such object), by one pass over the place index in key order
+    /// against the refs sorted: a merge, not a lookup per ref.
+    fn resolve_objects(&self, mut wanted: Vec<Wanted>) -> Result<Vec<(Wanted, Option<u64>)>, String> {
+        wanted.sort_unstable_by_key(|w| w.r);
+        let mut seqs: Vec<Option<u64>> = vec![None; wanted.len()];
+        let mut at = 0;
+        self.snap
+            .each_place(PLACE_OBJECT, |r, seq| {
+                while at < wanted.len() && wanted[at].r < r {
+                    at += 1;
+                }
+                while at < wanted.len() && wanted[at].r == r {
+                    seqs[at] = Some(seq);
+                    at += 1;
+                }
+                Ok::<(), crate::error::ReadError>(())
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(wanted.into_iter().zip(seqs).collect())
+    }
+
+    /// That world `r` at `revision` is indexed as naming `target`: looked up
+    /// first where the target sits (`place`), then under each of its places.
+    fn world_referrer(&self, target: Ref, place: Option<(u8, u64)>, revision: u64, r: Ref) {
+        let under = |place| self.snap.has_referrer_under(place, REFERRER_WORLD, revision).unwrap_or(false);
+        if place.is_some_and(under) || self.snap.has_referrer_at(&target, REFERRER_WORLD, revision).unwrap_or(false) {
+            return;
+        }
+        let key = format!("{target} <- world {r}");
+        self.sink.push("referrers", key, FaultKind::Missing, "the world is not indexed as a referrer");
+    }
+
+    /// The world rows with revisions in `range`.
+    fn walk_worlds(&self, range: Range<u64>, entry_hashes: &[Ref], walked: &mut WorldsWalked) -> Step {
+        let Some(worlds) = self.table(WORLD_ROWS)? else { return Ok(()) };
+        for item in worlds.range(range).map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
-            counts.worlds += 1;
+            walked.worlds += 1;
             let revision = k.value();
             let w: World = match rows::decode("world_rows", &revision, v.value()) {
                 Ok(w) => w,
@@ -346,24 +500,18 @@ impl<'a> Verifier<'a> {
             }
             // A revision past the log heads no entry (reported below); it is not kept.
             if let Some(at) = usize::try_from(revision).ok().filter(|at| *at < entry_hashes.len()) {
-                refs.resize(refs.len().max(at + 1), Ref([0; 32]));
-                refs[at] = r;
+                walked.kept.push((at, r));
             }
-            for target in [w.state_root, w.log_head] {
-                if !self.snap.has_referrer_at(&target, REFERRER_WORLD, w.revision).unwrap_or(false) {
-                    self.sink.push(
-                        "referrers",
-                        format!("{target} <- world {r}"),
-                        FaultKind::Missing,
-                        "the world is not indexed as a referrer",
-                    );
-                }
-            }
-            match entry_hashes.get(w.revision as usize) {
-                Some(h) if *h == w.log_head => {
-                    heads_seen.insert(w.revision);
-                }
-                _ => self.sink.push(
+            // The entry this world heads, when its log head is the hash of
+            // the entry at its revision: then that is where the log head's
+            // referrer row sits; the state root's place is found with the
+            // rest (`resolve_objects`).
+            let heads = usize::try_from(w.revision).ok().filter(|at| entry_hashes.get(*at) == Some(&w.log_head));
+            self.world_referrer(w.log_head, heads.map(|_| (TARGET_ENTRY, w.revision)), w.revision, r);
+            walked.roots.push(Wanted { r: w.state_root, owner: w.revision, world: Some(r) });
+            match heads {
+                Some(at) => walked.heads_seen.push(at),
+                None => self.sink.push(
                     "worlds",
                     r,
                     FaultKind::Dangling,
@@ -371,12 +519,7 @@ impl<'a> Verifier<'a> {
                 ),
             }
         }
-        for (i, h) in entry_hashes.iter().enumerate() {
-            if !heads_seen.contains(&(i as u64)) && h.0 != [0; 32] {
-                self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
-            }
-        }
-        Ok(refs)
+        Ok(())
     }
 
     /// The place index: its directory names run tables that exist and at
@@ -952,7 +1095,75 @@ impl<'a> Verifier<'a> {
     }
 }
 
+/// What a range of log entries held.
+#[derive(Default)]
+struct LogWalked {
+    entries: u64,
+    /// The range's first entry's index, and the hash it names as the one
+    /// before it (none: the entry does not decode).
+    first: Option<(u64, Option<Ref>)>,
+    /// Each entry's hash from the first on (zero: missing or unreadable).
+    hashes: Vec<Ref>,
+    /// Each entry's record, to be resolved (`resolve_objects`).
+    records: Vec<Wanted>,
+    error: Option<String>,
+}
+
+/// An object ref a check needs resolved: an entry's record (`owner` is the
+/// entry's index) or a world's state root (`owner` is its revision, `world`
+/// its ref).
+struct Wanted {
+    r: Ref,
+    owner: u64,
+    world: Option<Ref>,
+}
+
+/// What a range of world rows held.
+#[derive(Default)]
+struct WorldsWalked {
+    worlds: u64,
+    /// (revision, world ref) of each world whose revision heads an entry.
+    kept: Vec<(usize, Ref)>,
+    /// The revisions whose world names its entry's hash as its log head.
+    heads_seen: Vec<usize>,
+    /// Each world's state root, to be resolved (`resolve_objects`).
+    roots: Vec<Wanted>,
+    error: Option<String>,
+}
+
+/// Ranges per thread of `in_ranges`: a thread takes the next range when
+/// done with one, so one that meets slower rows does not hold the rest up.
+const RANGES_PER_THREAD: u64 = 16;
+
+/// Walks `0..end` in ranges on `threads` threads (0: one per core); what
+/// each range gave, in range order.
+pub(super) fn in_ranges<T: Send>(end: u64, threads: usize, walk: impl Fn(Range<u64>) -> T + Sync) -> Vec<T> {
+    let threads = match threads {
+        0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        n => n,
+    }
+    .clamp(1, 64) as u64;
+    let ranges = (threads * RANGES_PER_THREAD).min(end.max(1));
+    let next = AtomicU64::new(0);
+    let take = || {
+        let mut out = vec![];
+        loop {
+            let range = next.fetch_add(1, Ordering::Relaxed);
+            if range >= ranges {
+                return out;
+            }
+            out.push((range, walk(split(end, range, ranges)..split(end, range + 1, ranges))));
+        }
+    };
+    let mut parts: Vec<(u64, T)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads).map(|_| s.spawn(take)).collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    parts.sort_unstable_by_key(|(range, _)| *range);
+    parts.into_iter().map(|(_, t)| t).collect()
+}
+
 /// The start of part `part` of `parts` of the range `0..end`.
-pub(super) fn split(end: u64, part: u64, parts: u64) -> u64 {
+fn split(end: u64, part: u64, parts: u64) -> u64 {
     (end as u128 * part as u128 / parts as u128) as u64
 }
