@@ -7,14 +7,16 @@
 //!
 //! `SOAK_SECS` (default 120) in intervals of `SOAK_INTERVAL_SECS` (default 10);
 //! `SOAK_SERVE_ARGS` adds `serve` flags (e.g. `--cache-mib 16`); `SOAK_PURE=1`
-//! sends only `tools_decho`; `BENCH_KEEP_STORE=1` leaves the store's directory
-//! behind for a look (its path is printed first).
+//! sends only `tools_decho`; `SOAK_CLIENTS` sets the clients (default 8);
+//! `BENCH_KEEP_STORE=1` leaves the store's directory behind for a look (its
+//! path is printed first).
 
 mod support;
 
 use serde_json::Value;
 use support::*;
 
+/// Clients by default (`SOAK_CLIENTS` sets another count).
 const CLIENTS: usize = 8;
 const EPISODES: usize = 4;
 
@@ -24,6 +26,7 @@ fn main() {
     }
     let (total, interval) = (env_or("SOAK_SECS", 120.0), env_or("SOAK_INTERVAL_SECS", 10.0));
     let serve_args = std::env::var("SOAK_SERVE_ARGS").unwrap_or_default();
+    let clients = env_or("SOAK_CLIENTS", CLIENTS).max(1);
     let pure = std::env::var("SOAK_PURE").is_ok_and(|v| v == "1");
     let setup = Setup::new(EPISODES);
     let daemon = setup.start(&serve_args.split_whitespace().collect::<Vec<_>>());
@@ -36,7 +39,7 @@ fn main() {
     };
     let on_disk = || world_store::FileSizes::of(&setup.db).on_disk();
     eprintln!(
-        "soak: {} ({total} s in {interval} s intervals, {CLIENTS} clients over {EPISODES} episodes, {}, serve {serve_args:?}), store {}",
+        "soak: {} ({total} s in {interval} s intervals, {clients} clients over {EPISODES} episodes, {}, serve {serve_args:?}), store {}",
         setup.worldd.display(),
         if pure { "tools_decho only" } else { "tools_decho and ailang-read" },
         setup.db.display()
@@ -49,7 +52,7 @@ fn main() {
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
-        let s = soak(&daemon, &setup.db, &tokens, CLIENTS, interval, pure);
+        let s = soak(&daemon, &setup.db, &tokens, clients, interval, pure);
         peak_rss = peak_rss.max(s.peak_rss);
         calls += s.row.calls;
         elapsed += interval;

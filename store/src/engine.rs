@@ -8,7 +8,8 @@ use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::payloads::{META_PAYLOAD_LEN, PayloadFile};
 use crate::tables::{
     META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PAYLOAD_FILE, STORE_FORMAT_BEFORE_PLACES,
-    STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
+    STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND, STORE_FORMAT_BEFORE_TARGET_PLACES,
+    STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
 use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
@@ -272,6 +273,20 @@ impl Engine {
         Ok(results)
     }
 
+    /// Indexes every referrer the batches left behind (`referrers`), in a
+    /// transaction the next checkpoint makes durable: run before the
+    /// checkpoints of an idle moment and of a clean close, so that a store
+    /// at rest has its whole index.
+    pub(crate) fn index_referrers(&mut self) -> Result<(), Fault> {
+        let db = self.db()?;
+        let mut txn = db.begin_write().map_err(redb_fault)?;
+        txn.set_durability(Durability::None).map_err(redb_fault)?;
+        let mut w = W::open_with(&txn, &mut self.filters, self.payloads.io().as_ref()).map_err(write_fault)?;
+        w.index_referrers(0).map_err(write_fault)?;
+        drop(w);
+        txn.commit().map_err(redb_fault)
+    }
+
     /// A durable commit of everything so far; then the log is emptied.
     pub(crate) fn checkpoint(&mut self) -> Result<(), Fault> {
         let started = Instant::now();
@@ -528,6 +543,9 @@ fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), Open
     if found <= STORE_FORMAT_BEFORE_PAYLOAD_FILE {
         crate::ops::move_payloads_to_file(&txn, payloads.io().as_ref()).map_err(|e| engine(&e))?;
         payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
+    }
+    if found <= STORE_FORMAT_BEFORE_REFERRERS_BEHIND {
+        crate::ops::referrers_all_indexed(&txn).map_err(|e| engine(&e))?;
     }
     txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
     txn.commit().map_err(|e| engine(&e))

@@ -28,6 +28,7 @@ pub mod ops;
 pub mod payloads;
 pub mod postgres;
 pub mod read;
+pub mod referrers;
 pub mod refs;
 pub mod rows;
 pub mod tables;

@@ -5,6 +5,7 @@ use crate::error::{ReadError, read_storage};
 use crate::model::*;
 /// Plain values, defined in `model`; `read::JournalItem` still names them.
 pub use crate::model::{JournalItem, Referrer};
+use crate::referrers::{self, Indexed};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
@@ -53,7 +54,18 @@ pub struct RedbSnapshot {
     places: std::sync::OnceLock<Vec<ReadOnlyTable<PlaceKey, u64>>>,
     /// The semantic index's tables, opened by the first page of it.
     semantic: std::sync::OnceLock<Vec<ReadOnlyTable<SemanticKey, u64>>>,
+    /// How far the referrer index has got and where the rows end, read once.
+    indexed: std::sync::OnceLock<(Indexed, Indexed)>,
 }
+
+/// The rows of a snapshot that say what an unindexed referrer names.
+type Unindexed<'a> = referrers::Rows<
+    'a,
+    ReadOnlyTable<u64, &'static [u8]>,
+    ReadOnlyTable<u64, Key32>,
+    ReadOnlyTable<u64, &'static [u8]>,
+    ReadOnlyTable<u64, &'static [u8]>,
+>;
 
 pub(crate) fn open<K: redb::Key + 'static, V: redb::Value + 'static>(
     txn: &ReadTransaction,
@@ -158,6 +170,77 @@ impl RedbSnapshot {
         }
     }
 
+    /// The referrers the index has not reached (`referrers`), read from
+    /// their rows: `f` gets the rows' reader, how far the index has got and
+    /// where the rows end. `None` where no write has made the tables.
+    fn with_unindexed<T>(
+        &self,
+        f: impl FnOnce(&Unindexed<'_>, Indexed, Indexed) -> Result<T, ReadError>,
+    ) -> Result<Option<T>, ReadError> {
+        let (Some(meta), Some(object_rows), Some(object_seq), Some(log), Some(world_rows)) = (
+            open(&self.txn, META)?,
+            open(&self.txn, OBJECT_ROWS)?,
+            open(&self.txn, OBJECT_SEQ)?,
+            open(&self.txn, LOG)?,
+            open(&self.txn, WORLD_ROWS)?,
+        ) else {
+            return Ok(None);
+        };
+        let (from, ends) = match self.indexed.get() {
+            Some(known) => *known,
+            None => {
+                let read = (Indexed::read(&meta)?, Indexed::ends(&object_rows, &log, &world_rows)?);
+                *self.indexed.get_or_init(|| read)
+            }
+        };
+        let rows = referrers::Rows {
+            object_rows: &object_rows,
+            object_seq: &object_seq,
+            log: &log,
+            world_rows: &world_rows,
+            payloads: self.payloads.as_ref(),
+        };
+        f(&rows, from, ends).map(Some)
+    }
+
+    /// How far the referrer index has got, and where the rows end.
+    pub(crate) fn referrers_indexed(&self) -> Result<(Indexed, Indexed), ReadError> {
+        Ok(self.with_unindexed(|_, from, ends| Ok((from, ends)))?.unwrap_or_default())
+    }
+
+    /// Calls `f` with each referrer the index has not reached and the refs
+    /// its row names, in (kind, position) order.
+    pub(crate) fn each_unindexed(
+        &self,
+        mut f: impl FnMut(u8, u64, Result<Vec<Ref>, ReadError>) -> Result<(), ReadError>,
+    ) -> Result<(), ReadError> {
+        self.with_unindexed(|rows, from, ends| rows.each_after(from, ends, &mut f))?;
+        Ok(())
+    }
+
+    /// The referrers the index has not reached that name `target`, in
+    /// (kind, position) order.
+    fn unindexed_referrers(&self, target: &Ref) -> Result<Vec<(u8, u64)>, ReadError> {
+        let mut found = vec![];
+        self.each_unindexed(|kind, position, targets| {
+            if targets?.contains(target) {
+                found.push((kind, position));
+            }
+            Ok(())
+        })?;
+        Ok(found)
+    }
+
+    /// Whether the referrer of `kind` at `position` is past the index: then
+    /// whether it names `target` is its row's to say (`Some`).
+    fn unindexed_names(&self, target: &Ref, kind: u8, position: u64) -> Result<Option<bool>, ReadError> {
+        let names = self.with_unindexed(|rows, from, _| match position >= from.of(kind) {
+            true => Ok(Some(rows.targets(kind, position)?.contains(target))),
+            false => Ok(None),
+        })?;
+        Ok(names.flatten())
+    }
+
     /// Whether the referrer of `kind` at `position` is indexed under the
     /// target place `place` (one lookup: for a caller that knows where the
     /// target sits; `has_referrer_at` when it does not).
@@ -172,6 +255,9 @@ impl RedbSnapshot {
     /// Whether the referrer of `kind` at `position` is indexed as naming
     /// `target`, under any of its places.
     pub(crate) fn has_referrer_at(&self, target: &Ref, kind: u8, position: u64) -> Result<bool, ReadError> {
+        if let Some(names) = self.unindexed_names(target, kind, position)? {
+            return Ok(names);
+        }
         for place in self.places_of(target)? {
             if self.has_referrer_row(target, place, kind, position)? {
                 return Ok(true);
@@ -233,6 +319,7 @@ impl RedbSnapshot {
             payloads,
             places: Default::default(),
             semantic: Default::default(),
+            indexed: Default::default(),
         })
     }
 
@@ -510,6 +597,7 @@ impl View for RedbSnapshot {
         for place in self.places_of(target)? {
             found.extend(self.referrers_at(target, place, from, limit)?);
         }
+        found.extend(self.unindexed_referrers(target)?.into_iter().filter(|row| from.is_none_or(|from| *row > from)));
         found.sort_unstable();
         found.dedup();
         found.truncate(limit);

@@ -158,7 +158,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 8;
+pub const STORE_FORMAT: u64 = 9;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -177,6 +177,10 @@ pub const STORE_FORMAT_BEFORE_TASKS_BY_ID: u64 = 6;
 
 /// The format whose payloads were rows of the database, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_PAYLOAD_FILE: u64 = 7;
+
+/// The format that wrote every referrer row in the transaction of its
+/// referrer (`referrers`), upgraded in place at open.
+pub const STORE_FORMAT_BEFORE_REFERRERS_BEHIND: u64 = 8;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

@@ -144,7 +144,7 @@ impl Loop {
             }
             self.tick();
         }
-        if self.failed().is_none() && self.engine.checkpoint().is_ok() {
+        if self.failed().is_none() && self.engine.index_referrers().is_ok() && self.engine.checkpoint().is_ok() {
             let _ = self.engine.trim_payloads();
         }
     }
@@ -222,7 +222,7 @@ impl Loop {
         }
         let due = self.engine.wal_pending() >= self.checkpoint_bytes
             || (self.engine.wal_pending() > 0 && self.engine.since_checkpoint() >= CHECKPOINT_INTERVAL);
-        if due && let Err(fault) = self.engine.checkpoint() {
+        if due && let Err(fault) = self.engine.index_referrers().and_then(|()| self.engine.checkpoint()) {
             self.fault(fault);
         }
     }

@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
     &["canonical"],
     &["error"],
     &["tiered"],
+    &["referrers"],
     &["ops"],
     &["wal"],
     &["view"],

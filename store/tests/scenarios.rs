@@ -482,3 +482,35 @@ on_both_engines! {
         assert!(matches!(empty, Err(WriteError::InvalidCommit(_))), "{empty:?}");
     }
 }
+
+#[test]
+fn referrers_past_the_index_are_named_from_their_rows_until_the_index_reaches_them() {
+    use world_store::referrers::REFERRERS_BEHIND_MAX;
+    use world_store::tables::REFERRER_OBJECT;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    let target = begin_and_commit(&store, &task("named"), f, b"{\"first\":true}").output_ref;
+    let index_rows = |store: &Store| {
+        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+        assert!(report.is_clean(), "{:#?}", report.faults);
+        report.tables.iter().find(|t| t.table == "referrers_by_target").map_or(0, |t| t.rows)
+    };
+    let before = index_rows(&store);
+    // Each call's output names the target: every one is named, past the
+    // index and in it, until a batch (or an idle checkpoint) indexes them.
+    let (mut calls, mut outputs) = (0u64, vec![]);
+    loop {
+        let output = format!("{{\"names\":\"{target}\",\"call\":{calls}}}");
+        outputs.push(begin_and_commit(&store, &task(&format!("call-{calls}")), f, output.as_bytes()).output_ref);
+        calls += 1;
+        let snap = store.snapshot().unwrap();
+        let checked = if calls % 16 == 0 { &outputs[..] } else { &outputs[outputs.len() - 1..] };
+        for output in checked {
+            assert!(snap.has_referrer(&target, REFERRER_OBJECT, output).unwrap(), "after {calls} calls: {output}");
+        }
+        if calls % 16 == 0 && index_rows(&store) > before {
+            break;
+        }
+        assert!(calls < REFERRERS_BEHIND_MAX, "the index never reached the calls' referrers");
+    }
+}

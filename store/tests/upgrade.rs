@@ -3,6 +3,7 @@
 
 mod common;
 
+use world_store::tables::REFERRER_OBJECT;
 use world_store::*;
 
 /// A format 3 store (referrers keyed by target hash) written by the binary of
@@ -77,10 +78,15 @@ fn table_rows<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
+/// A copy of `fixture`, with its payload file where it has one.
 fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = dir.join("world.db");
     std::fs::copy(root.join(fixture), &path).unwrap();
+    let payloads = world_store::media::payloads_path(&root.join(fixture));
+    if payloads.exists() {
+        std::fs::copy(payloads, world_store::media::payloads_path(&path)).unwrap();
+    }
     path
 }
 
@@ -368,4 +374,52 @@ fn a_format_7_store_is_upgraded_at_open_and_reads_every_payload_from_the_payload
     assert_eq!(snap.payload(&committed.output_ref).unwrap().as_deref(), Some(&b"{\"out\":\"after\"}"[..]));
     assert_eq!(objects_listing(snap.as_ref()).lines().count(), 96 + 2, "the new output and its record");
     common::assert_verifies(&store);
+}
+
+/// A format 8 store (every referrer row written in its referrer's
+/// transaction) written by the binary of that format: the echo registry and
+/// twelve calls whose outputs name earlier objects, the selected world and a
+/// ref never stored, closed cleanly; its payload file beside it. Beside them,
+/// what that binary answered for who names each target, page by page (two per
+/// page).
+const FORMAT8_STORE: &str = "tests/fixtures/format8.db";
+const FORMAT8_REFERRERS: &str = "tests/fixtures/format8.referrers.txt";
+
+#[test]
+fn a_format_8_store_is_upgraded_at_open_with_its_referrer_index_whole_and_names_new_referrers_before_and_after_indexing()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT8_STORE, 8, dir.path());
+    let snap = store.snapshot().unwrap();
+    let expected = fixture_text(FORMAT8_REFERRERS);
+    assert_eq!(listing(snap.as_ref(), &targets(snap.as_ref())), expected);
+    assert_eq!(expected.lines().count(), 181, "the fixture's referrer rows");
+    common::assert_verifies(&store);
+    let indexed = table_rows_open(&store);
+
+    // A new call naming an old object is named at once, from its own rows.
+    let old = snap.object_at(3).unwrap().unwrap();
+    drop(snap);
+    let f = common::echo_registry().entries[0].1;
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep8".into(), task_id: "after-upgrade".into() };
+    let committed = common::begin_and_commit(&store, &new, f, format!("{{\"names\":\"{old}\"}}").as_bytes());
+    let named = |store: &dyn WorldStore| {
+        let page = store.snapshot().unwrap().referrers(&old, None, PAGE_MAX).unwrap();
+        page.iter().any(|r| r.kind == REFERRER_OBJECT && r.referrer == committed.output_ref)
+    };
+    assert!(named(&store), "the output names {old}");
+    assert_eq!(table_rows_open(&store), indexed, "one call leaves the index behind");
+    drop(store);
+
+    // A clean close indexes what waited: the same answers, from the index.
+    let (store, _) = Store::open(&path, 1).unwrap();
+    assert!(named(&store));
+    assert!(table_rows_open(&store) > indexed, "the close indexed the call's referrers");
+    common::assert_verifies(&store);
+}
+
+/// The rows of the referrer index (targets the store holds), as `verify` counts them.
+fn table_rows_open(store: &dyn WorldStore) -> u64 {
+    let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+    report.tables.iter().find(|t| t.table == "referrers_by_target").map_or(0, |t| t.rows)
 }

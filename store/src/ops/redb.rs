@@ -4,10 +4,11 @@
 use super::apply::{R, Rows};
 use super::approvals::ApprovalRows;
 use super::episodes::Moves;
-use crate::error::{WriteError, storage};
+use crate::error::{ReadError, WriteError, storage};
 use crate::media::WalIo;
 use crate::model::*;
 use crate::payloads::META_PAYLOAD_LEN;
+use crate::referrers::{Indexed, REFERRERS_BEHIND_MAX};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
@@ -18,6 +19,12 @@ pub(crate) struct W<'t> {
     object_rows: Table<'t, u64, &'static [u8]>,
     /// This batch's payloads, put in the payload file by `finish`.
     appends: crate::payloads::Appends<'t>,
+    /// The payload file, read back when the referrers of objects are indexed.
+    payloads: &'t dyn WalIo,
+    /// How many referrers the writer's batches leave unindexed at most
+    /// (`REFERRERS_BEHIND_MAX`); `None` in the transactions of an upgrade, a
+    /// recovery or a new store, which leave the index to the next batch.
+    referrers_behind_max: Option<u64>,
     object_seq: Table<'t, u64, Key32>,
     log: Table<'t, u64, &'static [u8]>,
     world_rows: Table<'t, u64, &'static [u8]>,
@@ -156,9 +163,11 @@ impl<'t> W<'t> {
     ) -> R<W<'t>> {
         Ok(W {
             place_index,
+            referrers_behind_max: kept.is_some().then_some(REFERRERS_BEHIND_MAX),
             kept,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             appends: crate::payloads::Appends::new(payloads),
+            payloads,
             object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
             world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
@@ -223,6 +232,9 @@ impl<'t> W<'t> {
         }
         for key in std::mem::take(&mut self.started) {
             self.open_tasks.open(self.txn)?.insert(task_key(&key), ()).map_err(storage)?;
+        }
+        if let Some(behind_max) = self.referrers_behind_max {
+            self.index_referrers(behind_max)?;
         }
         let (txn, placed, semantic) = (self.txn, self.placed, self.semantic_written);
         drop(self);
@@ -332,6 +344,55 @@ impl<'t> W<'t> {
         Ok(place)
     }
 
+    /// Indexes the referrers written since the index last caught up, once
+    /// at least `behind_max` of them wait (`referrers`): each names its
+    /// targets from its own row (the payloads this batch appended are in the
+    /// file by now), and how far the index has got moves in `META`.
+    pub(crate) fn index_referrers(&mut self, behind_max: u64) -> R<()> {
+        let from = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
+        let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
+        let behind = from.behind(ends);
+        if behind == 0 || behind < behind_max {
+            return Ok(());
+        }
+        let mut named = vec![];
+        let rows = crate::referrers::Rows {
+            object_rows: &self.object_rows,
+            object_seq: &self.object_seq,
+            log: &self.log,
+            world_rows: &self.world_rows,
+            payloads: self.payloads,
+        };
+        rows.each_after(from, ends, |kind, position, targets| {
+            match targets {
+                Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
+                // A row that does not decode names nothing here; `verify`
+                // reports it, and the writer goes on.
+                Err(ReadError::Corrupt(_)) => {}
+                Err(e) => return Err(e),
+            }
+            Ok(())
+        })?;
+        // Keyed where each target sits, then written in key order.
+        let (mut placed, mut absent) = (vec![], vec![]);
+        for (target, kind, position) in named {
+            match self.place_of(&target)? {
+                Some((place, at)) => placed.push(ReferrerKey(place, at, kind, position)),
+                None => absent.push((target.0, kind, position)),
+            }
+        }
+        placed.sort_unstable();
+        absent.sort_unstable();
+        for key in placed {
+            self.referrers.insert(key, ()).map_err(storage)?;
+        }
+        for key in absent {
+            self.referrers_of_absent.open(self.txn)?.insert(key, ()).map_err(storage)?;
+        }
+        ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
+        Ok(())
+    }
+
     /// Indexes that the referrer of `kind` at `position` names `target`:
     /// under the target's place when the store holds it, else under its hash.
     fn insert_referrer(&mut self, target: &Ref, kind: u8, position: u64) -> R<()> {
@@ -407,11 +468,6 @@ impl Rows for W<'_> {
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
         self.semantic.insert(semantic_key(&o.semantic_id, &o.hash), seq).map_err(storage)?;
         self.semantic_written += 1;
-        for target in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
-            if target != o.hash {
-                self.insert_referrer(&target, REFERRER_OBJECT, seq)?;
-            }
-        }
         Ok(())
     }
 
@@ -440,18 +496,12 @@ impl Rows for W<'_> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
         self.place(&Ref(e), PLACE_ENTRY, h.entry_index)?;
-        for target in [entry.transition_ref, h.transition_fn, h.interpreter] {
-            self.insert_referrer(&target, REFERRER_ENTRY, h.entry_index)?;
-        }
         Ok(())
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
         self.place(&world.world_ref, PLACE_WORLD, world.revision)?;
-        for target in [world.state_root, world.log_head] {
-            self.insert_referrer(&target, REFERRER_WORLD, world.revision)?;
-        }
         Ok(())
     }
 
@@ -861,6 +911,21 @@ fn format4_objects(txn: &WriteTransaction) -> R<Format4Objects> {
         }
     }
     Ok((places, semantic))
+}
+
+/// Records that the referrer index has got to where the rows end: a store of
+/// a format that indexed every referrer in the transaction that wrote it.
+pub(crate) fn referrers_all_indexed(txn: &WriteTransaction) -> R<()> {
+    // Marks already there are this binary's own (a store marked as older
+    // than it is): they stay.
+    if Indexed::read(&txn.open_table(META).map_err(storage)?)? != Indexed::default() {
+        return Ok(());
+    }
+    let objects = txn.open_table(OBJECT_ROWS).map_err(storage)?;
+    let (log, worlds) = (txn.open_table(LOG).map_err(storage)?, txn.open_table(WORLD_ROWS).map_err(storage)?);
+    let ends = Indexed::ends(&objects, &log, &worlds)?;
+    ends.write(&mut txn.open_table(META).map_err(storage)?).map_err(storage)?;
+    Ok(())
 }
 
 /// Moves the referrer index of a format 3 store, keyed by target hash, to

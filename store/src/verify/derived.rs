@@ -123,6 +123,16 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
             add_referrer(snap, &mut derived.referrers, &Ref(target), kind, position)?;
         }
     }
+    // The referrers past the index's mark, as their rows name them.
+    let mut unindexed = vec![];
+    snap.each_unindexed(|kind, position, targets| {
+        unindexed.extend(targets?.into_iter().map(|target| (target, kind, position)));
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    for (target, kind, position) in unindexed {
+        add_referrer(snap, &mut derived.referrers, &target, kind, position)?;
+    }
     if let (Some(t), Some(numbers)) = (open(snap, RECORD_JOURNAL)?, open(snap, OBJECT_SEQ)?) {
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;

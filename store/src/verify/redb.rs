@@ -151,10 +151,22 @@ impl<'a> Verifier<'a> {
                 v.guarded("tasks", |v| v.tasks(hashes, calls));
                 v.guarded("sessions", |v| v.sessions(calls));
                 v.guarded("episodes", |v| v.episodes(calls));
+                v.guarded("meta", |v| v.referrers_indexed());
             });
             self.guarded("places", |v| v.places(&entry_hashes, &world_refs, counts));
         });
         counts.add(&calls);
+    }
+
+    /// The referrer index has got no further than the rows go: past its
+    /// mark, readers name referrers from the rows themselves.
+    fn referrers_indexed(&self) -> Step {
+        let (from, ends) = self.snap.referrers_indexed().map_err(|e| e.to_string())?;
+        if !from.within(ends) {
+            let detail = format!("the referrer index claims {from:?}, past where the rows end ({ends:?})");
+            self.sink.push("meta", "referrers_indexed", FaultKind::Mismatch, detail);
+        }
+        Ok(())
     }
 
     fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
@@ -467,6 +479,10 @@ impl<'a> Verifier<'a> {
     /// That world `r` at `revision` is indexed as naming `target`: looked up
     /// first where the target sits (`place`), then under each of its places.
     fn world_referrer(&self, target: Ref, place: Option<(u8, u64)>, revision: u64, r: Ref) {
+        // Past the index, a world is its own referrer row (`referrers`).
+        if self.snap.referrers_indexed().is_ok_and(|(from, _)| revision >= from.worlds) {
+            return;
+        }
         let under = |place| self.snap.has_referrer_under(place, REFERRER_WORLD, revision).unwrap_or(false);
         if place.is_some_and(under) || self.snap.has_referrer_at(&target, REFERRER_WORLD, revision).unwrap_or(false) {
             return;
