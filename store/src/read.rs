@@ -177,8 +177,7 @@ impl RedbSnapshot {
         &self,
         f: impl FnOnce(&Unindexed<'_>, Indexed, Indexed) -> Result<T, ReadError>,
     ) -> Result<Option<T>, ReadError> {
-        let (Some(meta), Some(object_rows), Some(object_seq), Some(log), Some(world_rows)) = (
-            open(&self.txn, META)?,
+        let (Some(object_rows), Some(object_seq), Some(log), Some(world_rows)) = (
             open(&self.txn, OBJECT_ROWS)?,
             open(&self.txn, OBJECT_SEQ)?,
             open(&self.txn, LOG)?,
@@ -186,13 +185,7 @@ impl RedbSnapshot {
         ) else {
             return Ok(None);
         };
-        let (from, ends) = match self.indexed.get() {
-            Some(known) => *known,
-            None => {
-                let read = (Indexed::read(&meta)?, Indexed::ends(&object_rows, &log, &world_rows)?);
-                *self.indexed.get_or_init(|| read)
-            }
-        };
+        let (from, ends) = self.referrers_indexed()?;
         let rows = referrers::Rows {
             object_rows: &object_rows,
             object_seq: &object_seq,
@@ -203,9 +196,22 @@ impl RedbSnapshot {
         f(&rows, from, ends).map(Some)
     }
 
-    /// How far the referrer index has got, and where the rows end.
+    /// How far the referrer index has got, and where the rows end (read
+    /// once a snapshot: a verify asks it for every world).
     pub(crate) fn referrers_indexed(&self) -> Result<(Indexed, Indexed), ReadError> {
-        Ok(self.with_unindexed(|_, from, ends| Ok((from, ends)))?.unwrap_or_default())
+        if let Some(known) = self.indexed.get() {
+            return Ok(*known);
+        }
+        let (Some(meta), Some(object_rows), Some(log), Some(world_rows)) = (
+            open(&self.txn, META)?,
+            open(&self.txn, OBJECT_ROWS)?,
+            open(&self.txn, LOG)?,
+            open(&self.txn, WORLD_ROWS)?,
+        ) else {
+            return Ok(*self.indexed.get_or_init(Default::default));
+        };
+        let read = (Indexed::read(&meta)?, Indexed::ends(&object_rows, &log, &world_rows)?);
+        Ok(*self.indexed.get_or_init(|| read))
     }
 
     /// Calls `f` with each referrer the index has not reached and the refs
@@ -214,6 +220,10 @@ impl RedbSnapshot {
         &self,
         mut f: impl FnMut(u8, u64, Result<Vec<Ref>, ReadError>) -> Result<(), ReadError>,
     ) -> Result<(), ReadError> {
+        let (from, ends) = self.referrers_indexed()?;
+        if from.behind(ends) == 0 {
+            return Ok(());
+        }
         self.with_unindexed(|rows, from, ends| rows.each_after(from, ends, &mut f))?;
         Ok(())
     }
@@ -234,6 +244,9 @@ impl RedbSnapshot {
     /// Whether the referrer of `kind` at `position` is past the index: then
     /// whether it names `target` is its row's to say (`Some`).
     fn unindexed_names(&self, target: &Ref, kind: u8, position: u64) -> Result<Option<bool>, ReadError> {
+        if position < self.referrers_indexed()?.0.of(kind) {
+            return Ok(None);
+        }
         let names = self.with_unindexed(|rows, from, _| match position >= from.of(kind) {
             true => Ok(Some(rows.targets(kind, position)?.contains(target))),
             false => Ok(None),
