@@ -170,12 +170,11 @@ impl RedbSnapshot {
         }
     }
 
-    /// The referrers the index has not reached (`referrers`), read from
-    /// their rows: `f` gets the rows' reader, how far the index has got and
-    /// where the rows end. `None` where no write has made the tables.
+    /// The tables that say what a referrer names (`referrers`), for `f`;
+    /// `None` where no write has made them.
     fn with_unindexed<T>(
         &self,
-        f: impl FnOnce(&Unindexed<'_>, Indexed, Indexed) -> Result<T, ReadError>,
+        f: impl FnOnce(&Unindexed<'_>) -> Result<T, ReadError>,
     ) -> Result<Option<T>, ReadError> {
         let (Some(object_rows), Some(object_seq), Some(log), Some(world_rows)) = (
             open(&self.txn, OBJECT_ROWS)?,
@@ -185,7 +184,6 @@ impl RedbSnapshot {
         ) else {
             return Ok(None);
         };
-        let (from, ends) = self.referrers_indexed()?;
         let rows = referrers::Rows {
             object_rows: &object_rows,
             object_seq: &object_seq,
@@ -193,7 +191,7 @@ impl RedbSnapshot {
             world_rows: &world_rows,
             payloads: self.payloads.as_ref(),
         };
-        f(&rows, from, ends).map(Some)
+        f(&rows).map(Some)
     }
 
     /// How far the referrer index has got, and where the rows end (read
@@ -202,15 +200,11 @@ impl RedbSnapshot {
         if let Some(known) = self.indexed.get() {
             return Ok(*known);
         }
-        let (Some(meta), Some(object_rows), Some(log), Some(world_rows)) = (
-            open(&self.txn, META)?,
-            open(&self.txn, OBJECT_ROWS)?,
-            open(&self.txn, LOG)?,
-            open(&self.txn, WORLD_ROWS)?,
-        ) else {
-            return Ok(*self.indexed.get_or_init(Default::default));
+        let ends = self.with_unindexed(|rows| Indexed::ends(rows.object_rows, rows.log, rows.world_rows))?;
+        let read = match (open(&self.txn, META)?, ends) {
+            (Some(meta), Some(ends)) => (Indexed::read(&meta)?, ends),
+            _ => Default::default(),
         };
-        let read = (Indexed::read(&meta)?, Indexed::ends(&object_rows, &log, &world_rows)?);
         Ok(*self.indexed.get_or_init(|| read))
     }
 
@@ -224,7 +218,7 @@ impl RedbSnapshot {
         if from.behind(ends) == 0 {
             return Ok(());
         }
-        self.with_unindexed(|rows, from, ends| rows.each_after(from, ends, &mut f))?;
+        self.with_unindexed(|rows| rows.each_after(from, ends, &mut f))?;
         Ok(())
     }
 
@@ -247,11 +241,7 @@ impl RedbSnapshot {
         if position < self.referrers_indexed()?.0.of(kind) {
             return Ok(None);
         }
-        let names = self.with_unindexed(|rows, from, _| match position >= from.of(kind) {
-            true => Ok(Some(rows.targets(kind, position)?.contains(target))),
-            false => Ok(None),
-        })?;
-        Ok(names.flatten())
+        self.with_unindexed(|rows| Ok(rows.targets(kind, position)?.contains(target)))
     }
 
     /// Whether the referrer of `kind` at `position` is indexed under the
