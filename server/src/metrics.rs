@@ -400,8 +400,8 @@ impl Collector for StoreHistograms {
         let series = [
             (
                 "store_commit_duration_seconds",
-                "How long the store took to make each write batch durable: apply, log append and sync (PostgreSQL: \
-                 the transaction), engine commit.",
+                "How long the store took to make each write batch durable and answer it: apply, log append and sync \
+                 (PostgreSQL: the transaction).",
                 &h.commit_ns,
                 1e9,
             ),

@@ -44,10 +44,10 @@ pub struct WriterStats {
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
     /// Per batch made durable, nanoseconds from the writer taking it up to
-    /// its answer being final: applying it, the log's append and sync (or,
-    /// on PostgreSQL, the transaction with any retries after a conflict),
-    /// and the engine's commit. A batch refused without touching the
-    /// storage (a failed or full store) is not in it.
+    /// its answers: applying it and the log's append and sync (the embedded
+    /// engine's commit follows the answers), or, on PostgreSQL, the
+    /// transaction with any retries after a conflict. A batch refused
+    /// without touching the storage (a failed or full store) is not in it.
     pub commit_seconds: Histogram,
     /// Per batch, the requests it carried (every batch counted in `batches`).
     pub batch_requests: Histogram,

@@ -156,7 +156,10 @@ impl Reads for Store {
         let payloads = self.shared.payload_file();
         match (self.shared.db_for_reader(), payloads) {
             (Some(db), Some(payloads)) => Ok(Box::new(RedbSnapshot::begin(db.as_ref(), payloads)?)),
-            _ => Err(ReadError::Storage("the database is being reopened after an I/O error; retry".into())),
+            _ => Err(ReadError::Storage(
+                "the database is being reopened after an I/O error, or its last batch is not yet committed; retry"
+                    .into(),
+            )),
         }
     }
 }

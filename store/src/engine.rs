@@ -15,8 +15,8 @@ use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 /// `meta` key: the last log frame the database contains.
@@ -37,6 +37,52 @@ pub(crate) struct Shared {
     pub payload_file: RwLock<Option<Arc<dyn crate::media::WalIo>>>,
     pub health: Mutex<Option<Health>>,
     pub stats: WriterStats,
+    pub visibility: Visibility,
+}
+
+/// The writer answers a batch once its frames are durable and its requests
+/// applied, then commits it to the database; a reader that begins after an
+/// answer waits for that commit, so no one reads a state older than one they
+/// were told of.
+#[derive(Default)]
+pub(crate) struct Visibility {
+    /// The last log frame of the last batch answered.
+    answered: AtomicU64,
+    /// The last log frame readers can see.
+    visible: AtomicU64,
+    lock: Mutex<()>,
+    changed: Condvar,
+}
+
+impl Visibility {
+    /// Called before the batch ending at `last` is answered.
+    fn answering(&self, last: u64) {
+        self.answered.store(last, Ordering::Release);
+    }
+
+    /// Called once the batch ending at `last` is committed (or the database
+    /// reopened with it, or given up on: readers then find no database).
+    fn reached(&self, last: u64) {
+        self.visible.store(last, Ordering::Release);
+        let _held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        self.changed.notify_all();
+    }
+
+    /// Waits until every batch answered so far is visible; `false` when
+    /// `deadline` passed first.
+    fn wait(&self, deadline: Instant) -> bool {
+        let answered = self.answered.load(Ordering::Acquire);
+        let mut held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        while self.visible.load(Ordering::Acquire) < answered {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            held = self.changed.wait_timeout(held, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
+        true
+    }
+
+    fn caught_up(&self) -> bool {
+        self.visible.load(Ordering::Acquire) >= self.answered.load(Ordering::Acquire)
+    }
 }
 
 impl Shared {
@@ -44,9 +90,14 @@ impl Shared {
         self.db.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The database, waiting out a reopen (bounded by `READER_REOPEN_WAIT`).
+    /// The database with every answered batch in it, waiting out the
+    /// commit of the last one and a reopen (together bounded by
+    /// `READER_REOPEN_WAIT`).
     pub(crate) fn db_for_reader(&self) -> Option<Arc<Database>> {
         let deadline = Instant::now() + READER_REOPEN_WAIT;
+        if !self.visibility.caught_up() && !self.visibility.wait(deadline) {
+            return None;
+        }
         loop {
             if let Some(db) = self.db() {
                 return Some(db);
@@ -202,16 +253,18 @@ impl Engine {
 
     /// Journals a batch and applies it, the two at once (the log's write and
     /// sync on the log thread, the requests on this one: a frame holds the
-    /// requests, not their effects), then commits. The per-request results
-    /// are final only when this returns `Ok`.
-    pub(crate) fn commit(&mut self, ops: Vec<Op>) -> Result<Vec<Result<Reply, WriteError>>, Fault> {
+    /// requests, not their effects). The per-request results are final when
+    /// this returns `Ok`: the batch is durable and its answers may be given
+    /// (`answering`) before `publish` commits it for readers. No `Staged`
+    /// when no request could be journaled (each is refused, nothing written).
+    pub(crate) fn stage(&mut self, ops: Vec<Op>) -> Result<(Answers, Option<Staged>), Fault> {
         let started = Instant::now();
         let db = self.db()?;
         let mut frames = FrameBuilder::new(self.next_seq);
         // A request that cannot be journaled is not applied either.
         let ops: Vec<Option<Op>> = ops.into_iter().map(|op| frames.push(&op).then_some(op)).collect();
         let Some(last) = frames.last_seq() else {
-            return Ok(ops.iter().map(|_| Err(too_large())).collect());
+            return Ok((ops.iter().map(|_| Err(too_large())).collect(), None));
         };
         // The frames hold every payload the batch may append: room for them
         // is set aside before anything is durable, so applying a journaled
@@ -246,31 +299,50 @@ impl Engine {
             }
         };
         self.next_seq = last + 1;
-        match txn.commit() {
+        let stats = &self.shared.stats;
+        stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
+        stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
+        stats.commit_seconds.observe_duration(started.elapsed());
+        drop(db);
+        Ok((results, Some(Staged { txn, appended, last, synced })))
+    }
+
+    /// Tells readers to wait for the staged batch ending at `last`: called
+    /// before any of its answers is given.
+    pub(crate) fn answering(&self, staged: &Staged) {
+        self.shared.visibility.answering(staged.last);
+    }
+
+    /// Commits a staged batch for readers. Its frames are durable, so the
+    /// batch happened whatever this meets: an engine error brings the
+    /// database up to the log by a reopen (which learns the payload file's
+    /// end from it), and a full disk stops the batches after it.
+    pub(crate) fn publish(&mut self, staged: Staged) -> Result<(), Fault> {
+        let Staged { txn, appended, last, synced } = staged;
+        let published = match txn.commit() {
             Ok(()) => {
                 if let Some(end) = appended {
                     self.payloads.advance(end);
                 }
+                Ok(())
             }
-            // The frames are durable, so the batch happened: bring the
-            // database up to the log (the reopen learns the payload file's
-            // end from it) and answer it. A full disk stops the batches after
-            // it.
             Err(e) => {
                 let fault = redb_fault(e);
-                drop(db);
-                self.reopen()?;
-                if let Fault::OutOfSpace(_) = fault {
+                let reopened = self.reopen();
+                if reopened.is_ok()
+                    && let Fault::OutOfSpace(_) = fault
+                {
                     self.deferred = Some(fault);
                 }
+                reopened
             }
-        }
+        };
+        // Also when the reopen failed: readers then find no database and
+        // are refused rather than kept waiting.
+        self.shared.visibility.reached(last);
         let stats = &self.shared.stats;
-        stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
-        stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
         stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        stats.commit_seconds.observe_duration(started.elapsed());
-        Ok(results)
+        published
     }
 
     /// Indexes every referrer the batches left behind (`referrers`), in a
@@ -380,6 +452,19 @@ fn open_parts(
     *shared.payload_file.write().unwrap_or_else(|p| p.into_inner()) = Some(payloads.io().clone());
     *shared.db.write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(db));
     Ok((wal, payloads, next_seq, Replayed { scan, frames_applied }))
+}
+
+/// Each request's result, in the batch's order.
+pub(crate) type Answers = Vec<Result<Reply, WriteError>>;
+
+/// A batch durable in the log and applied, not yet committed (`Engine::stage`).
+pub(crate) struct Staged {
+    txn: redb::WriteTransaction,
+    /// Where the payload file ends with the batch, when it appended.
+    appended: Option<u64>,
+    /// The batch's last log frame.
+    last: u64,
+    synced: Instant,
 }
 
 /// A batch applied, not committed: its transaction, each request's result,

@@ -3,8 +3,10 @@
 //! Callers queue requests; the thread drains what is queued (up to
 //! `BATCH_MAX`), applies each request's checks and writes inside one redb write
 //! transaction while encoding the requests it keeps into WAL frames, appends
-//! and fdatasyncs the frames, commits the transaction non-durably, and only
-//! then answers every caller. No reply ever precedes the sync of its frames.
+//! and fdatasyncs the frames, answers every caller, and commits the
+//! transaction non-durably while the answers travel. No reply ever precedes
+//! the sync of its frames, and no reader that begins after a reply sees the
+//! store without its batch: it waits for the commit (`engine::Visibility`).
 //! Checkpoints (durable redb commits) run when `CHECKPOINT_WAL_BYTES` of
 //! frames or `CHECKPOINT_INTERVAL` have accumulated, and empty the log.
 //!
@@ -186,11 +188,18 @@ impl Loop {
             }
             return;
         }
-        match self.engine.commit(ops) {
-            Ok(results) => {
+        match self.engine.stage(ops) {
+            Ok((results, staged)) => {
                 debug_assert_eq!(results.len(), dones.len());
+                // The answers travel while the transaction commits.
+                if let Some(staged) = &staged {
+                    self.engine.answering(staged);
+                }
                 for (done, r) in dones.into_iter().zip(results) {
                     done(r);
+                }
+                if let Some(Err(fault)) = staged.map(|staged| self.engine.publish(staged)) {
+                    self.fault(fault);
                 }
                 if let Some(fault) = self.engine.deferred.take() {
                     self.fault(fault);

@@ -514,3 +514,23 @@ fn referrers_past_the_index_are_named_from_their_rows_until_the_index_reaches_th
         assert!(calls < REFERRERS_BEHIND_MAX, "the index never reached the calls' referrers");
     }
 }
+
+#[test]
+fn a_read_begun_after_a_write_is_answered_sees_the_write_though_the_answer_precedes_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    // The writer answers each call before committing its transaction; a
+    // snapshot taken the moment the answer arrives still has the call.
+    for n in 0..300 {
+        let key = task(&format!("seen-{n}"));
+        begin(&store, &key);
+        let committed = match store.call(Op::CommitInvocation(invocation(&key, f, b"{}"))).unwrap() {
+            Reply::Committed(c) => c,
+            other => panic!("call {n} was not committed: {other:?}"),
+        };
+        let snap = store.snapshot().unwrap();
+        assert_eq!(snap.log_len().unwrap(), committed.entry_index + 1, "call {n}");
+        assert_eq!(snap.selected_head().unwrap(), Some(committed.world_ref), "call {n}");
+        assert!(snap.task(&key).unwrap().is_some_and(|t| t.state != TaskState::Started), "call {n}");
+    }
+}
