@@ -69,19 +69,18 @@ impl Visibility {
     }
 
     /// Waits until every batch answered so far is visible; `false` when
-    /// `deadline` passed first.
+    /// `deadline` passed first. No lock is taken when nothing is pending.
     fn wait(&self, deadline: Instant) -> bool {
         let answered = self.answered.load(Ordering::Acquire);
+        if self.visible.load(Ordering::Acquire) >= answered {
+            return true;
+        }
         let mut held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
         while self.visible.load(Ordering::Acquire) < answered {
             let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
             held = self.changed.wait_timeout(held, left).unwrap_or_else(|p| p.into_inner()).0;
         }
         true
-    }
-
-    fn caught_up(&self) -> bool {
-        self.visible.load(Ordering::Acquire) >= self.answered.load(Ordering::Acquire)
     }
 }
 
@@ -95,7 +94,7 @@ impl Shared {
     /// `READER_REOPEN_WAIT`).
     pub(crate) fn db_for_reader(&self) -> Option<Arc<Database>> {
         let deadline = Instant::now() + READER_REOPEN_WAIT;
-        if !self.visibility.caught_up() && !self.visibility.wait(deadline) {
+        if !self.visibility.wait(deadline) {
             return None;
         }
         loop {
@@ -254,9 +253,10 @@ impl Engine {
     /// Journals a batch and applies it, the two at once (the log's write and
     /// sync on the log thread, the requests on this one: a frame holds the
     /// requests, not their effects). The per-request results are final when
-    /// this returns `Ok`: the batch is durable and its answers may be given
-    /// (`answering`) before `publish` commits it for readers. No `Staged`
-    /// when no request could be journaled (each is refused, nothing written).
+    /// this returns `Ok`: the batch is durable, readers wait for it from now
+    /// on, and its answers may be given before `publish` commits it for
+    /// them. No `Staged` when no request could be journaled (each is
+    /// refused, nothing written).
     pub(crate) fn stage(&mut self, ops: Vec<Op>) -> Result<(Answers, Option<Staged>), Fault> {
         let started = Instant::now();
         let db = self.db()?;
@@ -303,14 +303,8 @@ impl Engine {
         stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
         stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
         stats.commit_seconds.observe_duration(started.elapsed());
-        drop(db);
+        self.shared.visibility.answering(last);
         Ok((results, Some(Staged { txn, appended, last, synced })))
-    }
-
-    /// Tells readers to wait for the staged batch ending at `last`: called
-    /// before any of its answers is given.
-    pub(crate) fn answering(&self, staged: &Staged) {
-        self.shared.visibility.answering(staged.last);
     }
 
     /// Commits a staged batch for readers. Its frames are durable, so the
@@ -469,7 +463,7 @@ pub(crate) struct Staged {
 
 /// A batch applied, not committed: its transaction, each request's result,
 /// and where the payload file ends with it when it appended.
-type Applied = (redb::WriteTransaction, Vec<Result<Reply, WriteError>>, Option<u64>);
+type Applied = (redb::WriteTransaction, Answers, Option<u64>);
 
 fn too_large() -> WriteError {
     WriteError::InvalidCommit("the request is too large to journal".into())

@@ -192,9 +192,6 @@ impl Loop {
             Ok((results, staged)) => {
                 debug_assert_eq!(results.len(), dones.len());
                 // The answers travel while the transaction commits.
-                if let Some(staged) = &staged {
-                    self.engine.answering(staged);
-                }
                 for (done, r) in dones.into_iter().zip(results) {
                     done(r);
                 }
