@@ -16,9 +16,10 @@ use crate::error::WriteError;
 use crate::model::*;
 use crate::ops::episodes::Moves;
 use crate::ops::{Append, ApprovalRows, Pending, R, Rows, chain};
+use crate::referrers::{entry_targets, object_targets, world_targets};
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SELECTED_HEAD};
+use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, SELECTED_HEAD};
 use postgres::Row;
 use postgres::types::Type;
 use std::collections::{HashMap, HashSet};
@@ -542,10 +543,7 @@ impl Rows for PgRows<'_> {
         }
         self.inserted.push(o.hash);
         let size = int(o.payload.len() as u64, "payload size")?;
-        let named: Vec<Ref> = crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX)
-            .into_iter()
-            .filter(|t| *t != o.hash)
-            .collect();
+        let named = object_targets(&o.hash, &o.payload);
         self.q(
             "WITH o AS (INSERT INTO objects (hash, interface_hash, semantic_id, provenance, size, payload)
                         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (hash) DO NOTHING RETURNING seq)
@@ -630,7 +628,7 @@ impl Rows for PgRows<'_> {
         let h = &entry.header;
         let index = int(h.entry_index, "entry index")?;
         self.next_index = Some(h.entry_index + 1);
-        let named = [entry.transition_ref, h.transition_fn, h.interpreter];
+        let named = entry_targets(entry);
         self.q(
             "WITH e AS (INSERT INTO log (log_id, entry_index, entry_hash, entry) VALUES (0, $1, $2, $3) RETURNING entry_index)
              INSERT INTO referrers (target, kind, position) SELECT t, $5, e.entry_index FROM e, unnest($4) AS t
@@ -657,7 +655,7 @@ impl Rows for PgRows<'_> {
                 (&world.world_ref.0.as_slice(), Type::BYTEA),
                 (&revision, Type::INT8),
                 (&rows::encode(world), Type::BYTEA),
-                (&ref_array(&[world.state_root, world.log_head]), Type::BYTEA_ARRAY),
+                (&ref_array(&world_targets(world)), Type::BYTEA_ARRAY),
                 (&(REFERRER_WORLD as i16), Type::INT2),
             ],
         )?;
@@ -1016,11 +1014,9 @@ impl<'o> ObjectColumns<'o> {
         }
         let (mut owners, mut targets) = (vec![], vec![]);
         for o in new {
-            for t in crate::refs::refs_named_in(&o.payload, REFS_INDEXED_PER_OBJECT_MAX) {
-                if t != o.hash {
-                    owners.push(o.hash.0.as_slice());
-                    targets.push(t.0.to_vec());
-                }
+            for t in object_targets(&o.hash, &o.payload) {
+                owners.push(o.hash.0.as_slice());
+                targets.push(t.0.to_vec());
             }
         }
         Ok(ObjectColumns {
@@ -1185,13 +1181,13 @@ impl EntryColumns {
         self.indexes.push(index);
         self.hashes.push(e.entry_hash.0.to_vec());
         self.rows.push(rows::encode(e));
-        for t in [e.transition_ref, e.header.transition_fn, e.header.interpreter] {
+        for t in entry_targets(e) {
             self.named.push(t.0.to_vec());
             self.named_by.push(index);
         }
         self.world_refs.push(w.world_ref.0.to_vec());
         self.world_rows.push(rows::encode(w));
-        for t in [w.state_root, w.log_head] {
+        for t in world_targets(w) {
             self.world_named.push(t.0.to_vec());
             self.world_named_by.push(index);
         }
