@@ -103,6 +103,27 @@ impl RedbSnapshot {
         Ok(self.semantic.get_or_init(|| tables))
     }
 
+    /// The semantic index's rows between `from` and `to`, in key order,
+    /// each once: the index's, and those of the objects it has not reached,
+    /// read from their own rows (`referrers`).
+    fn semantic_rows(
+        &self,
+        from: Bound<SemanticKey>,
+        to: Bound<SemanticKey>,
+    ) -> Result<impl Iterator<Item = Result<(SemanticKey, u64), redb::StorageError>> + '_, ReadError> {
+        let (indexed, ends) = self.referrers_indexed()?;
+        let mut unindexed = vec![];
+        if indexed.objects < ends.objects {
+            self.with_unindexed(|rows| {
+                for seq in indexed.objects..ends.objects {
+                    unindexed.extend(rows.semantic_row(seq)?);
+                }
+                Ok(())
+            })?;
+        }
+        tiered::range_with(self.semantic_index()?, from, to, unindexed).map_err(read_storage)
+    }
+
     /// The objects with `semantic_id` (ref, seq), in ref order.
     pub(crate) fn each_object_of<E: From<ReadError>>(
         &self,
@@ -111,7 +132,7 @@ impl RedbSnapshot {
     ) -> Result<(), E> {
         let h = semantic_key(semantic_id, &Ref([0; 32])).0;
         let (from, to) = (Bound::Included(SemanticKey(h, [0; 32])), Bound::Included(SemanticKey(h, [0xff; 32])));
-        for item in tiered::range(self.semantic_index()?, from, to).map_err(read_storage)? {
+        for item in self.semantic_rows(from, to)? {
             let (SemanticKey(_, r), seq) = item.map_err(read_storage)?;
             f(Ref(r), seq)?;
         }
@@ -123,7 +144,7 @@ impl RedbSnapshot {
         &self,
         mut f: impl FnMut(SemanticKey, u64) -> Result<(), E>,
     ) -> Result<(), E> {
-        let rows = tiered::range(self.semantic_index()?, Bound::Unbounded, Bound::Unbounded).map_err(read_storage)?;
+        let rows = self.semantic_rows(Bound::Unbounded, Bound::Unbounded)?;
         for item in rows {
             let (key, seq) = item.map_err(read_storage)?;
             f(key, seq)?;
@@ -394,9 +415,9 @@ impl View for RedbSnapshot {
             Some(r) => Bound::Excluded(SemanticKey(h, r.0)),
             None => Bound::Included(SemanticKey(h, [0; 32])),
         };
-        let rows = tiered::range(self.semantic_index()?, from, Bound::Included(SemanticKey(h, [0xff; 32])));
+        let rows = self.semantic_rows(from, Bound::Included(SemanticKey(h, [0xff; 32])))?;
         let mut out = Vec::with_capacity(limit.min(64));
-        for item in rows.map_err(read_storage)?.take(limit) {
+        for item in rows.take(limit) {
             let (SemanticKey(_, r), seq) = item.map_err(read_storage)?;
             let r = Ref(r);
             let corrupt =

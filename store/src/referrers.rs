@@ -3,20 +3,24 @@
 //! The embedded engine writes referrer rows behind the commit path: a batch
 //! writes its objects, log entries and worlds, and the rows saying which
 //! refs each of them names are written once `REFERRERS_BEHIND_MAX` of them
-//! wait, all together at the end of that batch. A call then dirties none of
+//! wait, all together at the end of that batch, with the semantic index's
+//! rows of the same objects. A call then dirties none of
 //! the index's pages in its own transaction (at one call per batch, each
 //! table a batch touches costs a copy of its path and a checksum of each
 //! copied page at commit). How far the index has got is kept in `META`
 //! (`Indexed`), in the same transactions as the rows; a reader names the
 //! referrers after it from their own rows, which name their targets, so a
-//! read is never short and the index is never wrong, only behind.
+//! read is never short and the index is never wrong, only behind (so for
+//! the semantic index: an object's row names its semanticId).
 
 use crate::error::{ReadError, read_storage};
 use crate::media::WalIo;
 use crate::model::{LogEntry, ObjectRow, World};
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{Key32, REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX};
+use crate::tables::{
+    Key32, REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SemanticKey, semantic_key,
+};
 use redb::ReadableTable;
 
 /// Most referrers (objects, entries and worlds together) a batch may leave
@@ -128,6 +132,18 @@ where
         targets.sort_unstable();
         targets.dedup();
         Ok(targets)
+    }
+
+    /// The semantic index's row of the object at `seq` (none where there is
+    /// no object): indexed with the object's referrer rows.
+    pub(crate) fn semantic_row(&self, seq: u64) -> Result<Option<(SemanticKey, u64)>, ReadError> {
+        let (Some(row), Some(hash)) =
+            (self.object_rows.get(seq).map_err(read_storage)?, self.object_seq.get(seq).map_err(read_storage)?)
+        else {
+            return Ok(None);
+        };
+        let row: ObjectRow = rows::decode("object_rows", &seq, row.value())?;
+        Ok(Some((semantic_key(&row.semantic_id, &Ref(hash.value())), seq)))
     }
 
     fn named(&self, kind: u8, position: u64) -> Result<Vec<Ref>, ReadError> {

@@ -158,7 +158,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 9;
+pub const STORE_FORMAT: u64 = 10;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -181,6 +181,11 @@ pub const STORE_FORMAT_BEFORE_PAYLOAD_FILE: u64 = 7;
 /// The format that wrote every referrer row in the transaction of its
 /// referrer (`referrers`), upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_REFERRERS_BEHIND: u64 = 8;
+
+/// The format that wrote an object's semantic row in the object's own
+/// transaction (format 10 writes it with the object's referrer rows); its
+/// stores need no change: a row written twice is read once.
+pub const STORE_FORMAT_BEFORE_SEMANTIC_BEHIND: u64 = 9;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

@@ -245,9 +245,25 @@ pub fn range<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
     from: Bound<K>,
     to: Bound<K>,
 ) -> Result<impl Iterator<Item = Result<(K, V), StorageError>> + '_, StorageError> {
-    let mut sources = vec![];
+    range_with(tables, from, to, vec![])
+}
+
+/// One sorted source of a merged range.
+type Source<'a, K, V> = Box<dyn Iterator<Item = Result<(K, V), StorageError>> + 'a>;
+
+/// `range`, with `rows` not yet written to any table taken as a source of
+/// their own (those of them between `from` and `to`).
+pub fn range_with<'a, K: CellKey, V: Cell, T: ReadableTable<K, V>>(
+    tables: &'a [T],
+    from: Bound<K>,
+    to: Bound<K>,
+    mut rows: Vec<(K, V)>,
+) -> Result<impl Iterator<Item = Result<(K, V), StorageError>> + 'a, StorageError> {
+    rows.retain(|(k, _)| std::ops::RangeBounds::contains(&(from, to), k));
+    rows.sort_unstable_by_key(|(k, _)| *k);
+    let mut sources: Vec<Source<'a, K, V>> = vec![Box::new(rows.into_iter().map(Ok))];
     for t in tables {
-        sources.push(t.range((from, to))?.map(|item| item.map(|(k, v)| (k.value(), v.value()))));
+        sources.push(Box::new(t.range((from, to))?.map(|item| item.map(|(k, v)| (k.value(), v.value())))));
     }
     Ok(Merged::new(sources))
 }

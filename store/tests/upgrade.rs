@@ -423,3 +423,95 @@ fn table_rows_open(store: &dyn WorldStore) -> u64 {
     let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
     report.tables.iter().find(|t| t.table == "referrers_by_target").map_or(0, |t| t.rows)
 }
+
+/// A format 9 store (each object's semantic row written in the object's own
+/// transaction) written by the binary of that format: the echo registry and
+/// twelve calls in three episodes, closed cleanly; its payload file beside
+/// it. Beside them, what that binary answered for each semantic id's objects
+/// (and one no object has), page by page (two per page).
+const FORMAT9_STORE: &str = "tests/fixtures/format9.db";
+const FORMAT9_SEMANTIC: &str = "tests/fixtures/format9.semantic.txt";
+
+/// Each semantic id's objects, as the fixture's listing spells it.
+fn semantic_listing(snap: &dyn View) -> String {
+    let mut ids = vec!["world/never-written/v1".to_string()];
+    for seq in 0.. {
+        let Some(r) = snap.object_at(seq).unwrap() else { break };
+        ids.push(snap.object_meta(&r).unwrap().unwrap().semantic_id);
+    }
+    ids.sort();
+    ids.dedup();
+    let mut out = String::new();
+    for id in ids {
+        let mut after = None;
+        loop {
+            let page = snap.objects_by_semantic_id(&id, after, 2).unwrap();
+            for (r, meta) in &page {
+                out.push_str(&format!("{id} {r} {} {}\n", meta.size, meta.provenance));
+            }
+            match page.last() {
+                Some((r, _)) if page.len() == 2 => after = Some(*r),
+                _ => break,
+            }
+        }
+    }
+    out
+}
+
+/// The rows of the semantic index's young table, as `verify` counts them.
+fn semantic_young_rows(store: &dyn WorldStore) -> u64 {
+    let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+    report.tables.iter().find(|t| t.table == "semantic_young").map_or(0, |t| t.rows)
+}
+
+#[test]
+fn a_format_9_store_is_upgraded_at_open_and_lists_each_semantic_ids_objects_before_and_after_indexing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT9_STORE, world_store::tables::STORE_FORMAT_BEFORE_SEMANTIC_BEHIND, dir.path());
+    let expected = fixture_text(FORMAT9_SEMANTIC);
+    assert_eq!(semantic_listing(store.snapshot().unwrap().as_ref()), expected);
+    assert_eq!(expected.lines().count(), 27, "the fixture's objects");
+    common::assert_verifies(&store);
+    let indexed = semantic_young_rows(&store);
+
+    // A new call's objects are listed at once, from their own rows.
+    let f = common::echo_registry().entries[0].1;
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep9".into(), task_id: "after-upgrade".into() };
+    let committed = common::begin_and_commit(&store, &new, f, b"{\"out\":\"after\"}");
+    let listed = |store: &dyn WorldStore| {
+        let page = store.snapshot().unwrap().objects_by_semantic_id("world/invocation-output/v1", None, PAGE_MAX);
+        page.unwrap().iter().any(|(r, _)| *r == committed.output_ref)
+    };
+    assert!(listed(&store));
+    assert_eq!(semantic_young_rows(&store), indexed, "one call leaves the semantic index behind");
+    common::assert_verifies(&store);
+    drop(store);
+
+    // A clean close indexes what waited: the same answers, from the index.
+    let (store, _) = Store::open(&path, 1).unwrap();
+    assert!(listed(&store));
+    assert_eq!(semantic_young_rows(&store), indexed + 2, "the close indexed the output and its record");
+    let listing = semantic_listing(store.snapshot().unwrap().as_ref());
+    assert_eq!(listing.lines().count(), 27 + 2);
+    common::assert_verifies(&store);
+    drop(store);
+
+    // Objects with a row in the index and past its mark (as a format 9
+    // store's unindexed objects are) are listed once and verify.
+    {
+        use redb::ReadableTable;
+        let db = redb::Database::open(&path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(world_store::tables::META).unwrap();
+            let objects = meta.get("referrers_indexed_objects").unwrap().unwrap().value();
+            meta.insert("referrers_indexed_objects", objects - 6).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+    let store = ReadOnlyStore::open(&path).unwrap();
+    let snap = store.snapshot().unwrap();
+    assert_eq!(semantic_listing(snap.as_ref()), listing);
+    let report = world_store::verify::verify(&snap, &Default::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+}

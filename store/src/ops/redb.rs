@@ -38,15 +38,17 @@ pub(crate) struct W<'t> {
     open_tasks: Lazy<'t, (&'static str, &'static str, &'static str), ()>,
     sessions: Lazy<'t, Key32, &'static [u8]>,
     receipts: Lazy<'t, &'static str, &'static [u8]>,
-    referrers: Table<'t, ReferrerKey, ()>,
+    /// Written only by the batches that index referrers (`index_referrers`).
+    referrers: Lazy<'t, ReferrerKey, ()>,
     referrers_of_absent: Lazy<'t, (Key32, u8, u64), ()>,
     /// The place index: its young table and its runs, with their filters.
     place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
     /// What the writer keeps across its transactions (`open_with`): the
     /// filters, and the places of objects found in runs.
     kept: Option<&'t mut tiered::Filters>,
-    /// The semantic index's young table (it is written here, never read).
-    semantic: Table<'t, SemanticKey, u64>,
+    /// The semantic index's young table: written, never read, here, and
+    /// only by the batches that index referrers (`index_referrers`).
+    semantic: Lazy<'t, SemanticKey, u64>,
     /// Rows this batch wrote to the place and the semantic index (what
     /// their merges are paced by).
     placed: u64,
@@ -181,9 +183,9 @@ impl<'t> W<'t> {
             open_tasks: Lazy::new(OPEN_TASKS),
             sessions: Lazy::new(SESSIONS),
             receipts: Lazy::new(RECEIPTS),
-            referrers: txn.open_table(REFERRERS).map_err(storage)?,
+            referrers: Lazy::new(REFERRERS),
             referrers_of_absent: Lazy::new(REFERRERS_OF_ABSENT),
-            semantic: txn.open_table(SEMANTIC.young).map_err(storage)?,
+            semantic: Lazy::new(SEMANTIC.young),
             placed: 0,
             semantic_written: 0,
             record_journal: Lazy::new(RECORD_JOURNAL),
@@ -347,7 +349,8 @@ impl<'t> W<'t> {
     /// Indexes the referrers written since the index last caught up, once
     /// at least `behind_max` of them wait (`referrers`): each names its
     /// targets from its own row (the payloads this batch appended are in the
-    /// file by now), and how far the index has got moves in `META`.
+    /// file by now), each object's semantic row is written with them, and
+    /// how far the index has got moves in `META`.
     pub(crate) fn index_referrers(&mut self, behind_max: u64) -> R<()> {
         let from = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
         let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
@@ -363,6 +366,14 @@ impl<'t> W<'t> {
             world_rows: &self.world_rows,
             payloads: self.payloads,
         };
+        let mut semantic = Vec::with_capacity((ends.objects - from.objects.min(ends.objects)) as usize);
+        for seq in from.objects..ends.objects {
+            match rows.semantic_row(seq) {
+                Ok(Some(row)) => semantic.push(row),
+                Ok(None) | Err(ReadError::Corrupt(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         rows.each_after(from, ends, |kind, position, targets| {
             match targets {
                 Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
@@ -384,10 +395,15 @@ impl<'t> W<'t> {
         placed.sort_unstable();
         absent.sort_unstable();
         for key in placed {
-            self.referrers.insert(key, ()).map_err(storage)?;
+            self.referrers.open(self.txn)?.insert(key, ()).map_err(storage)?;
         }
         for key in absent {
             self.referrers_of_absent.open(self.txn)?.insert(key, ()).map_err(storage)?;
+        }
+        semantic.sort_unstable();
+        self.semantic_written += semantic.len() as u64;
+        for (key, seq) in semantic {
+            self.semantic.open(self.txn)?.insert(key, seq).map_err(storage)?;
         }
         ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
         Ok(())
@@ -397,7 +413,9 @@ impl<'t> W<'t> {
     /// under the target's place when the store holds it, else under its hash.
     fn insert_referrer(&mut self, target: &Ref, kind: u8, position: u64) -> R<()> {
         match self.place_of(target)? {
-            Some((place, at)) => self.referrers.insert(ReferrerKey(place, at, kind, position), ()).map_err(storage)?,
+            Some((place, at)) => {
+                self.referrers.open(self.txn)?.insert(ReferrerKey(place, at, kind, position), ()).map_err(storage)?
+            }
             None => self.referrers_of_absent.open(self.txn)?.insert((target.0, kind, position), ()).map_err(storage)?,
         };
         Ok(())
@@ -466,8 +484,6 @@ impl Rows for W<'_> {
         self.object_rows.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
         self.place(&o.hash, PLACE_OBJECT, seq)?;
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
-        self.semantic.insert(semantic_key(&o.semantic_id, &o.hash), seq).map_err(storage)?;
-        self.semantic_written += 1;
         Ok(())
     }
 
