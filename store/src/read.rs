@@ -105,7 +105,9 @@ impl RedbSnapshot {
 
     /// The semantic index's rows between `from` and `to`, in key order,
     /// each once: the index's, and those of the objects it has not reached,
-    /// read from their own rows (`referrers`).
+    /// read from their own rows (`referrers`). An object whose row does not
+    /// decode has no semanticId to list it under (as the writer skips it
+    /// when it indexes); `verify` reports the row.
     fn semantic_rows(
         &self,
         from: Bound<SemanticKey>,
@@ -116,7 +118,11 @@ impl RedbSnapshot {
         if indexed.objects < ends.objects {
             self.with_unindexed(|rows| {
                 for seq in indexed.objects..ends.objects {
-                    unindexed.extend(rows.semantic_row(seq)?);
+                    match rows.semantic_row(seq) {
+                        Ok(row) => unindexed.extend(row),
+                        Err(ReadError::Corrupt(_)) => {}
+                        Err(e) => return Err(e),
+                    }
                 }
                 Ok(())
             })?;

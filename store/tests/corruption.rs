@@ -262,6 +262,27 @@ fn an_object_left_out_of_the_semantic_index_is_reported() {
 }
 
 #[test]
+fn an_unindexed_object_whose_row_does_not_decode_is_reported_and_leaves_other_semantic_ids_listed() {
+    let fx = fixture();
+    let seq = payload_seq(&fx);
+    tamper(&fx.path, |txn| {
+        let mut t = txn.open_table(OBJECT_ROWS).unwrap();
+        let mut b = t.get(seq).unwrap().unwrap().value().to_vec();
+        b[0] = 9;
+        t.insert(seq, b.as_slice()).unwrap();
+        // The index has not reached the payload and the objects after it.
+        txn.open_table(META).unwrap().insert("referrers_indexed_objects", seq).unwrap();
+    });
+    let store = ReadOnlyStore::open(&fx.path).unwrap();
+    let snap = store.snapshot().unwrap();
+    let registry = echo_registry();
+    let listed = snap.objects_by_semantic_id("world/transition-registry/v1", None, PAGE_MAX).unwrap();
+    assert_eq!(listed.iter().map(|(r, _)| *r).collect::<Vec<_>>(), vec![registry.head]);
+    let report = verify(&snap, &Options::default());
+    assert_fault(&report, "object_rows", &seq.to_string(), FaultKind::Decode);
+}
+
+#[test]
 fn an_effect_record_whose_journal_row_was_lost_or_names_another_outcome_is_reported() {
     let record = Ref::of(b"wrote it");
     for damage in ["lost", "another outcome"] {

@@ -366,7 +366,7 @@ impl<'t> W<'t> {
             world_rows: &self.world_rows,
             payloads: self.payloads,
         };
-        let mut semantic = Vec::with_capacity((ends.objects - from.objects.min(ends.objects)) as usize);
+        let mut semantic = Vec::with_capacity(ends.objects.saturating_sub(from.objects) as usize);
         for seq in from.objects..ends.objects {
             match rows.semantic_row(seq) {
                 Ok(Some(row)) => semantic.push(row),
