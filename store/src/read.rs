@@ -105,28 +105,18 @@ impl RedbSnapshot {
 
     /// The semantic index's rows between `from` and `to`, in key order,
     /// each once: the index's, and those of the objects it has not reached,
-    /// read from their own rows (`referrers`). An object whose row does not
-    /// decode has no semanticId to list it under (as the writer skips it
-    /// when it indexes); `verify` reports the row.
+    /// read from their own rows (`referrers`).
     fn semantic_rows(
         &self,
         from: Bound<SemanticKey>,
         to: Bound<SemanticKey>,
     ) -> Result<impl Iterator<Item = Result<(SemanticKey, u64), redb::StorageError>> + '_, ReadError> {
         let (indexed, ends) = self.referrers_indexed()?;
-        let mut unindexed = vec![];
-        if indexed.objects < ends.objects {
-            self.with_unindexed(|rows| {
-                for seq in indexed.objects..ends.objects {
-                    match rows.semantic_row(seq) {
-                        Ok(row) => unindexed.extend(row),
-                        Err(ReadError::Corrupt(_)) => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                Ok(())
-            })?;
-        }
+        let unindexed = if indexed.objects < ends.objects {
+            self.with_unindexed(|rows| rows.semantic_rows(indexed.objects, ends.objects))?.unwrap_or_default()
+        } else {
+            vec![]
+        };
         tiered::range_with(self.semantic_index()?, from, to, unindexed).map_err(read_storage)
     }
 

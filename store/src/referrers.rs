@@ -134,34 +134,42 @@ where
         Ok(targets)
     }
 
-    /// The semantic index's row of the object at `seq` (none where there is
-    /// no object): indexed with the object's referrer rows.
-    pub(crate) fn semantic_row(&self, seq: u64) -> Result<Option<(SemanticKey, u64)>, ReadError> {
+    /// The semantic index's rows of the objects from `from` up to `to`, in
+    /// sequence order: indexed with the objects' referrer rows. An object
+    /// whose row does not decode has no semanticId to be indexed under and
+    /// is left out (`verify` reports the row).
+    pub(crate) fn semantic_rows(&self, from: u64, to: u64) -> Result<Vec<(SemanticKey, u64)>, ReadError> {
+        let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
+        for seq in from..to {
+            match self.object(seq) {
+                Ok(Some((hash, row))) => out.push((semantic_key(&row.semantic_id, &hash), seq)),
+                Ok(None) | Err(ReadError::Corrupt(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The object at `seq`: its hash and its row.
+    fn object(&self, seq: u64) -> Result<Option<(Ref, ObjectRow)>, ReadError> {
         let (Some(row), Some(hash)) =
             (self.object_rows.get(seq).map_err(read_storage)?, self.object_seq.get(seq).map_err(read_storage)?)
         else {
             return Ok(None);
         };
-        let row: ObjectRow = rows::decode("object_rows", &seq, row.value())?;
-        Ok(Some((semantic_key(&row.semantic_id, &Ref(hash.value())), seq)))
+        Ok(Some((Ref(hash.value()), rows::decode("object_rows", &seq, row.value())?)))
     }
 
     fn named(&self, kind: u8, position: u64) -> Result<Vec<Ref>, ReadError> {
         match kind {
             REFERRER_OBJECT => {
-                let (Some(row), Some(hash)) = (
-                    self.object_rows.get(position).map_err(read_storage)?,
-                    self.object_seq.get(position).map_err(read_storage)?,
-                ) else {
-                    return Ok(vec![]);
-                };
-                let row: ObjectRow = rows::decode("object_rows", &position, row.value())?;
+                let Some((hash, row)) = self.object(position)? else { return Ok(vec![]) };
                 let payload = crate::payloads::read(self.payloads, row.at, row.size).map_err(|e| rows::Corruption {
                     table: "payloads",
                     key: position.to_string(),
                     detail: format!("{} bytes at {} of the payload file: {e}", row.size, row.at),
                 })?;
-                Ok(object_targets(&Ref(hash.value()), &payload))
+                Ok(object_targets(&hash, &payload))
             }
             REFERRER_ENTRY => match self.log.get(position).map_err(read_storage)? {
                 Some(v) => Ok(entry_targets(&rows::decode::<LogEntry>("log", &position, v.value())?).to_vec()),

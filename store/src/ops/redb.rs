@@ -366,14 +366,7 @@ impl<'t> W<'t> {
             world_rows: &self.world_rows,
             payloads: self.payloads,
         };
-        let mut semantic = Vec::with_capacity(ends.objects.saturating_sub(from.objects) as usize);
-        for seq in from.objects..ends.objects {
-            match rows.semantic_row(seq) {
-                Ok(Some(row)) => semantic.push(row),
-                Ok(None) | Err(ReadError::Corrupt(_)) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
+        let mut semantic = rows.semantic_rows(from.objects, ends.objects)?;
         rows.each_after(from, ends, |kind, position, targets| {
             match targets {
                 Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
