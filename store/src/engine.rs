@@ -252,19 +252,25 @@ impl Engine {
 
     /// Journals a batch and applies it, the two at once (the log's write and
     /// sync on the log thread, the requests on this one: a frame holds the
-    /// requests, not their effects). The per-request results are final when
-    /// this returns `Ok`: the batch is durable, readers wait for it from now
-    /// on, and its answers may be given before `publish` commits it for
-    /// them. No `Staged` when no request could be journaled (each is
-    /// refused, nothing written).
-    pub(crate) fn stage(&mut self, ops: Vec<Op>) -> Result<(Answers, Option<Staged>), Fault> {
+    /// requests, not their effects). Once the log is durable and every
+    /// request decided, `answer` is given their results (at most once; not
+    /// when this fails before) and the batch's deferred writes follow
+    /// (`W::finish`: payloads, task rows, episode summaries, the indexes'
+    /// steps), which no result depends on: a caller waits for its answer, not
+    /// for them. From the answer on the batch happened: readers wait for it,
+    /// and a failure of what follows reopens the database from the log, as
+    /// a failed commit does. No `Staged` when nothing could be journaled
+    /// (each request refused, nothing written) or when a reopen replaced the
+    /// transaction.
+    pub(crate) fn stage(&mut self, ops: Vec<Op>, answer: impl FnOnce(Answers)) -> Result<Option<Staged>, Fault> {
         let started = Instant::now();
         let db = self.db()?;
         let mut frames = FrameBuilder::new(self.next_seq);
         // A request that cannot be journaled is not applied either.
         let ops: Vec<Option<Op>> = ops.into_iter().map(|op| frames.push(&op).then_some(op)).collect();
         let Some(last) = frames.last_seq() else {
-            return Ok((ops.iter().map(|_| Err(too_large())).collect(), None));
+            answer(ops.iter().map(|_| Err(too_large())).collect());
+            return Ok(None);
         };
         // The frames hold every payload the batch may append: room for them
         // is set aside before anything is durable, so applying a journaled
@@ -275,36 +281,52 @@ impl Engine {
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
         self.log.begin(frames, link);
-        let applied = apply(&db, ops, last, &mut self.filters, self.payloads.io().as_ref());
-        let apply_done = Instant::now();
-        let logged = self.log.finish();
-        let synced = Instant::now();
-        let (txn, results, appended) = match (logged, applied) {
-            (Err(e), applied) => {
-                if let Ok((txn, _, _)) = applied {
-                    let _ = txn.abort();
+        let mut logged = Logged::Pending;
+        let mut times = (started, started);
+        let (log, shared) = (&self.log, &self.shared);
+        let applied = apply(&db, ops, last, &mut self.filters, self.payloads.io().as_ref(), |results| {
+            let decided = Instant::now();
+            let sync = match log.finish() {
+                Ok(sync) => sync,
+                Err(e) => {
+                    logged = Logged::Failed;
+                    return Err(log_fault(e));
                 }
-                return Err(match e {
-                    AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
-                    AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
-                    AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
-                });
-            }
-            // The batch is in the log, so it happened, but the engine failed
-            // applying it: only a restart's replay can tell its results.
-            (Ok(_), Err(fault)) => return Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
-            (Ok(sync), Ok(applied)) => {
-                self.shared.stats.log_sync_seconds.observe_duration(sync);
-                applied
-            }
-        };
-        self.next_seq = last + 1;
+            };
+            let synced = Instant::now();
+            times = (decided, synced);
+            shared.stats.log_sync_seconds.observe_duration(sync);
+            shared.stats.commit_seconds.observe_duration(started.elapsed());
+            shared.visibility.answering(last);
+            logged = Logged::Answered;
+            answer(results);
+            Ok(())
+        });
+        let (decided, synced) = times;
         let stats = &self.shared.stats;
-        stats.apply_ns.fetch_add((apply_done - started).as_nanos() as u64, Ordering::Relaxed);
-        stats.wal_ns.fetch_add((synced - apply_done).as_nanos() as u64, Ordering::Relaxed);
-        stats.commit_seconds.observe_duration(started.elapsed());
-        self.shared.visibility.answering(last);
-        Ok((results, Some(Staged { txn, appended, last, synced })))
+        match (logged, applied) {
+            (Logged::Answered, Ok((txn, appended))) => {
+                self.next_seq = last + 1;
+                stats.apply_ns.fetch_add(((decided - started) + synced.elapsed()).as_nanos() as u64, Ordering::Relaxed);
+                stats.wal_ns.fetch_add((synced - decided).as_nanos() as u64, Ordering::Relaxed);
+                Ok(Some(Staged { txn, appended, last, synced }))
+            }
+            // Answered, so it happened: the database catches up from the log.
+            (Logged::Answered, Err(fault)) => {
+                self.next_seq = last + 1;
+                self.caught_up(fault, last)?;
+                Ok(None)
+            }
+            (Logged::Failed, Err(fault)) => Err(fault),
+            (Logged::Failed, Ok(_)) => unreachable!("a batch whose log failed is not applied past its decisions"),
+            // The engine failed before the batch was decided, and the log
+            // still has the batch: only a restart's replay can tell its results.
+            (Logged::Pending, Err(fault)) => match self.log.finish() {
+                Err(e) => Err(log_fault(e)),
+                Ok(_) => Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
+            },
+            (Logged::Pending, Ok(_)) => unreachable!("a batch is decided before it is applied whole"),
+        }
     }
 
     /// Commits a staged batch for readers. Its frames are durable, so the
@@ -318,25 +340,30 @@ impl Engine {
                 if let Some(end) = appended {
                     self.payloads.advance(end);
                 }
+                self.shared.visibility.reached(last);
                 Ok(())
             }
-            Err(e) => {
-                let fault = redb_fault(e);
-                let reopened = self.reopen();
-                if reopened.is_ok()
-                    && let Fault::OutOfSpace(_) = fault
-                {
-                    self.deferred = Some(fault);
-                }
-                reopened
-            }
+            Err(e) => self.caught_up(redb_fault(e), last),
         };
-        // Also when the reopen failed: readers then find no database and
-        // are refused rather than kept waiting.
-        self.shared.visibility.reached(last);
         let stats = &self.shared.stats;
         stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
         published
+    }
+
+    /// After an engine error on a batch that is durable in the log (up to
+    /// frame `last`): the database is reopened, which replays the log, and a
+    /// full disk stops the batches after it.
+    fn caught_up(&mut self, fault: Fault, last: u64) -> Result<(), Fault> {
+        let reopened = self.reopen();
+        if reopened.is_ok()
+            && let Fault::OutOfSpace(_) = fault
+        {
+            self.deferred = Some(fault);
+        }
+        // Also when the reopen failed: readers then find no database and
+        // are refused rather than kept waiting.
+        self.shared.visibility.reached(last);
+        reopened
     }
 
     /// Indexes every referrer the batches left behind (`referrers`), in a
@@ -461,9 +488,25 @@ pub(crate) struct Staged {
     synced: Instant,
 }
 
-/// A batch applied, not committed: its transaction, each request's result,
-/// and where the payload file ends with it when it appended.
-type Applied = (redb::WriteTransaction, Answers, Option<u64>);
+/// A batch applied, not committed: its transaction, and where the payload
+/// file ends with it when it appended.
+type Applied = (redb::WriteTransaction, Option<u64>);
+
+/// How far a staged batch got with its log (`Engine::stage`).
+#[derive(Clone, Copy)]
+enum Logged {
+    Pending,
+    Failed,
+    Answered,
+}
+
+fn log_fault(e: AppendError) -> Fault {
+    match e {
+        AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
+        AppendError::Write(e) => Fault::Fatal(format!("writing the log: {e}")),
+        AppendError::Sync(e) => Fault::Fatal(format!("syncing the log: {e}")),
+    }
+}
 
 fn too_large() -> WriteError {
     WriteError::InvalidCommit("the request is too large to journal".into())
@@ -471,13 +514,16 @@ fn too_large() -> WriteError {
 
 /// Applies a batch's journaled requests (`None`: one that could not be, and
 /// is refused) in one non-durable transaction that also records the batch's
-/// last frame: a live batch, or a frame replayed at open.
+/// last frame: a live batch, or a frame replayed at open. `decided` is
+/// given every request's result once all are decided, before the batch's
+/// deferred writes (`W::finish`); its error abandons the transaction.
 fn apply(
     db: &Database,
     ops: Vec<Option<Op>>,
     last: u64,
     filters: &mut Filters,
     payloads: &dyn crate::media::WalIo,
+    decided: impl FnOnce(Answers) -> Result<(), Fault>,
 ) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
@@ -496,9 +542,10 @@ fn apply(
         }
         results.push(r);
     }
+    decided(results)?;
     let appended = w.finish().map_err(write_fault)?;
     record_seq(&txn, last)?;
-    Ok((txn, results, appended))
+    Ok((txn, appended))
 }
 
 fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {
@@ -647,7 +694,8 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
             )));
         }
         let ops = frame.ops.into_iter().map(Some).collect();
-        let (txn, _, _) = apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref()).map_err(|f| engine(&f))?;
+        let (txn, _) =
+            apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref(), |_| Ok(())).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

@@ -188,26 +188,32 @@ impl Loop {
             }
             return;
         }
-        match self.engine.stage(ops) {
-            Ok((results, staged)) => {
-                debug_assert_eq!(results.len(), dones.len());
-                // The answers travel while the transaction commits.
-                for (done, r) in dones.into_iter().zip(results) {
-                    done(r);
-                }
+        // The answers travel while the batch's deferred writes and its
+        // transaction's commit go on.
+        let mut dones = dones;
+        let staged = self.engine.stage(ops, |results| {
+            debug_assert_eq!(results.len(), dones.len());
+            for (done, r) in dones.drain(..).zip(results) {
+                done(r);
+            }
+        });
+        match staged {
+            Ok(staged) => {
                 if let Some(Err(fault)) = staged.map(|staged| self.engine.publish(staged)) {
                     self.fault(fault);
                 }
-                if let Some(fault) = self.engine.deferred.take() {
-                    self.fault(fault);
-                }
             }
+            // Those not answered yet: a batch that failed after its answers
+            // is durable, and the fault only stops the ones after it.
             Err(fault) => {
                 let e = self.fault(fault);
                 for done in dones {
                     done(Err(e.clone()));
                 }
             }
+        }
+        if let Some(fault) = self.engine.deferred.take() {
+            self.fault(fault);
         }
     }
 

@@ -61,6 +61,9 @@ struct DiskState {
     failing_syncs: bool,
     /// Only writes of the payload file fail for lack of space.
     payloads_full: bool,
+    /// The next writes of payloads into the payload file (not the zeros
+    /// that set room aside) fail with an I/O error.
+    failing_payload_writes: u32,
 }
 
 /// The files, in memory, with what a power loss would keep.
@@ -138,6 +141,10 @@ impl Disk {
         };
         if no_room {
             return Err(Disk::error(Kind::NoSpace));
+        }
+        if matches!(w, Which::Payloads) && s.failing_payload_writes > 0 && data.iter().any(|b| *b != 0) {
+            s.failing_payload_writes -= 1;
+            return Err(Disk::error(Kind::Io));
         }
         let fault = Disk::tick(&mut s);
         let data = match fault {
@@ -491,6 +498,28 @@ fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written(
     assert_verifies(&store);
     store.call(Op::PutObjects(vec![big.clone()])).unwrap();
     assert_eq!(store.snapshot().unwrap().payload(&big.hash).unwrap().map(|p| p.len()), Some(big.payload.len()));
+}
+
+#[test]
+fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_the_store_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    let late = NewObject::derived("test/late", "test", b"written after the answer".to_vec());
+    disk.0.lock().unwrap().failing_payload_writes = 1;
+    // Its frames are durable and its request decided before the payload file
+    // is written: the answer stands, and the database catches up from the log.
+    store.call(Op::PutObjects(vec![late.clone()])).unwrap();
+    assert_eq!(disk.0.lock().unwrap().failing_payload_writes, 0, "the payload write was not attempted");
+    assert_eq!(store.health(), Health::Serving);
+    assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert!(matches!(store.call(echo_publish("after")), Ok(Reply::Published(_))));
+    assert_verifies(&store);
+    drop(store);
+    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(disk.images(false))).unwrap();
+    assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert_verifies(&store);
 }
 
 #[test]
