@@ -442,6 +442,15 @@ fn echo_publish(label: &str) -> Op {
     })
 }
 
+/// A store on a fresh simulated disk (`a.db` in the directory), its genesis committed.
+fn started() -> (tempfile::TempDir, Disk, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
+    (dir, disk, store)
+}
+
 #[test]
 fn a_full_disk_refuses_writes_typed_keeps_reads_and_resumes_once_space_returns() {
     let dir = tempfile::tempdir().unwrap();
@@ -479,10 +488,7 @@ fn a_full_disk_refuses_writes_typed_keeps_reads_and_resumes_once_space_returns()
 
 #[test]
 fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Disk::default();
-    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
-    store.call(Op::CommitWorld(genesis())).unwrap();
+    let (dir, disk, store) = started();
     // More than the room set aside ahead, so this batch must set more aside.
     let big = NewObject::derived("test/big", "test", vec![7u8; 2 * payloads::PAYLOAD_ALLOCATE_BYTES as usize]);
     disk.0.lock().unwrap().payloads_full = true;
@@ -502,10 +508,7 @@ fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written(
 
 #[test]
 fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_the_store_serves_on() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Disk::default();
-    let (store, _) = open(&dir.path().join("a.db"), &disk).unwrap();
-    store.call(Op::CommitWorld(genesis())).unwrap();
+    let (dir, disk, store) = started();
     let late = NewObject::derived("test/late", "test", b"written after the answer".to_vec());
     disk.0.lock().unwrap().failing_payload_writes = 1;
     // Its frames are durable and its request decided before the payload file
