@@ -1,7 +1,7 @@
 //! The database and its log, as the writer drives them: open and replay,
 //! commit a batch through the log, checkpoint, reopen after an engine error.
 
-use crate::backend::{Health, WriterStats};
+use crate::backend::{Done, Health, WriterStats};
 use crate::error::{OpenError, WriteError, guard_panic};
 use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
@@ -252,80 +252,75 @@ impl Engine {
 
     /// Journals a batch and applies it, the two at once (the log's write and
     /// sync on the log thread, the requests on this one: a frame holds the
-    /// requests, not their effects). Once the log is durable and every
-    /// request decided, `answer` is given their results (at most once; not
-    /// when this fails before) and the batch's deferred writes follow
-    /// (`W::finish`: payloads, task rows, episode summaries, the indexes'
-    /// steps), which no result depends on: a caller waits for its answer, not
-    /// for them. From the answer on the batch happened: readers wait for it,
-    /// and a failure of what follows reopens the database from the log, as
-    /// a failed commit does. No `Staged` when nothing could be journaled
-    /// (each request refused, nothing written) or when a reopen replaced the
-    /// transaction.
-    pub(crate) fn stage(&mut self, ops: Vec<Op>, answer: impl FnOnce(Answers)) -> Result<Option<Staged>, Fault> {
+    /// requests, not their effects). Each caller is answered once the log is
+    /// synced and every request decided, by whichever of the two threads
+    /// gets there second (`Handoff`); the batch's deferred writes (`W::finish`:
+    /// payloads, task rows, episode summaries, the indexes' steps), which no
+    /// result depends on, follow the decisions without waiting for the log.
+    /// From the answers on the batch happened: readers wait for it, and a
+    /// failure of what follows reopens the database from the log, as a
+    /// failed commit does. No `Staged` when nothing could be journaled (each
+    /// request refused, nothing written) or when a reopen replaced the
+    /// transaction. An error comes with the callers not answered.
+    pub(crate) fn stage(&mut self, ops: Vec<Op>, dones: Vec<Done>) -> Result<Option<Staged>, (Fault, Vec<Done>)> {
         let started = Instant::now();
-        let db = self.db()?;
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(fault) => return Err((fault, dones)),
+        };
         let mut frames = FrameBuilder::new(self.next_seq);
         // A request that cannot be journaled is not applied either.
         let ops: Vec<Option<Op>> = ops.into_iter().map(|op| frames.push(&op).then_some(op)).collect();
         let Some(last) = frames.last_seq() else {
-            answer(ops.iter().map(|_| Err(too_large())).collect());
+            for done in dones {
+                done(Err(too_large()));
+            }
             return Ok(None);
         };
         // The frames hold every payload the batch may append: room for them
         // is set aside before anything is durable, so applying a journaled
         // batch cannot meet a full disk in the payload file.
         if let Err(e) = self.payloads.reserve(frames.bytes()) {
-            return Err(classify(e));
+            return Err((classify(e), dones));
         }
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
-        self.log.begin(frames, link);
-        let mut logged = Logged::Pending;
-        let mut times = (started, started);
-        let (log, shared) = (&self.log, &self.shared);
+        let handoff = Arc::new(Handoff::new(last, started, self.shared.clone()));
+        let on_sync = handoff.clone();
+        self.log.begin(frames, link, Box::new(move |synced| on_sync.synced(synced)));
+        let mut undecided = Some(dones);
         let applied = apply(&db, ops, last, &mut self.filters, self.payloads.io().as_ref(), |results| {
-            let decided = Instant::now();
-            let sync = match log.finish() {
-                Ok(sync) => sync,
-                Err(e) => {
-                    logged = Logged::Failed;
-                    return Err(log_fault(e));
-                }
-            };
-            let synced = Instant::now();
-            times = (decided, synced);
-            shared.stats.log_sync_seconds.observe_duration(sync);
-            shared.stats.commit_seconds.observe_duration(started.elapsed());
-            shared.visibility.answering(last);
-            logged = Logged::Answered;
-            answer(results);
-            Ok(())
+            if let Some(dones) = undecided.take() {
+                handoff.decided(dones, results);
+            }
         });
-        let (decided, synced) = times;
+        let applied_at = Instant::now();
+        let logged = self.log.finish();
+        let synced = Instant::now();
         let stats = &self.shared.stats;
-        match (logged, applied) {
-            (Logged::Answered, Ok((txn, appended))) => {
+        let sync = match logged {
+            Ok(sync) => sync,
+            // Not durable, so no one was answered: the callers are told why.
+            Err(e) => return Err((log_fault(e), undecided.unwrap_or_else(|| handoff.take_back()))),
+        };
+        stats.log_sync_seconds.observe_duration(sync);
+        stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
+        stats.wal_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
+        match (applied, undecided) {
+            (Ok((txn, appended)), None) => {
                 self.next_seq = last + 1;
-                stats.apply_ns.fetch_add(((decided - started) + synced.elapsed()).as_nanos() as u64, Ordering::Relaxed);
-                stats.wal_ns.fetch_add((synced - decided).as_nanos() as u64, Ordering::Relaxed);
                 Ok(Some(Staged { txn, appended, last, synced }))
             }
             // Answered, so it happened: the database catches up from the log.
-            (Logged::Answered, Err(fault)) => {
+            (Err(fault), None) => {
                 self.next_seq = last + 1;
-                self.caught_up(fault, last)?;
+                self.caught_up(fault, last).map_err(|fault| (fault, vec![]))?;
                 Ok(None)
             }
-            (Logged::Failed, Err(fault)) => Err(fault),
-            (Logged::Failed, Ok(_)) => unreachable!("a batch whose log failed is not applied past its decisions"),
             // The engine failed before the batch was decided, and the log
-            // still has the batch: only a restart's replay can tell its results.
-            (Logged::Pending, Err(fault)) => match self.log.finish() {
-                Err(e) => Err(log_fault(e)),
-                Ok(_) => Err(Fault::Fatal(format!("applying a journaled batch: {fault}"))),
-            },
-            (Logged::Pending, Ok(_)) => unreachable!("a batch is decided before it is applied whole"),
+            // has it: only a restart's replay can tell its results.
+            (Err(fault), Some(dones)) => Err((Fault::Fatal(format!("applying a journaled batch: {fault}")), dones)),
+            (Ok(_), Some(_)) => unreachable!("a batch applied whole was decided"),
         }
     }
 
@@ -492,12 +487,83 @@ pub(crate) struct Staged {
 /// file ends with it when it appended.
 type Applied = (redb::WriteTransaction, Option<u64>);
 
-/// How far a staged batch got with its log (`Engine::stage`).
-#[derive(Clone, Copy)]
-enum Logged {
-    Pending,
+/// A batch's answers, given by whichever of the writer and the log thread
+/// gets there second: the writer once every request is decided, the log
+/// thread once the batch's frames are synced. Neither waits on the other to
+/// answer, and no one is answered before the frames are durable.
+struct Handoff {
+    state: Mutex<Handing>,
+    last: u64,
+    started: Instant,
+    shared: Arc<Shared>,
+}
+
+enum Handing {
+    /// Neither yet.
+    Syncing,
+    /// The frames are durable; the writer answers when it decides.
+    Synced,
+    /// Every request decided; the log thread answers once the frames are
+    /// durable (or leaves them to the writer when the sync failed).
+    Decided(Vec<Done>, Answers),
+    /// The sync failed: the writer keeps its callers.
     Failed,
     Answered,
+}
+
+impl Handoff {
+    fn new(last: u64, started: Instant, shared: Arc<Shared>) -> Handoff {
+        Handoff { state: Mutex::new(Handing::Syncing), last, started, shared }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Handing> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The writer: every request of the batch is decided.
+    fn decided(&self, dones: Vec<Done>, answers: Answers) {
+        let mut state = self.state();
+        match std::mem::replace(&mut *state, Handing::Answered) {
+            Handing::Synced => {
+                drop(state);
+                self.answer(dones, answers);
+            }
+            Handing::Syncing | Handing::Failed => *state = Handing::Decided(dones, answers),
+            Handing::Decided(..) | Handing::Answered => unreachable!("a batch is decided once"),
+        }
+    }
+
+    /// The log thread: the batch's frames are synced, or failed to be.
+    fn synced(&self, durable: bool) {
+        let mut state = self.state();
+        match (durable, std::mem::replace(&mut *state, Handing::Answered)) {
+            (true, Handing::Decided(dones, answers)) => {
+                drop(state);
+                self.answer(dones, answers);
+            }
+            (true, Handing::Syncing) => *state = Handing::Synced,
+            (false, Handing::Syncing) => *state = Handing::Failed,
+            (false, decided) => *state = decided,
+            (true, _) => unreachable!("a batch is synced once"),
+        }
+    }
+
+    /// The writer, after a failed sync: the callers no one answered.
+    fn take_back(&self) -> Vec<Done> {
+        match std::mem::replace(&mut *self.state(), Handing::Failed) {
+            Handing::Decided(dones, _) => dones,
+            _ => vec![],
+        }
+    }
+
+    fn answer(&self, dones: Vec<Done>, answers: Answers) {
+        debug_assert_eq!(dones.len(), answers.len());
+        self.shared.stats.commit_seconds.observe_duration(self.started.elapsed());
+        self.shared.visibility.answering(self.last);
+        for (done, r) in dones.into_iter().zip(answers) {
+            done(r);
+        }
+    }
 }
 
 fn log_fault(e: AppendError) -> Fault {
@@ -516,14 +582,14 @@ fn too_large() -> WriteError {
 /// is refused) in one non-durable transaction that also records the batch's
 /// last frame: a live batch, or a frame replayed at open. `decided` is
 /// given every request's result once all are decided, before the batch's
-/// deferred writes (`W::finish`); its error abandons the transaction.
+/// deferred writes (`W::finish`).
 fn apply(
     db: &Database,
     ops: Vec<Option<Op>>,
     last: u64,
     filters: &mut Filters,
     payloads: &dyn crate::media::WalIo,
-    decided: impl FnOnce(Answers) -> Result<(), Fault>,
+    decided: impl FnOnce(Answers),
 ) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
@@ -542,7 +608,7 @@ fn apply(
         }
         results.push(r);
     }
-    decided(results)?;
+    decided(results);
     let appended = w.finish().map_err(write_fault)?;
     record_seq(&txn, last)?;
     Ok((txn, appended))
@@ -695,9 +761,79 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
         }
         let ops = frame.ops.into_iter().map(Some).collect();
         let (txn, _) =
-            apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref(), |_| Ok(())).map_err(|f| engine(&f))?;
+            apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }
     Ok(count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// `n` callers whose answers arrive on the returned channel.
+    fn callers(n: usize) -> (Vec<Done>, mpsc::Receiver<Result<Reply, WriteError>>) {
+        let (tx, rx) = mpsc::channel();
+        let dones = (0..n)
+            .map(|_| {
+                let tx = tx.clone();
+                Box::new(move |r| {
+                    let _ = tx.send(r);
+                }) as Done
+            })
+            .collect();
+        (dones, rx)
+    }
+
+    fn answers(n: usize) -> Answers {
+        (0..n).map(|_| Ok(Reply::Done)).collect()
+    }
+
+    fn handoff(last: u64) -> (Handoff, Arc<Shared>) {
+        let shared = Arc::new(Shared::default());
+        (Handoff::new(last, Instant::now(), shared.clone()), shared)
+    }
+
+    #[test]
+    fn a_batch_decided_before_its_sync_is_answered_by_the_sync_and_not_before() {
+        let (h, shared) = handoff(7);
+        let (dones, rx) = callers(2);
+        h.decided(dones, answers(2));
+        assert!(rx.try_recv().is_err(), "answered before its frames were durable");
+        h.synced(true);
+        assert_eq!(rx.try_iter().count(), 2);
+        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 7);
+        assert!(h.take_back().is_empty());
+    }
+
+    #[test]
+    fn a_batch_synced_before_it_is_decided_is_answered_by_its_decision() {
+        let (h, shared) = handoff(9);
+        let (dones, rx) = callers(2);
+        h.synced(true);
+        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 0);
+        h.decided(dones, answers(2));
+        assert_eq!(rx.try_iter().count(), 2);
+        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 9);
+    }
+
+    #[test]
+    fn a_batch_whose_sync_failed_is_never_answered_and_its_callers_go_back_to_the_writer() {
+        for sync_first in [false, true] {
+            let (h, shared) = handoff(3);
+            let (dones, rx) = callers(2);
+            if sync_first {
+                h.synced(false);
+                h.decided(dones, answers(2));
+            } else {
+                h.decided(dones, answers(2));
+                h.synced(false);
+            }
+            assert!(rx.try_recv().is_err(), "a batch that is not durable was answered");
+            assert_eq!(h.take_back().len(), 2);
+            assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 0);
+        }
+    }
 }

@@ -330,11 +330,19 @@ fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Re
     Read::Whole(Frame { seq, ops }, next, link_of(sum.as_bytes()))
 }
 
+/// What the log thread does the moment a batch's frames are synced (`true`)
+/// or failed to be (`false`), before the writer learns it.
+pub(crate) type AfterSync = Box<dyn FnOnce(bool) + Send>;
+
+/// A batch for the log thread: its frames, the link after them, and what to
+/// do once they are synced.
+type Job = (Vec<Vec<u8>>, u64, AfterSync);
+
 /// The log on a thread of its own, so that a batch's write and sync run
 /// while the writer applies the same batch to the database.
 pub(crate) struct LogThread {
     wal: Arc<Mutex<Wal>>,
-    jobs: Option<SyncSender<(Vec<Vec<u8>>, u64)>>,
+    jobs: Option<SyncSender<Job>>,
     results: Receiver<Result<Duration, AppendError>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -342,16 +350,17 @@ pub(crate) struct LogThread {
 impl LogThread {
     pub(crate) fn start(wal: Wal) -> LogThread {
         let wal = Arc::new(Mutex::new(wal));
-        let (jobs, inbox) = sync_channel::<(Vec<Vec<u8>>, u64)>(1);
+        let (jobs, inbox) = sync_channel::<Job>(1);
         let (outbox, results) = sync_channel(1);
         let log = wal.clone();
         let thread = std::thread::Builder::new()
             .name("world-store-log".into())
             .spawn(move || {
-                for (frames, link) in inbox {
+                for (frames, link, after_sync) in inbox {
                     let started = Instant::now();
                     let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
                     let r = r.map(|()| started.elapsed());
+                    after_sync(r.is_ok());
                     if outbox.send(r).is_err() {
                         break;
                     }
@@ -361,10 +370,11 @@ impl LogThread {
         LogThread { wal, jobs: Some(jobs), results, thread: Some(thread) }
     }
 
-    /// Starts writing and syncing `frames`; `finish` says how it went.
-    pub(crate) fn begin(&self, frames: Vec<Vec<u8>>, link: u64) {
+    /// Starts writing and syncing `frames`; `after_sync` runs on the log
+    /// thread once that is done, and `finish` then says how it went.
+    pub(crate) fn begin(&self, frames: Vec<Vec<u8>>, link: u64, after_sync: AfterSync) {
         if let Some(jobs) = &self.jobs {
-            let _ = jobs.send((frames, link));
+            let _ = jobs.send((frames, link, after_sync));
         }
     }
 

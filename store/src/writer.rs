@@ -190,24 +190,17 @@ impl Loop {
         }
         // The answers travel while the batch's deferred writes and its
         // transaction's commit go on.
-        let mut dones = dones;
-        let staged = self.engine.stage(ops, |results| {
-            debug_assert_eq!(results.len(), dones.len());
-            for (done, r) in dones.drain(..).zip(results) {
-                done(r);
-            }
-        });
-        match staged {
+        match self.engine.stage(ops, dones) {
             Ok(staged) => {
                 if let Some(Err(fault)) = staged.map(|staged| self.engine.publish(staged)) {
                     self.fault(fault);
                 }
             }
-            // Those not answered yet: a batch that failed after its answers
-            // is durable, and the fault only stops the ones after it.
-            Err(fault) => {
+            // Those not answered: a batch that failed after its answers is
+            // durable, and the fault only stops the ones after it.
+            Err((fault, unanswered)) => {
                 let e = self.fault(fault);
-                for done in dones {
+                for done in unanswered {
                     done(Err(e.clone()));
                 }
             }
