@@ -298,12 +298,10 @@ impl Engine {
         let logged = self.log.finish();
         let synced = Instant::now();
         let stats = &self.shared.stats;
-        let sync = match logged {
-            Ok(sync) => sync,
-            // Not durable, so no one was answered: the callers are told why.
-            Err(e) => return Err((log_fault(e), undecided.unwrap_or_else(|| handoff.take_back()))),
-        };
-        stats.log_sync_seconds.observe_duration(sync);
+        // Not durable, so no one was answered: the callers are told why.
+        if let Err(e) = logged {
+            return Err((log_fault(e), undecided.unwrap_or_else(|| handoff.take_back())));
+        }
         stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
         stats.wal_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
         match (applied, undecided) {
@@ -533,10 +531,14 @@ impl Handoff {
         }
     }
 
-    /// The log thread: the batch's frames are synced, or failed to be.
-    fn synced(&self, durable: bool) {
+    /// The log thread: the batch's frames are synced (their write and sync
+    /// took `took`), or failed to be (`None`).
+    fn synced(&self, took: Option<Duration>) {
+        if let Some(took) = took {
+            self.shared.stats.log_sync_seconds.observe_duration(took);
+        }
         let mut state = self.state();
-        match (durable, std::mem::replace(&mut *state, Handing::Answered)) {
+        match (took.is_some(), std::mem::replace(&mut *state, Handing::Answered)) {
             (true, Handing::Decided(dones, answers)) => {
                 drop(state);
                 self.answer(dones, answers);
@@ -802,7 +804,7 @@ mod tests {
         let (dones, rx) = callers(2);
         h.decided(dones, answers(2));
         assert!(rx.try_recv().is_err(), "answered before its frames were durable");
-        h.synced(true);
+        h.synced(Some(Duration::from_micros(100)));
         assert_eq!(rx.try_iter().count(), 2);
         assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 7);
         assert!(h.take_back().is_empty());
@@ -812,7 +814,7 @@ mod tests {
     fn a_batch_synced_before_it_is_decided_is_answered_by_its_decision() {
         let (h, shared) = handoff(9);
         let (dones, rx) = callers(2);
-        h.synced(true);
+        h.synced(Some(Duration::from_micros(100)));
         assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 0);
         h.decided(dones, answers(2));
         assert_eq!(rx.try_iter().count(), 2);
@@ -825,11 +827,11 @@ mod tests {
             let (h, shared) = handoff(3);
             let (dones, rx) = callers(2);
             if sync_first {
-                h.synced(false);
+                h.synced(None);
                 h.decided(dones, answers(2));
             } else {
                 h.decided(dones, answers(2));
-                h.synced(false);
+                h.synced(None);
             }
             assert!(rx.try_recv().is_err(), "a batch that is not durable was answered");
             assert_eq!(h.take_back().len(), 2);

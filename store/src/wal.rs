@@ -330,9 +330,10 @@ fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Re
     Read::Whole(Frame { seq, ops }, next, link_of(sum.as_bytes()))
 }
 
-/// What the log thread does the moment a batch's frames are synced (`true`)
-/// or failed to be (`false`), before the writer learns it.
-pub(crate) type AfterSync = Box<dyn FnOnce(bool) + Send>;
+/// What the log thread does the moment a batch's frames are synced (with
+/// how long their write and sync took) or failed to be (`None`), before the
+/// writer learns it.
+pub(crate) type AfterSync = Box<dyn FnOnce(Option<Duration>) + Send>;
 
 /// A batch for the log thread: its frames, the link after them, and what to
 /// do once they are synced.
@@ -360,7 +361,7 @@ impl LogThread {
                     let started = Instant::now();
                     let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
                     let r = r.map(|()| started.elapsed());
-                    after_sync(r.is_ok());
+                    after_sync(r.as_ref().ok().copied());
                     if outbox.send(r).is_err() {
                         break;
                     }

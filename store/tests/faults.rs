@@ -54,12 +54,12 @@ struct DiskState {
     /// Writes, syncs, resizes and allocations so far.
     ops: u64,
     fault: Option<Fault>,
-    /// Every write of the log and of the payload file fails for lack of
-    /// space, and no reserve fits.
+    /// Every write of the log, and every write past the payload file's end,
+    /// fails for lack of space, and no reserve fits.
     full: bool,
     /// Every sync of the log fails.
     failing_syncs: bool,
-    /// Only writes of the payload file fail for lack of space.
+    /// Only writes past the payload file's end fail for lack of space.
     payloads_full: bool,
     /// The next writes of payloads into the payload file (not the zeros
     /// that set room aside) fail with an I/O error.
@@ -134,9 +134,13 @@ impl Disk {
 
     fn write(&self, w: Which, offset: u64, data: &[u8]) -> io::Result<()> {
         let mut s = self.0.lock().unwrap();
+        // Bytes the file already holds (the payload file's room, set aside
+        // with zeros before a batch is journaled) are overwritten in place
+        // on a full disk too; a write past the file's end needs new space.
+        let extends = offset as usize + data.len() > image(&s, w).live.len();
         let no_room = match w {
             Which::Wal => s.full,
-            Which::Payloads => s.full || s.payloads_full,
+            Which::Payloads => (s.full || s.payloads_full) && extends,
             Which::Db | Which::Fresh => false,
         };
         if no_room {
@@ -514,9 +518,11 @@ fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_t
     // Its frames are durable and its request decided before the payload file
     // is written: the answer stands, and the database catches up from the log.
     store.call(Op::PutObjects(vec![late.clone()])).unwrap();
+    // A reader waits for the batch to be committed, here by the reopen.
+    let snap = store.snapshot().unwrap();
     assert_eq!(disk.0.lock().unwrap().failing_payload_writes, 0, "the payload write was not attempted");
     assert_eq!(store.health(), Health::Serving);
-    assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert_eq!(snap.payload(&late.hash).unwrap(), Some(late.payload.clone()));
     assert!(matches!(store.call(echo_publish("after")), Ok(Reply::Published(_))));
     assert_verifies(&store);
     drop(store);
