@@ -40,8 +40,8 @@ pub(crate) struct Shared {
     pub visibility: Visibility,
 }
 
-/// The writer answers a batch once its frames are durable and its requests
-/// applied, then commits it to the database; a reader that begins after an
+/// A batch is answered once its frames are durable and its requests
+/// decided, then committed to the database; a reader that begins after an
 /// answer waits for that commit, so no one reads a state older than one they
 /// were told of.
 #[derive(Default)]
@@ -309,9 +309,11 @@ impl Engine {
                 self.next_seq = last + 1;
                 Ok(Some(Staged { txn, appended, last, synced }))
             }
-            // Answered, so it happened: the database catches up from the log.
+            // Answered, so it happened: the database catches up from the log,
+            // opened again once this handle (which locks the file) is gone.
             (Err(fault), None) => {
                 self.next_seq = last + 1;
+                drop(db);
                 self.caught_up(fault, last).map_err(|fault| (fault, vec![]))?;
                 Ok(None)
             }

@@ -20,6 +20,7 @@ mod common;
 use common::*;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use world_store::verify::{Options, verify};
 use world_store::*;
@@ -61,9 +62,6 @@ struct DiskState {
     failing_syncs: bool,
     /// Only writes past the payload file's end fail for lack of space.
     payloads_full: bool,
-    /// The next writes of payloads into the payload file (not the zeros
-    /// that set room aside) fail with an I/O error.
-    failing_payload_writes: u32,
 }
 
 /// The files, in memory, with what a power loss would keep.
@@ -145,10 +143,6 @@ impl Disk {
         };
         if no_room {
             return Err(Disk::error(Kind::NoSpace));
-        }
-        if matches!(w, Which::Payloads) && s.failing_payload_writes > 0 && data.iter().any(|b| *b != 0) {
-            s.failing_payload_writes -= 1;
-            return Err(Disk::error(Kind::Io));
         }
         let fault = Disk::tick(&mut s);
         let data = match fault {
@@ -510,23 +504,91 @@ fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written(
     assert_eq!(store.snapshot().unwrap().payload(&big.hash).unwrap().map(|p| p.len()), Some(big.payload.len()));
 }
 
+/// The store's own files, where the next writes of payloads into the
+/// payload file (not the zeros that set room aside) fail with an I/O error.
+/// Real files, so the database is locked while open, as in the daemon.
+struct FlakyPayloads {
+    files: FileMedia,
+    failing: Arc<AtomicU32>,
+}
+
+#[derive(Debug)]
+struct FlakyFile {
+    file: Box<dyn WalIo>,
+    failing: Arc<AtomicU32>,
+}
+
+impl WalIo for FlakyFile {
+    fn len(&self) -> io::Result<u64> {
+        self.file.len()
+    }
+    fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+        self.file.read_at(offset, out)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        let fails = data.iter().any(|b| *b != 0)
+            && self.failing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+        if fails {
+            return Err(io::Error::other("injected I/O error"));
+        }
+        self.file.write_at(offset, data)
+    }
+    fn sync_data(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+}
+
+impl Media for FlakyPayloads {
+    fn database(&self) -> io::Result<Box<dyn redb::StorageBackend>> {
+        self.files.database()
+    }
+    fn database_is_new(&self) -> io::Result<bool> {
+        self.files.database_is_new()
+    }
+    fn new_database(&self) -> io::Result<Box<dyn redb::StorageBackend>> {
+        self.files.new_database()
+    }
+    fn install_new_database(&self) -> io::Result<()> {
+        self.files.install_new_database()
+    }
+    fn wal(&self) -> io::Result<Box<dyn WalIo>> {
+        self.files.wal()
+    }
+    fn payloads(&self) -> io::Result<Box<dyn WalIo>> {
+        Ok(Box::new(FlakyFile { file: self.files.payloads()?, failing: self.failing.clone() }))
+    }
+    fn reserve(&self, keep: bool) -> io::Result<bool> {
+        self.files.reserve(keep)
+    }
+}
+
 #[test]
 fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_the_store_serves_on() {
-    let (dir, disk, store) = started();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.db");
+    let failing = Arc::new(AtomicU32::new(0));
+    let media = FlakyPayloads { files: FileMedia { path: path.clone() }, failing: failing.clone() };
+    let opts = StoreOptions { media: Some(Arc::new(media)), ..StoreOptions::default() };
+    let (store, _) = Store::open_with(&path, 10, opts).unwrap();
+    store.call(Op::CommitWorld(genesis())).unwrap();
     let late = NewObject::derived("test/late", "test", b"written after the answer".to_vec());
-    disk.0.lock().unwrap().failing_payload_writes = 1;
+    failing.store(1, Ordering::SeqCst);
     // Its frames are durable and its request decided before the payload file
-    // is written: the answer stands, and the database catches up from the log.
+    // is written: the answer stands, and the database is reopened (the file
+    // locked by the old handle given up first) and caught up from the log.
     store.call(Op::PutObjects(vec![late.clone()])).unwrap();
     // A reader waits for the batch to be committed, here by the reopen.
     let snap = store.snapshot().unwrap();
-    assert_eq!(disk.0.lock().unwrap().failing_payload_writes, 0, "the payload write was not attempted");
+    assert_eq!(failing.load(Ordering::SeqCst), 0, "the payload write was not attempted");
     assert_eq!(store.health(), Health::Serving);
     assert_eq!(snap.payload(&late.hash).unwrap(), Some(late.payload.clone()));
     assert!(matches!(store.call(echo_publish("after")), Ok(Reply::Published(_))));
     assert_verifies(&store);
-    drop(store);
-    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(disk.images(false))).unwrap();
+    drop((snap, store));
+    let (store, _) = Store::open(&path, 1).unwrap();
     assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
     assert_verifies(&store);
 }
