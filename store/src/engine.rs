@@ -409,6 +409,15 @@ impl Engine {
     /// durable commit, then every frame of the log after it.
     fn reopen(&mut self) -> Result<(), Fault> {
         let old = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
+        // Closing a handle makes its non-durable commits durable (redb
+        // promotes them at close), and their object rows name payloads that
+        // only a checkpoint syncs: the payload file goes to disk first. A
+        // handle whose payloads could not be synced is never closed (its
+        // batches are in the log, which the next open replays).
+        if let Err(e) = self.payloads.sync() {
+            std::mem::forget(old);
+            return Err(Fault::Fatal(format!("syncing the payload file before reopening the database: {e}")));
+        }
         drop(old);
         self.filters = Default::default();
         let mut last = String::new();

@@ -62,6 +62,9 @@ struct DiskState {
     failing_syncs: bool,
     /// Only writes past the payload file's end fail for lack of space.
     payloads_full: bool,
+    /// The next writes of payloads into the payload file (not the zeros
+    /// that set room aside) fail with an I/O error.
+    failing_payload_writes: u32,
 }
 
 /// The files, in memory, with what a power loss would keep.
@@ -143,6 +146,10 @@ impl Disk {
         };
         if no_room {
             return Err(Disk::error(Kind::NoSpace));
+        }
+        if matches!(w, Which::Payloads) && s.failing_payload_writes > 0 && data.iter().any(|b| *b != 0) {
+            s.failing_payload_writes -= 1;
+            return Err(Disk::error(Kind::Io));
         }
         let fault = Disk::tick(&mut s);
         let data = match fault {
@@ -590,6 +597,29 @@ fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_t
     drop((snap, store));
     let (store, _) = Store::open(&path, 1).unwrap();
     assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert_verifies(&store);
+}
+
+#[test]
+fn a_reopen_after_the_answers_syncs_the_payloads_its_closed_handle_makes_durable_before_a_power_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    // No checkpoint within the test: only the reopen can make a batch durable.
+    let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
+    let (store, _) = Store::open_with(&dir.path().join("a.db"), 10, opts).unwrap();
+    let first = NewObject::derived("test/first", "test", b"committed, not yet checkpointed".to_vec());
+    store.call(Op::PutObjects(vec![first.clone()])).unwrap();
+    disk.0.lock().unwrap().failing_payload_writes = 1;
+    let late = NewObject::derived("test/late", "test", b"written after the answer".to_vec());
+    store.call(Op::PutObjects(vec![late.clone()])).unwrap();
+    // The reopen closed the old handle, which made `first`'s commit durable.
+    store.snapshot().unwrap();
+    let images = disk.images(true);
+    drop(store);
+    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(images)).unwrap();
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.payload(&first.hash).unwrap(), Some(first.payload.clone()));
+    assert_eq!(snap.payload(&late.hash).unwrap(), Some(late.payload.clone()));
     assert_verifies(&store);
 }
 
