@@ -344,7 +344,7 @@ type Job = (Vec<Vec<u8>>, u64, AfterSync);
 pub(crate) struct LogThread {
     wal: Arc<Mutex<Wal>>,
     jobs: Option<SyncSender<Job>>,
-    results: Receiver<Result<Duration, AppendError>>,
+    results: Receiver<Result<(), AppendError>>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -360,8 +360,7 @@ impl LogThread {
                 for (frames, link, after_sync) in inbox {
                     let started = Instant::now();
                     let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
-                    let r = r.map(|()| started.elapsed());
-                    after_sync(r.as_ref().ok().copied());
+                    after_sync(r.as_ref().ok().map(|()| started.elapsed()));
                     if outbox.send(r).is_err() {
                         break;
                     }
@@ -379,9 +378,10 @@ impl LogThread {
         }
     }
 
-    /// How long the write and sync took on the log thread (the writer
-    /// applied the batch meanwhile), or why they failed.
-    pub(crate) fn finish(&self) -> Result<Duration, AppendError> {
+    /// Waits for the batch's write and sync (the writer applied it
+    /// meanwhile; how long they took went to its `AfterSync`), or says why
+    /// they failed.
+    pub(crate) fn finish(&self) -> Result<(), AppendError> {
         self.results.recv().unwrap_or_else(|_| Err(AppendError::Sync(io::Error::other("the log thread exited"))))
     }
 

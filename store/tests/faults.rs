@@ -147,7 +147,7 @@ impl Disk {
         if no_room {
             return Err(Disk::error(Kind::NoSpace));
         }
-        if matches!(w, Which::Payloads) && s.failing_payload_writes > 0 && data.iter().any(|b| *b != 0) {
+        if matches!(w, Which::Payloads) && s.failing_payload_writes > 0 && carries_payloads(data) {
             s.failing_payload_writes -= 1;
             return Err(Disk::error(Kind::Io));
         }
@@ -190,6 +190,12 @@ impl Disk {
         i.durable = i.live.clone();
         Ok(())
     }
+}
+
+/// A write of payloads into the payload file, not of the zeros that set
+/// room aside ahead of a batch.
+fn carries_payloads(data: &[u8]) -> bool {
+    data.iter().any(|b| *b != 0)
 }
 
 fn image(s: &DiskState, w: Which) -> &Image {
@@ -533,7 +539,7 @@ impl WalIo for FlakyFile {
         self.file.read_at(offset, out)
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
-        let fails = data.iter().any(|b| *b != 0)
+        let fails = carries_payloads(data)
             && self.failing.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
         if fails {
             return Err(io::Error::other("injected I/O error"));
