@@ -408,17 +408,9 @@ impl Engine {
     /// Closes the database and opens it again from the files: redb's last
     /// durable commit, then every frame of the log after it.
     fn reopen(&mut self) -> Result<(), Fault> {
-        let old = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
-        // Closing a handle makes its non-durable commits durable (redb
-        // promotes them at close), and their object rows name payloads that
-        // only a checkpoint syncs: the payload file goes to disk first. A
-        // handle whose payloads could not be synced is never closed (its
-        // batches are in the log, which the next open replays).
-        if let Err(e) = self.payloads.sync() {
-            std::mem::forget(old);
-            return Err(Fault::Fatal(format!("syncing the payload file before reopening the database: {e}")));
-        }
-        drop(old);
+        let held = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
+        self.let_go(held)
+            .map_err(|e| Fault::Fatal(format!("syncing the payload file before reopening the database: {e}")))?;
         self.filters = Default::default();
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
@@ -435,6 +427,32 @@ impl Engine {
             std::thread::sleep(REOPEN_WAIT);
         }
         Err(Fault::Fatal(format!("reopening the database after an I/O error failed: {last}")))
+    }
+}
+
+impl Engine {
+    /// Gives up a hold on the database that may be the last one. Closing a
+    /// handle makes its non-durable commits durable (redb promotes them at
+    /// close), and their object rows name payloads that only a checkpoint
+    /// syncs: the payload file goes to disk first. A handle whose payloads
+    /// could not be synced is never closed (its batches are in the log,
+    /// which the next open replays).
+    fn let_go(&mut self, held: Option<Arc<Database>>) -> std::io::Result<()> {
+        if let Err(e) = self.payloads.sync() {
+            std::mem::forget(held);
+            return Err(e);
+        }
+        Ok(())
+    }
+}
+
+/// An engine that stops without its closing checkpoint (a failed store, a
+/// checkpoint that failed) leaves a handle whose close makes commits durable:
+/// see `let_go`. Readers keep the handle meanwhile.
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let held = self.shared.db();
+        let _ = self.let_go(held);
     }
 }
 

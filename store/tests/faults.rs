@@ -630,6 +630,25 @@ fn a_reopen_after_the_answers_syncs_the_payloads_its_closed_handle_makes_durable
 }
 
 #[test]
+fn a_failed_store_syncs_the_payloads_its_closing_handle_makes_durable_before_a_power_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let disk = Disk::default();
+    // No checkpoint within the test: only the closing handle makes a batch durable.
+    let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
+    let (store, _) = Store::open_with(&dir.path().join("a.db"), 10, opts).unwrap();
+    let first = NewObject::derived("test/first", "test", b"committed, not yet checkpointed".to_vec());
+    store.call(Op::PutObjects(vec![first.clone()])).unwrap();
+    disk.0.lock().unwrap().failing_syncs = true;
+    assert!(matches!(store.call(echo_publish("doubt")), Err(WriteError::WriterStopped(_))));
+    // A failed store skips its closing checkpoint, but its handle still closes.
+    drop(store);
+    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(disk.images(true))).unwrap();
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.payload(&first.hash).unwrap(), Some(first.payload.clone()));
+    assert_verifies(&store);
+}
+
+#[test]
 fn a_failed_sync_of_the_log_fails_the_store_and_tells_its_owner_once() {
     let dir = tempfile::tempdir().unwrap();
     let disk = Disk::default();
