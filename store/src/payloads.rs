@@ -13,9 +13,10 @@
 //! Durability needs no sync of its own per batch: the write-ahead log's
 //! frames carry the payloads, and the file is synced before every durable
 //! commit (a checkpoint), so a durable database never names bytes the file
-//! may lack. Bytes past the recorded end are a lost batch's; opening cuts
-//! them off, and replaying the log writes them again at the same offsets
-//! (requests are deterministic). Space for a batch is set aside before its
+//! may lack. Bytes past the recorded end are a lost batch's (or zeros set
+//! aside); opening keeps them as room that appends overwrite, and replaying
+//! the log writes the lost batch's again at the same offsets (requests are
+//! deterministic), so a replay on a full disk needs no new space. Space for a batch is set aside before its
 //! frames are written (`reserve`), so a batch whose frames are durable
 //! cannot meet a full disk while it is applied: zeros are written and synced
 //! ahead of the end, as the log's are (plain writes: every file system
@@ -37,13 +38,16 @@ pub(crate) struct PayloadFile {
     io: Arc<dyn WalIo>,
     /// Where the database's rows end: the next batch appends here.
     end: u64,
-    /// How far the file holds zeros, synced, for appends to overwrite.
+    /// How far the file has room for appends to overwrite: zeros set
+    /// aside, or the bytes of a batch the database lost.
     filled: u64,
 }
 
 impl PayloadFile {
     /// The file of a database whose rows end at `recorded`: what lies past it
-    /// is cut off. A file shorter than that lost bytes the database names.
+    /// is room (cutting it off would give up the space a replay after an
+    /// engine error on a full disk needs). A file shorter than that lost
+    /// bytes the database names.
     pub(crate) fn open(io: Box<dyn WalIo>, recorded: u64) -> io::Result<PayloadFile> {
         let len = io.len()?;
         if len < recorded {
@@ -51,10 +55,7 @@ impl PayloadFile {
                 "the payload file holds {len} bytes but the database's objects end at {recorded}: it was cut short or replaced (restore it, or import an export)"
             )));
         }
-        if len > recorded {
-            io.set_len(recorded)?;
-        }
-        Ok(PayloadFile { io: Arc::from(io), end: recorded, filled: recorded })
+        Ok(PayloadFile { io: Arc::from(io), end: recorded, filled: len })
     }
 
     /// The database's rows now end at `end` (a batch was committed, or the
@@ -185,10 +186,14 @@ mod tests {
     }
 
     #[test]
-    fn opening_cuts_off_what_the_database_does_not_account_for() {
-        let payloads = PayloadFile::open(file_of(b"kept|lost batch"), 5).unwrap();
-        assert_eq!(payloads.io().len().unwrap(), 5);
-        assert_eq!(read(payloads.io().as_ref(), 0, 5).unwrap(), b"kept|");
+    fn what_the_database_does_not_account_for_is_room_that_appends_overwrite() {
+        let mut payloads = PayloadFile::open(file_of(b"kept|lost batch"), 5).unwrap();
+        payloads.reserve(10).unwrap();
+        assert_eq!(payloads.io().len().unwrap(), 15, "the lost batch's bytes are the room");
+        let mut appends = Appends::new(payloads.io().as_ref());
+        appends.push(b"replayed", || Ok::<_, ()>(5)).unwrap();
+        assert_eq!(appends.write().unwrap(), Some(13));
+        assert_eq!(read(payloads.io().as_ref(), 0, 13).unwrap(), b"kept|replayed");
     }
 
     #[test]
@@ -207,11 +212,12 @@ mod tests {
         payloads.advance(14);
         payloads.reserve(10).unwrap();
         assert_eq!(payloads.io().len().unwrap(), filled, "the room set aside is used before more is");
-        // Reopened, what lies past the database's end is cut off again.
+        // Reopened, the room past the database's end is still there.
         let mut all = vec![0u8; filled as usize];
         payloads.io().read_at(0, &mut all).unwrap();
-        let reopened = PayloadFile::open(file_of(&all), 14).unwrap();
-        assert_eq!(reopened.io().len().unwrap(), 14);
+        let mut reopened = PayloadFile::open(file_of(&all), 14).unwrap();
+        reopened.reserve(10).unwrap();
+        assert_eq!(reopened.io().len().unwrap(), filled);
     }
 
     #[test]

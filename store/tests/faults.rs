@@ -517,6 +517,27 @@ fn a_batch_whose_payloads_find_no_room_is_refused_before_its_frames_are_written(
     assert_eq!(store.snapshot().unwrap().payload(&big.hash).unwrap().map(|p| p.len()), Some(big.payload.len()));
 }
 
+#[test]
+fn a_batch_answered_before_its_payload_write_failed_is_replayed_into_the_room_set_aside_on_a_full_disk() {
+    let (dir, disk, store) = started();
+    let late = NewObject::derived("test/late", "test", b"answered, then its payload write failed".to_vec());
+    {
+        let mut s = disk.0.lock().unwrap();
+        // The disk is full past the payload file's end, and the batch's own
+        // append fails: the reopen's replay has only the room set aside.
+        s.payloads_full = true;
+        s.failing_payload_writes = 1;
+    }
+    store.call(Op::PutObjects(vec![late.clone()])).unwrap();
+    assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert_eq!(store.health(), Health::Serving);
+    drop(store);
+    disk.0.lock().unwrap().payloads_full = false;
+    let (store, _) = open(&dir.path().join("b.db"), &Disk::from_images(disk.images(true))).unwrap();
+    assert_eq!(store.snapshot().unwrap().payload(&late.hash).unwrap(), Some(late.payload.clone()));
+    assert_verifies(&store);
+}
+
 /// The store's own files, where the next writes of payloads into the
 /// payload file (not the zeros that set room aside) fail with an I/O error.
 /// Real files, so the database is locked while open, as in the daemon.
