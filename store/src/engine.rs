@@ -591,8 +591,10 @@ impl Handoff {
         debug_assert_eq!(dones.len(), answers.len());
         self.shared.stats.commit_seconds.observe_duration(self.started.elapsed());
         self.shared.visibility.answering(self.last);
+        // A caller's callback that panics must not keep the others from
+        // their answers, nor stop the thread that answers (the log's or the writer's).
         for (done, r) in dones.into_iter().zip(answers) {
-            done(r);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(r)));
         }
     }
 }
@@ -825,6 +827,16 @@ mod tests {
     fn handoff(last: u64) -> (Handoff, Arc<Shared>) {
         let shared = Arc::new(Shared::default());
         (Handoff::new(last, Instant::now(), shared.clone()), shared)
+    }
+
+    #[test]
+    fn a_callback_that_panics_leaves_the_other_callers_answered_and_the_answering_thread_running() {
+        let (h, _) = handoff(3);
+        let (mut dones, rx) = callers(2);
+        dones.insert(0, Box::new(|_| panic!("a caller's callback failed")));
+        h.decided(dones, answers(3));
+        h.synced(Some(Duration::from_micros(100)));
+        assert_eq!(rx.try_iter().count(), 2);
     }
 
     #[test]
