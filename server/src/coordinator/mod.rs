@@ -3,7 +3,8 @@
 //! admit (fresh grant-filtered view) → task row durable → R8 → plan (≤ 2 s) →
 //! broker (name → scope → liveness → budget; intent + debit in one
 //! transaction) → handler → outcome + record → finish (≤ 2 s) → commit.
-//! Everything runs in a task of its own, so a client that disconnects cannot
+//! A call runs on its caller's task and, should the caller go away first,
+//! on a task of its own (`detach`), so a client that disconnects cannot
 //! cancel it half-way; once an effect's intent is durable, the remaining steps
 //! have a 4 s budget, and any failure there is `EffectsUnrecorded`.
 //!
@@ -22,6 +23,7 @@ mod admit;
 mod approve;
 mod broker;
 mod commit;
+mod detach;
 mod execute;
 mod plan;
 mod write;
@@ -31,6 +33,7 @@ use crate::registry::{self, Descriptor, Registry};
 use crate::runtime::Runtimes;
 use admit::{InFlight, admit, request_digest, resume, task_key};
 use commit::with_world;
+use detach::RunsToEnd;
 use plan::Planned;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -329,15 +332,15 @@ pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError>
 
 async fn invoke_detached(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     let d = host.clone();
-    let task = tokio::spawn(async move { run(&d, call).await });
+    let task = RunsToEnd::new(async move { run(&d, call).await });
     match tokio::time::timeout(INVOCATION_DEADLINE, task).await {
         Err(_) => Err(CallError::Deadline),
-        Ok(Err(join)) => Err(CallError::Unavailable(format!("invocation task failed: {join}"))),
+        Ok(Err(_panic)) => Err(CallError::Unavailable("invocation task failed: it panicked".into())),
         Ok(Ok(r)) => r,
     }
 }
 
-/// One call, admission to commit, in the task `invoke_detached` gave it.
+/// One call, admission to commit, run to its end by `invoke_detached`.
 async fn run(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     let admitted = admit(host, &call).await?;
     let digest = request_digest(&call);
