@@ -627,15 +627,22 @@ fn a_batch_answered_before_its_payloads_are_written_survives_their_failure_and_t
     assert_verifies(&store);
 }
 
-#[test]
-fn a_reopen_after_the_answers_syncs_the_payloads_its_closed_handle_makes_durable_before_a_power_loss() {
+/// A store on a fresh simulated disk holding one object committed and not
+/// checkpointed (none comes within a test: only a closing handle can make
+/// the object's batch durable).
+fn one_object_not_checkpointed() -> (tempfile::TempDir, Disk, Store, NewObject) {
     let dir = tempfile::tempdir().unwrap();
     let disk = Disk::default();
-    // No checkpoint within the test: only the reopen can make a batch durable.
     let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
     let (store, _) = Store::open_with(&dir.path().join("a.db"), 10, opts).unwrap();
     let first = NewObject::derived("test/first", "test", b"committed, not yet checkpointed".to_vec());
     store.call(Op::PutObjects(vec![first.clone()])).unwrap();
+    (dir, disk, store, first)
+}
+
+#[test]
+fn a_reopen_after_the_answers_syncs_the_payloads_its_closed_handle_makes_durable_before_a_power_loss() {
+    let (dir, disk, store, first) = one_object_not_checkpointed();
     disk.0.lock().unwrap().failing_payload_writes = 1;
     let late = NewObject::derived("test/late", "test", b"written after the answer".to_vec());
     store.call(Op::PutObjects(vec![late.clone()])).unwrap();
@@ -652,13 +659,7 @@ fn a_reopen_after_the_answers_syncs_the_payloads_its_closed_handle_makes_durable
 
 #[test]
 fn a_failed_store_syncs_the_payloads_its_closing_handle_makes_durable_before_a_power_loss() {
-    let dir = tempfile::tempdir().unwrap();
-    let disk = Disk::default();
-    // No checkpoint within the test: only the closing handle makes a batch durable.
-    let opts = StoreOptions { media: Some(Arc::new(SimMedia(disk.clone()))), ..StoreOptions::default() };
-    let (store, _) = Store::open_with(&dir.path().join("a.db"), 10, opts).unwrap();
-    let first = NewObject::derived("test/first", "test", b"committed, not yet checkpointed".to_vec());
-    store.call(Op::PutObjects(vec![first.clone()])).unwrap();
+    let (dir, disk, store, first) = one_object_not_checkpointed();
     disk.0.lock().unwrap().failing_syncs = true;
     assert!(matches!(store.call(echo_publish("doubt")), Err(WriteError::WriterStopped(_))));
     // A failed store skips its closing checkpoint, but its handle still closes.
