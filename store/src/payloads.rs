@@ -16,12 +16,13 @@
 //! may lack. Bytes past the recorded end are a lost batch's (or zeros set
 //! aside); opening keeps them as room that appends overwrite, and replaying
 //! the log writes the lost batch's again at the same offsets (requests are
-//! deterministic), so a replay on a full disk needs no new space. Space for a batch is set aside before its
-//! frames are written (`reserve`), so a batch whose frames are durable
-//! cannot meet a full disk while it is applied: zeros are written and synced
-//! ahead of the end, as the log's are (plain writes: every file system
-//! refuses them when full, where `fallocate` may not be there at all), so a
-//! batch's append overwrites blocks the file already has.
+//! deterministic), so a replay on a full disk needs no new space. Space for
+//! a batch is set aside before its frames are written (`reserve`), so a
+//! batch whose frames are durable cannot meet a full disk while it is
+//! applied: zeros are written and synced ahead of the end, as the log's are
+//! (plain writes: every file system refuses them when full, where
+//! `fallocate` may not be there at all), so a batch's append overwrites
+//! blocks the file already has.
 
 use crate::media::WalIo;
 use std::io;

@@ -71,6 +71,7 @@ impl Writer {
     }
 
     pub(crate) fn submit(&self, op: Op, done: Done) {
+        let done = caught(done);
         let guard = self.queue.lock().unwrap_or_else(|p| p.into_inner());
         let Some(tx) = guard.as_ref() else {
             done(Err(WriteError::WriterStopped("the store is closed".into())));
@@ -93,6 +94,15 @@ impl Writer {
             let _ = t.join();
         }
     }
+}
+
+/// `done`, safe for whichever thread answers it (the writer's, the log's,
+/// the caller's own on a refusal): a callback that panics is caught, so the
+/// others of its batch are answered and that thread lives on.
+fn caught(done: Done) -> Done {
+    Box::new(move |r| {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| done(r)));
+    })
 }
 
 /// What the writer thread waits for next.

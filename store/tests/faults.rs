@@ -538,6 +538,19 @@ fn a_batch_answered_before_its_payload_write_failed_is_replayed_into_the_room_se
     assert_verifies(&store);
 }
 
+#[test]
+fn a_callback_that_panics_leaves_the_other_callers_answered_and_the_store_writing() {
+    let (_dir, _disk, store) = started();
+    let first = NewObject::derived("test/first", "test", b"its caller's callback panics".to_vec());
+    store.submit(Op::PutObjects(vec![first.clone()]), Box::new(|_| panic!("a caller's callback failed")));
+    let second = NewObject::derived("test/second", "test", b"asked after it".to_vec());
+    store.call(Op::PutObjects(vec![second.clone()])).unwrap();
+    let snap = store.snapshot().unwrap();
+    assert_eq!(snap.payload(&first.hash).unwrap(), Some(first.payload.clone()));
+    assert_eq!(snap.payload(&second.hash).unwrap(), Some(second.payload.clone()));
+    assert_eq!(store.health(), Health::Serving);
+}
+
 /// The store's own files, where the next writes of payloads into the
 /// payload file (not the zeros that set room aside) fail with an I/O error.
 /// Real files, so the database is locked while open, as in the daemon.
