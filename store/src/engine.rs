@@ -11,7 +11,6 @@ use crate::tables::{
     STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND, STORE_FORMAT_BEFORE_TARGET_PLACES,
     STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
-use crate::tiered::Filters;
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
@@ -165,8 +164,8 @@ pub(crate) struct Engine {
     wal_prealloc: u64,
     /// A fault met after a batch was already durable: it stops later batches.
     pub(crate) deferred: Option<Fault>,
-    /// The place index's run filters read so far (new after a reopen).
-    filters: crate::tiered::Filters,
+    /// What the writer keeps across its transactions (new after a reopen).
+    kept: crate::ops::Kept,
 }
 
 impl Engine {
@@ -189,7 +188,7 @@ impl Engine {
             cache_bytes,
             wal_prealloc,
             deferred: None,
-            filters: Default::default(),
+            kept: Default::default(),
         };
         Ok((engine, replayed))
     }
@@ -289,7 +288,7 @@ impl Engine {
         let on_sync = handoff.clone();
         self.log.begin(frames, link, Box::new(move |synced| on_sync.synced(synced)));
         let mut undecided = Some(dones);
-        let applied = apply(&db, ops, last, &mut self.filters, self.payloads.io().as_ref(), |results| {
+        let applied = apply(&db, ops, last, &mut self.kept, self.payloads.io().as_ref(), |results| {
             if let Some(dones) = undecided.take() {
                 handoff.decided(dones, results);
             }
@@ -369,7 +368,7 @@ impl Engine {
         let db = self.db()?;
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::None).map_err(redb_fault)?;
-        let mut w = W::open_with(&txn, &mut self.filters, self.payloads.io().as_ref()).map_err(write_fault)?;
+        let mut w = W::open_with(&txn, &mut self.kept, self.payloads.io().as_ref()).map_err(write_fault)?;
         w.index_referrers(0).map_err(write_fault)?;
         drop(w);
         txn.commit().map_err(redb_fault)
@@ -411,7 +410,7 @@ impl Engine {
         let held = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
         self.let_go(held)
             .map_err(|e| Fault::Fatal(format!("syncing the payload file before reopening the database: {e}")))?;
-        self.filters = Default::default();
+        self.kept = Default::default();
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
             match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {
@@ -617,14 +616,14 @@ fn apply(
     db: &Database,
     ops: Vec<Option<Op>>,
     last: u64,
-    filters: &mut Filters,
+    kept: &mut crate::ops::Kept,
     payloads: &dyn crate::media::WalIo,
     decided: impl FnOnce(Answers),
 ) -> Result<Applied, Fault> {
     let mut txn = db.begin_write().map_err(redb_fault)?;
     txn.set_durability(Durability::None).map_err(redb_fault)?;
     let mut results = Vec::with_capacity(ops.len());
-    let mut w = W::open_with(&txn, filters, payloads).map_err(write_fault)?;
+    let mut w = W::open_with(&txn, kept, payloads).map_err(write_fault)?;
     for op in ops {
         let Some(op) = op else {
             results.push(Err(too_large()));
@@ -780,7 +779,7 @@ fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), Open
 fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFile) -> Result<u64, OpenFailure> {
     let engine = |e: &dyn std::fmt::Display| OpenFailure::Engine(format!("replaying the log: {e}"));
     let mut count = 0;
-    let mut filters = Filters::default();
+    let mut kept = crate::ops::Kept::default();
     for frame in frames.into_iter().filter(|f| f.seq > applied) {
         if frame.seq != applied + count + 1 {
             return Err(OpenFailure::Engine(format!(
@@ -790,8 +789,7 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
             )));
         }
         let ops = frame.ops.into_iter().map(Some).collect();
-        let (txn, _) =
-            apply(db, ops, frame.seq, &mut filters, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
+        let (txn, _) = apply(db, ops, frame.seq, &mut kept, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

@@ -14,6 +14,10 @@ use crate::view::View;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use std::ops::Bound;
 
+// A place's kind is its row's referrer kind (`Indexed::of`).
+const _: () =
+    assert!(PLACE_OBJECT == REFERRER_OBJECT && PLACE_ENTRY == REFERRER_ENTRY && PLACE_WORLD == REFERRER_WORLD);
+
 /// Default page size of every paged read.
 pub const PAGE_DEFAULT: usize = 100;
 /// Largest page any paged read returns.
@@ -81,7 +85,13 @@ impl RedbSnapshot {
     fn places_of(&self, target: &Ref) -> Result<Vec<Option<(u8, u64)>>, ReadError> {
         let mut places = vec![None];
         let found = tiered::places_of(self.place_index()?, &target.0).map_err(read_storage)?;
-        places.extend(found.into_iter().filter(|(kind, _)| *kind == TARGET_OBJECT || *kind == TARGET_ENTRY).map(Some));
+        for kind in [TARGET_OBJECT, TARGET_ENTRY] {
+            let place = match found.iter().find(|(k, _)| *k == kind) {
+                Some((_, at)) => Some(*at),
+                None => self.unindexed_place(target, kind)?,
+            };
+            places.extend(place.map(|at| Some((kind, at))));
+        }
         Ok(places)
     }
 
@@ -148,9 +158,63 @@ impl RedbSnapshot {
         Ok(())
     }
 
-    /// The position of `r`'s place of `kind`.
+    /// The position of `r`'s place of `kind`: from the index, else from
+    /// the rows it has not reached.
     pub(crate) fn place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
-        tiered::find(self.place_index()?, PlaceKey(r.0, kind)).map_err(read_storage)
+        match tiered::find(self.place_index()?, PlaceKey(r.0, kind)).map_err(read_storage)? {
+            Some(position) => Ok(Some(position)),
+            None => self.unindexed_place(r, kind),
+        }
+    }
+
+    /// The rows of place `kind` the index has not reached (the writer places
+    /// them with their referrer rows: `ops::Unplaced`), for `f` in turn, the
+    /// newest first; `f` says when to stop.
+    fn each_unindexed_row(&self, kind: u8, mut f: impl FnMut(u64, Ref) -> bool) -> Result<(), ReadError> {
+        let (from, ends) = self.referrers_indexed()?;
+        let range = from.of(kind)..ends.of(kind);
+        if range.is_empty() {
+            return Ok(());
+        }
+        // Rows that do not decode place nothing here; `verify` reports them.
+        let ref_of = |position: u64, bytes: &[u8]| match kind {
+            PLACE_ENTRY => rows::decode::<LogEntry>("log", &position, bytes).ok().map(|e| e.entry_hash),
+            _ => rows::decode::<World>("world_rows", &position, bytes).ok().map(|w| w.world_ref),
+        };
+        if kind == PLACE_OBJECT {
+            let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(()) };
+            for item in t.range(range).map_err(read_storage)?.rev() {
+                let (seq, hash) = item.map_err(read_storage)?;
+                if f(seq.value(), Ref(hash.value())) {
+                    return Ok(());
+                }
+            }
+            return Ok(());
+        }
+        let Some(t) = open(&self.txn, if kind == PLACE_ENTRY { LOG } else { WORLD_ROWS })? else { return Ok(()) };
+        for item in t.range(range).map_err(read_storage)?.rev() {
+            let (position, row) = item.map_err(read_storage)?;
+            if let Some(r) = ref_of(position.value(), row.value())
+                && f(position.value(), r)
+            {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// The place of `r` among the rows the index has not reached: at most
+    /// `REFERRERS_BEHIND_MAX` and a batch's, the newest (the likeliest
+    /// asked for) first.
+    fn unindexed_place(&self, r: &Ref, kind: u8) -> Result<Option<u64>, ReadError> {
+        let mut found = None;
+        self.each_unindexed_row(kind, |position, at| {
+            if at == *r {
+                found = Some(position);
+            }
+            found.is_some()
+        })?;
+        Ok(found)
     }
 
     /// Every place of `kind`, in ref order, each once.
@@ -159,7 +223,13 @@ impl RedbSnapshot {
         kind: u8,
         mut f: impl FnMut(Ref, u64) -> Result<(), E>,
     ) -> Result<(), E> {
-        let rows = tiered::range(self.place_index()?, Bound::Unbounded, Bound::Unbounded).map_err(read_storage)?;
+        let mut unindexed = vec![];
+        self.each_unindexed_row(kind, |position, r| {
+            unindexed.push((PlaceKey(r.0, kind), position));
+            false
+        })?;
+        let rows = tiered::range_with(self.place_index()?, Bound::Unbounded, Bound::Unbounded, unindexed)
+            .map_err(read_storage)?;
         for item in rows {
             let (PlaceKey(r, found), position) = item.map_err(read_storage)?;
             if found == kind {

@@ -158,7 +158,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 10;
+pub const STORE_FORMAT: u64 = 11;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -186,6 +186,12 @@ pub const STORE_FORMAT_BEFORE_REFERRERS_BEHIND: u64 = 8;
 /// transaction (format 10 writes it with the object's referrer rows); its
 /// stores need no change: a row written twice is read once.
 pub const STORE_FORMAT_BEFORE_SEMANTIC_BEHIND: u64 = 9;
+
+/// The format that wrote each object's, entry's and world's place in the
+/// transaction of its row (format 11 writes it with the row's referrer rows,
+/// under the same mark); its stores need no change: a place written twice
+/// is read once. A binary of format 10 would miss the places past the mark.
+pub const STORE_FORMAT_BEFORE_PLACES_BEHIND: u64 = 10;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

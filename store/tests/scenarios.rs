@@ -516,6 +516,47 @@ fn referrers_past_the_index_are_named_from_their_rows_until_the_index_reaches_th
 }
 
 #[test]
+fn places_past_the_index_are_found_from_their_rows_until_the_index_pass_writes_them() {
+    use world_store::referrers::REFERRERS_BEHIND_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    let young_rows = |store: &Store| {
+        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+        assert!(report.is_clean(), "{:#?}", report.faults);
+        report.tables.iter().find(|t| t.table == "places_young").map_or(0, |t| t.rows)
+    };
+    let before = young_rows(&store);
+    // No call inserts into the place index: each call's object, entry and
+    // world are found where they are, from their rows, until a batch's
+    // index pass writes their places with their referrer rows.
+    let (mut calls, mut committed) = (0u64, vec![]);
+    loop {
+        let key = task(&format!("call-{calls}"));
+        committed.push(begin_and_commit(&store, &key, f, format!("{{\"call\":{calls}}}").as_bytes()));
+        calls += 1;
+        let snap = store.snapshot().unwrap();
+        let checked = if calls % 16 == 0 { &committed[..] } else { &committed[committed.len() - 1..] };
+        for c in checked {
+            assert!(snap.object_seq(&c.output_ref).unwrap().is_some(), "after {calls} calls: {}", c.output_ref);
+            assert_eq!(snap.entry_index_of(&c.entry_hash).unwrap(), Some(c.entry_index), "after {calls} calls");
+            assert!(snap.world(&c.world_ref).unwrap().is_some(), "after {calls} calls: {}", c.world_ref);
+        }
+        assert_eq!(snap.object_seq(&Ref::of(b"never stored")).unwrap(), None);
+        if calls % 16 == 0 {
+            let young = young_rows(&store);
+            if young > before {
+                // The pass placed every row it reached: four a call (two
+                // objects, an entry, a world).
+                assert!(young - before >= 4 * (calls - 16), "{young} young rows after {calls} calls");
+                break;
+            }
+            assert_eq!(young, before, "a call placed a row on its commit path");
+        }
+        assert!(calls < REFERRERS_BEHIND_MAX, "the index never reached the calls' places");
+    }
+}
+
+#[test]
 fn a_read_begun_after_a_write_is_answered_sees_the_write_though_the_answer_precedes_the_commit() {
     let dir = tempfile::tempdir().unwrap();
     let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());

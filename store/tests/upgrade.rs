@@ -515,3 +515,72 @@ fn a_format_9_store_is_upgraded_at_open_and_lists_each_semantic_ids_objects_befo
     let report = world_store::verify::verify(&snap, &Default::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
 }
+
+/// A format 10 store (each row's place written in the row's own
+/// transaction) written by the binary of that format: the echo registry and
+/// twelve calls in three episodes whose outputs name the previous output,
+/// the selected world, the latest entry or a ref never stored, closed
+/// cleanly; its payload file beside it. Beside them, what that binary
+/// answered for where each ref sits and who names it.
+const FORMAT10_STORE: &str = "tests/fixtures/format10.db";
+const FORMAT10_PLACES: &str = "tests/fixtures/format10.places.txt";
+
+/// Moves the referrer mark of the closed store at `path` back by `by` rows of
+/// each kind: the rows past it have their places in the index, as those of a
+/// format 10 store that stopped before its index pass do.
+fn mark_back(path: &std::path::Path, by: u64) {
+    use redb::ReadableTable;
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(world_store::tables::META).unwrap();
+        for key in ["referrers_indexed_objects", "referrers_indexed_entries", "referrers_indexed_worlds"] {
+            let at = meta.get(key).unwrap().unwrap().value();
+            meta.insert(key, at - by).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+}
+
+#[test]
+fn a_format_10_store_is_upgraded_at_open_and_finds_every_ref_where_it_was_with_places_past_the_mark_written_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT10_STORE, world_store::tables::STORE_FORMAT_BEFORE_PLACES_BEHIND, dir.path());
+    let expected = fixture_text(FORMAT10_PLACES);
+    let listed = |snap: &dyn View| places_listing(snap, &targets(snap));
+    let clean = |snap: &Snapshot| {
+        let report = world_store::verify::verify(snap, &Default::default());
+        assert!(report.is_clean(), "{:#?}", report.faults);
+    };
+    assert_eq!(listed(store.snapshot().unwrap().as_ref()), expected);
+    assert_eq!(expected.lines().count(), 143, "the fixture's listing");
+    common::assert_verifies(&store);
+    drop(store);
+
+    // Rows past the mark whose places the index holds already: read once,
+    // and placed again by the index pass, which changes no answer.
+    mark_back(&path, 5);
+    let snap = ReadOnlyStore::open(&path).unwrap().snapshot().unwrap();
+    assert_eq!(listed(snap.as_ref()), expected);
+    clean(&snap);
+    drop(snap);
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let snap = store.snapshot().unwrap();
+    let last = (0..).map_while(|seq| snap.object_at(seq).unwrap()).last().unwrap();
+    drop(snap);
+    let f = common::echo_registry().entries[0].1;
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep10".into(), task_id: "after-upgrade".into() };
+    let committed = common::begin_and_commit(&store, &new, f, format!("{{\"names\":\"{last}\"}}").as_bytes());
+    let named = |snap: &dyn View| {
+        let page = snap.referrers(&last, None, PAGE_MAX).unwrap();
+        page.iter().any(|r| r.kind == REFERRER_OBJECT && r.referrer == committed.output_ref)
+    };
+    let snap = store.snapshot().unwrap();
+    assert!(named(snap.as_ref()));
+    let before_close = listed(snap.as_ref());
+    drop((snap, store));
+    let snap = ReadOnlyStore::open(&path).unwrap().snapshot().unwrap();
+    assert!(named(snap.as_ref()), "the close indexed the new call");
+    assert_eq!(listed(snap.as_ref()), before_close, "the index answers as the rows did");
+    clean(&snap);
+}

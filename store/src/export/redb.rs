@@ -154,7 +154,7 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
         .map_err(|e| ImportError::Store(e.to_string()))?;
     let mut batch: Vec<(u64, Record)> = Vec::with_capacity(IMPORT_BATCH);
     let mut failure: Option<ImportError> = None;
-    let mut filters = crate::tiered::Filters::default();
+    let mut kept = crate::ops::Kept::default();
     let payloads = FileMedia { path: tmp.to_path_buf() }
         .payloads()
         .map_err(|e| ImportError::Store(format!("open the payload file: {e}")))?;
@@ -162,7 +162,7 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
     let count = read_frames(input, |offset, record| {
         batch.push((offset, record));
         if batch.len() >= IMPORT_BATCH
-            && let Err(e) = apply(&db, std::mem::take(&mut batch), &mut filters, payloads)
+            && let Err(e) = apply(&db, std::mem::take(&mut batch), &mut kept, payloads)
         {
             failure = Some(e);
             return Err(FrameError { offset, detail: "import stopped".into() });
@@ -173,7 +173,7 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
         return Err(e);
     }
     let count = count?;
-    apply(&db, batch, &mut filters, payloads)?;
+    apply(&db, batch, &mut kept, payloads)?;
     payloads.sync_data().map_err(|e| ImportError::Store(format!("syncing the payload file: {e}")))?;
     let mut txn = db.begin_write().map_err(|e| ImportError::Store(e.to_string()))?;
     txn.set_durability(redb::Durability::Immediate).map_err(|e| ImportError::Store(e.to_string()))?;
@@ -188,14 +188,14 @@ fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
 fn apply(
     db: &redb::Database,
     batch: Vec<(u64, Record)>,
-    filters: &mut crate::tiered::Filters,
+    kept: &mut crate::ops::Kept,
     payloads: &dyn WalIo,
 ) -> Result<(), ImportError> {
     let store = |e: String| ImportError::Store(e);
     let mut txn = db.begin_write().map_err(|e| store(e.to_string()))?;
     txn.set_durability(redb::Durability::None).map_err(|e| store(e.to_string()))?;
     {
-        let mut w = W::open_with(&txn, filters, payloads).map_err(|e| store(e.to_string()))?;
+        let mut w = W::open_with(&txn, kept, payloads).map_err(|e| store(e.to_string()))?;
         for (offset, record) in batch {
             ops::import(&mut w, record).map_err(|source| ImportError::Refused { offset, source })?;
         }

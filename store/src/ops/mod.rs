@@ -12,7 +12,7 @@ mod redb;
 pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
 pub(crate) use approvals::ApprovalRows;
 pub(crate) use redb::{
-    W, index_episodes, index_places, index_records_by_place, index_referrers_by_place, key_tasks_by_id,
+    Kept, W, index_episodes, index_places, index_records_by_place, index_referrers_by_place, key_tasks_by_id,
     move_payloads_to_file, referrers_all_indexed,
 };
 

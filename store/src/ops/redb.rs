@@ -44,8 +44,15 @@ pub(crate) struct W<'t> {
     /// The place index: its young table and its runs, with their filters.
     place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
     /// What the writer keeps across its transactions (`open_with`): the
-    /// filters, and the places of objects found in runs.
-    kept: Option<&'t mut tiered::Filters>,
+    /// filters, the places of objects found in runs, and the places of rows
+    /// the index has not reached.
+    kept: Option<&'t mut Kept>,
+    /// The places of rows the index has not reached, for a transaction of
+    /// no writer's (`open`).
+    own_unplaced: Unplaced,
+    /// Whether the places of rows past the mark are caught up with this
+    /// transaction's mark (`unplaced`).
+    unplaced_ready: bool,
     /// The semantic index's young table: written, never read, here, and
     /// only by the batches that index referrers (`index_referrers`).
     semantic: Lazy<'t, SemanticKey, u64>,
@@ -88,6 +95,83 @@ pub(crate) struct W<'t> {
 
 /// Most target places a batch remembers; past it they are looked up again.
 const PLACES_KEPT_MAX: usize = 4096;
+
+/// What a writer keeps across its transactions; a writer that reopens its
+/// database starts anew.
+#[derive(Default)]
+pub(crate) struct Kept {
+    /// The place index's run filters, and the places of objects found in runs.
+    pub(crate) filters: tiered::Filters,
+    unplaced: Unplaced,
+}
+
+/// The places of the rows past the referrer mark (`Indexed`). The place
+/// index holds the places of the rows before the mark: the index pass
+/// (`W::index_referrers`) writes a row's place with its referrer rows, all
+/// of them in key order, so no batch inserts into the index on the commit
+/// path. Until then a writer finds the places here, and a reader from the
+/// rows themselves (`read.rs`). At most `REFERRERS_BEHIND_MAX` rows and a
+/// batch's wait.
+#[derive(Default)]
+pub(crate) struct Unplaced {
+    /// The mark the places were read or pruned at; `None`: not read yet.
+    mark: Option<Indexed>,
+    /// Where the rows whose places these are end. A transaction that did
+    /// not commit (a batch the log could not take) leaves it past where the
+    /// rows end: the next one reads the places again.
+    ends: Indexed,
+    places: std::collections::HashMap<PlaceKey, u64>,
+}
+
+/// The first position of place `kind` the index has not reached.
+fn unplaced_from(mark: Indexed, kind: u8) -> u64 {
+    match kind {
+        PLACE_OBJECT => mark.objects,
+        PLACE_ENTRY => mark.entries,
+        PLACE_WORLD => mark.worlds,
+        _ => u64::MAX,
+    }
+}
+
+impl Unplaced {
+    /// Brings the places up to the committed mark `mark` and the rows that
+    /// end at `ends`: those the index has taken since are let go, or, the
+    /// first time and whenever the rows are not the ones the places were
+    /// made for, all are read from the rows past the mark (`read`). Never
+    /// pruned to a mark of the transaction's own: it may not commit.
+    fn catch_up(&mut self, mark: Indexed, ends: Indexed, read: impl FnOnce() -> R<Vec<(PlaceKey, u64)>>) -> R<()> {
+        match self.mark {
+            Some(known) if known == mark && self.ends == ends => {}
+            Some(_) if self.ends == ends => {
+                self.places.retain(|key, position| *position >= unplaced_from(mark, key.1));
+            }
+            _ => {
+                self.mark = None;
+                self.places.clear();
+                self.places.extend(read()?);
+            }
+        }
+        (self.mark, self.ends) = (Some(mark), ends);
+        Ok(())
+    }
+
+    fn insert(&mut self, key: PlaceKey, position: u64) {
+        self.places.insert(key, position);
+        let end = match key.1 {
+            PLACE_OBJECT => &mut self.ends.objects,
+            PLACE_ENTRY => &mut self.ends.entries,
+            _ => &mut self.ends.worlds,
+        };
+        *end = (*end).max(position + 1);
+    }
+
+    /// The places waiting for the index, in key order.
+    fn waiting(&self) -> Vec<(PlaceKey, u64)> {
+        let mut out: Vec<(PlaceKey, u64)> = self.places.iter().map(|(k, v)| (*k, *v)).collect();
+        out.sort_unstable();
+        out
+    }
+}
 
 /// The approval tables of one write transaction.
 struct ApprovalTables<'t> {
@@ -148,25 +232,23 @@ impl<'t> W<'t> {
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions).
-    pub(crate) fn open_with(
-        txn: &'t WriteTransaction,
-        kept: &'t mut tiered::Filters,
-        payloads: &'t dyn WalIo,
-    ) -> R<W<'t>> {
-        let place_index = tiered::WriteIndex::open(txn, &PLACES, kept).map_err(storage)?;
+    pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut Kept, payloads: &'t dyn WalIo) -> R<W<'t>> {
+        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut kept.filters).map_err(storage)?;
         W::with(txn, place_index, Some(kept), payloads)
     }
 
     fn with(
         txn: &'t WriteTransaction,
         place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
-        kept: Option<&'t mut tiered::Filters>,
+        kept: Option<&'t mut Kept>,
         payloads: &'t dyn WalIo,
     ) -> R<W<'t>> {
         Ok(W {
             place_index,
             referrers_behind_max: kept.is_some().then_some(REFERRERS_BEHIND_MAX),
             kept,
+            own_unplaced: Unplaced::default(),
+            unplaced_ready: false,
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             appends: crate::payloads::Appends::new(payloads),
             payloads,
@@ -245,33 +327,60 @@ impl<'t> W<'t> {
         Ok(appended)
     }
 
-    /// Records that `r`'s place of `kind` is `position` (written once per ref and kind).
+    /// Records that `r`'s place of `kind` is `position` (once per ref and
+    /// kind), for the index pass to write (`Unplaced`).
     fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
-        self.place_index.young().insert(PlaceKey(r.0, kind), position).map_err(storage)?;
-        self.placed += 1;
+        self.unplaced()?.insert(PlaceKey(r.0, kind), position);
         Ok(())
+    }
+
+    /// The places of the rows past the mark, caught up with the mark this
+    /// transaction began at (once a transaction).
+    fn unplaced(&mut self) -> R<&mut Unplaced> {
+        if !self.unplaced_ready {
+            let mark = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
+            let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
+            let rows = (&self.object_seq, &self.log, &self.world_rows);
+            let unplaced = match self.kept.as_mut() {
+                Some(kept) => &mut kept.unplaced,
+                None => &mut self.own_unplaced,
+            };
+            unplaced.catch_up(mark, ends, || rows_past(mark, rows.0, rows.1, rows.2))?;
+            self.unplaced_ready = true;
+        }
+        Ok(match self.kept.as_mut() {
+            Some(kept) => &mut kept.unplaced,
+            None => &mut self.own_unplaced,
+        })
     }
 
     fn find_place(&mut self, r: &Ref, kind: u8) -> R<Option<u64>> {
         if kind == PLACE_OBJECT {
             return self.object_place(r);
         }
-        Ok(self.place_index.find_in(PlaceKey(r.0, kind)).map_err(storage)?.map(|(_, position)| position))
+        let key = PlaceKey(r.0, kind);
+        if let Some(position) = self.unplaced()?.places.get(&key) {
+            return Ok(Some(*position));
+        }
+        Ok(self.place_index.find_in(key).map_err(storage)?.map(|(_, position)| position))
     }
 
     /// The sequence number of object `r`: from the places kept across
     /// transactions, else from the index (and kept when a run had it).
     fn object_place(&mut self, r: &Ref) -> R<Option<u64>> {
-        if let Some(seq) = self.kept.as_ref().and_then(|kept| kept.settled_object(&r.0)) {
+        if let Some(seq) = self.kept.as_ref().and_then(|kept| kept.filters.settled_object(&r.0)) {
             return Ok(Some(seq));
         }
         let key = PlaceKey(r.0, PLACE_OBJECT);
+        if let Some(seq) = self.unplaced()?.places.get(&key) {
+            return Ok(Some(*seq));
+        }
         let found = self.place_index.find_in(key).map_err(storage)?;
         // Table 0 is the young table, whose rows may be this transaction's own.
         if let (Some((table, seq)), Some(kept)) = (found, self.kept.as_mut())
             && table > 0
         {
-            kept.settle_object(r.0, seq);
+            kept.filters.settle_object(r.0, seq);
         }
         Ok(found.map(|(_, seq)| seq))
     }
@@ -397,6 +506,11 @@ impl<'t> W<'t> {
         self.semantic_written += semantic.len() as u64;
         for (key, seq) in semantic {
             self.semantic.open(self.txn)?.insert(key, seq).map_err(storage)?;
+        }
+        let places = self.unplaced()?.waiting();
+        self.placed += places.len() as u64;
+        for (key, position) in places {
+            self.place_index.young().insert(key, position).map_err(storage)?;
         }
         ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
         Ok(())
@@ -720,6 +834,35 @@ impl Rows for W<'_> {
     }
 }
 
+/// The places of the rows past `mark`, read from the rows: an object's
+/// from its sequence number, an entry's and a world's from the hash its row
+/// holds. A row that does not decode is left out (`verify` reports it).
+fn rows_past(
+    mark: Indexed,
+    object_seq: &impl ReadableTable<u64, Key32>,
+    log: &impl ReadableTable<u64, &'static [u8]>,
+    world_rows: &impl ReadableTable<u64, &'static [u8]>,
+) -> R<Vec<(PlaceKey, u64)>> {
+    let mut out = vec![];
+    for item in object_seq.range(mark.objects..).map_err(storage)? {
+        let (seq, hash) = item.map_err(storage)?;
+        out.push((PlaceKey(hash.value(), PLACE_OBJECT), seq.value()));
+    }
+    for item in log.range(mark.entries..).map_err(storage)? {
+        let (index, row) = item.map_err(storage)?;
+        if let Ok(entry) = rows::decode::<LogEntry>("log", &index.value(), row.value()) {
+            out.push((PlaceKey(entry.entry_hash.0, PLACE_ENTRY), index.value()));
+        }
+    }
+    for item in world_rows.range(mark.worlds..).map_err(storage)? {
+        let (revision, row) = item.map_err(storage)?;
+        if let Ok(world) = rows::decode::<World>("world_rows", &revision.value(), row.value()) {
+            out.push((PlaceKey(world.world_ref.0, PLACE_WORLD), revision.value()));
+        }
+    }
+    Ok(out)
+}
+
 /// Builds the episode index of a store written before it was kept (format
 /// 2), from its task and session rows: each episode's calls numbered by
 /// start time, and its summary summed from them.
@@ -1035,6 +1178,7 @@ mod tests {
         {
             let mut w = W::open(&txn, &file).unwrap();
             w.insert_object(&old).unwrap();
+            w.index_referrers(0).unwrap();
             w.finish().unwrap();
         }
         // Its place moves from the young table into a run, as a full young table's does.
@@ -1049,7 +1193,7 @@ mod tests {
         tiered::add_run(&txn, &PLACES, placed.into_iter()).unwrap();
         txn.commit().unwrap();
 
-        let mut kept = tiered::Filters::default();
+        let mut kept = Kept::default();
         let txn = db.begin_write().unwrap();
         {
             let mut w = W::open_with(&txn, &mut kept, &file).unwrap();
@@ -1059,9 +1203,9 @@ mod tests {
             w.finish().unwrap();
         }
         txn.commit().unwrap();
-        assert_eq!(kept.settled_object(&old.hash.0), Some(0));
-        assert_eq!(kept.settled_object(&young.hash.0), None, "a young row may be its transaction's own");
-        assert_eq!(kept.settled_object(&object(3).hash.0), None);
+        assert_eq!(kept.filters.settled_object(&old.hash.0), Some(0));
+        assert_eq!(kept.filters.settled_object(&young.hash.0), None, "an unplaced row may be its transaction's own");
+        assert_eq!(kept.filters.settled_object(&object(3).hash.0), None);
 
         // A referrer of the kept object is indexed under its place.
         let txn = db.begin_write().unwrap();
