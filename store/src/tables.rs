@@ -98,6 +98,8 @@ pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
 
 /// The place index: (ref, place kind) → position, where a stored object (its
 /// seq), log entry (its index) or world (its revision) sits, found by ref.
+/// It places the rows before the referrer mark (`referrers::Indexed`);
+/// those past it are placed from their own rows (`ops::redb::Unplaced`).
 pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
     name: "places",
     young: TableDefinition::new("places_young"),

@@ -495,6 +495,13 @@ fn a_full_disk_refuses_writes_typed_keeps_reads_and_resumes_once_space_returns()
     let snap = store.snapshot().unwrap();
     assert!(snap.head("registry/refused").unwrap().is_none(), "a refused write left a trace");
     assert!(snap.head("registry/after").unwrap().is_some());
+    // Sent again, the refused write is written whole: the writer took none
+    // of what its refused batch applied as written.
+    assert!(matches!(store.call(echo_publish("refused")), Ok(Reply::Published(_))));
+    let snap = store.snapshot().unwrap();
+    let head = snap.head("registry/refused").unwrap().expect("the head moved");
+    assert!(snap.has_object(&head).unwrap(), "the registry object {head} was not written");
+    assert_verifies(&store);
 }
 
 #[test]

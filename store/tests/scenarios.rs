@@ -483,6 +483,13 @@ on_both_engines! {
     }
 }
 
+/// The rows of `table` in a store that verifies clean, as `verify` counts them.
+fn verified_rows(store: &Store, table: &str) -> u64 {
+    let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    report.tables.iter().find(|t| t.table == table).map_or(0, |t| t.rows)
+}
+
 #[test]
 fn referrers_past_the_index_are_named_from_their_rows_until_the_index_reaches_them() {
     use world_store::referrers::REFERRERS_BEHIND_MAX;
@@ -490,11 +497,7 @@ fn referrers_past_the_index_are_named_from_their_rows_until_the_index_reaches_th
     let dir = tempfile::tempdir().unwrap();
     let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
     let target = begin_and_commit(&store, &task("named"), f, b"{\"first\":true}").output_ref;
-    let index_rows = |store: &Store| {
-        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
-        assert!(report.is_clean(), "{:#?}", report.faults);
-        report.tables.iter().find(|t| t.table == "referrers_by_target").map_or(0, |t| t.rows)
-    };
+    let index_rows = |store: &Store| verified_rows(store, "referrers_by_target");
     let before = index_rows(&store);
     // Each call's output names the target: every one is named, past the
     // index and in it, until a batch (or an idle checkpoint) indexes them.
@@ -520,11 +523,7 @@ fn places_past_the_index_are_found_from_their_rows_until_the_index_pass_writes_t
     use world_store::referrers::REFERRERS_BEHIND_MAX;
     let dir = tempfile::tempdir().unwrap();
     let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
-    let young_rows = |store: &Store| {
-        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
-        assert!(report.is_clean(), "{:#?}", report.faults);
-        report.tables.iter().find(|t| t.table == "places_young").map_or(0, |t| t.rows)
-    };
+    let young_rows = |store: &Store| verified_rows(store, "places_young");
     let before = young_rows(&store);
     // No call inserts into the place index: each call's object, entry and
     // world are found where they are, from their rows, until a batch's
