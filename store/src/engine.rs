@@ -370,7 +370,8 @@ impl Engine {
         txn.set_durability(Durability::None).map_err(redb_fault)?;
         let mut w = W::open_with(&txn, &mut self.kept, self.payloads.io().as_ref()).map_err(write_fault)?;
         w.index_referrers(0).map_err(write_fault)?;
-        drop(w);
+        // The indexes' step, paced by the rows the pass wrote.
+        w.finish().map_err(write_fault)?;
         txn.commit().map_err(redb_fault)
     }
 
@@ -754,6 +755,12 @@ fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), Open
     if found <= STORE_FORMAT_BEFORE_PLACES {
         crate::ops::index_places(&txn).map_err(|e| engine(&e))?;
     }
+    // Every row is placed and its referrers are (or, below, will be)
+    // indexed: the mark goes where the rows end before any step looks a
+    // place up, so none reads the places of the whole store into memory.
+    if found <= STORE_FORMAT_BEFORE_REFERRERS_BEHIND {
+        crate::ops::referrers_all_indexed(&txn).map_err(|e| engine(&e))?;
+    }
     if found <= STORE_FORMAT_BEFORE_TARGET_PLACES {
         crate::ops::index_referrers_by_place(&txn).map_err(|e| engine(&e))?;
     }
@@ -764,9 +771,6 @@ fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), Open
     if found <= STORE_FORMAT_BEFORE_PAYLOAD_FILE {
         crate::ops::move_payloads_to_file(&txn, payloads.io().as_ref()).map_err(|e| engine(&e))?;
         payloads.sync().map_err(|e| engine(&format!("syncing the payload file: {e}")))?;
-    }
-    if found <= STORE_FORMAT_BEFORE_REFERRERS_BEHIND {
-        crate::ops::referrers_all_indexed(&txn).map_err(|e| engine(&e))?;
     }
     txn.open_table(META).map_err(|e| engine(&e))?.insert("format", STORE_FORMAT).map_err(|e| engine(&e))?;
     txn.commit().map_err(|e| engine(&e))

@@ -252,7 +252,8 @@ pub fn range<K: CellKey, V: Cell, T: ReadableTable<K, V>>(
 type Source<'a, K, V> = Box<dyn Iterator<Item = Result<(K, V), StorageError>> + 'a>;
 
 /// `range`, with `rows` not yet written to any table taken as a source of
-/// their own (those of them between `from` and `to`).
+/// their own (those of them between `from` and `to`). Where a table holds a
+/// key of `rows` too, the table's row is the one taken (so `verify` sees it).
 pub fn range_with<'a, K: CellKey, V: Cell, T: ReadableTable<K, V>>(
     tables: &'a [T],
     from: Bound<K>,
@@ -261,10 +262,11 @@ pub fn range_with<'a, K: CellKey, V: Cell, T: ReadableTable<K, V>>(
 ) -> Result<impl Iterator<Item = Result<(K, V), StorageError>> + 'a, StorageError> {
     rows.retain(|(k, _)| std::ops::RangeBounds::contains(&(from, to), k));
     rows.sort_unstable_by_key(|(k, _)| *k);
-    let mut sources: Vec<Source<'a, K, V>> = vec![Box::new(rows.into_iter().map(Ok))];
+    let mut sources: Vec<Source<'a, K, V>> = Vec::with_capacity(tables.len() + 1);
     for t in tables {
         sources.push(Box::new(t.range((from, to))?.map(|item| item.map(|(k, v)| (k.value(), v.value())))));
     }
+    sources.push(Box::new(rows.into_iter().map(Ok)));
     Ok(Merged::new(sources))
 }
 

@@ -234,7 +234,11 @@ impl<'t> W<'t> {
     /// transactions).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut Kept, payloads: &'t dyn WalIo) -> R<W<'t>> {
         let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut kept.filters).map_err(storage)?;
-        W::with(txn, place_index, Some(kept), payloads)
+        let mut w = W::with(txn, place_index, Some(kept), payloads)?;
+        // Before the transaction writes a row: the places kept are checked
+        // against where the committed rows end.
+        w.unplaced()?;
+        Ok(w)
     }
 
     fn with(
@@ -376,7 +380,8 @@ impl<'t> W<'t> {
             return Ok(Some(*seq));
         }
         let found = self.place_index.find_in(key).map_err(storage)?;
-        // Table 0 is the young table, whose rows may be this transaction's own.
+        // Only places found in runs are kept: a run costs a filter check and
+        // a read to ask, the young table (table 0) is asked first anyway.
         if let (Some((table, seq)), Some(kept)) = (found, self.kept.as_mut())
             && table > 0
         {
@@ -1204,7 +1209,7 @@ mod tests {
         }
         txn.commit().unwrap();
         assert_eq!(kept.filters.settled_object(&old.hash.0), Some(0));
-        assert_eq!(kept.filters.settled_object(&young.hash.0), None, "an unplaced row may be its transaction's own");
+        assert_eq!(kept.filters.settled_object(&young.hash.0), None, "a young row is asked again");
         assert_eq!(kept.filters.settled_object(&object(3).hash.0), None);
 
         // A referrer of the kept object is indexed under its place.
