@@ -186,3 +186,30 @@ fn a_world_moves_between_the_engines_with_the_same_head_and_the_same_export() {
     common::assert_same_world(&store, &back);
     common::assert_verifies(&back);
 }
+
+#[test]
+fn an_export_of_more_rows_than_an_index_pass_takes_imports_whole_and_verifies_clean() {
+    use world_store::referrers::REFERRERS_BEHIND_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = common::echo_store(&dir.path().join("src.db"), StoreOptions::default());
+    // Worlds of more than one import batch: the import indexes in passes,
+    // and its worlds arrive in ref order, not by revision.
+    let calls = export::IMPORT_BATCH as u64 + REFERRERS_BEHIND_MAX;
+    for n in 0..calls {
+        common::begin_and_commit(&store, &common::task(&format!("call-{n}")), f, format!("{{\"n\":{n}}}").as_bytes());
+    }
+    let bytes = exported(&store, false);
+    let target = dir.path().join("copy.db");
+    export::import(&target, &mut bytes.as_slice()).unwrap();
+    let copy = ReadOnlyStore::open(&target).unwrap();
+    let (a, b) = (store.snapshot().unwrap(), copy.snapshot().unwrap());
+    let report = verify(&b, &Options::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    for revision in 0..=calls {
+        let world = a.world_at(revision).unwrap().unwrap();
+        assert_eq!(b.world(&world).unwrap().map(|w| w.revision), Some(revision), "world {revision}");
+    }
+    let mut again = Vec::new();
+    export::export(&b, &mut again, false, 7).unwrap();
+    assert_eq!(again, bytes, "the copy exports the same stream");
+}

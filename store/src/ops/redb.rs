@@ -338,6 +338,23 @@ impl<'t> W<'t> {
         Ok(())
     }
 
+    /// Records where the row `r` of `kind` (its place kind and referrer
+    /// kind) sits, which names `named`. A row before the mark is one the
+    /// index passes went past (an import's worlds come in ref order, not by
+    /// revision): it is placed and its referrer rows written at once.
+    fn place_row(&mut self, r: &Ref, kind: (u8, u8), position: u64, named: &[Ref]) -> R<()> {
+        let mark = self.unplaced()?.mark.unwrap_or_default();
+        if position >= unplaced_from(mark, kind.0) {
+            return self.place(r, kind.0, position);
+        }
+        self.place_index.young().insert(PlaceKey(r.0, kind.0), position).map_err(storage)?;
+        self.placed += 1;
+        for target in named {
+            self.insert_referrer(target, kind.1, position)?;
+        }
+        Ok(())
+    }
+
     /// The places of the rows past the mark, caught up with the mark this
     /// transaction began at (once a transaction).
     fn unplaced(&mut self) -> R<&mut Unplaced> {
@@ -623,14 +640,14 @@ impl Rows for W<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
-        self.place(&Ref(e), PLACE_ENTRY, h.entry_index)?;
-        Ok(())
+        let named = crate::referrers::entry_targets(entry);
+        self.place_row(&Ref(e), (PLACE_ENTRY, REFERRER_ENTRY), h.entry_index, &named)
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
-        self.place(&world.world_ref, PLACE_WORLD, world.revision)?;
-        Ok(())
+        let named = crate::referrers::world_targets(world);
+        self.place_row(&world.world_ref, (PLACE_WORLD, REFERRER_WORLD), world.revision, &named)
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
