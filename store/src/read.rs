@@ -14,10 +14,6 @@ use crate::view::View;
 use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition};
 use std::ops::Bound;
 
-// A place's kind is its row's referrer kind (`Indexed::of`).
-const _: () =
-    assert!(PLACE_OBJECT == REFERRER_OBJECT && PLACE_ENTRY == REFERRER_ENTRY && PLACE_WORLD == REFERRER_WORLD);
-
 /// Default page size of every paged read.
 pub const PAGE_DEFAULT: usize = 100;
 /// Largest page any paged read returns.
@@ -176,11 +172,6 @@ impl RedbSnapshot {
         if range.is_empty() {
             return Ok(());
         }
-        // Rows that do not decode place nothing here; `verify` reports them.
-        let ref_of = |position: u64, bytes: &[u8]| match kind {
-            PLACE_ENTRY => rows::decode::<LogEntry>("log", &position, bytes).ok().map(|e| e.entry_hash),
-            _ => rows::decode::<World>("world_rows", &position, bytes).ok().map(|w| w.world_ref),
-        };
         if kind == PLACE_OBJECT {
             let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(()) };
             for item in t.range(range).map_err(read_storage)?.rev() {
@@ -194,7 +185,7 @@ impl RedbSnapshot {
         let Some(t) = open(&self.txn, if kind == PLACE_ENTRY { LOG } else { WORLD_ROWS })? else { return Ok(()) };
         for item in t.range(range).map_err(read_storage)?.rev() {
             let (position, row) = item.map_err(read_storage)?;
-            if let Some(r) = ref_of(position.value(), row.value())
+            if let Some(r) = referrers::ref_of_row(kind, position.value(), row.value())
                 && f(position.value(), r)
             {
                 return Ok(());

@@ -69,7 +69,8 @@ impl Indexed {
         })
     }
 
-    /// The first position of `kind` not indexed.
+    /// The first position of `kind` not indexed (a referrer kind, or the
+    /// place kind of the same rows: they are the same numbers).
     pub fn of(self, kind: u8) -> u64 {
         match kind {
             REFERRER_OBJECT => self.objects,
@@ -89,6 +90,23 @@ impl Indexed {
     /// Whether no position is past `ends` (what `verify` checks).
     pub fn within(self, ends: Indexed) -> bool {
         self.objects <= ends.objects && self.entries <= ends.entries && self.worlds <= ends.worlds
+    }
+}
+
+// A place's kind is its row's referrer kind (`Indexed::of` takes either).
+const _: () = assert!(
+    crate::tables::PLACE_OBJECT == REFERRER_OBJECT
+        && crate::tables::PLACE_ENTRY == REFERRER_ENTRY
+        && crate::tables::PLACE_WORLD == REFERRER_WORLD
+);
+
+/// The ref a log entry's row (`REFERRER_ENTRY`) or a world's row holds: its
+/// entry hash or world ref; `None` for a row that does not decode (`verify`
+/// reports it). An object's ref is its `object_seq` row.
+pub(crate) fn ref_of_row(kind: u8, position: u64, bytes: &[u8]) -> Option<Ref> {
+    match kind {
+        REFERRER_ENTRY => rows::decode::<LogEntry>("log", &position, bytes).ok().map(|e| e.entry_hash),
+        _ => rows::decode::<World>("world_rows", &position, bytes).ok().map(|w| w.world_ref),
     }
 }
 

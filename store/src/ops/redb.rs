@@ -123,16 +123,6 @@ pub(crate) struct Unplaced {
     places: std::collections::HashMap<PlaceKey, u64>,
 }
 
-/// The first position of place `kind` the index has not reached.
-fn unplaced_from(mark: Indexed, kind: u8) -> u64 {
-    match kind {
-        PLACE_OBJECT => mark.objects,
-        PLACE_ENTRY => mark.entries,
-        PLACE_WORLD => mark.worlds,
-        _ => u64::MAX,
-    }
-}
-
 impl Unplaced {
     /// Brings the places up to the committed mark `mark` and the rows that
     /// end at `ends`: those the index has taken since are let go, or, the
@@ -143,7 +133,7 @@ impl Unplaced {
         match self.mark {
             Some(known) if known == mark && self.ends == ends => {}
             Some(_) if self.ends == ends => {
-                self.places.retain(|key, position| *position >= unplaced_from(mark, key.1));
+                self.places.retain(|key, position| *position >= mark.of(key.1));
             }
             _ => {
                 self.mark = None;
@@ -338,21 +328,26 @@ impl<'t> W<'t> {
         Ok(())
     }
 
-    /// Records where the row `r` of `kind` (its place kind and referrer
-    /// kind) sits, which names `named`. A row before the mark is one the
-    /// index passes went past (an import's worlds come in ref order, not by
-    /// revision): it is placed and its referrer rows written at once.
-    fn place_row(&mut self, r: &Ref, kind: (u8, u8), position: u64, named: &[Ref]) -> R<()> {
-        let mark = self.unplaced()?.mark.unwrap_or_default();
-        if position >= unplaced_from(mark, kind.0) {
-            return self.place(r, kind.0, position);
+    /// Records where the row `r` of `kind` (its place kind, also its
+    /// referrer kind) sits, which names `named`. A row before the mark is
+    /// one the index passes went past (an import's worlds come in ref order,
+    /// not by revision): it is placed and its referrer rows written at once.
+    fn place_row(&mut self, r: &Ref, kind: u8, position: u64, named: &[Ref]) -> R<()> {
+        if position >= self.mark()?.of(kind) {
+            return self.place(r, kind, position);
         }
-        self.place_index.young().insert(PlaceKey(r.0, kind.0), position).map_err(storage)?;
+        self.place_index.young().insert(PlaceKey(r.0, kind), position).map_err(storage)?;
         self.placed += 1;
         for target in named {
-            self.insert_referrer(target, kind.1, position)?;
+            self.insert_referrer(target, kind, position)?;
         }
         Ok(())
+    }
+
+    /// The referrer mark this transaction began at (read once, with the
+    /// places past it).
+    fn mark(&mut self) -> R<Indexed> {
+        Ok(self.unplaced()?.mark.unwrap_or_default())
     }
 
     /// The places of the rows past the mark, caught up with the mark this
@@ -362,17 +357,11 @@ impl<'t> W<'t> {
             let mark = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
             let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
             let rows = (&self.object_seq, &self.log, &self.world_rows);
-            let unplaced = match self.kept.as_mut() {
-                Some(kept) => &mut kept.unplaced,
-                None => &mut self.own_unplaced,
-            };
+            let unplaced = unplaced_of(&mut self.kept, &mut self.own_unplaced);
             unplaced.catch_up(mark, ends, || rows_past(mark, rows.0, rows.1, rows.2))?;
             self.unplaced_ready = true;
         }
-        Ok(match self.kept.as_mut() {
-            Some(kept) => &mut kept.unplaced,
-            None => &mut self.own_unplaced,
-        })
+        Ok(unplaced_of(&mut self.kept, &mut self.own_unplaced))
     }
 
     fn find_place(&mut self, r: &Ref, kind: u8) -> R<Option<u64>> {
@@ -483,7 +472,7 @@ impl<'t> W<'t> {
     /// file by now), each object's semantic row is written with them, and
     /// how far the index has got moves in `META`.
     pub(crate) fn index_referrers(&mut self, behind_max: u64) -> R<()> {
-        let from = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
+        let from = self.mark()?;
         let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
         let behind = from.behind(ends);
         if behind == 0 || behind < behind_max {
@@ -641,13 +630,13 @@ impl Rows for W<'_> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
         let named = crate::referrers::entry_targets(entry);
-        self.place_row(&Ref(e), (PLACE_ENTRY, REFERRER_ENTRY), h.entry_index, &named)
+        self.place_row(&Ref(e), PLACE_ENTRY, h.entry_index, &named)
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
         let named = crate::referrers::world_targets(world);
-        self.place_row(&world.world_ref, (PLACE_WORLD, REFERRER_WORLD), world.revision, &named)
+        self.place_row(&world.world_ref, PLACE_WORLD, world.revision, &named)
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
@@ -856,30 +845,34 @@ impl Rows for W<'_> {
     }
 }
 
+/// The writer's places past the mark, or a transaction's own when it is no writer's.
+fn unplaced_of<'a>(kept: &'a mut Option<&mut Kept>, own: &'a mut Unplaced) -> &'a mut Unplaced {
+    match kept {
+        Some(kept) => &mut kept.unplaced,
+        None => own,
+    }
+}
+
 /// The places of the rows past `mark`, read from the rows: an object's
 /// from its sequence number, an entry's and a world's from the hash its row
 /// holds. A row that does not decode is left out (`verify` reports it).
-fn rows_past(
+fn rows_past<T: ReadableTable<u64, &'static [u8]>>(
     mark: Indexed,
     object_seq: &impl ReadableTable<u64, Key32>,
-    log: &impl ReadableTable<u64, &'static [u8]>,
-    world_rows: &impl ReadableTable<u64, &'static [u8]>,
+    log: &T,
+    world_rows: &T,
 ) -> R<Vec<(PlaceKey, u64)>> {
     let mut out = vec![];
     for item in object_seq.range(mark.objects..).map_err(storage)? {
         let (seq, hash) = item.map_err(storage)?;
         out.push((PlaceKey(hash.value(), PLACE_OBJECT), seq.value()));
     }
-    for item in log.range(mark.entries..).map_err(storage)? {
-        let (index, row) = item.map_err(storage)?;
-        if let Ok(entry) = rows::decode::<LogEntry>("log", &index.value(), row.value()) {
-            out.push((PlaceKey(entry.entry_hash.0, PLACE_ENTRY), index.value()));
-        }
-    }
-    for item in world_rows.range(mark.worlds..).map_err(storage)? {
-        let (revision, row) = item.map_err(storage)?;
-        if let Ok(world) = rows::decode::<World>("world_rows", &revision.value(), row.value()) {
-            out.push((PlaceKey(world.world_ref.0, PLACE_WORLD), revision.value()));
+    for (kind, table) in [(PLACE_ENTRY, log), (PLACE_WORLD, world_rows)] {
+        for item in table.range(mark.of(kind)..).map_err(storage)? {
+            let (position, row) = item.map_err(storage)?;
+            if let Some(r) = crate::referrers::ref_of_row(kind, position.value(), row.value()) {
+                out.push((PlaceKey(r.0, kind), position.value()));
+            }
         }
     }
     Ok(out)
