@@ -121,7 +121,39 @@ pub(crate) struct Unplaced {
     /// rows end: the next one reads the places again.
     ends: Indexed,
     places: std::collections::HashMap<PlaceKey, u64>,
+    /// What each row written since `named_from` names, by (kind, position),
+    /// as the writer built it: the index pass takes its referrer and
+    /// semantic rows from here instead of reading and decoding the rows
+    /// (and the objects' payloads) back. Rows read again (`catch_up`) are
+    /// not named: the pass reads those.
+    named: std::collections::HashMap<(u8, u64), Named>,
+    named_from: Indexed,
 }
+
+/// What a row names: the targets of its referrer rows (sorted, each once),
+/// and an object's semantic index row.
+pub(crate) struct Named {
+    targets: Vec<Ref>,
+    semantic: Option<SemanticKey>,
+}
+
+impl Named {
+    fn row(mut targets: Vec<Ref>) -> Named {
+        targets.sort_unstable();
+        targets.dedup();
+        Named { targets, semantic: None }
+    }
+
+    fn object(o: &NewObject) -> Named {
+        let named = Named::row(crate::referrers::object_targets(&o.hash, &o.payload));
+        Named { semantic: Some(semantic_key(&o.semantic_id, &o.hash)), ..named }
+    }
+}
+
+/// What the rows from a mark up to where they end name, as the index pass
+/// writes it: (target, kind, position) per referrer row, and the objects'
+/// semantic rows, in sequence order.
+type NamedPast = (Vec<(Ref, u8, u64)>, Vec<(SemanticKey, u64)>);
 
 impl Unplaced {
     /// Brings the places up to the committed mark `mark` and the rows that
@@ -134,10 +166,13 @@ impl Unplaced {
             Some(known) if known == mark && self.ends == ends => {}
             Some(_) if self.ends == ends => {
                 self.places.retain(|key, position| *position >= mark.of(key.1));
+                self.named.retain(|(kind, position), _| *position >= mark.of(*kind));
             }
             _ => {
                 self.mark = None;
                 self.places.clear();
+                self.named.clear();
+                self.named_from = ends;
                 self.places.extend(read()?);
             }
         }
@@ -145,14 +180,32 @@ impl Unplaced {
         Ok(())
     }
 
-    fn insert(&mut self, key: PlaceKey, position: u64) {
+    fn insert(&mut self, key: PlaceKey, position: u64, named: Named) {
         self.places.insert(key, position);
+        self.named.insert((key.1, position), named);
         let end = match key.1 {
             PLACE_OBJECT => &mut self.ends.objects,
             PLACE_ENTRY => &mut self.ends.entries,
             _ => &mut self.ends.worlds,
         };
         *end = (*end).max(position + 1);
+    }
+
+    /// What the rows from `from` up to `ends` name, when every one of them
+    /// was named as it was written; `None` sends the pass to the rows.
+    fn named_past(&self, from: Indexed, ends: Indexed) -> Option<NamedPast> {
+        let mut out: NamedPast = (vec![], vec![]);
+        for kind in [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD] {
+            if self.named_from.of(kind) > from.of(kind) {
+                return None;
+            }
+            for position in from.of(kind)..ends.of(kind) {
+                let named = self.named.get(&(kind, position))?;
+                out.0.extend(named.targets.iter().map(|target| (*target, kind, position)));
+                out.1.extend(named.semantic.map(|key| (key, position)));
+            }
+        }
+        Some(out)
     }
 
     /// The places waiting for the index, in key order.
@@ -323,8 +376,8 @@ impl<'t> W<'t> {
 
     /// Records that `r`'s place of `kind` is `position` (once per ref and
     /// kind), for the index pass to write (`Unplaced`).
-    fn place(&mut self, r: &Ref, kind: u8, position: u64) -> R<()> {
-        self.unplaced()?.insert(PlaceKey(r.0, kind), position);
+    fn place(&mut self, r: &Ref, kind: u8, position: u64, named: Named) -> R<()> {
+        self.unplaced()?.insert(PlaceKey(r.0, kind), position, named);
         Ok(())
     }
 
@@ -332,13 +385,13 @@ impl<'t> W<'t> {
     /// referrer kind) sits, which names `named`. A row before the mark is
     /// one the index passes went past (an import's worlds come in ref order,
     /// not by revision): it is placed and its referrer rows written at once.
-    fn place_row(&mut self, r: &Ref, kind: u8, position: u64, named: &[Ref]) -> R<()> {
+    fn place_row(&mut self, r: &Ref, kind: u8, position: u64, named: Vec<Ref>) -> R<()> {
         if position >= self.mark()?.of(kind) {
-            return self.place(r, kind, position);
+            return self.place(r, kind, position, Named::row(named));
         }
         self.place_index.young().insert(PlaceKey(r.0, kind), position).map_err(storage)?;
         self.placed += 1;
-        for target in named {
+        for target in &named {
             self.insert_referrer(target, kind, position)?;
         }
         Ok(())
@@ -467,10 +520,11 @@ impl<'t> W<'t> {
     }
 
     /// Indexes the referrers written since the index last caught up, once
-    /// at least `behind_max` of them wait (`referrers`): each names its
-    /// targets from its own row (the payloads this batch appended are in the
-    /// file by now), each object's semantic row is written with them, and
-    /// how far the index has got moves in `META`.
+    /// at least `behind_max` of them wait (`referrers`): what each names is
+    /// what the writer noted as it wrote it (`Named`), else read from its
+    /// own row (the payloads this batch appended are in the file by now),
+    /// each object's semantic row is written with them, and how far the
+    /// index has got moves in `META`.
     pub(crate) fn index_referrers(&mut self, behind_max: u64) -> R<()> {
         let from = self.mark()?;
         let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
@@ -478,25 +532,10 @@ impl<'t> W<'t> {
         if behind == 0 || behind < behind_max {
             return Ok(());
         }
-        let mut named = vec![];
-        let rows = crate::referrers::Rows {
-            object_rows: &self.object_rows,
-            object_seq: &self.object_seq,
-            log: &self.log,
-            world_rows: &self.world_rows,
-            payloads: self.payloads,
+        let (named, mut semantic) = match self.unplaced()?.named_past(from, ends) {
+            Some(named) => named,
+            None => self.named_by_rows(from, ends)?,
         };
-        let mut semantic = rows.semantic_rows(from.objects, ends.objects)?;
-        rows.each_after(from, ends, |kind, position, targets| {
-            match targets {
-                Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
-                // A row that does not decode names nothing here; `verify`
-                // reports it, and the writer goes on.
-                Err(ReadError::Corrupt(_)) => {}
-                Err(e) => return Err(e),
-            }
-            Ok(())
-        })?;
         // Keyed where each target sits, then written in key order.
         let (mut placed, mut absent) = (vec![], vec![]);
         for (target, kind, position) in named {
@@ -525,6 +564,31 @@ impl<'t> W<'t> {
         }
         ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
         Ok(())
+    }
+
+    /// What the rows from `from` up to `ends` name, read from the rows
+    /// (and the objects' payloads).
+    fn named_by_rows(&self, from: Indexed, ends: Indexed) -> R<NamedPast> {
+        let mut named = vec![];
+        let rows = crate::referrers::Rows {
+            object_rows: &self.object_rows,
+            object_seq: &self.object_seq,
+            log: &self.log,
+            world_rows: &self.world_rows,
+            payloads: self.payloads,
+        };
+        let semantic = rows.semantic_rows(from.objects, ends.objects)?;
+        rows.each_after(from, ends, |kind, position, targets| {
+            match targets {
+                Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
+                // A row that does not decode names nothing here; `verify`
+                // reports it, and the writer goes on.
+                Err(ReadError::Corrupt(_)) => {}
+                Err(e) => return Err(e),
+            }
+            Ok(())
+        })?;
+        Ok((named, semantic))
     }
 
     /// Indexes that the referrer of `kind` at `position` names `target`:
@@ -600,7 +664,7 @@ impl Rows for W<'_> {
             at,
         };
         self.object_rows.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
-        self.place(&o.hash, PLACE_OBJECT, seq)?;
+        self.place(&o.hash, PLACE_OBJECT, seq, Named::object(o))?;
         self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
         Ok(())
     }
@@ -629,14 +693,14 @@ impl Rows for W<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
-        let named = crate::referrers::entry_targets(entry);
-        self.place_row(&Ref(e), PLACE_ENTRY, h.entry_index, &named)
+        let named = crate::referrers::entry_targets(entry).to_vec();
+        self.place_row(&Ref(e), PLACE_ENTRY, h.entry_index, named)
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
-        let named = crate::referrers::world_targets(world);
-        self.place_row(&world.world_ref, PLACE_WORLD, world.revision, &named)
+        let named = crate::referrers::world_targets(world).to_vec();
+        self.place_row(&world.world_ref, PLACE_WORLD, world.revision, named)
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
@@ -1179,6 +1243,7 @@ impl ApprovalRows for W<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::{InvocationCommit, Op, RegistryPublish, RestCommit};
 
     fn object(n: u64) -> NewObject {
         NewObject::derived("test/kept", "test", format!("{{\"n\":{n}}}").into_bytes())
@@ -1231,5 +1296,101 @@ mod tests {
             w.finish().unwrap();
         }
         txn.commit().unwrap();
+    }
+
+    /// A genesis, a registry of one transition, then `n` pure calls of it
+    /// (each an input, an output and a record naming them, an entry, a world).
+    fn calls(n: u64) -> Vec<Op> {
+        let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":1}".to_vec());
+        let source = NewObject::derived("world/transition-source/v1", "test", b"builtin:tools.echo".to_vec());
+        let interpreter = NewObject::derived("world/interpreter/v1", "test", b"builtin".to_vec());
+        let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"n\":1}".to_vec());
+        let (f, interp) = (source.hash, interpreter.hash);
+        let mut ops = vec![
+            Op::CommitWorld(RestCommit::genesis(goal, f, interp, 1, "test")),
+            Op::PublishRegistry(RegistryPublish {
+                name: "world/transition-registry/v1".into(),
+                expected: None,
+                head: registry.hash,
+                objects: vec![source, interpreter, registry],
+                entries: vec![("tools.echo".into(), f)],
+            }),
+        ];
+        for i in 0..n {
+            let task = TaskKey { surface: Surface::Mcp, episode: format!("e{}", i % 3), task_id: format!("t{i}") };
+            let input = NewObject::derived("world/invocation-input/v1", "test", format!("{{\"i\":{i}}}").into_bytes());
+            let output =
+                NewObject::derived("world/invocation-output/v1", "test", format!("{{\"o\":{i}}}").into_bytes());
+            let record = format!(
+                "{{\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
+                input.hash, output.hash
+            );
+            let record = NewObject::derived("world/invocation-record/v1", "test", record.into_bytes());
+            let commit = InvocationCommit {
+                task: task.clone(),
+                registry: "world/transition-registry/v1".into(),
+                transition_id: "tools.echo".into(),
+                transition_fn: f,
+                interpreter: interp,
+                semantics_epoch: 1,
+                written_by: "test".into(),
+                transition_ref: record.hash,
+                state_root: output.hash,
+                objects: vec![input, output, record],
+                effects: vec![],
+                at: 1,
+            };
+            ops.push(Op::Sequence(vec![
+                Op::CreateTask {
+                    task,
+                    request_digest: Ref::of(b"test"),
+                    at: 1,
+                    transition: "tools.echo".into(),
+                    context: None,
+                    message_id: None,
+                },
+                Op::CommitInvocation(commit),
+            ]));
+        }
+        ops
+    }
+
+    fn sorted((mut named, mut semantic): NamedPast) -> NamedPast {
+        named.sort_unstable();
+        semantic.sort_unstable();
+        (named, semantic)
+    }
+
+    #[test]
+    fn the_index_pass_takes_from_the_writers_memory_what_the_rows_name_and_reads_rows_it_did_not_name() {
+        let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
+        let file = crate::payloads::MemoryFile::default();
+        let mut kept = Kept::default();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut w = W::open_with(&txn, &mut kept, &file).unwrap();
+            for op in calls(40) {
+                crate::ops::apply(&mut w, op).unwrap();
+            }
+            // Fewer than REFERRERS_BEHIND_MAX referrers wait: no pass yet.
+            w.finish().unwrap();
+        }
+        txn.commit().unwrap();
+
+        let past = |kept: &mut Kept| {
+            let txn = db.begin_write().unwrap();
+            let mut w = W::open_with(&txn, kept, &file).unwrap();
+            let from = w.mark().unwrap();
+            let ends = Indexed::ends(&w.object_rows, &w.log, &w.world_rows).unwrap();
+            assert!(from.behind(ends) > 200, "{from:?} {ends:?}");
+            let remembered = w.unplaced().unwrap().named_past(from, ends);
+            (remembered.map(sorted), sorted(w.named_by_rows(from, ends).unwrap()))
+        };
+        let (remembered, read) = past(&mut kept);
+        let remembered = remembered.expect("every row past the mark was named as the writer wrote it");
+        assert_eq!(remembered, read);
+        assert!(read.0.len() > 9 * 40 && read.1.len() == 3 * 40 + 4, "{} {}", read.0.len(), read.1.len());
+        // Rows read again, as after a reopen, are not named: the pass reads them.
+        assert_eq!(past(&mut Kept::default()).0, None);
     }
 }
