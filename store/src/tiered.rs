@@ -309,6 +309,8 @@ impl<K: CellKey, V: Cell, I: Iterator<Item = Result<(K, V), StorageError>>> Iter
 /// After a batch that wrote `written` rows to `index`: the young table
 /// becomes a run when full, and the merge in progress (started when a level
 /// holds `RUNS_PER_MERGE` runs) moves up to `MERGE_ROWS_PER_ROW` rows per row written.
+/// A batch that wrote none (most batches: rows reach the indexes in passes)
+/// leaves the index as it is, without opening its tables.
 pub fn maintain<K: CellKey, V: Cell>(
     txn: &WriteTransaction,
     index: &Tiered<K, V>,
@@ -324,6 +326,9 @@ pub fn maintain_with<K: CellKey, V: Cell>(
     written: u64,
     policy: &Policy,
 ) -> Result<(), redb::Error> {
+    if written == 0 {
+        return Ok(());
+    }
     let mut dir = txn.open_table(index.runs)?;
     let young_rows = txn.open_table(index.young)?.len()?;
     if young_rows >= policy.young_rows_max {
