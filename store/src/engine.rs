@@ -696,6 +696,8 @@ fn create_database(media: &dyn Media) -> Result<(), OpenFailure> {
         meta.insert(META_WAL_SEQ, 0).map_err(|e| engine(&e))?;
         drop(meta);
         W::open(&txn, &crate::media::NO_FILE).and_then(W::finish).map_err(|e| engine(&e))?;
+        crate::tiered::create(&txn, &crate::tables::PLACES).map_err(|e| engine(&e))?;
+        crate::tiered::create(&txn, &crate::tables::SEMANTIC).map_err(|e| engine(&e))?;
     }
     txn.commit().map_err(|e| engine(&e))?;
     drop(db);

@@ -306,6 +306,16 @@ impl<K: CellKey, V: Cell, I: Iterator<Item = Result<(K, V), StorageError>>> Iter
     }
 }
 
+/// Creates `index`'s tables (a new store has every table from the start).
+pub fn create<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V>) -> Result<(), redb::Error> {
+    txn.open_table(index.young)?;
+    txn.open_table(index.runs)?;
+    if let Some(filters) = index.filters {
+        txn.open_table(filters)?;
+    }
+    Ok(())
+}
+
 /// After a batch that wrote `written` rows to `index`: the young table
 /// becomes a run when full, and the merge in progress (started when a level
 /// holds `RUNS_PER_MERGE` runs) moves up to `MERGE_ROWS_PER_ROW` rows per row written.

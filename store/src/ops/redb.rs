@@ -23,7 +23,8 @@ pub(crate) struct W<'t> {
     payloads: &'t dyn WalIo,
     /// How many referrers the writer's batches leave unindexed at most
     /// (`REFERRERS_BEHIND_MAX`); `None` in the transactions of an upgrade, a
-    /// recovery or a new store, which leave the index to the next batch.
+    /// recovery or a new store, which leave the index to the next batch, and
+    /// once a pass ran in this transaction.
     referrers_behind_max: Option<u64>,
     object_seq: Table<'t, u64, Key32>,
     log: Table<'t, u64, &'static [u8]>,
@@ -121,14 +122,20 @@ pub(crate) struct Unplaced {
     /// rows end: the next one reads the places again.
     ends: Indexed,
     places: std::collections::HashMap<PlaceKey, u64>,
-    /// What each row written since `named_from` names, by (kind, position),
-    /// as the writer built it: the index pass takes its referrer and
-    /// semantic rows from here instead of reading and decoding the rows
-    /// (and the objects' payloads) back. Rows read again (`catch_up`) are
-    /// not named: the pass reads those.
+    /// What rows past the mark name, by (kind, position), noted as the
+    /// writer wrote them: the index pass takes a noted row's referrer and
+    /// semantic rows from here instead of reading and decoding the row (and
+    /// an object's payload) back, and reads the rows it finds no note of
+    /// (those read again by `catch_up`, those past `NOTED_REFS_MAX`).
     named: std::collections::HashMap<(u8, u64), Named>,
-    named_from: Indexed,
+    /// The targets `named` holds, at most `NOTED_REFS_MAX`.
+    noted_refs: usize,
 }
+
+/// Most targets the writer keeps noted for the index pass (2 MiB of refs):
+/// an object may name up to `REFS_INDEXED_PER_OBJECT_MAX` refs, and the
+/// rows past them are read back instead.
+pub const NOTED_REFS_MAX: usize = 1 << 16;
 
 /// What a row names: the targets of its referrer rows (sorted, each once),
 /// and an object's semantic index row.
@@ -152,7 +159,7 @@ impl Named {
 
 /// What the rows from a mark up to where they end name, as the index pass
 /// writes it: (target, kind, position) per referrer row, and the objects'
-/// semantic rows, in sequence order.
+/// semantic rows.
 type NamedPast = (Vec<(Ref, u8, u64)>, Vec<(SemanticKey, u64)>);
 
 impl Unplaced {
@@ -167,12 +174,13 @@ impl Unplaced {
             Some(_) if self.ends == ends => {
                 self.places.retain(|key, position| *position >= mark.of(key.1));
                 self.named.retain(|(kind, position), _| *position >= mark.of(*kind));
+                self.noted_refs = self.named.values().map(|n| n.targets.len()).sum();
             }
             _ => {
                 self.mark = None;
                 self.places.clear();
                 self.named.clear();
-                self.named_from = ends;
+                self.noted_refs = 0;
                 self.places.extend(read()?);
             }
         }
@@ -182,30 +190,18 @@ impl Unplaced {
 
     fn insert(&mut self, key: PlaceKey, position: u64, named: Named) {
         self.places.insert(key, position);
-        self.named.insert((key.1, position), named);
+        if self.noted_refs + named.targets.len() <= NOTED_REFS_MAX {
+            self.noted_refs += named.targets.len();
+            if let Some(was) = self.named.insert((key.1, position), named) {
+                self.noted_refs -= was.targets.len();
+            }
+        }
         let end = match key.1 {
             PLACE_OBJECT => &mut self.ends.objects,
             PLACE_ENTRY => &mut self.ends.entries,
             _ => &mut self.ends.worlds,
         };
         *end = (*end).max(position + 1);
-    }
-
-    /// What the rows from `from` up to `ends` name, when every one of them
-    /// was named as it was written; `None` sends the pass to the rows.
-    fn named_past(&self, from: Indexed, ends: Indexed) -> Option<NamedPast> {
-        let mut out: NamedPast = (vec![], vec![]);
-        for kind in [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD] {
-            if self.named_from.of(kind) > from.of(kind) {
-                return None;
-            }
-            for position in from.of(kind)..ends.of(kind) {
-                let named = self.named.get(&(kind, position))?;
-                out.0.extend(named.targets.iter().map(|target| (*target, kind, position)));
-                out.1.extend(named.semantic.map(|key| (key, position)));
-            }
-        }
-        Some(out)
     }
 
     /// The places waiting for the index, in key order.
@@ -385,13 +381,13 @@ impl<'t> W<'t> {
     /// referrer kind) sits, which names `named`. A row before the mark is
     /// one the index passes went past (an import's worlds come in ref order,
     /// not by revision): it is placed and its referrer rows written at once.
-    fn place_row(&mut self, r: &Ref, kind: u8, position: u64, named: Vec<Ref>) -> R<()> {
+    fn place_row(&mut self, r: &Ref, kind: u8, position: u64, named: &[Ref]) -> R<()> {
         if position >= self.mark()?.of(kind) {
-            return self.place(r, kind, position, Named::row(named));
+            return self.place(r, kind, position, Named::row(named.to_vec()));
         }
         self.place_index.young().insert(PlaceKey(r.0, kind), position).map_err(storage)?;
         self.placed += 1;
-        for target in &named {
+        for target in named {
             self.insert_referrer(target, kind, position)?;
         }
         Ok(())
@@ -532,10 +528,7 @@ impl<'t> W<'t> {
         if behind == 0 || behind < behind_max {
             return Ok(());
         }
-        let (named, mut semantic) = match self.unplaced()?.named_past(from, ends) {
-            Some(named) => named,
-            None => self.named_by_rows(from, ends)?,
-        };
+        let (named, mut semantic) = self.named_past(from, ends)?;
         // Keyed where each target sits, then written in key order.
         let (mut placed, mut absent) = (vec![], vec![]);
         for (target, kind, position) in named {
@@ -563,13 +556,15 @@ impl<'t> W<'t> {
             self.place_index.young().insert(key, position).map_err(storage)?;
         }
         ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
+        // One pass a transaction: the mark read at its start is behind now.
+        self.referrers_behind_max = None;
         Ok(())
     }
 
-    /// What the rows from `from` up to `ends` name, read from the rows
-    /// (and the objects' payloads).
-    fn named_by_rows(&self, from: Indexed, ends: Indexed) -> R<NamedPast> {
-        let mut named = vec![];
+    /// What the rows from `from` up to `ends` name: a row's note where the
+    /// writer made one (`Named`), else read from the row (and an object's
+    /// payload).
+    fn named_past(&mut self, from: Indexed, ends: Indexed) -> R<NamedPast> {
         let rows = crate::referrers::Rows {
             object_rows: &self.object_rows,
             object_seq: &self.object_seq,
@@ -577,18 +572,38 @@ impl<'t> W<'t> {
             world_rows: &self.world_rows,
             payloads: self.payloads,
         };
-        let semantic = rows.semantic_rows(from.objects, ends.objects)?;
-        rows.each_after(from, ends, |kind, position, targets| {
-            match targets {
-                Ok(targets) => named.extend(targets.into_iter().map(|target| (target, kind, position))),
-                // A row that does not decode names nothing here; `verify`
-                // reports it, and the writer goes on.
-                Err(ReadError::Corrupt(_)) => {}
-                Err(e) => return Err(e),
+        let noted = &unplaced_of(&mut self.kept, &mut self.own_unplaced).named;
+        let mut out: NamedPast = (vec![], vec![]);
+        for kind in [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD] {
+            for position in from.of(kind)..ends.of(kind) {
+                if let Some(named) = noted.get(&(kind, position)) {
+                    out.0.extend(named.targets.iter().map(|target| (*target, kind, position)));
+                    out.1.extend(named.semantic.map(|key| (key, position)));
+                    continue;
+                }
+                match rows.targets(kind, position) {
+                    Ok(targets) => out.0.extend(targets.into_iter().map(|target| (target, kind, position))),
+                    // A row that does not decode names nothing here; `verify`
+                    // reports it, and the writer goes on.
+                    Err(ReadError::Corrupt(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                if kind == PLACE_OBJECT {
+                    out.1.extend(rows.semantic_rows(position, position + 1)?);
+                }
             }
-            Ok(())
-        })?;
-        Ok((named, semantic))
+        }
+        Ok(out)
+    }
+
+    /// How many of the rows from `from` up to `ends` the writer noted.
+    #[cfg(test)]
+    fn noted(&mut self, from: Indexed, ends: Indexed) -> usize {
+        let noted = &unplaced_of(&mut self.kept, &mut self.own_unplaced).named;
+        [PLACE_OBJECT, PLACE_ENTRY, PLACE_WORLD]
+            .into_iter()
+            .map(|kind| (from.of(kind)..ends.of(kind)).filter(|p| noted.contains_key(&(kind, *p))).count())
+            .sum()
     }
 
     /// Indexes that the referrer of `kind` at `position` names `target`:
@@ -693,14 +708,14 @@ impl Rows for W<'_> {
     fn insert_entry(&mut self, entry: &LogEntry) -> R<()> {
         let (h, e) = (&entry.header, entry.entry_hash.0);
         self.log.insert(h.entry_index, rows::encode(entry).as_slice()).map_err(storage)?;
-        let named = crate::referrers::entry_targets(entry).to_vec();
-        self.place_row(&Ref(e), PLACE_ENTRY, h.entry_index, named)
+        let named = crate::referrers::entry_targets(entry);
+        self.place_row(&Ref(e), PLACE_ENTRY, h.entry_index, &named)
     }
 
     fn insert_world(&mut self, world: &World) -> R<()> {
         self.world_rows.insert(world.revision, rows::encode(world).as_slice()).map_err(storage)?;
-        let named = crate::referrers::world_targets(world).to_vec();
-        self.place_row(&world.world_ref, PLACE_WORLD, world.revision, named)
+        let named = crate::referrers::world_targets(world);
+        self.place_row(&world.world_ref, PLACE_WORLD, world.revision, &named)
     }
 
     fn registry_entry(&mut self, registry: &str, id: &str) -> R<Option<Ref>> {
@@ -1298,15 +1313,21 @@ mod tests {
         txn.commit().unwrap();
     }
 
-    /// A genesis, a registry of one transition, then `n` pure calls of it
-    /// (each an input, an output and a record naming them, an entry, a world).
-    fn calls(n: u64) -> Vec<Op> {
+    /// The transition the test's calls run: its function and interpreter objects.
+    fn transition() -> (NewObject, NewObject) {
+        (
+            NewObject::derived("world/transition-source/v1", "test", b"builtin:tools.echo".to_vec()),
+            NewObject::derived("world/interpreter/v1", "test", b"builtin".to_vec()),
+        )
+    }
+
+    /// A genesis and a registry of one transition.
+    fn genesis() -> Vec<Op> {
         let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":1}".to_vec());
-        let source = NewObject::derived("world/transition-source/v1", "test", b"builtin:tools.echo".to_vec());
-        let interpreter = NewObject::derived("world/interpreter/v1", "test", b"builtin".to_vec());
         let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"n\":1}".to_vec());
+        let (source, interpreter) = transition();
         let (f, interp) = (source.hash, interpreter.hash);
-        let mut ops = vec![
+        vec![
             Op::CommitWorld(RestCommit::genesis(goal, f, interp, 1, "test")),
             Op::PublishRegistry(RegistryPublish {
                 name: "world/transition-registry/v1".into(),
@@ -1315,44 +1336,52 @@ mod tests {
                 objects: vec![source, interpreter, registry],
                 entries: vec![("tools.echo".into(), f)],
             }),
-        ];
-        for i in 0..n {
-            let task = TaskKey { surface: Surface::Mcp, episode: format!("e{}", i % 3), task_id: format!("t{i}") };
-            let input = NewObject::derived("world/invocation-input/v1", "test", format!("{{\"i\":{i}}}").into_bytes());
-            let output =
-                NewObject::derived("world/invocation-output/v1", "test", format!("{{\"o\":{i}}}").into_bytes());
-            let record = format!(
-                "{{\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
-                input.hash, output.hash
-            );
-            let record = NewObject::derived("world/invocation-record/v1", "test", record.into_bytes());
-            let commit = InvocationCommit {
-                task: task.clone(),
-                registry: "world/transition-registry/v1".into(),
-                transition_id: "tools.echo".into(),
-                transition_fn: f,
-                interpreter: interp,
-                semantics_epoch: 1,
-                written_by: "test".into(),
-                transition_ref: record.hash,
-                state_root: output.hash,
-                objects: vec![input, output, record],
-                effects: vec![],
-                at: 1,
-            };
-            ops.push(Op::Sequence(vec![
-                Op::CreateTask {
-                    task,
-                    request_digest: Ref::of(b"test"),
+        ]
+    }
+
+    /// Pure calls `calls` of the transition (each an input, an output and a
+    /// record naming them, an entry, a world).
+    fn calls(calls: std::ops::Range<u64>) -> Vec<Op> {
+        let (f, interp) = (transition().0.hash, transition().1.hash);
+        calls
+            .map(|i| {
+                let task = TaskKey { surface: Surface::Mcp, episode: format!("e{}", i % 3), task_id: format!("t{i}") };
+                let input =
+                    NewObject::derived("world/invocation-input/v1", "test", format!("{{\"i\":{i}}}").into_bytes());
+                let output =
+                    NewObject::derived("world/invocation-output/v1", "test", format!("{{\"o\":{i}}}").into_bytes());
+                let record = format!(
+                    "{{\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
+                    input.hash, output.hash
+                );
+                let record = NewObject::derived("world/invocation-record/v1", "test", record.into_bytes());
+                let commit = InvocationCommit {
+                    task: task.clone(),
+                    registry: "world/transition-registry/v1".into(),
+                    transition_id: "tools.echo".into(),
+                    transition_fn: f,
+                    interpreter: interp,
+                    semantics_epoch: 1,
+                    written_by: "test".into(),
+                    transition_ref: record.hash,
+                    state_root: output.hash,
+                    objects: vec![input, output, record],
+                    effects: vec![],
                     at: 1,
-                    transition: "tools.echo".into(),
-                    context: None,
-                    message_id: None,
-                },
-                Op::CommitInvocation(commit),
-            ]));
-        }
-        ops
+                };
+                Op::Sequence(vec![
+                    Op::CreateTask {
+                        task,
+                        request_digest: Ref::of(b"test"),
+                        at: 1,
+                        transition: "tools.echo".into(),
+                        context: None,
+                        message_id: None,
+                    },
+                    Op::CommitInvocation(commit),
+                ])
+            })
+            .collect()
     }
 
     fn sorted((mut named, mut semantic): NamedPast) -> NamedPast {
@@ -1361,36 +1390,74 @@ mod tests {
         (named, semantic)
     }
 
+    /// Applies `ops` in one transaction of the writer keeping `kept`
+    /// (`pass`: the index pass runs at its end), committed or dropped.
+    fn batch(db: &redb::Database, kept: &mut Kept, file: &dyn WalIo, ops: Vec<Op>, pass: bool, commit: bool) {
+        let txn = db.begin_write().unwrap();
+        {
+            let mut w = W::open_with(&txn, kept, file).unwrap();
+            for op in ops {
+                crate::ops::apply(&mut w, op).unwrap();
+            }
+            if pass {
+                w.index_referrers(0).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        if commit {
+            txn.commit().unwrap();
+        }
+    }
+
+    /// What the rows past the mark name, as the index pass would take it,
+    /// and how many of those rows the writer keeping `kept` noted.
+    fn past(db: &redb::Database, kept: &mut Kept, file: &dyn WalIo) -> (NamedPast, usize, u64) {
+        let txn = db.begin_write().unwrap();
+        let mut w = W::open_with(&txn, kept, file).unwrap();
+        let from = w.mark().unwrap();
+        let ends = Indexed::ends(&w.object_rows, &w.log, &w.world_rows).unwrap();
+        (sorted(w.named_past(from, ends).unwrap()), w.noted(from, ends), from.behind(ends))
+    }
+
     #[test]
-    fn the_index_pass_takes_from_the_writers_memory_what_the_rows_name_and_reads_rows_it_did_not_name() {
+    fn the_index_pass_takes_from_the_writers_notes_what_the_rows_name_and_reads_the_rows_it_has_no_note_of() {
         let db = redb::Database::builder().create_with_backend(redb::backends::InMemoryBackend::new()).unwrap();
         let file = crate::payloads::MemoryFile::default();
         let mut kept = Kept::default();
-        let txn = db.begin_write().unwrap();
-        {
-            let mut w = W::open_with(&txn, &mut kept, &file).unwrap();
-            for op in calls(40) {
-                crate::ops::apply(&mut w, op).unwrap();
-            }
-            // Fewer than REFERRERS_BEHIND_MAX referrers wait: no pass yet.
-            w.finish().unwrap();
-        }
-        txn.commit().unwrap();
+        // Fewer than REFERRERS_BEHIND_MAX referrers wait: no pass yet.
+        batch(&db, &mut kept, &file, [genesis(), calls(0..40)].concat(), false, true);
+        let (noted, all_noted, behind) = past(&db, &mut kept, &file);
+        assert!(behind > 200 && all_noted as u64 == behind, "{all_noted} of {behind} noted");
+        assert!(noted.0.len() > 9 * 40 && noted.1.len() == 3 * 40 + 4, "{} {}", noted.0.len(), noted.1.len());
+        // A writer that read its rows again (as after a reopen) has noted none.
+        let (read, none_noted, _) = past(&db, &mut Kept::default(), &file);
+        assert_eq!((noted, none_noted), (read, 0));
 
-        let past = |kept: &mut Kept| {
-            let txn = db.begin_write().unwrap();
-            let mut w = W::open_with(&txn, kept, &file).unwrap();
-            let from = w.mark().unwrap();
-            let ends = Indexed::ends(&w.object_rows, &w.log, &w.world_rows).unwrap();
-            assert!(from.behind(ends) > 200, "{from:?} {ends:?}");
-            let remembered = w.unplaced().unwrap().named_past(from, ends);
-            (remembered.map(sorted), sorted(w.named_by_rows(from, ends).unwrap()))
-        };
-        let (remembered, read) = past(&mut kept);
-        let remembered = remembered.expect("every row past the mark was named as the writer wrote it");
-        assert_eq!(remembered, read);
-        assert!(read.0.len() > 9 * 40 && read.1.len() == 3 * 40 + 4, "{} {}", read.0.len(), read.1.len());
-        // Rows read again, as after a reopen, are not named: the pass reads them.
-        assert_eq!(past(&mut Kept::default()).0, None);
+        // A batch that did not commit leaves no note of its rows behind, and
+        // the rows that took their places are noted as they are.
+        batch(&db, &mut kept, &file, calls(100..110), false, false);
+        batch(&db, &mut kept, &file, calls(40..45), false, true);
+        let (noted, some_noted, behind) = past(&db, &mut kept, &file);
+        assert_eq!(noted, past(&db, &mut Kept::default(), &file).0);
+        assert!(some_noted > 0 && (some_noted as u64) < behind, "{some_noted} of {behind}");
+
+        // After a pass, the rows past its mark are noted again.
+        batch(&db, &mut kept, &file, calls(45..50), true, true);
+        batch(&db, &mut kept, &file, calls(50..60), false, true);
+        let (noted, all_noted, behind) = past(&db, &mut kept, &file);
+        assert!(behind > 0 && all_noted as u64 == behind, "{all_noted} of {behind} noted");
+        assert_eq!(noted, past(&db, &mut Kept::default(), &file).0);
+    }
+
+    #[test]
+    fn the_writer_notes_at_most_noted_refs_max_targets_and_leaves_the_rows_past_them_to_be_read() {
+        let mut unplaced = Unplaced::default();
+        let named = |n: usize| Named { targets: vec![Ref([7; 32]); n], semantic: None };
+        for (position, targets) in [(0, NOTED_REFS_MAX - 1), (1, 2), (2, 1)] {
+            unplaced.insert(PlaceKey([position as u8; 32], PLACE_OBJECT), position, named(targets));
+        }
+        let noted: Vec<bool> = (0..3).map(|p| unplaced.named.contains_key(&(PLACE_OBJECT, p))).collect();
+        assert_eq!(noted, [true, false, true]);
+        assert_eq!((unplaced.noted_refs, unplaced.places.len()), (NOTED_REFS_MAX, 3));
     }
 }
