@@ -31,6 +31,7 @@ pub mod read;
 pub mod referrers;
 pub mod refs;
 pub mod rows;
+pub mod sample;
 pub mod tables;
 pub mod tiered;
 pub mod verify;

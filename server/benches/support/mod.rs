@@ -619,61 +619,12 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
     use world_store::*;
     let path = dir.join(format!("floor-{clients}.db"));
     let (store, _) = Store::open(&path, 1).expect("open the floor store");
-    let goal = NewObject::derived("world/demo/genesis-goal", "bench", b"{\"goal\":\"floor\"}".to_vec());
-    store
-        .call(Op::CommitWorld(RestCommit::genesis(goal, Ref::of(b"fn"), Ref::of(b"interp"), 1, "bench")))
-        .expect("genesis");
-    let source = NewObject::derived("world/transition-source/v1", "bench", b"builtin:tools.echo".to_vec());
-    let interpreter = NewObject::derived("world/interpreter/v1", "bench", b"builtin".to_vec());
-    let registry = NewObject::derived("world/transition-registry/v1", "bench", b"{\"floor\":1}".to_vec());
-    let (f, interp) = (source.hash, interpreter.hash);
-    store
-        .call(Op::PublishRegistry(RegistryPublish {
-            name: "world/transition-registry/v1".into(),
-            expected: None,
-            head: registry.hash,
-            objects: vec![source, interpreter, registry],
-            entries: vec![("tools.echo".into(), f)],
-        }))
-        .expect("publish");
+    for op in world_store::sample::genesis("bench") {
+        store.call(op).expect("genesis and registry");
+    }
     let call = |client: usize, n: u64| {
         let task = TaskKey { surface: Surface::Mcp, episode: "floor".into(), task_id: format!("c{client}-{n}") };
-        let provenance = "coordinator:mcp";
-        let input = NewObject::derived("world/invocation-input/v1", provenance, format!("{{\"n\":{n}}}").into_bytes());
-        let out = format!("{{\"echo\":{{\"n\":{n}}},\"world\":{{\"effects\":[],\"plan\":null}}}}");
-        let output = NewObject::derived("world/invocation-output/v1", provenance, out.into_bytes());
-        let rec = format!(
-            "{{\"invocationId\":\"{}\",\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
-            task.invocation_id(),
-            input.hash,
-            output.hash
-        );
-        let record = NewObject::derived("world/invocation-record/v1", provenance, rec.into_bytes());
-        let commit = InvocationCommit {
-            task: task.clone(),
-            registry: "world/transition-registry/v1".into(),
-            transition_id: "tools.echo".into(),
-            transition_fn: f,
-            interpreter: interp,
-            semantics_epoch: 1,
-            written_by: provenance.into(),
-            transition_ref: record.hash,
-            state_root: output.hash,
-            objects: vec![input, output, record],
-            effects: vec![],
-            at: 1,
-        };
-        Op::Sequence(vec![
-            Op::CreateTask {
-                task,
-                request_digest: Ref::of(b"floor"),
-                at: 1,
-                transition: "tools.echo".into(),
-                context: None,
-                message_id: None,
-            },
-            Op::CommitInvocation(commit),
-        ])
+        world_store::sample::pure_call(task, &format!("{{\"n\":{n}}}"), "coordinator:mcp")
     };
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);

@@ -1258,7 +1258,7 @@ impl ApprovalRows for W<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::{InvocationCommit, Op, RegistryPublish, RestCommit};
+    use crate::ops::Op;
 
     fn object(n: u64) -> NewObject {
         NewObject::derived("test/kept", "test", format!("{{\"n\":{n}}}").into_bytes())
@@ -1313,75 +1313,11 @@ mod tests {
         txn.commit().unwrap();
     }
 
-    /// The transition the test's calls run: its function and interpreter objects.
-    fn transition() -> (NewObject, NewObject) {
-        (
-            NewObject::derived("world/transition-source/v1", "test", b"builtin:tools.echo".to_vec()),
-            NewObject::derived("world/interpreter/v1", "test", b"builtin".to_vec()),
-        )
-    }
-
-    /// A genesis and a registry of one transition.
-    fn genesis() -> Vec<Op> {
-        let goal = NewObject::derived("world/demo/genesis-goal", "test", b"{\"goal\":1}".to_vec());
-        let registry = NewObject::derived("world/transition-registry/v1", "test", b"{\"n\":1}".to_vec());
-        let (source, interpreter) = transition();
-        let (f, interp) = (source.hash, interpreter.hash);
-        vec![
-            Op::CommitWorld(RestCommit::genesis(goal, f, interp, 1, "test")),
-            Op::PublishRegistry(RegistryPublish {
-                name: "world/transition-registry/v1".into(),
-                expected: None,
-                head: registry.hash,
-                objects: vec![source, interpreter, registry],
-                entries: vec![("tools.echo".into(), f)],
-            }),
-        ]
-    }
-
-    /// Pure calls `calls` of the transition (each an input, an output and a
-    /// record naming them, an entry, a world).
+    /// Pure calls `calls` (each an input, an output and a record naming
+    /// them, an entry, a world).
     fn calls(calls: std::ops::Range<u64>) -> Vec<Op> {
-        let (f, interp) = (transition().0.hash, transition().1.hash);
-        calls
-            .map(|i| {
-                let task = TaskKey { surface: Surface::Mcp, episode: format!("e{}", i % 3), task_id: format!("t{i}") };
-                let input =
-                    NewObject::derived("world/invocation-input/v1", "test", format!("{{\"i\":{i}}}").into_bytes());
-                let output =
-                    NewObject::derived("world/invocation-output/v1", "test", format!("{{\"o\":{i}}}").into_bytes());
-                let record = format!(
-                    "{{\"transitionFn\":\"{f}\",\"interpreter\":\"{interp}\",\"input\":\"{}\",\"output\":\"{}\"}}",
-                    input.hash, output.hash
-                );
-                let record = NewObject::derived("world/invocation-record/v1", "test", record.into_bytes());
-                let commit = InvocationCommit {
-                    task: task.clone(),
-                    registry: "world/transition-registry/v1".into(),
-                    transition_id: "tools.echo".into(),
-                    transition_fn: f,
-                    interpreter: interp,
-                    semantics_epoch: 1,
-                    written_by: "test".into(),
-                    transition_ref: record.hash,
-                    state_root: output.hash,
-                    objects: vec![input, output, record],
-                    effects: vec![],
-                    at: 1,
-                };
-                Op::Sequence(vec![
-                    Op::CreateTask {
-                        task,
-                        request_digest: Ref::of(b"test"),
-                        at: 1,
-                        transition: "tools.echo".into(),
-                        context: None,
-                        message_id: None,
-                    },
-                    Op::CommitInvocation(commit),
-                ])
-            })
-            .collect()
+        let task = |i: u64| TaskKey { surface: Surface::Mcp, episode: format!("e{}", i % 3), task_id: format!("t{i}") };
+        calls.map(|i| crate::sample::pure_call(task(i), &format!("{{\"i\":{i}}}"), "test")).collect()
     }
 
     fn sorted((mut named, mut semantic): NamedPast) -> NamedPast {
@@ -1425,7 +1361,7 @@ mod tests {
         let file = crate::payloads::MemoryFile::default();
         let mut kept = Kept::default();
         // Fewer than REFERRERS_BEHIND_MAX referrers wait: no pass yet.
-        batch(&db, &mut kept, &file, [genesis(), calls(0..40)].concat(), false, true);
+        batch(&db, &mut kept, &file, [crate::sample::genesis("test").to_vec(), calls(0..40)].concat(), false, true);
         let (noted, all_noted, behind) = past(&db, &mut kept, &file);
         assert!(behind > 200 && all_noted as u64 == behind, "{all_noted} of {behind} noted");
         assert!(noted.0.len() > 9 * 40 && noted.1.len() == 3 * 40 + 4, "{} {}", noted.0.len(), noted.1.len());
