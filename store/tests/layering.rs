@@ -46,6 +46,7 @@ const LAYERS: &[&[&str]] = &[
     &["export"],
     &["verify"],
     &["fuzz"],
+    &["sample"],
 ];
 
 fn store() -> Graph {
