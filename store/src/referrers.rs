@@ -117,6 +117,13 @@ pub fn object_targets(hash: &Ref, payload: &[u8]) -> Vec<Ref> {
     targets
 }
 
+/// A referrer's targets as the index holds them: sorted, each once.
+pub(crate) fn each_once(mut targets: Vec<Ref>) -> Vec<Ref> {
+    targets.sort_unstable();
+    targets.dedup();
+    targets
+}
+
 /// The refs a log entry names.
 pub fn entry_targets(entry: &LogEntry) -> [Ref; 3] {
     [entry.transition_ref, entry.header.transition_fn, entry.header.interpreter]
@@ -146,10 +153,7 @@ where
     /// The refs the referrer of `kind` at `position` names, read from its
     /// row, each once (as the index holds them); none where there is no row.
     pub(crate) fn targets(&self, kind: u8, position: u64) -> Result<Vec<Ref>, ReadError> {
-        let mut targets = self.named(kind, position)?;
-        targets.sort_unstable();
-        targets.dedup();
-        Ok(targets)
+        Ok(each_once(self.named(kind, position)?))
     }
 
     /// The semantic index's rows of the objects from `from` up to `to`, in

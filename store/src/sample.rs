@@ -12,12 +12,23 @@ pub const REGISTRY: &str = "world/transition-registry/v1";
 /// The one transition in it.
 pub const TRANSITION: &str = "tools.echo";
 
+/// The transition's function and interpreter payloads.
+const SOURCE: &[u8] = b"builtin:tools.echo";
+const INTERPRETER: &[u8] = b"builtin";
+
 /// The transition's function and interpreter objects.
 pub fn transition(provenance: &str) -> (NewObject, NewObject) {
     (
-        NewObject::derived("world/transition-source/v1", provenance, b"builtin:tools.echo".to_vec()),
-        NewObject::derived("world/interpreter/v1", provenance, b"builtin".to_vec()),
+        NewObject::derived("world/transition-source/v1", provenance, SOURCE.to_vec()),
+        NewObject::derived("world/interpreter/v1", provenance, INTERPRETER.to_vec()),
     )
+}
+
+/// The refs of the transition's function and interpreter (an object's ref
+/// is its payload's hash), hashed once for every call that names them.
+fn transition_refs() -> (Ref, Ref) {
+    static REFS: std::sync::LazyLock<(Ref, Ref)> = std::sync::LazyLock::new(|| (Ref::of(SOURCE), Ref::of(INTERPRETER)));
+    *REFS
 }
 
 /// A genesis world, then a registry of `TRANSITION` (its function and
@@ -43,8 +54,7 @@ pub fn genesis(provenance: &str) -> [Op; 2] {
 /// row, then its commit of an input, an output echoing it and an
 /// invocation record naming both and the transition's two refs.
 pub fn pure_call(task: TaskKey, input: &str, provenance: &str) -> Op {
-    let (source, interpreter) = transition(provenance);
-    let (f, interp) = (source.hash, interpreter.hash);
+    let (f, interp) = transition_refs();
     let output = format!("{{\"echo\":{input},\"world\":{{\"effects\":[],\"plan\":null}}}}");
     let input = NewObject::derived("world/invocation-input/v1", provenance, input.as_bytes().to_vec());
     let output = NewObject::derived("world/invocation-output/v1", provenance, output.into_bytes());

@@ -145,10 +145,8 @@ pub(crate) struct Named {
 }
 
 impl Named {
-    fn row(mut targets: Vec<Ref>) -> Named {
-        targets.sort_unstable();
-        targets.dedup();
-        Named { targets, semantic: None }
+    fn row(targets: Vec<Ref>) -> Named {
+        Named { targets: crate::referrers::each_once(targets), semantic: None }
     }
 
     fn object(o: &NewObject) -> Named {
