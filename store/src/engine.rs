@@ -7,9 +7,9 @@ use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::payloads::{META_PAYLOAD_LEN, PayloadFile};
 use crate::tables::{
-    META, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PAYLOAD_FILE, STORE_FORMAT_BEFORE_PLACES,
-    STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND, STORE_FORMAT_BEFORE_TARGET_PLACES,
-    STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
+    META, META_WAL_SEQ, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PAYLOAD_FILE,
+    STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND,
+    STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
 use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
 use redb::ReadableTable;
@@ -18,8 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-/// `meta` key: the last log frame the database contains.
-pub(crate) const META_WAL_SEQ: &str = "wal_seq";
 /// Attempts to reopen the database after an engine error (a reader may still
 /// hold the old handle for a moment), `REOPEN_WAIT` apart.
 const REOPEN_ATTEMPTS: u32 = 50;
@@ -639,8 +637,8 @@ fn apply(
         results.push(r);
     }
     decided(results);
+    w.record_wal_seq(last).map_err(write_fault)?;
     let appended = w.finish().map_err(write_fault)?;
-    record_seq(&txn, last)?;
     Ok((txn, appended))
 }
 

@@ -18,6 +18,8 @@ pub fn open_existing<K: redb::Key + 'static, V: redb::Value + 'static>(
 
 /// `"format"` → store format version (u64, raw).
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// `meta` key: the last log frame the database contains.
+pub const META_WAL_SEQ: &str = "wal_seq";
 /// sequence number → the object's row (`rows::ObjectRow`, its metadata and
 /// where its payload sits in the payload file, `payloads`); which sequence
 /// number a ref has is the place index's (`PLACES`).
@@ -94,6 +96,10 @@ pub struct Tiered<K: redb::Key + 'static, V: redb::Value + 'static> {
     /// Run id → the Bloom filter of its keys (`bloom`), for an index whose
     /// lookups mostly miss: one per run that is not being built.
     pub filters: Option<TableDefinition<'static, u32, &'static [u8]>>,
+    /// `meta` key: a number every transaction that may change the run
+    /// directory or the filters raises, so that a writer can keep them
+    /// across transactions and know when to read them again (`tiered::Filters`).
+    pub runs_version: &'static str,
 }
 
 /// The place index: (ref, place kind) → position, where a stored object (its
@@ -106,6 +112,7 @@ pub const PLACES: Tiered<PlaceKey, u64> = Tiered {
     runs: TableDefinition::new("place_runs"),
     run_prefix: "places_run_",
     filters: Some(TableDefinition::new("place_filters")),
+    runs_version: "place_runs_version",
 };
 /// The place of an object: its sequence number.
 pub const PLACE_OBJECT: u8 = 1;
@@ -126,6 +133,7 @@ pub const SEMANTIC: Tiered<SemanticKey, u64> = Tiered {
     runs: TableDefinition::new("semantic_runs"),
     run_prefix: "semantic_run_",
     filters: None,
+    runs_version: "semantic_runs_version",
 };
 
 /// Format 4's tables keyed by ref, moved into `OBJECT_ROWS`, `WORLD_ROWS`

@@ -29,7 +29,7 @@
 //! level, and which are being merged.
 
 use crate::bloom::{Bloom, Probe};
-use crate::tables::{Key32, PlaceKey, Tiered, open_existing};
+use crate::tables::{Key32, META, PlaceKey, Tiered, open_existing};
 use redb::{
     ReadOnlyTable, ReadTransaction, ReadableTable, ReadableTableMetadata, StorageError, Table, TableDefinition,
     WriteTransaction,
@@ -145,7 +145,7 @@ pub struct WriteIndex<'t, K: CellKey, V: Cell> {
 
 /// A run of a `WriteIndex`.
 struct RunTable<'t, K: CellKey, V: Cell> {
-    name: String,
+    name: Arc<str>,
     /// `None`: a run being built, or one whose filter is missing, is always asked.
     filter: Option<Arc<Bloom>>,
     /// Once a lookup asked it.
@@ -155,15 +155,32 @@ struct RunTable<'t, K: CellKey, V: Cell> {
 impl<'t, K: CellKey, V: Cell> WriteIndex<'t, K, V> {
     /// The index as `txn` sees it, its run filters from (and kept in)
     /// `filters`, from one read of the run directory.
-    pub fn open(txn: &'t WriteTransaction, index: &Tiered<K, V>, filters: &mut Filters) -> Result<Self, redb::Error> {
-        let all = runs(&txn.open_table(index.runs)?)?;
-        let loaded = filters.load_runs(txn, index, &all)?;
-        let runs = all
-            .iter()
-            .zip(loaded)
-            .map(|(run, filter)| RunTable { name: run_name(index, run.id), filter, table: None })
-            .collect();
-        Ok(WriteIndex { txn, young: txn.open_table(index.young)?, runs })
+    /// `version` is the index's `runs_version` as the transaction began:
+    /// when `filters` read the directory at that version, it is not read again.
+    pub fn open(
+        txn: &'t WriteTransaction,
+        index: &Tiered<K, V>,
+        filters: &mut Filters,
+        version: u64,
+    ) -> Result<Self, redb::Error> {
+        let directory = match filters.directory.take() {
+            Some(kept) if kept.version == version => kept,
+            _ => {
+                let all = runs(&txn.open_table(index.runs)?)?;
+                let loaded = filters.load_runs(txn, index, &all)?;
+                let runs =
+                    all.iter().zip(loaded).map(|(run, filter)| (run_name(index, run.id).into(), filter)).collect();
+                Directory { version, runs }
+            }
+        };
+        let runs = directory.runs.iter().map(|(name, filter)| RunTable {
+            name: name.clone(),
+            filter: filter.clone(),
+            table: None,
+        });
+        let index = WriteIndex { txn, young: txn.open_table(index.young)?, runs: runs.collect() };
+        filters.directory = Some(directory);
+        Ok(index)
     }
 
     /// The table new rows go to.
@@ -306,8 +323,29 @@ impl<K: CellKey, V: Cell, I: Iterator<Item = Result<(K, V), StorageError>>> Iter
     }
 }
 
+/// The version of `index`'s run directory and filters in `meta`: raised by
+/// every transaction that may change them (`directory_may_change`), so that a
+/// committed version names one directory (a transaction begins from the last
+/// commit, and one that is dropped takes its raise with it).
+pub fn runs_version<K: CellKey, V: Cell>(
+    meta: &impl ReadableTable<&'static str, u64>,
+    index: &Tiered<K, V>,
+) -> Result<u64, StorageError> {
+    Ok(meta.get(index.runs_version)?.map_or(0, |v| v.value()))
+}
+
+/// Raises `index`'s `runs_version`: called by each of this module's writes
+/// that may change the run directory or the filters, before it changes them.
+fn directory_may_change<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V>) -> Result<(), redb::Error> {
+    let mut meta = txn.open_table(META)?;
+    let version = runs_version(&meta, index)?;
+    meta.insert(index.runs_version, version + 1)?;
+    Ok(())
+}
+
 /// Creates `index`'s tables (a new store has every table from the start).
 pub fn create<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V>) -> Result<(), redb::Error> {
+    directory_may_change(txn, index)?;
     txn.open_table(index.young)?;
     txn.open_table(index.runs)?;
     if let Some(filters) = index.filters {
@@ -339,6 +377,7 @@ pub fn maintain_with<K: CellKey, V: Cell>(
     if written == 0 {
         return Ok(());
     }
+    directory_may_change(txn, index)?;
     let mut dir = txn.open_table(index.runs)?;
     let young_rows = txn.open_table(index.young)?.len()?;
     if young_rows >= policy.young_rows_max {
@@ -439,6 +478,7 @@ pub fn write_missing_filters<K: CellKey, V: Cell>(
     index: &Tiered<K, V>,
 ) -> Result<(), redb::Error> {
     let Some(def) = index.filters else { return Ok(()) };
+    directory_may_change(txn, index)?;
     for run in runs(&txn.open_table(index.runs)?)? {
         if run.state != RUN_BUILDING && txn.open_table(def)?.get(run.id)?.is_none() {
             write_filter(txn, index, run.id)?;
@@ -465,16 +505,29 @@ fn write_filter<K: CellKey, V: Cell>(txn: &WriteTransaction, index: &Tiered<K, V
 /// a run's filter never changes while the run exists, and a run id is never
 /// used twice (a new run's id is above every run's there is). Only filters
 /// of committed runs enter (they are read as a transaction opens the index),
-/// and a writer that reopens its database starts a new `Filters`.
+/// and a writer that reopens its database starts a new `Filters`. One
+/// index's: it also keeps that index's run directory as last read.
 #[derive(Default)]
 pub struct Filters {
     runs: HashMap<u32, Arc<Bloom>>,
+    /// The run directory with each run's filter, as a transaction read it
+    /// at the start, and the `runs_version` it was read at: the next
+    /// transaction that begins at that version finds the same directory
+    /// and does not read it (three table opens and a scan a batch).
+    directory: Option<Directory>,
     /// Objects' places found in runs, at most `SETTLED_OBJECTS_MAX`: a run
     /// holds rows committed before the transaction that read it began, and
     /// a place never changes, so a much-named object (a transition's
     /// function, an input every call repeats) is looked up in the runs once,
     /// not once a batch.
     objects: HashMap<Key32, u64>,
+}
+
+/// A run directory as `Filters` keeps it: each run's table name and filter,
+/// newest first.
+struct Directory {
+    version: u64,
+    runs: Vec<(Arc<str>, Option<Arc<Bloom>>)>,
 }
 
 /// Most object places a writer keeps across transactions; past it the
@@ -590,6 +643,7 @@ pub fn add_run<K: CellKey, V: Cell>(
     index: &Tiered<K, V>,
     rows: impl Iterator<Item = (K, V)>,
 ) -> Result<(), redb::Error> {
+    directory_may_change(txn, index)?;
     let mut dir = txn.open_table(index.runs)?;
     let id = next_id(&runs(&dir)?);
     let name = run_name(index, id);
@@ -635,7 +689,8 @@ mod tests {
     /// across transactions) agrees with the model too.
     fn check_filtered(db: &Database, filters: &mut Filters, model: &Model, absent: &[Key32]) {
         let txn = db.begin_write().unwrap();
-        let mut index = WriteIndex::open(&txn, &PLACES, filters).unwrap();
+        let version = runs_version(&txn.open_table(META).unwrap(), &PLACES).unwrap();
+        let mut index = WriteIndex::open(&txn, &PLACES, filters, version).unwrap();
         let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
         let asked: Vec<PlaceKey> = absent.iter().flat_map(|r| kinds.map(|kind| PlaceKey(*r, kind))).collect();
         for key in &asked {
@@ -715,6 +770,50 @@ mod tests {
             levels_seen = levels_seen.max(runs.iter().map(|r| r.level).max().unwrap_or(0));
         }
         assert!(levels_seen >= 2, "merges reached level {levels_seen}");
+    }
+
+    /// The runs a writer's `WriteIndex` asks, newest first.
+    fn asked_runs(db: &Database, filters: &mut Filters) -> Vec<String> {
+        let txn = db.begin_write().unwrap();
+        let version = runs_version(&txn.open_table(META).unwrap(), &PLACES).unwrap();
+        let index = WriteIndex::open(&txn, &PLACES, filters, version).unwrap();
+        let names = index.runs.iter().map(|run| run.name.to_string()).collect();
+        drop(index);
+        txn.abort().unwrap();
+        names
+    }
+
+    #[test]
+    fn a_writer_reads_the_run_directory_again_only_after_a_commit_that_may_have_changed_it() {
+        let db = database();
+        let policy = Policy { young_rows_max: 4, runs_per_merge: 8, merge_rows_per_row: 1 };
+        let rows = |from: u64| (from..from + 4).map(|n| (PlaceKey(key(n), 1), n)).collect::<Vec<_>>();
+        for batch in 0..2 {
+            write(&db, &rows(batch * 4), &policy);
+        }
+        let mut filters = Filters::default();
+        let before = asked_runs(&db, &mut filters);
+        assert_eq!(before, ["places_run_1", "places_run_0"]);
+        // A batch that rolled the young table over and was dropped: the
+        // committed directory, still at the version kept, is the one asked.
+        let txn = db.begin_write().unwrap();
+        for (k, position) in rows(100) {
+            open_write(&txn, &PLACES).unwrap()[0].insert(k, position).unwrap();
+        }
+        maintain_with(&txn, &PLACES, 4, &policy).unwrap();
+        assert_eq!(runs(&txn.open_table(PLACES.runs).unwrap()).unwrap().len(), 3);
+        txn.abort().unwrap();
+        assert_eq!(asked_runs(&db, &mut filters), before);
+        // A directory changed without raising the version is not read again:
+        // what the version is for (every write of this module raises it).
+        let txn = db.begin_write().unwrap();
+        txn.open_table(PLACES.runs).unwrap().insert(7, (0, RUN_COMPLETE)).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(asked_runs(&db, &mut filters), before);
+        assert_eq!(asked_runs(&db, &mut Filters::default()), ["places_run_7", "places_run_1", "places_run_0"]);
+        // A committed batch with index rows raises it: read again.
+        write(&db, &rows(12), &policy);
+        assert_eq!(asked_runs(&db, &mut filters), ["places_run_8", "places_run_7", "places_run_1", "places_run_0"]);
     }
 
     proptest! {

@@ -16,6 +16,9 @@ use crate::tiered;
 use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction};
 
 pub(crate) struct W<'t> {
+    /// Opened once: a batch reads the referrer mark and the places' version
+    /// and writes the payload file's end and the log frame it holds.
+    meta: Table<'t, &'static str, u64>,
     object_rows: Table<'t, u64, &'static [u8]>,
     /// This batch's payloads, put in the payload file by `finish`.
     appends: crate::payloads::Appends<'t>,
@@ -249,8 +252,7 @@ pub(crate) fn task_row_key(key: &TaskKey) -> (&str, &str, &str) {
 }
 
 /// Where the payload file ends, as the database's rows have it.
-pub(crate) fn payload_end(txn: &WriteTransaction) -> R<u64> {
-    let meta = txn.open_table(META).map_err(storage)?;
+pub(crate) fn payload_end(meta: &impl ReadableTable<&'static str, u64>) -> R<u64> {
     Ok(meta.get(META_PAYLOAD_LEN).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
 }
 
@@ -263,15 +265,19 @@ impl<'t> W<'t> {
     /// place index's filters are read from the store.
     /// `payloads` is the payload file the database's object rows point into.
     pub(crate) fn open(txn: &'t WriteTransaction, payloads: &'t dyn WalIo) -> R<W<'t>> {
-        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut tiered::Filters::default());
-        W::with(txn, place_index.map_err(storage)?, None, payloads)
+        let meta = txn.open_table(META).map_err(storage)?;
+        let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
+        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut tiered::Filters::default(), version);
+        W::with(txn, meta, place_index.map_err(storage)?, None, payloads)
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut Kept, payloads: &'t dyn WalIo) -> R<W<'t>> {
-        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut kept.filters).map_err(storage)?;
-        let mut w = W::with(txn, place_index, Some(kept), payloads)?;
+        let meta = txn.open_table(META).map_err(storage)?;
+        let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
+        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut kept.filters, version).map_err(storage)?;
+        let mut w = W::with(txn, meta, place_index, Some(kept), payloads)?;
         // Before the transaction writes a row: the places kept are checked
         // against where the committed rows end.
         w.unplaced()?;
@@ -280,11 +286,13 @@ impl<'t> W<'t> {
 
     fn with(
         txn: &'t WriteTransaction,
+        meta: Table<'t, &'static str, u64>,
         place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
         kept: Option<&'t mut Kept>,
         payloads: &'t dyn WalIo,
     ) -> R<W<'t>> {
         Ok(W {
+            meta,
             place_index,
             referrers_behind_max: kept.is_some().then_some(REFERRERS_BEHIND_MAX),
             kept,
@@ -339,6 +347,12 @@ impl<'t> W<'t> {
         Ok(self.approval_tables.as_mut().expect("opened above"))
     }
 
+    /// Records that the database holds the log up to frame `seq`.
+    pub(crate) fn record_wal_seq(&mut self, seq: u64) -> R<()> {
+        self.meta.insert(META_WAL_SEQ, seq).map_err(storage)?;
+        Ok(())
+    }
+
     /// Writes what was deferred to the end of the batch (its payloads, its
     /// task rows), then lets the tiered indexes take their step
     /// (`tiered::maintain`); call before committing. Returns where the
@@ -348,7 +362,7 @@ impl<'t> W<'t> {
         self.apply_moves()?;
         let appended = self.appends.write().map_err(|e| storage(format!("writing the payload file: {e}")))?;
         if let Some(end) = appended {
-            self.txn.open_table(META).map_err(storage)?.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
+            self.meta.insert(META_PAYLOAD_LEN, end).map_err(storage)?;
         }
         let mut task_rows: Vec<_> = std::mem::take(&mut self.task_rows).into_iter().collect();
         task_rows.sort_unstable_by(|a, b| task_row_key(&a.0).cmp(&task_row_key(&b.0)));
@@ -401,7 +415,7 @@ impl<'t> W<'t> {
     /// transaction began at (once a transaction).
     fn unplaced(&mut self) -> R<&mut Unplaced> {
         if !self.unplaced_ready {
-            let mark = Indexed::read(&self.txn.open_table(META).map_err(storage)?)?;
+            let mark = Indexed::read(&self.meta)?;
             let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
             let rows = (&self.object_seq, &self.log, &self.world_rows);
             let unplaced = unplaced_of(&mut self.kept, &mut self.own_unplaced);
@@ -553,7 +567,7 @@ impl<'t> W<'t> {
         for (key, position) in places {
             self.place_index.young().insert(key, position).map_err(storage)?;
         }
-        ends.write(&mut self.txn.open_table(META).map_err(storage)?).map_err(storage)?;
+        ends.write(&mut self.meta).map_err(storage)?;
         // One pass a transaction: the mark read at its start is behind now.
         self.referrers_behind_max = None;
         Ok(())
@@ -666,8 +680,8 @@ impl Rows for W<'_> {
             return Ok(());
         }
         let seq = self.next_seq()?;
-        let txn = self.txn;
-        let at = self.appends.push(&o.payload, || payload_end(txn))?;
+        let meta = &self.meta;
+        let at = self.appends.push(&o.payload, || payload_end(meta))?;
         let row = ObjectRow {
             interface_hash: o.interface_hash,
             semantic_id: o.semantic_id.clone(),
