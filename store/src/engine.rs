@@ -407,9 +407,10 @@ impl Engine {
     /// durable commit, then every frame of the log after it.
     fn reopen(&mut self) -> Result<(), Fault> {
         let held = self.shared.db.write().unwrap_or_else(|p| p.into_inner()).take();
+        // What the writer kept describes the handle it lets go of.
+        self.kept = Default::default();
         self.let_go(held)
             .map_err(|e| Fault::Fatal(format!("syncing the payload file before reopening the database: {e}")))?;
-        self.kept = Default::default();
         let mut last = String::new();
         for _ in 0..REOPEN_ATTEMPTS {
             match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {

@@ -20,7 +20,9 @@
 //! looked up before it is written) keeps a Bloom filter of each run's keys,
 //! written when the run is complete; a lookup skips a run its filter rules
 //! out, so a miss reads the young table and, in about one run in a hundred,
-//! a leaf. The writer keeps the filters it read in memory (`Filters`).
+//! a leaf. The writer keeps the filters it read in memory (`Filters`), and
+//! the run directory, read again only when its version (`runs_version`)
+//! moved.
 //!
 //! A row is written once and never changed (objects are written once by hash,
 //! entries and worlds are new), so a row found in any table is the answer:
@@ -154,9 +156,11 @@ struct RunTable<'t, K: CellKey, V: Cell> {
 
 impl<'t, K: CellKey, V: Cell> WriteIndex<'t, K, V> {
     /// The index as `txn` sees it, its run filters from (and kept in)
-    /// `filters`, from one read of the run directory.
-    /// `version` is the index's `runs_version` as the transaction began:
-    /// when `filters` read the directory at that version, it is not read again.
+    /// `filters`, from at most one read of the run directory: `version` is
+    /// the index's `runs_version` as the transaction began, and when
+    /// `filters` read the directory at that version it is not read again.
+    /// Call before the transaction changes any index: what it reads then is
+    /// a committed directory, the only kind `filters` may keep.
     pub fn open(
         txn: &'t WriteTransaction,
         index: &Tiered<K, V>,
@@ -794,26 +798,33 @@ mod tests {
         let mut filters = Filters::default();
         let before = asked_runs(&db, &mut filters);
         assert_eq!(before, ["places_run_1", "places_run_0"]);
-        // A batch that rolled the young table over and was dropped: the
-        // committed directory, still at the version kept, is the one asked.
-        let txn = db.begin_write().unwrap();
-        for (k, position) in rows(100) {
-            open_write(&txn, &PLACES).unwrap()[0].insert(k, position).unwrap();
-        }
-        maintain_with(&txn, &PLACES, 4, &policy).unwrap();
-        assert_eq!(runs(&txn.open_table(PLACES.runs).unwrap()).unwrap().len(), 3);
-        txn.abort().unwrap();
-        assert_eq!(asked_runs(&db, &mut filters), before);
-        // A directory changed without raising the version is not read again:
-        // what the version is for (every write of this module raises it).
+        // A directory changed without raising the version is not read again
+        // (what the version is for: every write of this module raises it).
         let txn = db.begin_write().unwrap();
         txn.open_table(PLACES.runs).unwrap().insert(7, (0, RUN_COMPLETE)).unwrap();
         txn.commit().unwrap();
         assert_eq!(asked_runs(&db, &mut filters), before);
         assert_eq!(asked_runs(&db, &mut Filters::default()), ["places_run_7", "places_run_1", "places_run_0"]);
-        // A committed batch with index rows raises it: read again.
+        // A batch that rolled the young table over and was dropped took its
+        // raise with it: the directory kept is still the one asked.
+        let txn = db.begin_write().unwrap();
+        for (k, position) in rows(100) {
+            open_write(&txn, &PLACES).unwrap()[0].insert(k, position).unwrap();
+        }
+        maintain_with(&txn, &PLACES, 4, &policy).unwrap();
+        assert_eq!(runs(&txn.open_table(PLACES.runs).unwrap()).unwrap().len(), 4);
+        txn.abort().unwrap();
+        assert_eq!(asked_runs(&db, &mut filters), before);
+        // A committed batch with index rows raises it, and so does an
+        // upgrade's new run: read again each time.
         write(&db, &rows(12), &policy);
         assert_eq!(asked_runs(&db, &mut filters), ["places_run_8", "places_run_7", "places_run_1", "places_run_0"]);
+        let txn = db.begin_write().unwrap();
+        let mut sorted = rows(200);
+        sorted.sort();
+        add_run(&txn, &PLACES, sorted.into_iter()).unwrap();
+        txn.commit().unwrap();
+        assert_eq!(asked_runs(&db, &mut filters)[0], "places_run_9");
     }
 
     proptest! {

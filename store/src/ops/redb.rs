@@ -16,8 +16,10 @@ use crate::tiered;
 use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction};
 
 pub(crate) struct W<'t> {
-    /// Opened once: a batch reads the referrer mark and the places' version
-    /// and writes the payload file's end and the log frame it holds.
+    /// Opened once a transaction: it reads the referrer mark, the place
+    /// index's version and the payload file's end, and writes the payload
+    /// file's new end, the log frame the database holds and, in an index
+    /// pass, the new mark.
     meta: Table<'t, &'static str, u64>,
     object_rows: Table<'t, u64, &'static [u8]>,
     /// This batch's payloads, put in the payload file by `finish`.
@@ -48,8 +50,8 @@ pub(crate) struct W<'t> {
     /// The place index: its young table and its runs, with their filters.
     place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
     /// What the writer keeps across its transactions (`open_with`): the
-    /// filters, the places of objects found in runs, and the places of rows
-    /// the index has not reached.
+    /// filters and the run directory, the places of objects found in runs,
+    /// and the places of rows the index has not reached.
     kept: Option<&'t mut Kept>,
     /// The places of rows the index has not reached, for a transaction of
     /// no writer's (`open`).
@@ -104,7 +106,8 @@ const PLACES_KEPT_MAX: usize = 4096;
 /// database starts anew.
 #[derive(Default)]
 pub(crate) struct Kept {
-    /// The place index's run filters, and the places of objects found in runs.
+    /// The place index's run filters and run directory, and the places of
+    /// objects found in runs.
     pub(crate) filters: tiered::Filters,
     unplaced: Unplaced,
 }
@@ -272,7 +275,8 @@ impl<'t> W<'t> {
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
-    /// transactions).
+    /// transactions); first in its transaction, before any index changed
+    /// (`tiered::WriteIndex::open`).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut Kept, payloads: &'t dyn WalIo) -> R<W<'t>> {
         let meta = txn.open_table(META).map_err(storage)?;
         let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
