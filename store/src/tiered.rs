@@ -693,8 +693,7 @@ mod tests {
     /// across transactions) agrees with the model too.
     fn check_filtered(db: &Database, filters: &mut Filters, model: &Model, absent: &[Key32]) {
         let txn = db.begin_write().unwrap();
-        let version = runs_version(&txn.open_table(META).unwrap(), &PLACES).unwrap();
-        let mut index = WriteIndex::open(&txn, &PLACES, filters, version).unwrap();
+        let mut index = write_index(&txn, filters);
         let kinds = [crate::tables::PLACE_OBJECT, crate::tables::PLACE_ENTRY, crate::tables::PLACE_WORLD];
         let asked: Vec<PlaceKey> = absent.iter().flat_map(|r| kinds.map(|kind| PlaceKey(*r, kind))).collect();
         for key in &asked {
@@ -776,11 +775,16 @@ mod tests {
         assert!(levels_seen >= 2, "merges reached level {levels_seen}");
     }
 
+    /// The place index as a writer opens it, at the version `meta` gives.
+    fn write_index<'t>(txn: &'t WriteTransaction, filters: &mut Filters) -> WriteIndex<'t, PlaceKey, u64> {
+        let version = runs_version(&txn.open_table(META).unwrap(), &PLACES).unwrap();
+        WriteIndex::open(txn, &PLACES, filters, version).unwrap()
+    }
+
     /// The runs a writer's `WriteIndex` asks, newest first.
     fn asked_runs(db: &Database, filters: &mut Filters) -> Vec<String> {
         let txn = db.begin_write().unwrap();
-        let version = runs_version(&txn.open_table(META).unwrap(), &PLACES).unwrap();
-        let index = WriteIndex::open(&txn, &PLACES, filters, version).unwrap();
+        let index = write_index(&txn, filters);
         let names = index.runs.iter().map(|run| run.name.to_string()).collect();
         drop(index);
         txn.abort().unwrap();

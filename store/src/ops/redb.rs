@@ -20,7 +20,7 @@ pub(crate) struct W<'t> {
     /// index's version and the payload file's end, and writes the payload
     /// file's new end, the log frame the database holds and, in an index
     /// pass, the new mark.
-    meta: Table<'t, &'static str, u64>,
+    meta: Meta<'t>,
     object_rows: Table<'t, u64, &'static [u8]>,
     /// This batch's payloads, put in the payload file by `finish`.
     appends: crate::payloads::Appends<'t>,
@@ -254,6 +254,20 @@ pub(crate) fn task_row_key(key: &TaskKey) -> (&str, &str, &str) {
     (key.surface.as_str(), key.task_id.as_str(), key.episode.as_str())
 }
 
+type Meta<'t> = Table<'t, &'static str, u64>;
+
+/// The transaction's handle on `meta` and the place index at the version
+/// `meta` gives it, its filters and directory from (and kept in) `filters`.
+fn place_index<'t>(
+    txn: &'t WriteTransaction,
+    filters: &mut tiered::Filters,
+) -> R<(Meta<'t>, tiered::WriteIndex<'t, PlaceKey, u64>)> {
+    let meta = txn.open_table(META).map_err(storage)?;
+    let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
+    let index = tiered::WriteIndex::open(txn, &PLACES, filters, version).map_err(storage)?;
+    Ok((meta, index))
+}
+
 /// Where the payload file ends, as the database's rows have it.
 pub(crate) fn payload_end(meta: &impl ReadableTable<&'static str, u64>) -> R<u64> {
     Ok(meta.get(META_PAYLOAD_LEN).map_err(storage)?.map(|v| v.value()).unwrap_or(0))
@@ -268,19 +282,15 @@ impl<'t> W<'t> {
     /// place index's filters are read from the store.
     /// `payloads` is the payload file the database's object rows point into.
     pub(crate) fn open(txn: &'t WriteTransaction, payloads: &'t dyn WalIo) -> R<W<'t>> {
-        let meta = txn.open_table(META).map_err(storage)?;
-        let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
-        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut tiered::Filters::default(), version);
-        W::with(txn, meta, place_index.map_err(storage)?, None, payloads)
+        let (meta, place_index) = place_index(txn, &mut tiered::Filters::default())?;
+        W::with(txn, meta, place_index, None, payloads)
     }
 
     /// As `open`, keeping what it reads in `kept` (a writer's, across its
     /// transactions); first in its transaction, before any index changed
     /// (`tiered::WriteIndex::open`).
     pub(crate) fn open_with(txn: &'t WriteTransaction, kept: &'t mut Kept, payloads: &'t dyn WalIo) -> R<W<'t>> {
-        let meta = txn.open_table(META).map_err(storage)?;
-        let version = tiered::runs_version(&meta, &PLACES).map_err(storage)?;
-        let place_index = tiered::WriteIndex::open(txn, &PLACES, &mut kept.filters, version).map_err(storage)?;
+        let (meta, place_index) = place_index(txn, &mut kept.filters)?;
         let mut w = W::with(txn, meta, place_index, Some(kept), payloads)?;
         // Before the transaction writes a row: the places kept are checked
         // against where the committed rows end.
@@ -290,7 +300,7 @@ impl<'t> W<'t> {
 
     fn with(
         txn: &'t WriteTransaction,
-        meta: Table<'t, &'static str, u64>,
+        meta: Meta<'t>,
         place_index: tiered::WriteIndex<'t, PlaceKey, u64>,
         kept: Option<&'t mut Kept>,
         payloads: &'t dyn WalIo,
