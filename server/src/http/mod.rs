@@ -18,6 +18,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Response, StatusCode};
 use axum::response::IntoResponse;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use world_protocol::HttpReply;
 use world_protocol::rest::{RestClass, RestError};
 use world_store::{ReadError, Snapshot};
@@ -39,7 +40,56 @@ pub fn router(state: State) -> Router {
         .route("/.well-known/agent-card.json", get(agents::agent_card))
         .fallback(not_found)
         .layer(axum::middleware::from_fn(rebinding_guard))
+        .layer(axum::middleware::from_fn(close_unless_body_read))
         .with_state(state)
+}
+
+/// A reply sent before its request's body was read to the end (a refusal of the
+/// session, the host, the size) says `Connection: close`. The server closes such
+/// a connection rather than wait for the rest of the body, and a client that was
+/// not told would send its next request on it and see it fail.
+async fn close_unless_body_read(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use hyper::body::Body as _;
+    if req.body().is_end_stream() {
+        return next.run(req).await;
+    }
+    let ended = Arc::new(AtomicBool::new(false));
+    let req = req.map(|inner| Body::new(Watched { inner, ended: ended.clone() }));
+    let mut resp = next.run(req).await;
+    if !ended.load(Ordering::Relaxed) {
+        resp.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// A request body that notes when it has been read to its end.
+struct Watched {
+    inner: Body,
+    ended: Arc<AtomicBool>,
+}
+
+impl hyper::body::Body for Watched {
+    type Data = hyper::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.ended.store(true, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// DNS-rebinding protection on every route.
