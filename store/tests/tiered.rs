@@ -1,7 +1,8 @@
 //! The tiered indexes at the store's own sizes: enough objects that the
 //! place and semantic indexes' young tables become runs several times and a
 //! merge completes, then every object is found where it was written, and
-//! listed in ref order once, across a reopen.
+//! listed in ref order once, across a reopen; and a store whose index passes
+//! all come from checkpoints keeps its young tables to their size.
 
 mod common;
 
@@ -23,6 +24,29 @@ fn runs(path: &std::path::Path) -> [Vec<(u8, u8)>; 2] {
     let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
     let listed = |dir| world_store::tiered::runs(&txn.open_table(dir).unwrap()).unwrap();
     [listed(PLACES.runs), listed(SEMANTIC.runs)].map(|runs| runs.iter().map(|r| (r.level, r.state)).collect())
+}
+
+#[test]
+fn index_passes_that_only_checkpoints_run_still_turn_the_young_tables_into_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world.db");
+    // Puts well under `REFERRERS_BEHIND_MAX` with a checkpoint after each:
+    // no batch makes an index pass of its own, every pass is a checkpoint's,
+    // and the indexes' steps must follow those passes too.
+    let per_put = world_store::referrers::REFERRERS_BEHIND_MAX / 4;
+    let total = YOUNG_ROWS_MAX + 2 * per_put;
+    {
+        let opts = StoreOptions { checkpoint_wal_bytes: Some(1), ..StoreOptions::default() };
+        let (store, _) = Store::open_with(&path, 1, opts).unwrap();
+        for first in (0..total).step_by(per_put as usize) {
+            let objects = (first..(first + per_put).min(total)).map(object).collect();
+            assert_eq!(store.call(Op::PutObjects(objects)).unwrap(), Reply::Done);
+        }
+        common::assert_verifies(&store);
+    }
+    for runs in runs(&path) {
+        assert_eq!(runs, vec![(0, RUN_COMPLETE)], "the young table became a run");
+    }
 }
 
 #[test]
