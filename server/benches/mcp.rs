@@ -15,7 +15,9 @@
 //! an error envelope (or anything but a successful SSE result) is counted
 //! apart, never as a call. A `ping` row through the same daemon (session,
 //! view and surface, no call) shows what the transport costs before any
-//! invocation.
+//! invocation. Each row also prints the CPU this process (the load
+//! generator) spent per call and how busy the machine's cores were: a row
+//! whose machine is busy is bound by CPU, the generator's share included.
 //!
 //! The floor: the store alone, in this process, at 1 and 8 committer threads
 //! writing exactly what the daemon writes per pure call (`store_floor`): the
@@ -145,6 +147,8 @@ struct Measured {
     /// Bytes written to storage during the row (durable rows): by the
     /// daemon, and by the store's device.
     disk: Option<Written>,
+    /// The machine's busy share and this process's CPU during the row.
+    load: Option<Load>,
 }
 
 /// Slices per era in the era comparison rows (legacy, modern, legacy, …).
@@ -156,7 +160,15 @@ impl Measured {
         let committed = slices.iter().map(|m| m.committed).reduce(add).flatten();
         let disk = slices.iter().map(|m| m.disk).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
         let cpu = slices.iter().map(|m| m.cpu).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
-        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk }
+        let load = slices.iter().map(|m| m.load).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
+        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk, load }
+    }
+
+    /// `measure`'s row with the machine's load while it ran.
+    fn loaded(measure: impl FnOnce() -> Measured) -> Measured {
+        let before = Load::now();
+        let measured = measure();
+        Measured { load: Some(Load::since(before)), ..measured }
     }
 }
 
@@ -188,7 +200,7 @@ fn main() {
         let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, era, n), |_, b| success(tool, era, b));
         let (cpu, disk) = (d.cpu_secs() - cpu, d.written(&setup.db).since(disk));
         let committed = log_len(&d.addr) - before;
-        Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk) }
+        Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk), load: None }
     };
     let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
         durable_in(d, label, tool, Era::Legacy, clients, secs)
@@ -204,6 +216,7 @@ fn main() {
         committed: None,
         cpu: None,
         disk: None,
+        load: None,
     };
 
     // MCP `ping` through the daemon: session, view and surface, no call, no store write.
@@ -221,7 +234,7 @@ fn main() {
             },
             |_, b| sse_result(b).filter(|r| r == &json!({})),
         );
-        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu), disk: None }
+        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu), disk: None, load: None }
     };
 
     // `GET /v1/health`: the HTTP stack and routing alone, the floor under any MCP request.
@@ -240,7 +253,7 @@ fn main() {
             },
             |_, b| serde_json::from_slice::<Value>(b).ok().filter(|v| v["status"] == "ok").map(|_| Value::Null),
         );
-        Measured { row, committed: None, cpu: None, disk: None }
+        Measured { row, committed: None, cpu: None, disk: None, load: None }
     };
 
     // `tools/list` in each era: the whole wire path (session, view, surface,
@@ -278,7 +291,7 @@ fn main() {
                 result["tools"].as_array().is_some_and(|t| !t.is_empty()).then_some(Value::Null)
             },
         );
-        Measured { row, committed: None, cpu: None, disk: None }
+        Measured { row, committed: None, cpu: None, disk: None, load: None }
     };
 
     // Warm up connections, caches and the page cache.
@@ -288,49 +301,60 @@ fn main() {
     ceiling(4, 0.5);
     let mut rows = vec![];
     for clients in [1, 8] {
-        rows.push(ceiling(clients, secs));
-        rows.push(health(&daemon, clients, secs));
-        rows.push(ping(&daemon, clients, secs));
+        rows.push(Measured::loaded(|| ceiling(clients, secs)));
+        rows.push(Measured::loaded(|| health(&daemon, clients, secs)));
+        rows.push(Measured::loaded(|| ping(&daemon, clients, secs)));
         // The eras alternate in slices, so drift on a shared machine falls on both alike.
         let slice = secs / ERA_SLICES as f64;
         let (mut lists, mut calls) = ([vec![], vec![]], [vec![], vec![]]);
         for _ in 0..ERA_SLICES {
             for (i, era) in [Era::Legacy, Era::Modern].into_iter().enumerate() {
-                lists[i].push(list(&daemon, era, clients, slice));
+                lists[i].push(Measured::loaded(|| list(&daemon, era, clients, slice)));
                 let label = match era {
                     Era::Legacy => "`tools_decho`, 8 host callbacks",
                     Era::Modern => "`tools_decho` 2026-07-28 (JSON), 8 host callbacks",
                 };
-                calls[i].push(durable_in(&daemon, label, "tools_decho", era, clients, slice));
+                calls[i].push(Measured::loaded(|| durable_in(&daemon, label, "tools_decho", era, clients, slice)));
             }
         }
         for measured in lists.into_iter().chain(calls) {
             rows.push(Measured::merged(measured));
         }
-        rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
-        rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None, disk: None });
+        rows.push(Measured::loaded(|| {
+            durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs)
+        }));
+        rows.push(Measured::loaded(|| Measured {
+            row: store_floor(&setup.root, clients, secs),
+            committed: None,
+            cpu: None,
+            disk: None,
+            load: None,
+        }));
     }
     drop(daemon);
     daemon = setup.start(&["--host-callbacks", "64"]);
     durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
-    rows.push(ceiling(64, secs));
-    rows.push(durable(&daemon, "`tools_decho`, `--host-callbacks 64`", "tools_decho", 64, secs));
-    rows.push(durable(&daemon, "`ailang-read`, `--host-callbacks 64`", "ailang-read", 64, secs));
+    rows.push(Measured::loaded(|| ceiling(64, secs)));
+    rows.push(Measured::loaded(|| durable(&daemon, "`tools_decho`, `--host-callbacks 64`", "tools_decho", 64, secs)));
+    rows.push(Measured::loaded(|| durable(&daemon, "`ailang-read`, `--host-callbacks 64`", "ailang-read", 64, secs)));
     let (fsync, fsync_p50, fsync_p99) = fsync_rate(&setup.root);
     drop(daemon);
 
     println!();
     println!(
-        "| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call | disk KiB/call (daemon / device) |"
+        "| target | clients | calls | errors | committed | calls/s | p50 ms | p99 ms | daemon CPU ms/call | bench CPU ms/call | machine busy | disk KiB/call (daemon / device) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in &rows {
         let r = &m.row;
         let committed = m.committed.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
         let cpu = m.cpu.map(|c| format!("{:.2}", 1e3 * c / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
         let disk = m.disk.map(|w| w.per(r.calls)).unwrap_or_else(|| "—".into());
+        let bench =
+            m.load.map(|l| format!("{:.2}", 1e3 * l.own_secs / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
+        let busy = m.load.map(|l| format!("{:.0}%", 100.0 * l.busy())).unwrap_or_else(|| "—".into());
         println!(
-            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} |",
             r.label,
             r.clients,
             r.calls,
@@ -340,6 +364,8 @@ fn main() {
             r.p50(),
             r.p99(),
             cpu,
+            bench,
+            busy,
             disk
         );
         if let Some(c) = m.committed {
@@ -355,6 +381,18 @@ fn main() {
         "at 8 clients: `tools_decho` {:.0}% and `ailang-read` {:.0}% of the echo ceiling ({ceiling8:.0} calls/s); goal ≥ 25%",
         100.0 * at(8, "`tools_decho`") / ceiling8,
         100.0 * at(8, "`ailang-read`") / ceiling8
+    );
+    let row8 = |label: &str| rows.iter().find(|m| m.row.clients == 8 && m.row.label.starts_with(label)).unwrap();
+    let (call8, ping8) = (row8("`tools_decho`, 8"), row8("`ping`"));
+    let per_call = |secs: Option<f64>| secs.map(|s| 1e3 * s / call8.row.calls.max(1) as f64).unwrap_or(f64::NAN);
+    println!(
+        "at 8 clients a durable `tools_decho` is {:.2} of `ping` ({:.0} of {:.0} calls/s; goal ≥ 0.5): per call the daemon spends {:.3} ms of CPU and this load generator {:.3} ms, the machine {:.0}% busy",
+        call8.row.rate() / ping8.row.rate(),
+        call8.row.rate(),
+        ping8.row.rate(),
+        per_call(call8.cpu),
+        per_call(call8.load.map(|l| l.own_secs)),
+        call8.load.map(|l| 100.0 * l.busy()).unwrap_or(f64::NAN)
     );
     for clients in [1, 8] {
         let (legacy, modern) = (at(clients, "`tools_decho`, 8"), at(clients, "`tools_decho` 2026"));

@@ -52,14 +52,63 @@ pub struct Daemon {
 impl Daemon {
     /// CPU seconds (user + system) the daemon has used so far, from `/proc`.
     pub fn cpu_secs(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
-        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        (ticks(11) + ticks(12)) / hz
+        process_cpu_secs(&self.child.id().to_string())
+    }
+}
+
+/// CPU seconds (user + system) process `pid` (or `self`) has used so far.
+fn process_cpu_secs(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// What the whole machine and this process (the load generator) spent over
+/// a stretch of a run: a row is CPU-bound when the machine is busy, and the
+/// generator's own share is CPU the daemon could not use.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Load {
+    /// Clock ticks of all cores (`/proc/stat`), and those idle or waiting for I/O.
+    pub ticks: u64,
+    pub idle: u64,
+    /// CPU seconds of this process.
+    pub own_secs: f64,
+}
+
+impl Load {
+    pub fn now() -> Load {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let cpu: Vec<u64> =
+            stat.lines().next().unwrap_or("").split_whitespace().skip(1).filter_map(|f| f.parse().ok()).collect();
+        let idle = cpu.get(3).copied().unwrap_or(0) + cpu.get(4).copied().unwrap_or(0);
+        Load { ticks: cpu.iter().sum(), idle, own_secs: process_cpu_secs("self") }
+    }
+
+    /// What was spent between `before` and now.
+    pub fn since(before: Load) -> Load {
+        let now = Load::now();
+        Load {
+            ticks: now.ticks.saturating_sub(before.ticks),
+            idle: now.idle.saturating_sub(before.idle),
+            own_secs: now.own_secs - before.own_secs,
+        }
+    }
+
+    /// The share of the machine's cores that were busy, 0 to 1.
+    pub fn busy(&self) -> f64 {
+        1.0 - self.idle as f64 / self.ticks.max(1) as f64
+    }
+}
+
+impl std::ops::Add for Load {
+    type Output = Load;
+    fn add(self, other: Load) -> Load {
+        Load { ticks: self.ticks + other.ticks, idle: self.idle + other.idle, own_secs: self.own_secs + other.own_secs }
     }
 }
 
