@@ -314,6 +314,12 @@ impl Raw {
         }
     }
 
+    /// Everything left on the connection, up to the daemon's close.
+    pub fn read_to_close(&mut self) -> Vec<u8> {
+        while self.fill() {}
+        std::mem::take(&mut self.buf)
+    }
+
     /// Reads one response head: status and headers.
     pub fn read_head(&mut self) -> (u16, Vec<(String, String)>) {
         let end = loop {

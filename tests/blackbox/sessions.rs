@@ -315,23 +315,28 @@ fn bearer_parsing_maps_absent_malformed_and_unknown_each_to_its_class() {
 
 #[test]
 fn a_refusal_sent_before_the_body_arrived_closes_the_connection_and_one_after_it_keeps_it() {
-    use std::io::Read as _;
     let store = TempStore::new();
     let token = fixture::random_token();
     let t = now();
     with_store(&store.db, |s| fixture::put_session(s, &token, t, t + 3600));
     let d = Daemon::start(&store.db);
-    // The session is refused before the body is read, and this body never comes:
-    // the reply must say the connection ends, or a client would send its next
-    // request on a connection the daemon is closing.
-    let mut conn = Raw::connect(&d.addr);
-    conn.send(&raw_head("POST", &d.addr, "/v1/commit", b"Authorization: Bearer x\r\nContent-Length: 100\r\n"));
-    let r = conn.read_reply();
-    assert_error(&r, 400, "InvalidSession", None);
-    assert_eq!(r.header("connection"), Some("close"), "{:?}", r.headers);
-    let mut rest = Vec::new();
-    conn.stream.read_to_end(&mut rest).expect("the daemon closes the connection");
-    assert!(rest.is_empty(), "nothing after the refusal: {:?}", String::from_utf8_lossy(&rest));
+    // The session is refused before the body is read, and the rest of this body
+    // never comes (by length, or a chunk cut short): the reply must say the
+    // connection ends, or a client would send its next request on a connection
+    // the daemon is closing.
+    let unfinished: [&[u8]; 2] = [b"Content-Length: 100\r\n\r\n", b"Transfer-Encoding: chunked\r\n\r\n5\r\nab"];
+    for framing in unfinished {
+        let mut conn = Raw::connect(&d.addr);
+        let mut request =
+            format!("POST /v1/commit HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer x\r\n", d.addr).into_bytes();
+        request.extend_from_slice(framing);
+        conn.send(&request);
+        let r = conn.read_reply();
+        assert_error(&r, 400, "InvalidSession", None);
+        assert_eq!(r.header("connection"), Some("close"), "{:?}", r.headers);
+        let rest = conn.read_to_close();
+        assert!(rest.is_empty(), "nothing after the refusal: {:?}", String::from_utf8_lossy(&rest));
+    }
     // A refusal after the body was read leaves the connection open for the next request.
     let mut conn = Raw::connect(&d.addr);
     let body = b"{not json";
