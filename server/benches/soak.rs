@@ -1,7 +1,9 @@
 //! Soak: minutes of durable MCP `tools/call` at 8 clients, pure (`tools_decho`)
 //! and effectful (`ailang-read`, one effect each) over four episodes, printing
 //! at every interval what the daemon holds in memory, what the store grows
-//! by per call and how long its checkpoints held the writer; at the end,
+//! by per call, how long its checkpoints held the writer, and the CPU per
+//! call of the daemon and of this process (the clients) with the machine's
+//! busy share; at the end,
 //! `verify`'s account of the logical bytes against the file. Figures, never
 //! assertions: `cargo bench -p world-server --bench soak`.
 //!
@@ -46,18 +48,21 @@ fn main() {
     );
 
     println!(
-        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | files MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) | checkpoints (ms per s) |"
+        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | files MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) | checkpoints (ms per s) | CPU us/call (daemon / clients) | busy |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
+        let (load, cpu) = (Load::now(), daemon.cpu_secs());
         let s = soak(&daemon, &setup.db, &tokens, clients, interval, pure);
+        let (load, cpu) = (Load::since(load), daemon.cpu_secs() - cpu);
+        let us_per_call = |secs: f64| 1e6 * secs / s.row.calls.max(1) as f64;
         peak_rss = peak_rss.max(s.peak_rss);
         calls += s.row.calls;
         elapsed += interval;
         println!(
-            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.0} ({:.0}) |",
+            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.0} ({:.0}) | {:.0} / {:.0} | {:.0}% |",
             s.row.rate(),
             s.row.errors,
             s.row.p50(),
@@ -68,7 +73,10 @@ fn main() {
             s.disk_per_call(),
             s.written.per(s.row.calls),
             s.checkpoints.count,
-            s.checkpoints.ms_per_s(s.row.secs)
+            s.checkpoints.ms_per_s(s.row.secs),
+            us_per_call(cpu),
+            us_per_call(load.own_secs),
+            100.0 * load.busy()
         );
     }
 
