@@ -147,8 +147,6 @@ struct Measured {
     /// Bytes written to storage during the row (durable rows): by the
     /// daemon, and by the store's device.
     disk: Option<Written>,
-    /// The machine's busy share and this process's CPU during the row.
-    load: Option<Load>,
 }
 
 /// Slices per era in the era comparison rows (legacy, modern, legacy, …).
@@ -160,15 +158,7 @@ impl Measured {
         let committed = slices.iter().map(|m| m.committed).reduce(add).flatten();
         let disk = slices.iter().map(|m| m.disk).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
         let cpu = slices.iter().map(|m| m.cpu).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
-        let load = slices.iter().map(|m| m.load).reduce(|a, b| a.zip(b).map(|(a, b)| a + b)).flatten();
-        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk, load }
-    }
-
-    /// `measure`'s row with the machine's load while it ran.
-    fn loaded(measure: impl FnOnce() -> Measured) -> Measured {
-        let before = Load::now();
-        let measured = measure();
-        Measured { load: Some(Load::since(before)), ..measured }
+        Measured { row: Row::merged(slices.into_iter().map(|m| m.row).collect()), committed, cpu, disk }
     }
 }
 
@@ -200,7 +190,7 @@ fn main() {
         let row = run_load(label, clients, secs, |_, n| request(&d.addr, tool, era, n), |_, b| success(tool, era, b));
         let (cpu, disk) = (d.cpu_secs() - cpu, d.written(&setup.db).since(disk));
         let committed = log_len(&d.addr) - before;
-        Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk), load: None }
+        Measured { row, committed: Some(committed), cpu: Some(cpu), disk: Some(disk) }
     };
     let durable = |d: &Daemon, label: &str, tool: &str, clients: usize, secs: f64| {
         durable_in(d, label, tool, Era::Legacy, clients, secs)
@@ -216,7 +206,6 @@ fn main() {
         committed: None,
         cpu: None,
         disk: None,
-        load: None,
     };
 
     // MCP `ping` through the daemon: session, view and surface, no call, no store write.
@@ -234,7 +223,7 @@ fn main() {
             },
             |_, b| sse_result(b).filter(|r| r == &json!({})),
         );
-        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu), disk: None, load: None }
+        Measured { row, committed: None, cpu: Some(d.cpu_secs() - cpu), disk: None }
     };
 
     // `GET /v1/health`: the HTTP stack and routing alone, the floor under any MCP request.
@@ -253,7 +242,7 @@ fn main() {
             },
             |_, b| serde_json::from_slice::<Value>(b).ok().filter(|v| v["status"] == "ok").map(|_| Value::Null),
         );
-        Measured { row, committed: None, cpu: None, disk: None, load: None }
+        Measured { row, committed: None, cpu: None, disk: None }
     };
 
     // `tools/list` in each era: the whole wire path (session, view, surface,
@@ -291,7 +280,7 @@ fn main() {
                 result["tools"].as_array().is_some_and(|t| !t.is_empty()).then_some(Value::Null)
             },
         );
-        Measured { row, committed: None, cpu: None, disk: None, load: None }
+        Measured { row, committed: None, cpu: None, disk: None }
     };
 
     // Warm up connections, caches and the page cache.
@@ -301,42 +290,34 @@ fn main() {
     ceiling(4, 0.5);
     let mut rows = vec![];
     for clients in [1, 8] {
-        rows.push(Measured::loaded(|| ceiling(clients, secs)));
-        rows.push(Measured::loaded(|| health(&daemon, clients, secs)));
-        rows.push(Measured::loaded(|| ping(&daemon, clients, secs)));
+        rows.push(ceiling(clients, secs));
+        rows.push(health(&daemon, clients, secs));
+        rows.push(ping(&daemon, clients, secs));
         // The eras alternate in slices, so drift on a shared machine falls on both alike.
         let slice = secs / ERA_SLICES as f64;
         let (mut lists, mut calls) = ([vec![], vec![]], [vec![], vec![]]);
         for _ in 0..ERA_SLICES {
             for (i, era) in [Era::Legacy, Era::Modern].into_iter().enumerate() {
-                lists[i].push(Measured::loaded(|| list(&daemon, era, clients, slice)));
+                lists[i].push(list(&daemon, era, clients, slice));
                 let label = match era {
                     Era::Legacy => "`tools_decho`, 8 host callbacks",
                     Era::Modern => "`tools_decho` 2026-07-28 (JSON), 8 host callbacks",
                 };
-                calls[i].push(Measured::loaded(|| durable_in(&daemon, label, "tools_decho", era, clients, slice)));
+                calls[i].push(durable_in(&daemon, label, "tools_decho", era, clients, slice));
             }
         }
         for measured in lists.into_iter().chain(calls) {
             rows.push(Measured::merged(measured));
         }
-        rows.push(Measured::loaded(|| {
-            durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs)
-        }));
-        rows.push(Measured::loaded(|| Measured {
-            row: store_floor(&setup.root, clients, secs),
-            committed: None,
-            cpu: None,
-            disk: None,
-            load: None,
-        }));
+        rows.push(durable(&daemon, "`ailang-read`, 8 host callbacks", "ailang-read", clients, secs));
+        rows.push(Measured { row: store_floor(&setup.root, clients, secs), committed: None, cpu: None, disk: None });
     }
     drop(daemon);
     daemon = setup.start(&["--host-callbacks", "64"]);
     durable(&daemon, "warm-up", "tools_decho", 4, 0.5);
-    rows.push(Measured::loaded(|| ceiling(64, secs)));
-    rows.push(Measured::loaded(|| durable(&daemon, "`tools_decho`, `--host-callbacks 64`", "tools_decho", 64, secs)));
-    rows.push(Measured::loaded(|| durable(&daemon, "`ailang-read`, `--host-callbacks 64`", "ailang-read", 64, secs)));
+    rows.push(ceiling(64, secs));
+    rows.push(durable(&daemon, "`tools_decho`, `--host-callbacks 64`", "tools_decho", 64, secs));
+    rows.push(durable(&daemon, "`ailang-read`, `--host-callbacks 64`", "ailang-read", 64, secs));
     let (fsync, fsync_p50, fsync_p99) = fsync_rate(&setup.root);
     drop(daemon);
 
@@ -350,9 +331,8 @@ fn main() {
         let committed = m.committed.map(|c| c.to_string()).unwrap_or_else(|| "—".into());
         let cpu = m.cpu.map(|c| format!("{:.2}", 1e3 * c / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
         let disk = m.disk.map(|w| w.per(r.calls)).unwrap_or_else(|| "—".into());
-        let bench =
-            m.load.map(|l| format!("{:.2}", 1e3 * l.own_secs / r.calls.max(1) as f64)).unwrap_or_else(|| "—".into());
-        let busy = m.load.map(|l| format!("{:.0}%", 100.0 * l.busy())).unwrap_or_else(|| "—".into());
+        let bench = format!("{:.2}", 1e3 * r.load.own_secs / r.calls.max(1) as f64);
+        let busy = format!("{:.0}%", 100.0 * r.load.busy());
         println!(
             "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} | {} | {} |",
             r.label,
@@ -372,9 +352,10 @@ fn main() {
             assert_eq!(c, r.calls as u64, "{}: every counted call committed exactly one entry", r.label);
         }
     }
-    let at = |clients: usize, label: &str| {
-        rows.iter().find(|m| m.row.clients == clients && m.row.label.starts_with(label)).map(|m| m.row.rate()).unwrap()
+    let find = |clients: usize, label: &str| {
+        rows.iter().find(|m| m.row.clients == clients && m.row.label.starts_with(label)).unwrap()
     };
+    let at = |clients: usize, label: &str| find(clients, label).row.rate();
     let ceiling8 = at(8, "echo ceiling");
     println!();
     println!(
@@ -382,17 +363,16 @@ fn main() {
         100.0 * at(8, "`tools_decho`") / ceiling8,
         100.0 * at(8, "`ailang-read`") / ceiling8
     );
-    let row8 = |label: &str| rows.iter().find(|m| m.row.clients == 8 && m.row.label.starts_with(label)).unwrap();
-    let (call8, ping8) = (row8("`tools_decho`, 8"), row8("`ping`"));
-    let per_call = |secs: Option<f64>| secs.map(|s| 1e3 * s / call8.row.calls.max(1) as f64).unwrap_or(f64::NAN);
+    let (call8, ping8) = (find(8, "`tools_decho`, 8"), find(8, "`ping`"));
+    let per_call = |secs: f64| 1e3 * secs / call8.row.calls.max(1) as f64;
     println!(
         "at 8 clients a durable `tools_decho` is {:.2} of `ping` ({:.0} of {:.0} calls/s; goal ≥ 0.5): per call the daemon spends {:.3} ms of CPU and this load generator {:.3} ms, the machine {:.0}% busy",
         call8.row.rate() / ping8.row.rate(),
         call8.row.rate(),
         ping8.row.rate(),
-        per_call(call8.cpu),
-        per_call(call8.load.map(|l| l.own_secs)),
-        call8.load.map(|l| 100.0 * l.busy()).unwrap_or(f64::NAN)
+        per_call(call8.cpu.unwrap_or(f64::NAN)),
+        per_call(call8.row.load.own_secs),
+        100.0 * call8.row.load.busy()
     );
     for clients in [1, 8] {
         let (legacy, modern) = (at(clients, "`tools_decho`, 8"), at(clients, "`tools_decho` 2026"));
@@ -403,19 +383,13 @@ fn main() {
             list_modern / list_legacy
         );
     }
-    let p50 = |clients: usize, label: &str| {
-        rows.iter().find(|m| m.row.clients == clients && m.row.label.starts_with(label)).map(|m| m.row.p50()).unwrap()
-    };
+    let p50 = |clients: usize, label: &str| find(clients, label).row.p50();
     let (call1, health1) = (p50(1, "`tools_decho`, 8"), p50(1, "`GET /v1/health`"));
     println!(
         "at 1 client a durable `tools_decho` p50 is {call1:.2} ms = {:.1}x (`GET /v1/health` p50 {health1:.2} ms + one raw append+fdatasync p50 {fsync_p50:.2} ms)",
         call1 / (health1 + fsync_p50)
     );
-    let disk8 = rows
-        .iter()
-        .find(|m| m.row.clients == 8 && m.row.label.starts_with("`tools_decho`, 8"))
-        .and_then(|m| m.disk.map(|w| w.per(m.row.calls)))
-        .unwrap_or_default();
+    let disk8 = call8.disk.map(|w| w.per(call8.row.calls)).unwrap_or_default();
     println!(
         "at 8 clients a durable `tools_decho` writes {disk8} KiB per call (the daemon's /proc write_bytes / the store device's sectors written)"
     );

@@ -54,9 +54,7 @@ fn main() {
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
-        let (load, cpu) = (Load::now(), daemon.cpu_secs());
         let s = soak(&daemon, &setup.db, &tokens, clients, interval, pure);
-        let (load, cpu) = (Load::since(load), daemon.cpu_secs() - cpu);
         let us_per_call = |secs: f64| 1e6 * secs / s.row.calls.max(1) as f64;
         peak_rss = peak_rss.max(s.peak_rss);
         calls += s.row.calls;
@@ -74,9 +72,9 @@ fn main() {
             s.written.per(s.row.calls),
             s.checkpoints.count,
             s.checkpoints.ms_per_s(s.row.secs),
-            us_per_call(cpu),
-            us_per_call(load.own_secs),
-            100.0 * load.busy()
+            us_per_call(s.cpu_secs),
+            us_per_call(s.row.load.own_secs),
+            100.0 * s.row.load.busy()
         );
     }
 

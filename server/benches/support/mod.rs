@@ -337,6 +337,8 @@ pub struct Row {
     pub latencies: Vec<Duration>,
     /// What the successful calls returned, when the caller keeps it.
     pub kept: Vec<(String, serde_json::Value)>,
+    /// The machine's busy share and this process's CPU while the row ran.
+    pub load: Load,
 }
 
 impl Row {
@@ -363,6 +365,7 @@ impl Row {
             row.secs += s.secs;
             row.latencies.extend(s.latencies);
             row.kept.extend(s.kept);
+            row.load = row.load + s.load;
         }
         row.latencies.sort();
         row
@@ -407,7 +410,7 @@ where
     M: Fn(usize, u64) -> Request + Sync,
     C: Fn(&str, &[u8]) -> Option<serde_json::Value> + Sync,
 {
-    let start = Instant::now();
+    let (start, load) = (Instant::now(), Load::now());
     let deadline = start + Duration::from_secs_f64(secs);
     let errors = std::sync::atomic::AtomicU64::new(0);
     let per_client: Vec<ClientResult> = std::thread::scope(|s| {
@@ -459,6 +462,7 @@ where
         secs,
         latencies,
         kept,
+        load: Load::since(load),
     }
 }
 
@@ -675,7 +679,7 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
         let task = TaskKey { surface: Surface::Mcp, episode: "floor".into(), task_id: format!("c{client}-{n}") };
         world_store::sample::pure_call(task, &format!("{{\"n\":{n}}}"), "coordinator:mcp")
     };
-    let start = Instant::now();
+    let (start, load) = (Instant::now(), Load::now());
     let deadline = start + Duration::from_secs_f64(secs);
     let per_client: Vec<Vec<Duration>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients)
@@ -700,6 +704,7 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let secs = start.elapsed().as_secs_f64();
+    let load = Load::since(load);
     let mut latencies: Vec<Duration> = per_client.into_iter().flatten().collect();
     latencies.sort();
     drop(store);
@@ -712,5 +717,6 @@ pub fn store_floor(dir: &Path, clients: usize, secs: f64) -> Row {
         secs,
         latencies,
         kept: vec![],
+        load,
     }
 }
