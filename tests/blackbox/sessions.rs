@@ -324,12 +324,14 @@ fn a_refusal_sent_before_the_body_arrived_closes_the_connection_and_one_after_it
     // never comes (by length, or a chunk cut short): the reply must say the
     // connection ends, or a client would send its next request on a connection
     // the daemon is closing.
-    let unfinished: [&[u8]; 2] = [b"Content-Length: 100\r\n\r\n", b"Transfer-Encoding: chunked\r\n\r\n5\r\nab"];
-    for framing in unfinished {
+    let unfinished: [(&[u8], &[u8]); 2] = [
+        (b"Authorization: Bearer x\r\nContent-Length: 100\r\n", b""),
+        (b"Authorization: Bearer x\r\nTransfer-Encoding: chunked\r\n", b"5\r\nab"),
+    ];
+    for (head, body) in unfinished {
         let mut conn = Raw::connect(&d.addr);
-        let mut request =
-            format!("POST /v1/commit HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer x\r\n", d.addr).into_bytes();
-        request.extend_from_slice(framing);
+        let mut request = raw_head("POST", &d.addr, "/v1/commit", head);
+        request.extend_from_slice(body);
         conn.send(&request);
         let r = conn.read_reply();
         assert_error(&r, 400, "InvalidSession", None);

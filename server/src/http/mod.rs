@@ -44,8 +44,8 @@ pub fn router(state: State) -> Router {
         .with_state(state)
 }
 
-/// A reply sent before its request's body was read to the end (a refusal of the
-/// session, the host, the size) says `Connection: close`. The server closes such
+/// A reply sent before its request's body was read to the end (a refused host
+/// or session, a body too large to drain) says `Connection: close`. The server closes such
 /// a connection rather than wait for the rest of the body, and a client that was
 /// not told would send its next request on it and see it fail.
 async fn close_unless_body_read(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
