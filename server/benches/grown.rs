@@ -501,8 +501,8 @@ fn measure(setup: &Setup, args: &[&str], fresh: bool, secs: f64, interval: f64) 
             s.row.p99(),
             s.written.per(s.row.calls),
             1e3 * s.cpu_secs / s.row.calls.max(1) as f64,
-            s.checkpoints.count,
-            s.checkpoints.ms_per_s(s.row.secs)
+            s.writer.checkpoints,
+            s.writer.checkpoint_ms_per_s(s.row.secs)
         );
         stretches.push(s);
     }

@@ -1,7 +1,8 @@
 //! Soak: minutes of durable MCP `tools/call` at 8 clients, pure (`tools_decho`)
 //! and effectful (`ailang-read`, one effect each) over four episodes, printing
 //! at every interval what the daemon holds in memory, what the store grows
-//! by per call, how long its checkpoints held the writer, and the CPU per
+//! by per call, how long its checkpoints held the writer, how occupied the
+//! single writer was (and how much of that waiting for syncs), the CPU per
 //! call of the daemon and of this process (the clients) with the machine's
 //! busy share; at the end,
 //! `verify`'s account of the logical bytes against the file. Figures, never
@@ -48,9 +49,9 @@ fn main() {
     );
 
     println!(
-        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | files MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) | checkpoints (ms per s) | CPU us/call (daemon / clients) | busy |"
+        "| s | calls | calls/s | errors | p50 ms | p99 ms | RSS MiB | files MiB | on disk MiB | on-disk growth B/call | written KiB/call (daemon / device) | checkpoints (ms per s) | writer occupied (waiting for sync) | CPU us/call (daemon / clients) | busy |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let (start_disk, start_rss) = (on_disk(), daemon.resident_bytes());
     let (mut calls, mut peak_rss, mut elapsed) = (0usize, start_rss, 0.0);
     while elapsed < total {
@@ -59,8 +60,9 @@ fn main() {
         peak_rss = peak_rss.max(s.peak_rss);
         calls += s.row.calls;
         elapsed += interval;
+        let (occupied, waiting) = s.writer.occupied_percent(s.row.secs);
         println!(
-            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.0} ({:.0}) | {:.0} / {:.0} | {:.0}% |",
+            "| {elapsed:.0} | {calls} | {:.0} | {} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {:.0} ({:.0}) | {occupied:.0}% ({waiting:.0}%) | {:.0} / {:.0} | {:.0}% |",
             s.row.rate(),
             s.row.errors,
             s.row.p50(),
@@ -70,8 +72,8 @@ fn main() {
             mib(on_disk()),
             s.disk_per_call(),
             s.written.per(s.row.calls),
-            s.checkpoints.count,
-            s.checkpoints.ms_per_s(s.row.secs),
+            s.writer.checkpoints,
+            s.writer.checkpoint_ms_per_s(s.row.secs),
             us_per_call(s.cpu_secs),
             us_per_call(s.row.load.own_secs),
             100.0 * s.row.load.busy()

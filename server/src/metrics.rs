@@ -20,6 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use world_store::WriterHistograms;
 use world_store::histogram::Snapshot;
@@ -79,6 +80,12 @@ struct IndexLabels {
     index: String,
 }
 
+/// `working` or `waiting_for_sync`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WriterStateLabels {
+    state: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct IndexPartLabels {
     index: String,
@@ -117,10 +124,12 @@ pub struct Metrics {
     store_batches: Counter,
     store_requests: Counter,
     store_checkpoints: Counter,
+    /// The writer's working and durability-waiting seconds.
+    writer_seconds: Family<WriterStateLabels, Counter<f64, AtomicU64>>,
     index_rows: Family<IndexPartLabels, Gauge>,
     index_runs: Family<IndexLabels, Gauge>,
     /// The store's own running totals as last seen, so that the counters move by their growth.
-    store_seen: Mutex<(u64, u64, u64)>,
+    store_seen: Mutex<StoreSeen>,
     callbacks_in_use: Gauge,
     runs: Family<RunLabels, Counter>,
     run_seconds: Family<KindLabels, Histogram>,
@@ -181,6 +190,15 @@ impl Metrics {
         registry.register("store_batches", "Write batches (group commits) since start", store_batches.clone());
         registry.register("store_requests", "Write requests the batches carried since start", store_requests.clone());
         registry.register("store_checkpoints", "Checkpoints since start", store_checkpoints.clone());
+        let writer_seconds = Family::<WriterStateLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "store_writer_seconds",
+            "Seconds the store's single writer thread was occupied, by state: working (write batches, checkpoints, \
+             index passes; PostgreSQL: lease renewals) or waiting_for_sync (a batch applied, its durability point \
+             not reached: the log's fdatasync, PostgreSQL's COMMIT). Their rates summing near 1 mean the writer \
+             bounds the write rate",
+            writer_seconds.clone(),
+        );
         let index_rows = Family::<IndexPartLabels, Gauge>::default();
         registry.register(
             "store_index_rows",
@@ -222,6 +240,7 @@ impl Metrics {
             store_batches,
             store_requests,
             store_checkpoints,
+            writer_seconds,
             index_rows,
             index_runs,
             store_seen: Mutex::default(),
@@ -323,12 +342,18 @@ impl Metrics {
             }
             self.index_runs.get_or_create(&IndexLabels { index: index.index.into() }).set(gauge(index.runs));
         }
-        let mut seen = self.store_seen.lock().unwrap_or_else(|p| p.into_inner());
-        let (b, r, c) = (now.store.batches, now.store.requests, now.store.checkpoints);
-        self.store_batches.inc_by(b.saturating_sub(seen.0));
-        self.store_requests.inc_by(r.saturating_sub(seen.1));
-        self.store_checkpoints.inc_by(c.saturating_sub(seen.2));
-        *seen = (seen.0.max(b), seen.1.max(r), seen.2.max(c));
+        let mut guard = self.store_seen.lock().unwrap_or_else(|p| p.into_inner());
+        let (seen, s) = (&mut *guard, &now.store);
+        self.store_batches.inc_by(grown(&mut seen.batches, s.batches));
+        self.store_requests.inc_by(grown(&mut seen.requests, s.requests));
+        self.store_checkpoints.inc_by(grown(&mut seen.checkpoints, s.checkpoints));
+        for (state, seen, total_ns) in [
+            ("working", &mut seen.work_ns, s.writer_work_ns),
+            ("waiting_for_sync", &mut seen.sync_wait_ns, s.writer_sync_wait_ns),
+        ] {
+            let counter = self.writer_seconds.get_or_create(&WriterStateLabels { state: state.into() });
+            counter.inc_by(grown(seen, total_ns) as f64 / 1e9);
+        }
         // Two scrapes at once may store their readings in either order: keep
         // the later one (every count only grows), so that none goes back.
         let total = |h: &WriterHistograms| {
@@ -375,6 +400,25 @@ pub fn classic(openmetrics: &str) -> String {
         }
     }
     out
+}
+
+/// The store's running totals as a scrape last saw them (the writer's
+/// times in nanoseconds).
+#[derive(Default)]
+struct StoreSeen {
+    batches: u64,
+    requests: u64,
+    checkpoints: u64,
+    work_ns: u64,
+    sync_wait_ns: u64,
+}
+
+/// How far a running total grew past what was `seen`, which then holds the
+/// larger of the two (a reading older than one seen moves nothing).
+fn grown(seen: &mut u64, now: u64) -> u64 {
+    let by = now.saturating_sub(*seen);
+    *seen = (*seen).max(now);
+    by
 }
 
 /// A call in flight: counted down when dropped, however the call ends.
@@ -482,15 +526,41 @@ mod tests {
     }
 
     fn scrape(writer: WriterHistograms) -> Scrape {
+        scrape_with(writer, (0, 0))
+    }
+
+    /// A scrape whose store writer has worked and waited for durability
+    /// `(work_ns, sync_wait_ns)` in all.
+    fn scrape_with(writer: WriterHistograms, (work_ns, sync_wait_ns): (u64, u64)) -> Scrape {
         let store = world_store::StoreStatus {
             engine: "embedded",
             footprint: None,
             checkpoints: 0,
             batches: 0,
             requests: 0,
+            writer_work_ns: work_ns,
+            writer_sync_wait_ns: sync_wait_ns,
             indexes: vec![],
         };
         Scrape { degraded: false, store, writer, callbacks_in_use: 0 }
+    }
+
+    #[test]
+    fn the_writer_s_working_and_waiting_seconds_grow_with_its_totals_and_never_go_back() {
+        let m = Metrics::new("0.1.0", "embedded");
+        let h = world_store::WriterStats::default().histograms();
+        let seconds = |m: &Metrics, state: &str| -> f64 {
+            let series = format!("worldd_store_writer_seconds_total{{state=\"{state}\"}}");
+            m.encode().lines().find_map(|l| l.strip_prefix(series.as_str())?.strip_prefix(' ')?.parse().ok()).unwrap()
+        };
+        m.observe(&scrape_with(h.clone(), (1_500_000_000, 250_000_000)));
+        assert_eq!((seconds(&m, "working"), seconds(&m, "waiting_for_sync")), (1.5, 0.25));
+        // A reading older than one already seen (two scrapes at once) moves nothing.
+        m.observe(&scrape_with(h.clone(), (1_000_000_000, 100_000_000)));
+        assert_eq!((seconds(&m, "working"), seconds(&m, "waiting_for_sync")), (1.5, 0.25));
+        m.observe(&scrape_with(h, (2_000_000_000, 750_000_000)));
+        assert_eq!((seconds(&m, "working"), seconds(&m, "waiting_for_sync")), (2.0, 0.75));
+        assert!(m.encode().contains("# TYPE worldd_store_writer_seconds counter"), "{}", m.encode());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::ops::{Op, Reply};
 use crate::view::{Reads, Snapshot};
 use serde::Serialize;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Called exactly once with the request's result, on the writer thread, after
 /// its batch is durable (or failed). Keep it short: send on a channel.
@@ -35,11 +35,21 @@ pub type OnFatal = Box<dyn Fn(&str) + Send + Sync>;
 pub struct WriterStats {
     pub batches: AtomicU64,
     pub requests: AtomicU64,
-    /// Nanoseconds spent applying requests (checks and inserts) and encoding frames.
+    /// Nanoseconds the writer thread spent working: on batches (answers
+    /// included) and its own upkeep (checkpoints and index passes; on
+    /// PostgreSQL lease renewals and sweeps), neither waiting for requests
+    /// nor for a batch's durability (`sync_wait_ns`). The two together,
+    /// over a stretch of time, are how occupied the single writer was: near
+    /// all of it, and the writer bounds the store's write rate.
+    pub work_ns: AtomicU64,
+    /// Nanoseconds the writer waited for a batch's durability point once it
+    /// had applied the batch: the log's write and sync still going on the
+    /// log thread (PostgreSQL: the COMMIT round trip).
+    pub sync_wait_ns: AtomicU64,
+    /// Nanoseconds the embedded writer spent applying requests (checks and
+    /// inserts) and encoding frames.
     pub apply_ns: AtomicU64,
-    /// Nanoseconds spent writing and syncing the log.
-    pub wal_ns: AtomicU64,
-    /// Nanoseconds spent in redb's (non-durable) commit.
+    /// Nanoseconds spent in the embedded engine's (non-durable) commit.
     pub commit_ns: AtomicU64,
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
@@ -68,8 +78,9 @@ impl Default for WriterStats {
         WriterStats {
             batches: AtomicU64::default(),
             requests: AtomicU64::default(),
+            work_ns: AtomicU64::default(),
+            sync_wait_ns: AtomicU64::default(),
             apply_ns: AtomicU64::default(),
-            wal_ns: AtomicU64::default(),
             commit_ns: AtomicU64::default(),
             checkpoints: AtomicU64::default(),
             commit_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
@@ -81,6 +92,15 @@ impl Default for WriterStats {
 }
 
 impl WriterStats {
+    /// The writer thread was busy from `started` until now, and
+    /// `sync_wait_ns` read `waited` then: the part of it not spent waiting
+    /// for durability was work.
+    pub(crate) fn worked_since(&self, started: std::time::Instant, waited: u64) {
+        let busy = started.elapsed().as_nanos() as u64;
+        let waiting = self.sync_wait_ns.load(Ordering::Relaxed).saturating_sub(waited);
+        self.work_ns.fetch_add(busy.saturating_sub(waiting), Ordering::Relaxed);
+    }
+
     /// The histograms as they are now.
     pub fn histograms(&self) -> WriterHistograms {
         WriterHistograms {
@@ -189,6 +209,10 @@ pub struct StoreStatus {
     /// Write batches and the requests they carried since the store opened.
     pub batches: u64,
     pub requests: u64,
+    /// Nanoseconds the writer worked since the store opened, and those it
+    /// waited for batches' durability point (`WriterStats`).
+    pub writer_work_ns: u64,
+    pub writer_sync_wait_ns: u64,
     /// The embedded engine's tiered indexes: their young tables, runs and
     /// merge in progress (empty for PostgreSQL, or when a snapshot could not
     /// be read).

@@ -117,7 +117,7 @@ impl Store {
     pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration, std::time::Duration) {
         let s = &self.shared.stats;
         let d = |a: &std::sync::atomic::AtomicU64| std::time::Duration::from_nanos(a.load(Ordering::Relaxed));
-        (d(&s.apply_ns), d(&s.wal_ns), d(&s.commit_ns))
+        (d(&s.apply_ns), d(&s.sync_wait_ns), d(&s.commit_ns))
     }
 }
 
@@ -146,6 +146,8 @@ impl WorldStore for Store {
             checkpoints: self.checkpoints(),
             batches,
             requests,
+            writer_work_ns: self.shared.stats.work_ns.load(Ordering::Relaxed),
+            writer_sync_wait_ns: self.shared.stats.sync_wait_ns.load(Ordering::Relaxed),
             indexes: self.index_status(),
         }
     }

@@ -300,7 +300,7 @@ impl Engine {
             return Err((log_fault(e), undecided.unwrap_or_else(|| handoff.take_back())));
         }
         stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
-        stats.wal_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
+        stats.sync_wait_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
         match (applied, undecided) {
             (Ok((txn, appended)), None) => {
                 self.next_seq = last + 1;

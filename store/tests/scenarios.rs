@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use std::time::{Duration, Instant};
 use world_store::*;
 
 on_both_engines! {
@@ -364,6 +365,35 @@ on_both_engines! {
         // A batch's commit holds its sync.
         let sync = h.log_sync_ns.sum - seen.log_sync_ns.sum;
         assert!(sync > 0 && h.commit_ns.sum - seen.commit_ns.sum >= sync, "{h:?}");
+    }
+}
+
+on_both_engines! {
+    fn the_writer_counts_its_work_and_its_waits_for_durability_and_not_its_idle_time(store) {
+        let before = store.status();
+        // Idle: no request for the writer to wait on is counted.
+        std::thread::sleep(Duration::from_millis(300));
+        let started = Instant::now();
+        store.call(Op::CommitWorld(genesis())).unwrap();
+        let f = publish_echo(store);
+        for i in 0..4 {
+            let key = task(&format!("t{i}"));
+            let commit = Op::Sequence(vec![
+                Op::begin_task(key.clone(), Ref::of(b"d"), 1),
+                Op::CommitInvocation(invocation(&key, f, format!("{i}").as_bytes())),
+            ]);
+            store.call(commit).unwrap();
+        }
+        // The last batch's iteration ends after its answer.
+        std::thread::sleep(Duration::from_millis(100));
+        let (after, stretch) = (store.status(), started.elapsed());
+        let work = after.writer_work_ns - before.writer_work_ns;
+        let waited = after.writer_sync_wait_ns - before.writer_sync_wait_ns;
+        assert!(work > 0 && waited > 0, "{before:?} {after:?}");
+        // One thread is occupied no longer than the time that passed (and
+        // PostgreSQL's lease renewals during the idle stretch, a few ms).
+        let occupied = Duration::from_nanos(work + waited);
+        assert!(occupied <= stretch + Duration::from_millis(50), "{occupied:?} in {stretch:?}");
     }
 }
 

@@ -118,6 +118,11 @@ fn a_known_mix_of_calls_moves_each_counter_by_exactly_what_happened() {
     assert!(checkpoints >= 1.0 && (timed - checkpoints).abs() <= 1.0, "{checkpoints} {timed}\n{text}");
     let b = buckets(&text, "worldd_store_checkpoint_duration_seconds");
     assert_eq!(b.last().unwrap().1, timed, "{b:?}");
+    // The writer worked on those batches and waited for their syncs.
+    for state in ["working", "waiting_for_sync"] {
+        let series = format!("worldd_store_writer_seconds_total{{state=\"{state}\"}}");
+        assert!(moved(&series) > 0.0, "{series}\n{text}");
+    }
 
     // A scraper that does not ask for OpenMetrics gets the classic text format.
     let classic = lab.get("/metrics");

@@ -507,21 +507,24 @@ pub struct Soaked {
     /// Resident memory at the end, and the most seen (sampled every 100 ms).
     pub rss: u64,
     pub peak_rss: u64,
-    /// Checkpoints the store ran over the stretch, and the seconds they took
-    /// (write batches wait behind each), from the daemon's /metrics.
-    pub checkpoints: Checkpoints,
+    /// What the store's writer did over the stretch, from the daemon's /metrics.
+    pub writer: WriterTime,
 }
 
-/// A count of checkpoints and their seconds.
+/// The store writer's checkpoints and the seconds they took (write batches
+/// wait behind each), and the seconds it was working and waiting for
+/// batches' syncs.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Checkpoints {
-    pub count: f64,
-    pub secs: f64,
+pub struct WriterTime {
+    pub checkpoints: f64,
+    pub checkpoint_secs: f64,
+    pub working_secs: f64,
+    pub sync_wait_secs: f64,
 }
 
-impl Checkpoints {
-    /// What the daemon at `addr` has run so far (zero when it serves no /metrics).
-    pub fn of(addr: &str) -> Checkpoints {
+impl WriterTime {
+    /// What the daemon at `addr` has done so far (zero when it serves no /metrics).
+    pub fn of(addr: &str) -> WriterTime {
         let text = agent()
             .get(&format!("http://{addr}/metrics"))
             .call()
@@ -531,19 +534,48 @@ impl Checkpoints {
         let sample = |name: &str| {
             text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok()).unwrap_or(0.0)
         };
-        Checkpoints {
-            count: sample("worldd_store_checkpoint_duration_seconds_count"),
-            secs: sample("worldd_store_checkpoint_duration_seconds_sum"),
+        WriterTime {
+            checkpoints: sample("worldd_store_checkpoint_duration_seconds_count"),
+            checkpoint_secs: sample("worldd_store_checkpoint_duration_seconds_sum"),
+            working_secs: sample("worldd_store_writer_seconds_total{state=\"working\"}"),
+            sync_wait_secs: sample("worldd_store_writer_seconds_total{state=\"waiting_for_sync\"}"),
         }
     }
 
-    fn since(self, earlier: Checkpoints) -> Checkpoints {
-        Checkpoints { count: self.count - earlier.count, secs: self.secs - earlier.secs }
+    /// Milliseconds of checkpoint per second of a stretch `secs` long.
+    pub fn checkpoint_ms_per_s(&self, secs: f64) -> f64 {
+        1e3 * self.checkpoint_secs / secs.max(1e-9)
     }
 
-    /// Milliseconds of checkpoint per second of a stretch `secs` long.
-    pub fn ms_per_s(&self, secs: f64) -> f64 {
-        1e3 * self.secs / secs.max(1e-9)
+    /// The shares of a stretch `secs` long the writer was occupied (working
+    /// or waiting for a sync) and waiting for a sync, in percent.
+    pub fn occupied_percent(&self, secs: f64) -> (f64, f64) {
+        let share = |s: f64| 100.0 * s / secs.max(1e-9);
+        (share(self.working_secs + self.sync_wait_secs), share(self.sync_wait_secs))
+    }
+}
+
+impl std::ops::Add for WriterTime {
+    type Output = WriterTime;
+    fn add(self, o: WriterTime) -> WriterTime {
+        WriterTime {
+            checkpoints: self.checkpoints + o.checkpoints,
+            checkpoint_secs: self.checkpoint_secs + o.checkpoint_secs,
+            working_secs: self.working_secs + o.working_secs,
+            sync_wait_secs: self.sync_wait_secs + o.sync_wait_secs,
+        }
+    }
+}
+
+impl std::ops::Sub for WriterTime {
+    type Output = WriterTime;
+    fn sub(self, o: WriterTime) -> WriterTime {
+        WriterTime {
+            checkpoints: self.checkpoints - o.checkpoints,
+            checkpoint_secs: self.checkpoint_secs - o.checkpoint_secs,
+            working_secs: self.working_secs - o.working_secs,
+            sync_wait_secs: self.sync_wait_secs - o.sync_wait_secs,
+        }
     }
 }
 
@@ -558,12 +590,9 @@ impl Soaked {
         let rss = stretches.last().map_or(0, |s| s.rss);
         let (mut rows, mut disk_growth, mut cpu_secs, mut peak_rss) = (vec![], 0, 0.0, 0);
         let mut written: Option<Written> = None;
-        let mut checkpoints = Checkpoints::default();
+        let mut writer = WriterTime::default();
         for s in stretches {
-            checkpoints = Checkpoints {
-                count: checkpoints.count + s.checkpoints.count,
-                secs: checkpoints.secs + s.checkpoints.secs,
-            };
+            writer = writer + s.writer;
             disk_growth += s.disk_growth;
             cpu_secs += s.cpu_secs;
             peak_rss = peak_rss.max(s.peak_rss);
@@ -571,7 +600,7 @@ impl Soaked {
             rows.push(s.row);
         }
         let written = written.unwrap_or_default();
-        Soaked { row: Row::merged(rows), disk_growth, written, cpu_secs, rss, peak_rss, checkpoints }
+        Soaked { row: Row::merged(rows), disk_growth, written, cpu_secs, rss, peak_rss, writer }
     }
 }
 
@@ -581,7 +610,7 @@ impl Soaked {
 pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs: f64, pure: bool) -> Soaked {
     let on_disk = || world_store::FileSizes::of(db).on_disk() as i64;
     let (disk0, written0, cpu0) = (on_disk(), daemon.written(db), daemon.cpu_secs());
-    let checkpoints0 = Checkpoints::of(&daemon.addr);
+    let writer0 = WriterTime::of(&daemon.addr);
     let running = std::sync::atomic::AtomicBool::new(true);
     let (row, peak_rss) = std::thread::scope(|s| {
         let sampler = s.spawn(|| {
@@ -605,7 +634,7 @@ pub fn soak(daemon: &Daemon, db: &Path, tokens: &[String], clients: usize, secs:
         row,
         rss,
         peak_rss: peak_rss.max(rss),
-        checkpoints: Checkpoints::of(&daemon.addr).since(checkpoints0),
+        writer: WriterTime::of(&daemon.addr) - writer0,
     }
 }
 

@@ -332,6 +332,8 @@ impl WorldStore for PgStore {
             checkpoints: 0,
             batches: s.batches.load(Ordering::Relaxed),
             requests: s.requests.load(Ordering::Relaxed),
+            writer_work_ns: s.work_ns.load(Ordering::Relaxed),
+            writer_sync_wait_ns: s.sync_wait_ns.load(Ordering::Relaxed),
             indexes: vec![],
         }
     }

@@ -158,11 +158,14 @@ impl Loop {
             let batch = match next_batch(&rx, self.heartbeat) {
                 Next::Batch(batch) => batch,
                 Next::Idle => {
+                    let (started, waited) = (Instant::now(), self.shared.stats.sync_wait_ns.load(Ordering::Relaxed));
                     self.tick();
+                    self.shared.stats.worked_since(started, waited);
                     continue;
                 }
                 Next::Closed => break,
             };
+            let (started, waited) = (Instant::now(), self.shared.stats.sync_wait_ns.load(Ordering::Relaxed));
             let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
             self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
             self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
@@ -173,6 +176,7 @@ impl Loop {
                 done(r);
             }
             self.tick();
+            self.shared.stats.worked_since(started, waited);
         }
         self.leave();
     }
@@ -262,6 +266,7 @@ impl Loop {
                     // An empty batch only renews the lease: it is no write batch.
                     if n > 0 {
                         self.shared.stats.log_sync_seconds.observe_duration(commit);
+                        self.shared.stats.sync_wait_ns.fetch_add(commit.as_nanos() as u64, Ordering::Relaxed);
                         self.shared.stats.commit_seconds.observe_duration(started.elapsed());
                     }
                     if self.shared.health() != Health::Serving {
