@@ -2,7 +2,9 @@
 //! and effectful (`ailang-read`, one effect each) over four episodes, printing
 //! at every interval what the daemon holds in memory, what the store grows
 //! by per call, how long its checkpoints held the writer, how occupied the
-//! single writer was (and how much of that waiting for syncs), the CPU per
+//! single writer was (and how much of that waiting for syncs; work is
+//! counted when each batch or checkpoint ends, so a long one at an
+//! interval's edge may lift that interval a little past 100%), the CPU per
 //! call of the daemon and of this process (the clients) with the machine's
 //! busy share; at the end,
 //! `verify`'s account of the logical bytes against the file. Figures, never

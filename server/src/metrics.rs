@@ -193,10 +193,11 @@ impl Metrics {
         let writer_seconds = Family::<WriterStateLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "store_writer_seconds",
-            "Seconds the store's single writer thread was occupied, by state: working (write batches, checkpoints, \
-             index passes; PostgreSQL: lease renewals) or waiting_for_sync (a batch applied, its durability point \
-             not reached: the log's fdatasync, PostgreSQL's COMMIT). Their rates summing near 1 mean the writer \
-             bounds the write rate",
+            "Seconds the store's single writer thread was occupied, by state: working (write batches and their \
+             answers, checkpoints, index passes; PostgreSQL: lease renewals, sweeps, retries and reconnects) or \
+             waiting_for_sync (a batch applied, its durability point not reached: what remains of the log's write \
+             and fdatasync, which began beside the apply; PostgreSQL: each COMMIT round trip). Their rates summing \
+             near 1 mean the writer bounds the write rate",
             writer_seconds.clone(),
         );
         let index_rows = Family::<IndexPartLabels, Gauge>::default();

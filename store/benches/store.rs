@@ -203,7 +203,7 @@ fn invocation_commits(store: &Arc<Store>, dir: &Path, f: Ref, committers: usize,
     let (apply1, wal1, commit1) = store.writer_time();
     let batches = (batches1 - batches0).max(1) as f64;
     eprintln!(
-        "  {committers} committer(s): the writer spent {:.0} us/batch applying, {:.0} writing and syncing the log, {:.0} in redb's commit; {} KiB written per commit (this process / the device)",
+        "  {committers} committer(s): the writer spent {:.0} us/batch applying, {:.0} waiting for the log's write and sync, {:.0} in redb's commit; {} KiB written per commit (this process / the device)",
         (apply1 - apply0).as_secs_f64() * 1e6 / batches,
         (wal1 - wal0).as_secs_f64() * 1e6 / batches,
         (commit1 - commit0).as_secs_f64() * 1e6 / batches,

@@ -43,8 +43,9 @@ pub struct WriterStats {
     /// all of it, and the writer bounds the store's write rate.
     pub work_ns: AtomicU64,
     /// Nanoseconds the writer waited for a batch's durability point once it
-    /// had applied the batch: the log's write and sync still going on the
-    /// log thread (PostgreSQL: the COMMIT round trip).
+    /// had applied the batch: what remained of the log's write and sync on
+    /// the log thread, which began beside the apply (PostgreSQL: every
+    /// COMMIT round trip, a lease renewal's too).
     pub sync_wait_ns: AtomicU64,
     /// Nanoseconds the embedded writer spent applying requests (checks and
     /// inserts) and encoding frames.
@@ -92,13 +93,11 @@ impl Default for WriterStats {
 }
 
 impl WriterStats {
-    /// The writer thread was busy from `started` until now, and
-    /// `sync_wait_ns` read `waited` then: the part of it not spent waiting
-    /// for durability was work.
-    pub(crate) fn worked_since(&self, started: std::time::Instant, waited: u64) {
-        let busy = started.elapsed().as_nanos() as u64;
-        let waiting = self.sync_wait_ns.load(Ordering::Relaxed).saturating_sub(waited);
-        self.work_ns.fetch_add(busy.saturating_sub(waiting), Ordering::Relaxed);
+    /// The writer thread takes up work (a batch, its upkeep); `Busy::end`
+    /// counts the time until then as work, less what it waited for
+    /// durability meanwhile.
+    pub(crate) fn busy(&self) -> Busy {
+        Busy { started: std::time::Instant::now(), waited: self.sync_wait_ns.load(Ordering::Relaxed) }
     }
 
     /// The histograms as they are now.
@@ -109,6 +108,22 @@ impl WriterStats {
             log_sync_ns: self.log_sync_seconds.snapshot(),
             checkpoint_ns: self.checkpoint_seconds.snapshot(),
         }
+    }
+}
+
+/// A stretch of the writer thread's work in progress (`WriterStats::busy`).
+pub(crate) struct Busy {
+    started: std::time::Instant,
+    /// `sync_wait_ns` when the stretch began.
+    waited: u64,
+}
+
+impl Busy {
+    /// The stretch ends: counted into `stats`, the writer's that began it.
+    pub(crate) fn end(self, stats: &WriterStats) {
+        let busy = self.started.elapsed().as_nanos() as u64;
+        let waiting = stats.sync_wait_ns.load(Ordering::Relaxed).saturating_sub(self.waited);
+        stats.work_ns.fetch_add(busy.saturating_sub(waiting), Ordering::Relaxed);
     }
 }
 

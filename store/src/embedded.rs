@@ -111,9 +111,10 @@ impl Store {
         self.shared.stats.checkpoints.load(Ordering::Relaxed)
     }
 
-    /// `(applying, logging, committing)` time of the writer so far: where a
-    /// batch's time goes (checks and inserts and encoding; the log's write and
-    /// sync; redb's commit).
+    /// `(applying, waiting for the log, committing)` time of the writer so
+    /// far: where a batch's time goes (checks and inserts and encoding; what
+    /// remained of the log's write and sync once the batch was applied;
+    /// redb's commit).
     pub fn writer_time(&self) -> (std::time::Duration, std::time::Duration, std::time::Duration) {
         let s = &self.shared.stats;
         let d = |a: &std::sync::atomic::AtomicU64| std::time::Duration::from_nanos(a.load(Ordering::Relaxed));

@@ -150,14 +150,14 @@ impl Loop {
     fn run(mut self, rx: Receiver<Request>) {
         loop {
             let next = next_batch(&rx, self.idle_wait());
-            let (started, waited) = (Instant::now(), self.engine.shared.stats.sync_wait_ns.load(Ordering::Relaxed));
+            let busy = self.engine.shared.stats.busy();
             match next {
                 Next::Batch(batch) => self.batch(batch),
                 Next::Idle => {}
                 Next::Closed => break,
             }
             self.tick();
-            self.engine.shared.stats.worked_since(started, waited);
+            busy.end(&self.engine.shared.stats);
         }
         if self.failed().is_none() && self.engine.index_referrers().is_ok() && self.engine.checkpoint().is_ok() {
             let _ = self.engine.trim_payloads();

@@ -158,14 +158,14 @@ impl Loop {
             let batch = match next_batch(&rx, self.heartbeat) {
                 Next::Batch(batch) => batch,
                 Next::Idle => {
-                    let (started, waited) = (Instant::now(), self.shared.stats.sync_wait_ns.load(Ordering::Relaxed));
+                    let busy = self.shared.stats.busy();
                     self.tick();
-                    self.shared.stats.worked_since(started, waited);
+                    busy.end(&self.shared.stats);
                     continue;
                 }
                 Next::Closed => break,
             };
-            let (started, waited) = (Instant::now(), self.shared.stats.sync_wait_ns.load(Ordering::Relaxed));
+            let busy = self.shared.stats.busy();
             let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
             self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
             self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
@@ -176,7 +176,7 @@ impl Loop {
                 done(r);
             }
             self.tick();
-            self.shared.stats.worked_since(started, waited);
+            busy.end(&self.shared.stats);
         }
         self.leave();
     }
@@ -263,10 +263,10 @@ impl Loop {
             match transaction(client, &node, lease, &known, ops.clone()) {
                 Ok((results, commit)) => {
                     self.last_renewal = Instant::now();
+                    self.shared.stats.sync_wait_ns.fetch_add(commit.as_nanos() as u64, Ordering::Relaxed);
                     // An empty batch only renews the lease: it is no write batch.
                     if n > 0 {
                         self.shared.stats.log_sync_seconds.observe_duration(commit);
-                        self.shared.stats.sync_wait_ns.fetch_add(commit.as_nanos() as u64, Ordering::Relaxed);
                         self.shared.stats.commit_seconds.observe_duration(started.elapsed());
                     }
                     if self.shared.health() != Health::Serving {
