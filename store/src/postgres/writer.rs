@@ -155,30 +155,30 @@ type Results = Vec<Result<Reply, WriteError>>;
 impl Loop {
     fn run(&mut self, rx: Receiver<Request>) {
         loop {
-            let batch = match next_batch(&rx, self.heartbeat) {
-                Next::Batch(batch) => batch,
-                Next::Idle => {
-                    let busy = self.shared.stats.busy();
-                    self.tick();
-                    busy.end(&self.shared.stats);
-                    continue;
-                }
-                Next::Closed => break,
-            };
+            let next = next_batch(&rx, self.heartbeat);
             let busy = self.shared.stats.busy();
-            let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
-            self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-            self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
-            self.shared.stats.batch_requests.observe(ops.len() as u64);
-            let results = self.batch(ops);
-            debug_assert_eq!(results.len(), dones.len());
-            for (done, r) in dones.into_iter().zip(results) {
-                done(r);
+            match next {
+                Next::Batch(batch) => self.answer(batch),
+                Next::Idle => {}
+                Next::Closed => break,
             }
             self.tick();
             busy.end(&self.shared.stats);
         }
         self.leave();
+    }
+
+    /// Runs a batch and answers each of its callers.
+    fn answer(&mut self, batch: Vec<Request>) {
+        let (ops, dones): (Vec<Op>, Vec<_>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
+        self.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        self.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
+        self.shared.stats.batch_requests.observe(ops.len() as u64);
+        let results = self.batch(ops);
+        debug_assert_eq!(results.len(), dones.len());
+        for (done, r) in dones.into_iter().zip(results) {
+            done(r);
+        }
     }
 
     /// Renews the lease and sweeps lapsed nodes when due.
