@@ -62,9 +62,10 @@ pub enum BearerError {
 /// Parses the raw `Authorization` header value (the first one, if repeated).
 ///
 /// `None` and an empty value are `Absent` (Go's `Header.Get` cannot tell them
-/// apart). Anything but exactly `Bearer ` + 64 lowercase hex digits is
-/// `Malformed`: no other scheme spelling, no extra spaces, no trailing text,
-/// and the bytes must be valid UTF-8.
+/// apart). Anything but the scheme `Bearer` (in any case: RFC 9110 §11.1 makes
+/// auth schemes case-insensitive), one space and 64 lowercase hex digits is
+/// `Malformed`: no other scheme, no extra spaces, no trailing text, and the
+/// bytes must be valid UTF-8.
 pub fn parse_bearer(authorization_header: Option<&[u8]>) -> Result<Token, BearerError> {
     let raw = match authorization_header {
         None => return Err(BearerError::Absent),
@@ -72,13 +73,20 @@ pub fn parse_bearer(authorization_header: Option<&[u8]>) -> Result<Token, Bearer
         Some(b) => b,
     };
     let text = std::str::from_utf8(raw).map_err(|_| BearerError::Malformed)?;
-    let hex = text.strip_prefix(BEARER_PREFIX).ok_or(BearerError::Malformed)?;
+    let hex = strip_scheme(text).ok_or(BearerError::Malformed)?;
     let well_formed =
         hex.len() == CREDENTIAL_HEX_LEN && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if !well_formed {
         return Err(BearerError::Malformed);
     }
     Ok(Token(hex.to_owned()))
+}
+
+/// The credential after `Bearer ` when the header starts with that scheme, in
+/// any letter case.
+fn strip_scheme(header: &str) -> Option<&str> {
+    let scheme = header.get(..BEARER_PREFIX.len())?;
+    scheme.eq_ignore_ascii_case(BEARER_PREFIX).then(|| &header[BEARER_PREFIX.len()..])
 }
 
 /// Every way a request can fail to present a live session.
@@ -165,6 +173,14 @@ mod tests {
     }
 
     #[test]
+    fn the_scheme_is_matched_in_any_letter_case() {
+        for scheme in ["bearer", "BEARER", "BeArEr"] {
+            let t = parse_bearer(Some(format!("{scheme} {HEX}").as_bytes())).unwrap();
+            assert_eq!(t.as_str(), HEX, "{scheme}");
+        }
+    }
+
+    #[test]
     fn missing_or_empty_header_is_absent() {
         assert_eq!(parse_bearer(None), Err(BearerError::Absent));
         assert_eq!(parse_bearer(Some(b"")), Err(BearerError::Absent));
@@ -173,9 +189,8 @@ mod tests {
     #[test]
     fn anything_but_the_exact_form_is_malformed() {
         let bad = [
-            format!("bearer {HEX}"),
-            format!("BEARER {HEX}"),
             format!("Bearer  {HEX}"),
+            format!("bearer\t{HEX}"),
             format!("Bearer {HEX} "),
             format!(" Bearer {HEX}"),
             format!("Bearer\t{HEX}"),

@@ -19,6 +19,10 @@ pub enum RestClass {
     NotFound,
     HeadConflict,
     PayloadTooLarge,
+    /// The session holds no grant for what it asked (a REST commit needs `World.Commit`).
+    NotGranted,
+    /// The grant's budget does not cover the request.
+    BudgetExhausted,
     Internal,
     Timeout,
     CommitUncertain,
@@ -29,7 +33,7 @@ pub enum RestClass {
 
 impl RestClass {
     /// Every class, for exhaustive tests and docs.
-    pub const ALL: [RestClass; 14] = [
+    pub const ALL: [RestClass; 16] = [
         RestClass::BadRequest,
         RestClass::InvalidSession,
         RestClass::SessionAbsent,
@@ -38,6 +42,8 @@ impl RestClass {
         RestClass::NotFound,
         RestClass::HeadConflict,
         RestClass::PayloadTooLarge,
+        RestClass::NotGranted,
+        RestClass::BudgetExhausted,
         RestClass::Internal,
         RestClass::Timeout,
         RestClass::CommitUncertain,
@@ -57,6 +63,8 @@ impl RestClass {
             RestClass::NotFound => "NotFound",
             RestClass::HeadConflict => "HeadConflict",
             RestClass::PayloadTooLarge => "PayloadTooLarge",
+            RestClass::NotGranted => "NotGranted",
+            RestClass::BudgetExhausted => "BudgetExhausted",
             RestClass::Internal => "Internal",
             RestClass::Timeout => "Timeout",
             RestClass::CommitUncertain => "CommitUncertain",
@@ -71,6 +79,7 @@ impl RestClass {
         match self {
             RestClass::BadRequest | RestClass::InvalidSession => 400,
             RestClass::SessionAbsent | RestClass::SessionUnknown | RestClass::SessionExpired => 401,
+            RestClass::NotGranted | RestClass::BudgetExhausted => 403,
             RestClass::NotFound => 404,
             RestClass::HeadConflict => 409,
             RestClass::PayloadTooLarge => 413,
@@ -171,6 +180,8 @@ mod tests {
             ("NotFound", 404),
             ("HeadConflict", 409),
             ("PayloadTooLarge", 413),
+            ("NotGranted", 403),
+            ("BudgetExhausted", 403),
             ("Internal", 500),
             ("Timeout", 503),
             ("CommitUncertain", 503),

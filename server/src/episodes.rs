@@ -155,9 +155,15 @@ pub fn parse_cursor(text: &str) -> Result<(u64, String), BadCursor> {
     Ok((at, episode.to_string()))
 }
 
-/// The summary of `episode`, or `None` when the store has seen no call of it.
+/// The summary of `episode`, or `None` when the store has seen no call of it
+/// and it has paid for nothing (a session that only commits over REST pays
+/// under its episode without a call: its summary is what it spent).
 pub fn summary(snap: &Snapshot, episode: &str, now: u64) -> Result<Option<Summary>, ReadError> {
-    let Some(row) = snap.episode(episode)? else { return Ok(None) };
+    let row = match snap.episode(episode)? {
+        Some(row) => row,
+        None if !snap.episode_spend(episode)?.is_empty() => EpisodeRow::default(),
+        None => return Ok(None),
+    };
     summarize(snap, episode.to_string(), row, now).map(Some)
 }
 

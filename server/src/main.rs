@@ -1,5 +1,40 @@
 //! `worldd`: World's daemon and command line.
 
+/// A line on standard output that never panics: a reader that went away (`worldd
+/// approvals | head -1`) leaves the verb to finish its work and exit with its
+/// own code, not to print a backtrace. Declared before the modules, which see it.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// `say!` without the line's end.
+macro_rules! say_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+/// A line on standard error that never panics, for the daemon's notes and the
+/// verbs' errors alike: a closed stderr costs the line, never the process.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// `note!` without the line's end.
+macro_rules! note_raw {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod admin;
 mod approvals;
 mod cli;

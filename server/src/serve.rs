@@ -97,7 +97,7 @@ pub fn loopback_addr(bind: &str) -> Result<SocketAddr, String> {
 /// at once, non-zero, so that a supervisor restarts the daemon and recovery
 /// brings back every acknowledged call from the write-ahead log.
 fn store_failed(reason: &str) {
-    eprintln!("worldd: stopping: {reason}");
+    note!("worldd: stopping: {reason}");
     std::process::exit(EXIT_STORE_FAILED);
 }
 
@@ -179,20 +179,20 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
     // Handlers go in before the listening line: a signal sent as soon as it appears is a graceful stop.
     let shutdown = shutdown_signal();
-    eprintln!(
+    note!(
         "worldd listening on http://{local} (store {}, head {})",
         daemon.store_label,
         head.map(|h| h.to_string()).unwrap_or_else(|| "none".into())
     );
     if opts.print_connections {
         let token = std::path::Path::new("TOKEN_FILE");
-        println!("MCP:  http://{local}/mcp/   A2A:  http://{local}/a2a/");
-        println!("{}", connection_snippets(&format!("http://{local}/mcp/"), token));
+        say!("MCP:  http://{local}/mcp/   A2A:  http://{local}/a2a/");
+        say!("{}", connection_snippets(&format!("http://{local}/mcp/"), token));
         let store = match &opts.store {
             crate::stores::StoreSpec::Embedded(_) => format!("--db {}", daemon.db_path.display()),
             crate::stores::StoreSpec::Postgres(_) => format!("--store {}", daemon.store_label),
         };
-        println!(
+        say!(
             "  (TOKEN_FILE: worldd session mint {store} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)"
         );
     }
@@ -273,7 +273,7 @@ fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
     for item in &opts.exec_allow {
         let allowed = crate::confine::commands::resolve(item, search.as_deref(), &visible)?;
         if let Some(note) = &allowed.note {
-            eprintln!("worldd: {note}");
+            note!("worldd: {note}");
         }
         w.exec_allow.insert(allowed.name, allowed.program);
     }

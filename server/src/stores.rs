@@ -2,7 +2,7 @@
 //! PostgreSQL database shared by several nodes (`--store postgres://…`), and
 //! opening it for writing.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use world_store::postgres::{PgOptions, PgStore};
 use world_store::{OnFatal, OpenError, RecoveryReport, Store, StoreOptions, WorldStore};
 
@@ -95,21 +95,50 @@ impl StoreSpec {
     }
 }
 
-/// Writes the export of `snap` to `out` whole or not at all: a `.partial`
-/// file, synced, then renamed. Returns the records written.
-pub fn export_to_file(snap: &world_store::Snapshot, out: &std::path::Path, with_sessions: bool) -> Result<u64, String> {
-    let mut tmp = out.as_os_str().to_owned();
-    tmp.push(".partial");
-    let tmp = std::path::PathBuf::from(tmp);
-    let result = (|| -> Result<u64, String> {
-        let file = std::fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+/// Writes the export of `snap` to `out` whole or not at all (`write_private`).
+/// Returns the records written.
+pub fn export_to_file(snap: &world_store::Snapshot, out: &Path, with_sessions: bool) -> Result<u64, String> {
+    write_private(out, |file| {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
         let n =
             world_store::export::export(snap, &mut w, with_sessions, crate::clock::now()).map_err(|e| e.to_string())?;
-        let file = w.into_inner().map_err(|e| e.to_string())?;
-        file.sync_all().map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
+        w.into_inner().map_err(|e| e.to_string())?;
         Ok(n)
+    })
+}
+
+/// Writes a file whole or not at all, readable by its owner alone: `fill`
+/// writes a new `<out>.partial` (made with `O_EXCL | O_NOFOLLOW` at mode
+/// 0600, so no link planted there is followed), which is synced and renamed
+/// over `out`. A symbolic link at `out`, or a file of another user, is refused
+/// before anything is written.
+pub fn write_private<T>(out: &Path, fill: impl FnOnce(&mut std::fs::File) -> Result<T, String>) -> Result<T, String> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    match std::fs::symlink_metadata(out) {
+        Ok(m) if m.file_type().is_symlink() => return Err(format!("{} is a symbolic link: refused", out.display())),
+        Ok(m) if m.uid() != nix::unistd::geteuid().as_raw() => {
+            return Err(format!("{} belongs to another user (uid {}): refused", out.display(), m.uid()));
+        }
+        Ok(m) if !m.is_file() => return Err(format!("{} is not a regular file: refused", out.display())),
+        _ => {}
+    }
+    let mut tmp = out.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    // A `.partial` left by a write cut short (or planted) is unlinked, never followed.
+    let _ = std::fs::remove_file(&tmp);
+    let result = (|| -> Result<T, String> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let value = fill(&mut file)?;
+        file.sync_all().map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, out).map_err(|e| format!("rename to {}: {e}", out.display()))?;
+        Ok(value)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -126,9 +155,11 @@ mod tests {
         assert_eq!(StoreSpec::from_args(Some("w.db".into()), None), Ok(StoreSpec::Embedded("w.db".into())));
         let url = "postgres://world:s3cret@db.internal:5432/world";
         let spec = StoreSpec::from_args(None, Some(url.into())).unwrap();
-        assert_eq!(spec.label(), "postgres://world:***@db.internal:5432/world");
+        assert_eq!(spec.label(), "postgres://world@db.internal:5432/world");
         let err = StoreSpec::from_args(None, Some("mysql://u:pw@h/d".into())).unwrap_err();
         assert!(err.contains("not a PostgreSQL URL") && !err.contains("pw"), "{err}");
+        let err = StoreSpec::from_args(None, Some("host=h password=s3cret".into())).unwrap_err();
+        assert!(err.contains("not a PostgreSQL URL") && !err.contains("s3cret"), "{err}");
         assert!(StoreSpec::from_args(None, None).is_err());
     }
 }

@@ -13,7 +13,7 @@ use crate::view::{Reads, Snapshot};
 use crate::wal;
 use crate::writer::{CHECKPOINT_WAL_BYTES, Writer};
 use redb::{Builder, ConcurrencyMode, ReadOnlyDatabase, ReadableDatabase};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -177,11 +177,7 @@ impl Drop for Store {
 fn take_lock(path: &Path) -> Result<File, OpenError> {
     let engine = |detail: String| OpenError::Engine { path: path.to_path_buf(), detail };
     let lock_file = lock_path(path);
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_file)
+    let lock = crate::media::open_private(&lock_file, true, false)
         .map_err(|e| engine(format!("open lock file {}: {e}", lock_file.display())))?;
     match lock.try_lock() {
         Ok(()) => Ok(lock),

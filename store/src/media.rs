@@ -9,8 +9,36 @@ use std::fmt::Debug;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+
+/// The mode of every file of a store: its owner's alone. A store holds every
+/// episode's files, arguments and results (and, in an export, its sessions).
+pub const PRIVATE_FILE_MODE: u32 = 0o600;
+
+/// Opens a file of the store (read and write), creating it at
+/// `PRIVATE_FILE_MODE`, and takes group and other bits off one an older
+/// daemon created with looser ones.
+pub fn open_private(path: &Path, create: bool, truncate: bool) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create)
+        .truncate(truncate)
+        .mode(PRIVATE_FILE_MODE)
+        .open(path)?;
+    tighten(&file)?;
+    Ok(file)
+}
+
+/// Takes group and other bits off an open file.
+pub fn tighten(file: &File) -> io::Result<()> {
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(mode & 0o700))?;
+    }
+    Ok(())
+}
 
 /// A file of the store beside its database (the write-ahead log, the
 /// payload file): positioned reads and writes, a data sync, a resize.
@@ -173,7 +201,7 @@ pub struct FileMedia {
 
 impl Media for FileMedia {
     fn database(&self) -> io::Result<Box<dyn StorageBackend>> {
-        let file = OpenOptions::new().read(true).write(true).open(&self.path)?;
+        let file = open_private(&self.path, false, false)?;
         page_at_a_time(&file);
         let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Box::new(backend))
@@ -188,7 +216,7 @@ impl Media for FileMedia {
     }
 
     fn new_database(&self) -> io::Result<Box<dyn StorageBackend>> {
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(new_path(&self.path))?;
+        let file = open_private(&new_path(&self.path), true, true)?;
         page_at_a_time(&file);
         let backend = FileBackend::new(file).map_err(|e| io::Error::other(e.to_string()))?;
         Ok(Box::new(backend))
@@ -202,14 +230,14 @@ impl Media for FileMedia {
 
     fn wal(&self) -> io::Result<Box<dyn WalIo>> {
         let path = wal_path(&self.path);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file = open_private(&path, true, false)?;
         page_at_a_time(&file);
         Ok(Box::new(WalFile { file, path }))
     }
 
     fn payloads(&self) -> io::Result<Box<dyn WalIo>> {
         let path = payloads_path(&self.path);
-        let file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let file = open_private(&path, true, false)?;
         page_at_a_time(&file);
         Ok(Box::new(WalFile { file, path }))
     }
@@ -256,7 +284,7 @@ fn page_at_a_time(file: &File) {
 /// when they do not fit. Written, not only sized: a sparse file holds no space.
 fn fill(path: &Path, len: u64) -> io::Result<bool> {
     let write = || -> io::Result<()> {
-        let file = OpenOptions::new().write(true).create(true).truncate(true).open(path)?;
+        let file = open_private(path, true, true)?;
         let chunk = vec![0u8; 1 << 20];
         let mut at = 0;
         while at < len {

@@ -567,6 +567,44 @@ impl EpisodeRow {
     }
 }
 
+/// The journal key (invocation id) of the REST commit that made entry
+/// `entry_index`: its intent and outcome (ordinal 0) live there. No agent
+/// surface spells an invocation id this way.
+pub fn commit_journal_id(entry_index: u64) -> String {
+    format!("{COMMIT_JOURNAL_PREFIX}{entry_index}")
+}
+
+/// What every REST commit's journal key starts with.
+pub const COMMIT_JOURNAL_PREFIX: &str = "rest-entry:";
+
+/// Semantic ids only the daemon writes objects under (its invocation and
+/// effect records, approvals, the registry and what it names, REST commit
+/// records): a REST commit may not use them, and `verify` reports an object
+/// under one that no row of the daemon's names.
+pub const DAEMON_SEMANTIC_PREFIXES: [&str; 7] = [
+    "world/invocation-",
+    "world/effect-",
+    "world/approval",
+    "world/transition-registry/",
+    "world/transition-source/",
+    "world/interpreter",
+    "world/commit-record/",
+];
+
+/// Author labels (an entry's `writtenBy`, an object's provenance) only the
+/// daemon writes.
+pub const DAEMON_AUTHOR_PREFIXES: [&str; 3] = ["coordinator:", "host/", "worldd/"];
+
+/// Whether objects under `semantic_id` are the daemon's alone.
+pub fn is_daemon_semantic_id(semantic_id: &str) -> bool {
+    DAEMON_SEMANTIC_PREFIXES.iter().any(|p| semantic_id.starts_with(p))
+}
+
+/// Whether `label` claims to be the daemon as an author.
+pub fn is_daemon_author(label: &str) -> bool {
+    DAEMON_AUTHOR_PREFIXES.iter().any(|p| label.starts_with(p))
+}
+
 /// The durable intent of one effect: written, with its debit, before the handler runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -501,7 +501,8 @@ impl View for RedbSnapshot {
         let limit = limit.min(PAGE_MAX);
         let Some(t) = open(&self.txn, LOG)? else { return Ok(vec![]) };
         let mut out = Vec::with_capacity(limit.min(64));
-        for (expected, item) in (from..).zip(t.range(from..).map_err(read_storage)?) {
+        // An inclusive range ends at the last index instead of overflowing past it.
+        for (expected, item) in (from..=u64::MAX).zip(t.range(from..).map_err(read_storage)?) {
             if out.len() >= limit {
                 break;
             }

@@ -950,6 +950,7 @@ fn rest_commit(
         objects,
         next_world: World { world_ref, revision, state_root, log_head },
         entry: LogEntry { header, entry_hash, transition_ref },
+        charge: None,
     })
 }
 

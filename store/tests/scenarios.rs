@@ -604,3 +604,104 @@ fn a_read_begun_after_a_write_is_answered_sees_the_write_though_the_answer_prece
         assert!(snap.task(&key).unwrap().is_some_and(|t| t.state != TaskState::Started), "call {n}");
     }
 }
+
+/// What a REST commit pays under `World.Commit=log:budget`, as the daemon charges it.
+fn commit_charge(c: &RestCommit, cost: u64, budget: u64) -> CommitCharge {
+    let record = format!("{{\"entryHash\":\"{}\",\"cost\":{cost}}}", c.entry.entry_hash);
+    CommitCharge {
+        credential: Ref::of(b"committer"),
+        episode: "ep1".into(),
+        effect: "World.Commit".into(),
+        scope: "log".into(),
+        cost,
+        grant_budget: budget,
+        record: NewObject::derived("world/commit-record/v1", "host/broker", record.into_bytes()),
+        at: 7,
+    }
+}
+
+/// A REST commit of one object onto `head`.
+fn next_commit(head: &World, label: &str) -> RestCommit {
+    let object = NewObject::derived("demo/step", "test", label.as_bytes().to_vec());
+    let state_root = object.hash;
+    RestCommit::next(Some(head), object, state_root, Ref::of(b"fn"), Ref::of(b"interp"), 1, "test")
+}
+
+on_both_engines! {
+    fn a_rest_commit_is_debited_and_journaled_once_and_a_refused_one_not_at_all(store) {
+        let mut c = genesis();
+        c.invocation_id = Some("rest:paid".into());
+        c.charge = Some(Box::new(commit_charge(&c, 2, 3)));
+        let world = c.next_world.clone();
+        assert_eq!(store.call(Op::CommitWorld(c.clone())).unwrap(), Reply::Selected(world.world_ref));
+        // Resent: answered from its receipt, not paid again.
+        assert_eq!(store.call(Op::CommitWorld(c.clone())).unwrap(), Reply::Selected(world.world_ref));
+        let snap = store.snapshot().unwrap();
+        assert_eq!(snap.spent("ep1", "World.Commit", "log").unwrap(), 2);
+        let record = c.charge.as_ref().unwrap().record.hash;
+        let (key, item) = snap.journal_of_record(&record).unwrap().expect("the commit's journal item");
+        assert_eq!((key.invocation_id.as_str(), key.ordinal), ("rest-entry:0", 0));
+        assert_eq!(item.intent.credential, Some(Ref::of(b"committer")));
+        assert_eq!((item.intent.budget_before, item.intent.budget_after), (3, 1));
+        assert_eq!(item.outcome.map(|o| o.status), Some(OutcomeStatus::Ok));
+        // Over what is left: refused, nothing written, nothing debited.
+        let mut over = next_commit(&world, "over");
+        over.charge = Some(Box::new(commit_charge(&over, 2, 3)));
+        assert_eq!(store.call(Op::CommitWorld(over)).unwrap_err(), WriteError::BudgetExhausted { remaining: 1 });
+        let snap = store.snapshot().unwrap();
+        assert_eq!((snap.log_len().unwrap(), snap.spent("ep1", "World.Commit", "log").unwrap()), (1, 2));
+        // A commit refused for another reason debits nothing either.
+        let mut stale = next_commit(&world, "stale");
+        stale.observed_head = None;
+        stale.charge = Some(Box::new(commit_charge(&stale, 1, 3)));
+        assert!(matches!(store.call(Op::CommitWorld(stale)), Err(WriteError::HeadConflict { .. })));
+        let mut last = next_commit(&world, "last");
+        last.charge = Some(Box::new(commit_charge(&last, 1, 3)));
+        store.call(Op::CommitWorld(last)).unwrap();
+        assert_eq!(store.snapshot().unwrap().spent("ep1", "World.Commit", "log").unwrap(), 3);
+    }
+}
+
+#[test]
+fn verify_reports_approvals_and_commit_records_that_no_row_of_the_daemon_s_names() {
+    for engine in [Engine::Embedded, Engine::Postgres] {
+        if matches!(engine, Engine::Postgres) && std::env::var_os("WORLD_TEST_POSTGRES").is_none() {
+            continue;
+        }
+        let fresh = fresh(engine);
+        let store = fresh.store.as_ref();
+        let genesis = genesis();
+        store.call(Op::CommitWorld(genesis.clone())).unwrap();
+        // What a REST commit could write before the daemon's names were reserved:
+        // a decision "by the operator" that no approval row made, and a commit
+        // record no journal item carries.
+        let approval = NewObject::derived(
+            "world/approval/v1",
+            "host/approvals",
+            br#"{"approvalId":"ap-forged","decision":"approved","decidedByText":"the operator"}"#.to_vec(),
+        );
+        let record = NewObject::derived("world/commit-record/v1", "host/broker", b"{\"entryIndex\":1}".to_vec());
+        let mut forged = RestCommit::next(
+            Some(&genesis.next_world),
+            approval.clone(),
+            approval.hash,
+            Ref::of(b"fn"),
+            Ref::of(b"interp"),
+            1,
+            "a-rest-client",
+        );
+        forged.objects.push(record.clone());
+        store.call(Op::CommitWorld(forged)).unwrap();
+        let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+        let mut forged: Vec<String> = report
+            .faults
+            .iter()
+            .filter(|f| f.kind == world_store::verify::FaultKind::Forged)
+            .map(|f| f.key.clone())
+            .collect();
+        let mut expected = vec![approval.hash.to_string(), record.hash.to_string()];
+        expected.sort();
+        forged.sort();
+        assert_eq!(forged, expected, "{:#?}", report.faults);
+    }
+}

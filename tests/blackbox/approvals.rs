@@ -28,7 +28,7 @@ fn lab(extra: &[&str]) -> Lab {
     let o = worldd(&["publish", "--db", &db, "--builtin"]);
     assert!(o.status.success(), "publish: {}", stderr(&o));
     let lab = Lab { store, daemon, root, db };
-    let committer = lab.session(&[]);
+    let committer = crate::episodes::mint(&lab.db, "genesis", &["World.Commit=log:1"], None);
     assert_eq!(lab.daemon.commit(&fixture::genesis("approvals").bytes(), Some(&committer.token)).status, 200);
     lab
 }

@@ -154,6 +154,42 @@ fn the_head_verb_prints_the_ref_or_one_error_line() {
 }
 
 #[test]
+fn no_verb_panics_when_its_reader_has_gone() {
+    let store = TempStore::new();
+    let db = db_str(&store);
+    drop(Daemon::start(&store.db));
+    let token = mint(&store.db);
+    let offline: [&[&str]; 4] = [
+        &["session", "list", "--db", db],
+        &["approvals", "--db", db],
+        &["verify", "--db", db],
+        &["session", "mint", "--db", db, "--episode", "p", "--grant", "world.apply=world:1", "--yes"],
+    ];
+    let quiet = |args: &[&str], o: &std::process::Output, code: i32| {
+        let err = stderr(o);
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "worldd {args:?}: {err}");
+        assert_eq!(o.status.code(), Some(code), "worldd {args:?} exits with its own code: {err}");
+    };
+    for args in offline {
+        quiet(args, &worldd_into_closed_pipe(args), 0);
+    }
+    let d = Daemon::start(&store.db);
+    assert_eq!(d.commit(&genesis("g").bytes(), Some(&token)).status, 200);
+    let addr = d.base_url();
+    let online: [&[&str]; 5] = [
+        &["head", "--addr", &addr],
+        &["log", "--addr", &addr],
+        &["episodes", "--addr", &addr],
+        &["session", "list", "--db", db],
+        &["verify", "--db", db],
+    ];
+    for args in online {
+        quiet(args, &worldd_into_closed_pipe(args), 0);
+    }
+    quiet(&["--help"], &worldd_into_closed_pipe(&["--help"]), 0);
+}
+
+#[test]
 fn the_log_verb_prints_a_page_of_entries() {
     let store = TempStore::new();
     let d = Daemon::start(&store.db);

@@ -170,8 +170,10 @@ fn mixed() -> Mix {
     let revoked = mint(&db, EP, &["Workspace.Read=worktree:50"], None);
     let o = worldd(&["session", "revoke", "--db", &db, &revoked.credential_id]);
     assert!(o.status.success(), "revoke: {}", stderr(&o));
-    // The genesis world, through REST: a `rest:` commit is no call of the episode.
-    assert_eq!(daemon.commit(&fixture::genesis("episodes").bytes(), Some(&main.token)).status, 200);
+    // The genesis world, through REST, by a session of another episode: a REST
+    // commit is no call of an episode, and pays under its own.
+    let committer = mint(&db, "genesis", &["World.Commit=log:1"], None);
+    assert_eq!(daemon.commit(&fixture::genesis("episodes").bytes(), Some(&committer.token)).status, 200);
 
     let before = fixture::now();
     let (read, write) = (("Workspace.Read", "ok", None), ("Workspace.Write", "ok", None));
@@ -516,7 +518,8 @@ fn episodes_are_listed_most_recently_active_first_and_paged_one_by_one_with_curs
         .into_iter()
         .map(|ep| (ep, mint(db, ep, &["world.apply=world:10"], None).token))
         .collect();
-    assert_eq!(d.commit(&fixture::genesis("listing").bytes(), Some(&tokens["one"])).status, 200);
+    let committer = mint(db, "genesis", &["World.Commit=log:1"], None);
+    assert_eq!(d.commit(&fixture::genesis("listing").bytes(), Some(&committer.token)).status, 200);
     let echo = |ep: &str, task: &str| {
         let r = a2a(&d, &tokens[ep], task, "tools.echo", json!({"ep": ep}));
         assert!(r.get("result").is_some(), "{r}");

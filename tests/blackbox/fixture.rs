@@ -51,6 +51,7 @@ impl Step {
             objects: vec![self.object.clone()],
             next_world: self.world.clone(),
             entry: self.entry.clone(),
+            charge: None,
         }
     }
 }
@@ -67,7 +68,11 @@ pub fn next(prev: &World, label: &str) -> Step {
 
 /// A commit whose one object carries `payload`.
 pub fn step(prev: Option<&World>, label: &str, payload: Vec<u8>) -> Step {
-    let object = NewObject::derived(SEMANTIC_ID, "blackbox test", payload);
+    step_by(prev, label, NewObject::derived(SEMANTIC_ID, "blackbox test", payload), WRITTEN_BY)
+}
+
+/// An honest commit of `object`, its entry written by `written_by`.
+pub fn step_by(prev: Option<&World>, label: &str, object: NewObject, written_by: &str) -> Step {
     let index = prev.map(|w| w.revision + 1).unwrap_or(0);
     let header = EntryHeader {
         entry_index: index,
@@ -75,7 +80,7 @@ pub fn step(prev: Option<&World>, label: &str, payload: Vec<u8>) -> Step {
         transition_fn: Ref::of(b"blackbox transition"),
         interpreter: Ref::of(b"blackbox interpreter"),
         prev_entry_hash: prev.map(|w| w.log_head).unwrap_or(Ref::of(b"")),
-        written_by: WRITTEN_BY.to_string(),
+        written_by: written_by.to_string(),
     };
     let transition_ref = object.hash;
     let hash = entry_hash(&header, &transition_ref);
@@ -129,7 +134,10 @@ pub fn commit_chain(store: &Store, n: usize) -> Vec<World> {
 pub fn put_session(store: &Store, token: &str, created_at: u64, expires_at: u64) {
     let session = Session {
         episode: "bb".into(),
-        grants: vec![world_store::Grant::new("world.apply", "world", 1)],
+        grants: vec![
+            world_store::Grant::new("world.apply", "world", 1),
+            world_store::Grant::new("World.Commit", "log", 1000),
+        ],
         created_at,
         expires_at,
     };

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::process::{EXIT_WAIT, STARTUP_WAIT};
-pub use crate::process::{WORLDD, worldd};
+pub use crate::process::{WORLDD, worldd, worldd_into_closed_pipe};
 
 /// A bound that only turns a hang into a failure; nothing asserts speed.
 const HTTP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -385,10 +385,12 @@ pub fn stderr(o: &Output) -> String {
 }
 
 /// Mints a session for episode `bb` through the command line (through the
-/// daemon's admin socket when one runs) and returns the token.
+/// daemon's admin socket when one runs) and returns the token. It may commit
+/// over REST (`World.Commit`, 1000 units).
 pub fn mint(db: &Path) -> String {
     let db = db.to_str().unwrap();
-    let o = worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", "world.apply=world:10", "--yes"]);
+    let grants = ["--grant", "world.apply=world:10", "--grant", "World.Commit=log:1000"];
+    let o = worldd(&[&["session", "mint", "--db", db, "--episode", "bb", "--yes"][..], &grants].concat());
     assert!(o.status.success(), "mint failed: {}", stderr(&o));
     let token = stdout(&o).trim_end().to_string();
     assert_eq!(token.len(), 64, "{token:?}");

@@ -539,3 +539,54 @@ fn an_approval_asked_on_one_node_is_decided_on_the_store_and_answered_on_another
     assert_eq!(spent, 3, "one plain read and two approved ones");
     assert_store_verifies(&url);
 }
+
+#[test]
+fn a_database_password_appears_in_no_line_page_record_or_export() {
+    const SECRET: &str = "pw-S3CRET-never-shown";
+    let url = cluster::fresh_database();
+    let with_password = url.replacen("postgres://postgres@", &format!("postgres://postgres:{SECRET}@"), 1);
+    assert_ne!(with_password, url);
+    let (_, root, nodes) = nodes_on(with_password.clone(), 1);
+    let node = &nodes[0];
+    let mut seen = String::new();
+    let mut run = |args: &[&str]| {
+        let o = worldd(args);
+        seen.push_str(&format!("{}{}", stdout(&o), stderr(&o)));
+        o
+    };
+    // An operator's decision names the store it was made on.
+    let asks = mint_in_with(
+        &with_password,
+        &nodes,
+        "asks",
+        "Workspace.Read=worktree:10",
+        &["--ask-operator", "Workspace.Read"],
+    );
+    let waiting = read(node, &asks, "t1");
+    let id = waiting["result"]["status"]["message"]["parts"][0]["data"]["approval"]["id"].as_str().unwrap().to_string();
+    assert!(run(&["approvals", "--store", &with_password]).status.success());
+    assert!(run(&["approve", &id, "--store", &with_password]).status.success());
+    assert!(read_ok(&read(node, &asks, "t1")));
+    let export = root.path().join("store.export");
+    assert!(run(&["export", "--store", &with_password, "--out", export.to_str().unwrap()]).status.success());
+    assert!(run(&["verify", "--store", &with_password]).status.success());
+    // Refusals that name the store: a database nobody serves, a query parameter, no URL at all.
+    let unreachable = format!("postgres://postgres:{SECRET}@127.0.0.1:1/nowhere");
+    let in_query = format!("{url}?password={SECRET}");
+    let not_a_url = format!("host=127.0.0.1 password={SECRET}");
+    for store in [&unreachable, &in_query, &not_a_url] {
+        run(&["session", "list", "--store", store]);
+    }
+    // Everything a person or an agent can read.
+    for path in ["/v1/health", "/v1/store", "/metrics", "/workbench", "/workbench/episodes", "/workbench/episodes/asks"]
+    {
+        seen.push_str(&node.daemon.get(path).text());
+    }
+    seen.push_str(&node.daemon.stderr_lines().join("\n"));
+    let exported = std::fs::read(&export).unwrap();
+    seen.push_str(&String::from_utf8_lossy(&exported));
+    assert!(!seen.contains(SECRET), "the password shows:\n{seen}");
+    let named = url.split_once('?').map_or(url.as_str(), |(u, _)| u);
+    let decision = String::from_utf8_lossy(&exported);
+    assert!(decision.contains(named), "the decision names the store without its password ({named})");
+}

@@ -24,8 +24,19 @@ fn world() -> World {
     let db = store.db.to_str().unwrap();
     let o = worldd(&["publish", "--db", db, "--builtin"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o =
-        worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", "Workspace.Read=worktree:5", "--yes"]);
+    let o = worldd(&[
+        "session",
+        "mint",
+        "--db",
+        db,
+        "--episode",
+        "bb",
+        "--grant",
+        "Workspace.Read=worktree:5",
+        "--grant",
+        "World.Commit=log:1",
+        "--yes",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let token = stdout(&o).trim().to_string();
     let g = fixture::genesis("provenance");

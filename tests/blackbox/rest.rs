@@ -6,7 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 use std::io::Write as _;
-use world_store::{Op, Ref, WorldStore};
+use world_store::{NewObject, Op, Ref, WorldStore};
 
 const MALFORMED_REF: &str = "a ref must be sha256:<64 lowercase hex>";
 
@@ -610,8 +610,14 @@ fn the_referrers_of_a_committed_object_name_its_entry_and_the_entry_names_its_wo
     let entry_hash = g.entry.entry_hash.to_string();
     let v = d.get(&format!("/v1/objects/{}/referrers", g.object.hash)).ok_json();
     assert_eq!(v, json!({"items": [{"kind": "entry", "ref": entry_hash, "entryIndex": 0}]}));
+    // The entry is named by its world, and by the record of who committed it.
     let v = d.get(&format!("/v1/objects/{entry_hash}/referrers")).ok_json();
-    assert_eq!(v, json!({"items": [{"kind": "world", "ref": g.world.world_ref.to_string()}]}));
+    let items = v["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{v}");
+    assert!(items.contains(&json!({"kind": "world", "ref": g.world.world_ref.to_string()})), "{v}");
+    let record = items.iter().find(|i| i["kind"] == "object").unwrap_or_else(|| panic!("{v}"));
+    let record = d.get(&format!("/v1/objects/{}", record["ref"].as_str().unwrap())).ok_json();
+    assert_eq!(record["semanticId"], "world/commit-record/v1", "{record}");
     let absent = Ref::of(b"absent");
     assert_error(&d.get(&format!("/v1/objects/{absent}/referrers")), 404, "NotFound", Some("object not found"));
     let r = d.get(&format!("/v1/objects/{}/referrers?after=nope", g.object.hash));
@@ -632,4 +638,93 @@ fn the_journal_of_an_unknown_record_is_not_found_and_a_malformed_one_a_bad_reque
     assert_error_starts(&r, 404, "NotFound", "no journal item carries this effect record");
     let r = d.get("/v1/objects/nope/journal");
     assert_error(&r, 400, "BadRequest", Some(&format!("effect record ref: {MALFORMED_REF}")));
+}
+
+#[test]
+fn the_largest_numbers_a_reader_can_send_are_answered_and_never_wrap() {
+    let (store, d, token) = daemon_with_token();
+    commit_ok(&d, &token, &genesis("g"));
+    // An episode with a call, so its pages have something to count from.
+    let db = store.db.to_str().unwrap();
+    let o = worldd(&["publish", "--db", db, "--builtin"]);
+    assert!(o.status.success(), "publish: {}", stderr(&o));
+    let minted = crate::episodes::mint(db, "ep", &["world.apply=world:10"], None);
+    crate::episodes::mcp(&d, &minted.token, "tools_decho", json!({"message": "hi"}));
+    let max = u64::MAX;
+    for path in [
+        format!("/v1/log?from={max}&limit={max}"),
+        format!("/v1/episodes?limit={max}"),
+        format!("/v1/episodes/ep/calls?from={max}&limit={max}"),
+        format!("/workbench?from={max}"),
+        format!("/workbench/episodes/ep?from={max}"),
+    ] {
+        let r = d.get(&path);
+        assert!(r.status < 500, "{path}: {} {}", r.status, r.text());
+    }
+    assert_eq!(d.get("/v1/health").status, 200, "the daemon is still whole");
+}
+
+#[test]
+fn a_commit_needs_the_commit_grant_is_paid_once_and_names_the_session_that_made_it() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let db = store.db.to_str().unwrap();
+    // A session granted nothing but reads may not write the log.
+    let reader = crate::episodes::mint(db, "ep", &["Workspace.Read=worktree:1"], None);
+    let g = fixture::genesis("g");
+    let r = d.commit(&g.bytes(), Some(&reader.token));
+    let e = assert_error(&r, 403, "NotGranted", None);
+    assert!(e["message"].as_str().unwrap().contains("World.Commit=log"), "{e}");
+    assert_error(&d.get("/v1/head"), 404, "NotFound", None);
+
+    // Three units: the genesis (1), a 1500-byte commit (2), then nothing more.
+    let writer = crate::episodes::mint(db, "ep", &["World.Commit=log:3"], None);
+    commit_ok(&d, &writer.token, &g);
+    let big = fixture::step(Some(&g.world), "big", vec![7; 1500]).with_id("rest:big");
+    commit_ok(&d, &writer.token, &big);
+    // Resent under its id: answered from its receipt, not paid again.
+    commit_ok(&d, &writer.token, &big);
+    let over = next(&big.world, "over");
+    let r = d.commit(&over.bytes(), Some(&writer.token));
+    let e = assert_error(&r, 403, "BudgetExhausted", None);
+    assert!(e["message"].as_str().unwrap().contains("0 unit(s) left"), "{e}");
+    assert_eq!(d.get("/v1/head").text().trim(), big.world.world_ref.to_string());
+
+    // The episode shows what it paid, though it made no call.
+    let summary = d.get("/v1/episodes/ep").ok_json();
+    let spend = summary["spend"].as_array().unwrap();
+    let commits = spend.iter().find(|s| s["effect"] == "World.Commit").unwrap_or_else(|| panic!("{summary}"));
+    assert_eq!((&commits["scope"], &commits["spent"]), (&json!("log"), &json!(3)), "{summary}");
+
+    // `why` walks from the entry to the session that committed it.
+    let o = worldd(&["why", "1", "--addr", &d.base_url(), "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let walked: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let credential = format!("sha256:{}", writer.credential_id);
+    assert_eq!(walked["commitRecord"]["credentialId"], json!(credential), "{walked}");
+    assert_eq!(walked["journal"]["invocationId"], "rest-entry:1", "{walked}");
+    assert_eq!(walked["journal"]["intent"]["cost"], 2, "{walked}");
+    let o = worldd(&["verify", "--db", db]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+}
+
+#[test]
+fn a_commit_cannot_pose_as_the_daemon() {
+    let (_store, d, token) = daemon_with_token();
+    let g = fixture::genesis("g");
+    commit_ok(&d, &token, &g);
+    let object = |semantic_id: &str, provenance: &str| NewObject::derived(semantic_id, provenance, b"{}".to_vec());
+    let posing = [
+        (fixture::step_by(Some(&g.world), "c", object("demo/x", "me"), "coordinator:epb"), "entry.header.writtenBy"),
+        (fixture::step_by(Some(&g.world), "w", object("demo/x", "me"), "worldd/quickstart"), "entry.header.writtenBy"),
+        (fixture::step_by(Some(&g.world), "a", object("world/approval/v1", "me"), "me"), "objects[0].semanticId"),
+        (fixture::step_by(Some(&g.world), "r", object("world/effect-record/v3", "me"), "me"), "objects[0].semanticId"),
+        (fixture::step_by(Some(&g.world), "p", object("demo/x", "host/approvals"), "me"), "objects[0].provenance"),
+    ];
+    for (step, field) in posing {
+        let e = assert_error(&d.commit(&step.bytes(), Some(&token)), 400, "BadRequest", None);
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("{field}: ")), "{field}: {message}");
+    }
+    assert_eq!(d.get("/v1/head").text().trim(), g.world.world_ref.to_string(), "nothing was committed");
 }

@@ -218,13 +218,14 @@ fn with_a_daemon_running_mint_list_and_revoke_go_through_the_admin_socket() {
         other => panic!("expected the daemon to hold the lock, got {:?}", other.map(|_| ())),
     }
     let db = db_str(&store);
-    let o = worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", GRANT, "--yes"]);
+    let commits = "World.Commit=log:10";
+    let o = worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", GRANT, "--grant", commits, "--yes"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let token = stdout(&o).strip_suffix('\n').expect("one line").to_string();
     assert!(is_token(&token));
     let err = stderr(&o);
     let prefix = format!(
-        "worldd session mint: credential_id={} (episode bb, 1 grant(s), expires ",
+        "worldd session mint: credential_id={} (episode bb, 2 grant(s), expires ",
         Ref::of(token.as_bytes()).hex()
     );
     assert!(err.starts_with(&prefix) && err.lines().count() == 1, "{err}");
@@ -233,10 +234,24 @@ fn with_a_daemon_running_mint_list_and_revoke_go_through_the_admin_socket() {
 
     let out_file = store.dir.path().join("live-token");
     let path = out_file.to_str().unwrap();
-    let o = worldd(&["session", "mint", "--db", db, "--episode", "bb", "--grant", GRANT, "--out", path, "--yes"]);
+    let o = worldd(&[
+        "session",
+        "mint",
+        "--db",
+        db,
+        "--episode",
+        "bb",
+        "--grant",
+        GRANT,
+        "--grant",
+        commits,
+        "--out",
+        path,
+        "--yes",
+    ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(mode(&out_file), 0o600);
-    assert!(stdout(&o).starts_with("minted session credential for episode bb: 1 grant(s), expires epoch "));
+    assert!(stdout(&o).starts_with("minted session credential for episode bb: 2 grant(s), expires epoch "));
     assert_eq!(stdout(&o).lines().count(), 1);
     assert!(stderr(&o).starts_with("worldd session mint: credential_id="));
     let second = std::fs::read_to_string(&out_file).unwrap().trim_end().to_string();
@@ -283,8 +298,7 @@ fn bearer_parsing_maps_absent_malformed_and_unknown_each_to_its_class() {
     assert_error(&with(""), 401, "SessionAbsent", Some(absent));
     let hex = fixture::random_token();
     let malformed = [
-        format!("bearer {hex}"),
-        format!("BEARER {hex}"),
+        format!("bearer  {hex}"),
         format!("Bearer  {hex}"),
         format!("Bearer {}", hex.to_uppercase()),
         format!("Bearer {}", &hex[..63]),
@@ -299,7 +313,10 @@ fn bearer_parsing_maps_absent_malformed_and_unknown_each_to_its_class() {
     for value in &malformed {
         assert_error(&with(value), 400, "InvalidSession", Some(message));
     }
-    assert_error(&with(&format!("Bearer {hex}")), 401, "SessionUnknown", Some("unknown session credential"));
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let r = with(&format!("{scheme} {hex}"));
+        assert_error(&r, 401, "SessionUnknown", Some("unknown session credential"));
+    }
     // Bytes that are not UTF-8 are malformed, too.
     let mut conn = Raw::connect(&d.addr);
     let mut head = b"Authorization: Bearer ".to_vec();
@@ -311,6 +328,27 @@ fn bearer_parsing_maps_absent_malformed_and_unknown_each_to_its_class() {
     let r = conn.read_reply();
     assert_error(&r, 400, "InvalidSession", Some(message));
     assert_error(&d.get("/v1/head"), 404, "NotFound", None);
+}
+
+#[test]
+fn the_bearer_scheme_is_read_in_any_letter_case_on_every_surface() {
+    let store = TempStore::new();
+    let d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let ping = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    for scheme in ["bearer", "BEARER", "bEaReR"] {
+        let auth = format!("{scheme} {token}");
+        let json = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+        let mcp = [json[0], json[1], ("Accept", "application/json, text/event-stream")];
+        let r = d.request("POST", "/mcp/", &mcp, Some(ping));
+        assert_eq!(r.status, 200, "MCP with {scheme:?}: {}", r.text());
+        assert!(r.text().contains(r#""result":{}"#), "MCP ping with {scheme:?}: {}", r.text());
+        // A2A has no ping: the method is unknown, which it says only to a session it knows.
+        let r = d.request("POST", "/a2a/", &json, Some(ping));
+        assert_eq!(r.json()["error"]["code"], -32601, "A2A with {scheme:?}: {}", r.text());
+        let r = d.request("GET", "/.well-known/agent.json", &json[..1], None);
+        assert_eq!(r.status, 200, "the card with {scheme:?}: {}", r.text());
+    }
 }
 
 #[test]

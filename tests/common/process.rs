@@ -131,19 +131,34 @@ pub fn worldd(args: &[&str]) -> Output {
     run(Command::new(WORLDD).args(args))
 }
 
+/// Runs `worldd ARGS…` with its standard output a pipe whose reader has already
+/// gone (`worldd … | head -0`), so its first line meets a closed pipe; stderr
+/// is captured as usual and stdout comes back empty.
+pub fn worldd_into_closed_pipe(args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    run_with_stdout(Command::new(WORLDD).args(args), Stdio::from(writer))
+}
+
 /// Runs a command to completion with stdin null, failing the test instead of hanging.
 pub fn run(cmd: &mut Command) -> Output {
+    run_with_stdout(cmd, Stdio::piped())
+}
+
+fn run_with_stdout(cmd: &mut Command, stdout: Stdio) -> Output {
     let mut child = cmd
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the command");
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let (out, mut err) = (child.stdout.take(), child.stderr.take().unwrap());
     let out_reader = std::thread::spawn(move || {
         let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
+        if let Some(mut out) = out {
+            let _ = out.read_to_end(&mut v);
+        }
         v
     });
     let err_reader = std::thread::spawn(move || {

@@ -43,7 +43,7 @@ fn a_resent_task_id_returns_the_committed_result_and_runs_nothing() {
     assert_eq!(r.result()["metadata"]["invocation_id"], "a2a:other:task-1");
     assert_eq!(counter(&lab, "other"), ["first"]);
     let report = lab.verify_clean();
-    assert_eq!(report["counts"]["intents"], 2);
+    assert_eq!(lab.effect_intents(&report), 2);
 }
 
 #[test]
@@ -143,7 +143,7 @@ fn a_plan_refusal_is_a_committed_entry_with_no_effects() {
         assert_eq!((&plan["effects"], &plan["result"]["refused"]), (&json!([]), &out["refused"]));
     }
     let report = lab.verify_clean();
-    assert_eq!(report["counts"]["intents"], 0, "a refusal spends nothing");
+    assert_eq!(lab.effect_intents(&report), 0, "a refusal spends nothing");
 }
 
 /// Plans one Workspace.Read, but is admitted by `world.apply`: the broker, not
@@ -239,5 +239,5 @@ fn grants_decide_visibility_and_the_broker_records_each_denial_label() {
     assert_eq!((&record["denial"], &record["budgetBefore"]), (&json!("denied:expired"), &json!(5)));
 
     let report = lab.verify_clean();
-    assert_eq!(report["counts"]["intents"], 0, "no denial journaled a debit");
+    assert_eq!(lab.effect_intents(&report), 0, "no denial journaled a debit");
 }

@@ -171,7 +171,7 @@ impl Lab {
 
     /// An honest genesis (entry 0, world revision 0), committed over REST.
     pub fn genesis(&self) {
-        let token = self.mint("genesis", &["world.apply=world:1"]);
+        let token = self.mint("genesis", &["World.Commit=log:1"]);
         let (status, body) = self.post_json("/v1/commit", &token, &genesis_body());
         assert_eq!(status, 200, "genesis: {body}");
     }
@@ -249,6 +249,14 @@ impl Lab {
             .unwrap_or_else(|e| panic!("verify output is not JSON ({e}): {}{}", text(&o.stdout), text(&o.stderr)));
         assert!(o.status.success() && report["faultCount"] == 0, "verify found faults: {report}");
         report
+    }
+
+    /// The intents of the agents' effects in a verify report: each REST
+    /// commit (the genesis included) journals one of its own, not counted.
+    pub fn effect_intents(&self, report: &Value) -> u64 {
+        let (_, page) = self.get("/v1/objects/by-semantic-id/world/commit-record/v1?limit=500");
+        let commits = page["items"].as_array().map_or(0, |items| items.len() as u64);
+        report["counts"]["intents"].as_u64().expect("an intent count") - commits
     }
 
     /// Writes test transitions (Python sources) and their manifest into the lab; returns the manifest path.

@@ -95,5 +95,5 @@ fn republishing_during_an_effect_reports_effects_unrecorded_with_resolvable_reco
     let r = client.send("u-2", "gated-exec", &json!({}));
     assert_eq!(lab.invocation_record(r.entry_index())["transitionFn"], lab.transition_fn("gated-exec"));
     let report = lab.verify_clean();
-    assert_eq!(report["counts"]["intents"], 2, "both runs debited, each once");
+    assert_eq!(lab.effect_intents(&report), 2, "both runs debited, each once");
 }

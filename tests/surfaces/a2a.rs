@@ -37,7 +37,7 @@ fn a2a_session_denials_are_json_rpc_errors_in_http_200_whatever_the_body() {
         assert_a2a_error(&lab.a2a_raw(None, body), "null", -32001, absent);
         let h = [("Content-Type", "application/json"), ("Authorization", "")];
         assert_a2a_error(&lab.post("/a2a/", &h, body), "null", -32001, absent);
-        for bad in [format!("Bearer {}", &token[..10]), format!("bearer {token}"), token.clone()] {
+        for bad in [format!("Bearer {}", &token[..10]), format!("Basic {token}"), token.clone()] {
             let h = [("Content-Type", "application/json"), ("Authorization", bad.as_str())];
             assert_a2a_error(&lab.post("/a2a/", &h, body), "null", -32600, malformed);
         }

@@ -35,7 +35,7 @@ fn mcp_session_denials_are_401_plain_text_with_the_four_seed_texts() {
     let cases: Vec<(Option<String>, &str)> = vec![
         (None, "session credential is absent: send Authorization: Bearer <session-credential>\n"),
         (Some(String::new()), "session credential is absent: send Authorization: Bearer <session-credential>\n"),
-        (Some(format!("bearer {token}")), "malformed Authorization header: expected Bearer <64-hex-credential>\n"),
+        (Some(format!("Basic {token}")), "malformed Authorization header: expected Bearer <64-hex-credential>\n"),
         (
             Some(format!("Bearer {}", token.to_uppercase())),
             "malformed Authorization header: expected Bearer <64-hex-credential>\n",

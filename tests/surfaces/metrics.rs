@@ -142,3 +142,24 @@ fn with_no_metrics_calls_are_served_and_metrics_are_not() {
     assert_eq!(lab.get("/metrics").status, 404);
     assert_eq!(lab.get_json("/v1/store")["batches"].as_u64().map(|b| b >= 1), Some(true), "the store still counts");
 }
+
+#[test]
+fn only_registered_tools_become_labels_and_unknown_ones_count_under_one() {
+    let lab = Lab::new(LabOptions { episodes: &["ep"], ..Default::default() });
+    let token = lab.mint("ep", &["world.apply=world:10"]);
+    // More made-up skill ids than the label set holds, some long, some with control characters.
+    for i in 0..70 {
+        let skill = format!("made-up-{i}-\u{1}\n{}", "x".repeat(200));
+        let refused = lab.send(&token, &format!("u{i}"), &skill, &json!({}));
+        assert!(refused.get("error").is_some() || refused["result"]["status"]["state"] != "completed", "{refused}");
+    }
+    // A registered tool called afterwards is still counted under its own name.
+    lab.send(&token, "e1", "tools.echo", &json!({"message": "hi"}));
+    let text = scrape(&lab);
+    let labelled: Vec<&str> = text.lines().filter(|l| l.starts_with("worldd_calls_total{")).collect();
+    let unknown = labelled.iter().filter(|l| l.contains("tool=\"unknown\"")).map(|l| l.rsplit(' ').next().unwrap());
+    assert_eq!(unknown.map(|n| n.parse::<f64>().unwrap()).sum::<f64>(), 70.0, "{labelled:#?}");
+    assert!(labelled.iter().all(|l| !l.contains("made-up")), "{labelled:#?}");
+    let echo = "worldd_calls_total{surface=\"a2a\",tool=\"tools.echo\",outcome=\"committed\"}";
+    assert_eq!(sample(&text, echo), 1.0, "{labelled:#?}");
+}

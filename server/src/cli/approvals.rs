@@ -22,14 +22,14 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
         Err(e) => return fail(1, format!("approvals: {e}")),
     };
     if json {
-        println!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
+        say!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
         return ExitCode::SUCCESS;
     }
     let now = crate::clock::now();
     for r in &rows {
-        println!("{}", line(r, now));
+        say!("{}", line(r, now));
     }
-    println!("{} open approval(s)", rows.len());
+    say!("{} open approval(s)", rows.len());
     ExitCode::SUCCESS
 }
 
@@ -78,7 +78,7 @@ pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitC
     } else {
         "the agent's next identical call is told, and records the denial"
     };
-    println!("approval {id}: {state}; {next}");
+    say!("approval {id}: {state}; {next}");
     ExitCode::SUCCESS
 }
 

@@ -10,21 +10,18 @@ pub fn run(db: &Path) -> ExitCode {
         Ok(c) => {
             // What the open before compaction recovered, said as `serve` says it.
             if c.replayed_frames > 0 {
-                eprintln!(
-                    "compact: replayed {} frame(s) of the write-ahead log after an unclean stop",
-                    c.replayed_frames
-                );
+                note!("compact: replayed {} frame(s) of the write-ahead log after an unclean stop", c.replayed_frames);
             }
             for effect in &c.recovery.indeterminate_effects {
-                eprintln!(
+                note!(
                     "compact: recovery: effect intent {effect} had no outcome; recorded indeterminate (its debit stands)"
                 );
             }
             for (task, state) in &c.recovery.tasks {
-                eprintln!("compact: recovery: task {task} was in flight at the last stop; now {}", state.as_str());
+                note!("compact: recovery: task {task} was in flight at the last stop; now {}", state.as_str());
             }
             let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
-            println!(
+            say!(
                 "compacted {}: {:.2} MiB -> {:.2} MiB ({:.2} MiB given back)",
                 db.display(),
                 mib(c.before),

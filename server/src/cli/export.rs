@@ -40,7 +40,7 @@ pub fn export_cmd(spec: &StoreSpec, out: &Path, with_sessions: bool) -> ExitCode
 fn exported(spec: &StoreSpec, out: &Path, with_sessions: bool, result: Result<u64, String>) -> ExitCode {
     match result {
         Ok(n) => {
-            println!(
+            say!(
                 "exported {n} records from {} to {}{}",
                 spec.label(),
                 out.display(),
@@ -59,7 +59,7 @@ fn through_daemon(db: &Path, out: &Path, with_sessions: bool) -> Result<Option<u
     match crate::admin::call(db, &AdminRequest::Export { out, with_sessions })? {
         None => Ok(None),
         Some(AdminResponse::Exported { records }) => {
-            eprintln!("export: written by the daemon running on this store, from a snapshot of it");
+            note!("export: written by the daemon running on this store, from a snapshot of it");
             Ok(Some(records))
         }
         Some(AdminResponse::Error { message }) => Err(message),
@@ -79,7 +79,7 @@ pub fn import_cmd(spec: &StoreSpec, input: &Path) -> ExitCode {
     };
     match imported {
         Ok(n) => {
-            println!("imported {n} records from {} into {}", input.display(), spec.label());
+            say!("imported {n} records from {} into {}", input.display(), spec.label());
             let _ = std::io::stdout().flush();
             ExitCode::SUCCESS
         }

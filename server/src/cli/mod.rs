@@ -362,7 +362,7 @@ enum SessionCommand {
 
 /// Prints `worldd: <message>` and returns the exit code.
 pub fn fail(code: u8, message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("worldd: {message}");
+    note!("worldd: {message}");
     ExitCode::from(code)
 }
 
@@ -492,11 +492,11 @@ fn store_init(url: &str) -> ExitCode {
     }
     match world_store::postgres::init(url) {
         Ok(m) if m.from == m.to => {
-            println!("{}: schema is version {}, current", world_store::postgres::redacted(url), m.to);
+            say!("{}: schema is version {}, current", world_store::postgres::redacted(url), m.to);
             ExitCode::SUCCESS
         }
         Ok(m) => {
-            println!("{}: schema version {} -> {}", world_store::postgres::redacted(url), m.from, m.to);
+            say!("{}: schema version {} -> {}", world_store::postgres::redacted(url), m.from, m.to);
             ExitCode::SUCCESS
         }
         Err(e) => fail(2, e),

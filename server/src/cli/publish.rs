@@ -28,7 +28,7 @@ pub fn run(spec: &StoreSpec, manifest: Option<&Path>, builtin: bool, replace: bo
     };
     match summary {
         Ok(s) => {
-            println!("{s}");
+            say!("{s}");
             ExitCode::SUCCESS
         }
         Err(e) => fail(1, format!("publish: {e}")),

@@ -38,6 +38,8 @@ fn demo_grants(asks: &super::session::Asks<'_>) -> Result<Vec<Grant>, String> {
         ("Workspace.Write", "worktree"),
         ("Workspace.Exec", "worktree"),
         ("world.apply", "world"),
+        // The seed's REST flows commit with the demo session.
+        (crate::effects::commit::COMMIT_EFFECT, crate::effects::commit::COMMIT_SCOPE),
     ]
     .iter()
     .map(|(e, s)| Grant::new(e, s, DEMO_BUDGET))
@@ -51,6 +53,8 @@ fn demo_grants(asks: &super::session::Asks<'_>) -> Result<Vec<Grant>, String> {
 fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, String> {
     let worktree = dir.join("workspace").join(DEMO_EPISODE);
     std::fs::create_dir_all(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
+    // The worktrees hold the agent's files: its user's alone, as the store is.
+    private_dir(&dir.join("workspace"))?;
     let sample = worktree.join("hello.txt");
     if !sample.exists() {
         std::fs::write(&sample, "hello from World\n").map_err(|e| format!("{}: {e}", sample.display()))?;
@@ -58,14 +62,14 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     if let StoreSpec::Postgres(url) = spec {
         let m = world_store::postgres::init(url).map_err(|e| e.to_string())?;
         if m.from != m.to {
-            println!("created the store's schema (version {}) in {}", m.to, spec.label());
+            say!("created the store's schema (version {}) in {}", m.to, spec.label());
         }
     }
     let opened = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?;
     let store = opened.store.as_ref();
     if store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string())?.is_none() {
         match store.call(Op::CommitWorld(genesis("worldd/quickstart"))) {
-            Ok(_) => println!("committed the genesis world"),
+            Ok(_) => say!("committed the genesis world"),
             // Another node committed it first.
             Err(WriteError::HeadConflict { observed: None, selected: Some(_) }) => {}
             Err(e) => return Err(format!("genesis: {e}")),
@@ -74,24 +78,38 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     let builtin = PublishRequest { manifest: None, builtin: true, replace: true };
     // A node publishing at the same moment moves the head under this one: once more sees it.
     let published = publish(store, &builtin).or_else(|_| publish(store, &builtin))?;
-    println!("{published}");
+    say!("{published}");
     let session_file = dir.join("session");
+    let mut replaced = None;
     if let Ok(token) = std::fs::read_to_string(&session_file) {
         let id = sessions::credential_id(token.trim());
         let live = store.snapshot().and_then(|s| s.session(&id)).map_err(|e| e.to_string())?;
         // Reused while it lives and grants what was asked for (`--ask` changes that).
-        if live.is_some_and(|s| s.is_live(crate::clock::now() + 60) && s.grants == grants) {
+        if live.as_ref().is_some_and(|s| s.is_live(crate::clock::now() + 60) && s.grants == grants) {
             return Ok(false);
         }
+        replaced = live.is_some().then_some(id);
     }
+    super::session::tell_asks(&grants);
     let req = MintRequest { episode: DEMO_EPISODE.into(), grants, ttl_s: DEMO_TTL_S };
     let token = sessions::new_token();
     let session = req.session(crate::clock::now());
     store
         .call(Op::MintSession { credential_id: sessions::credential_id(&token), session })
         .map_err(|e| format!("mint: {e}"))?;
-    write_token_file(&session_file, &token).map_err(|e| format!("{}: {e}", session_file.display()))?;
+    write_token_file(&session_file, &token)?;
+    // The credential replaced stops working: it granted what the new one asks first.
+    if let Some(old) = replaced {
+        store.call(Op::RevokeSession { credential_id: old }).map_err(|e| format!("revoking the old session: {e}"))?;
+        say!("revoked the demo session it replaces ({})", old.hex());
+    }
     Ok(true)
+}
+
+/// Makes `dir` (quickstart's own, or its workspace) its owner's alone: mode 0700.
+fn private_dir(dir: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 pub fn run(
@@ -109,8 +127,10 @@ pub fn run(
     if let Err(e) = crate::serve::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
-    if let Err(e) = std::fs::create_dir_all(dir) {
-        return fail(2, format!("quickstart: {}: {e}", dir.display()));
+    if let Err(e) =
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| private_dir(dir))
+    {
+        return fail(2, format!("quickstart: {e}"));
     }
     let dir = match std::fs::canonicalize(dir) {
         Ok(d) => d,
@@ -128,23 +148,21 @@ pub fn run(
         Err(e) => return fail(2, format!("quickstart: {e}")),
     };
     let session = dir.join("session");
-    println!(
+    say!(
         "{} session for episode {DEMO_EPISODE} in {} (mode 0600)",
         if minted { "minted a" } else { "reusing the" },
         session.display()
     );
     let mcp_url = format!("http://{bind}/mcp/");
-    println!("MCP:  {mcp_url}");
-    println!("A2A:  http://{bind}/a2a/  (card: http://{bind}/.well-known/agent.json)");
-    println!(
+    say!("MCP:  {mcp_url}");
+    say!("A2A:  http://{bind}/a2a/  (card: http://{bind}/.well-known/agent.json)");
+    say!(
         "try:  curl -s -H \"Authorization: Bearer $(cat {})\" -H 'Content-Type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/send\",\"params\":{{\"id\":\"read-1\",\"metadata\":{{\"skill_id\":\"ailang-read\"}},\"message\":{{\"role\":\"user\",\"parts\":[{{\"type\":\"data\",\"data\":{{\"path\":\"hello.txt\"}}}}]}}}}}}' http://{bind}/a2a/",
         session.display()
     );
-    println!("{}", crate::serve::connection_snippets(&mcp_url, &session));
+    say!("{}", crate::serve::connection_snippets(&mcp_url, &session));
     if exec_allow.is_empty() {
-        println!(
-            "workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3"
-        );
+        say!("workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3");
     }
     super::serve(ServeOptions {
         approval_ttl_s: crate::approvals::APPROVAL_TTL_DEFAULT_S,

@@ -6,7 +6,7 @@ use crate::admin::{self, AdminRequest, AdminResponse};
 use crate::sessions::{self, MintRequest, Minted, SessionRow};
 use crate::stores::StoreSpec;
 use std::io::{BufRead, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+
 use std::path::Path;
 use std::process::ExitCode;
 use world_store::{Op, Reply};
@@ -98,6 +98,7 @@ pub fn mint(
         StoreSpec::Embedded(db) => db.as_path(),
         // Every node reads sessions from the database: minting there is live at once.
         StoreSpec::Postgres(_) => {
+            tell_asks(&req.grants);
             return match mint_offline(spec, &req) {
                 Ok(m) => emit(&m, episode, out),
                 Err(e) => fail(1, format!("session mint: {e}")),
@@ -114,7 +115,24 @@ pub fn mint(
         },
         Err(e) => return fail(1, format!("session mint: {e}")),
     };
+    tell_asks(&req.grants);
     emit(&minted, episode, out)
+}
+
+/// Says, for each grant that asks, whose answer counts: what `--ask` stops and
+/// what only `--ask-operator` does (README, "Who can approve").
+pub fn tell_asks(grants: &[world_store::Grant]) {
+    for g in grants {
+        let who = match g.ask {
+            None => continue,
+            Some(world_store::Approver::Anyone) => {
+                "its caller's client may answer (stops a model acting unseen by its user, not an agent that holds \
+                 its own token: use --ask-operator for that)"
+            }
+            Some(world_store::Approver::Operator) => "only the operator may answer (worldd approve / deny)",
+        };
+        note!("worldd: grant {}={} asks before each effect: {who}", g.effect, g.scope);
+    }
 }
 
 /// Mints on the store itself: no daemon holds it (a file), or it is shared (PostgreSQL).
@@ -129,7 +147,7 @@ fn mint_offline(spec: &StoreSpec, req: &MintRequest) -> Result<Minted, String> {
 }
 
 fn emit(m: &Minted, episode: &str, out: Option<&Path>) -> ExitCode {
-    eprintln!(
+    note!(
         "worldd session mint: credential_id={} (episode {episode}, {} grant(s), expires {})",
         m.credential_id.hex(),
         m.grants,
@@ -138,29 +156,26 @@ fn emit(m: &Minted, episode: &str, out: Option<&Path>) -> ExitCode {
     match out {
         Some(path) => {
             if let Err(e) = write_token_file(path, &m.token) {
-                return fail(1, format!("session mint: writing {}: {e}", path.display()));
+                return fail(1, format!("session mint: {e}"));
             }
-            println!(
+            say!(
                 "minted session credential for episode {episode}: {} grant(s), expires epoch {}, written to {}",
                 m.grants,
                 m.expires_at,
                 path.display()
             );
         }
-        None => println!("{}", m.token),
+        None => say!("{}", m.token),
     }
     ExitCode::SUCCESS
 }
 
-/// Writes the token at mode 0600, tightening an existing file first.
-pub fn write_token_file(path: &Path, token: &str) -> std::io::Result<()> {
-    if path.exists() {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-    }
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
-    f.write_all(token.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()
+/// Writes the token to a new file of mode 0600 (`stores::write_private`):
+/// never through a link planted at `path`, never into another user's file.
+pub fn write_token_file(path: &Path, token: &str) -> Result<(), String> {
+    crate::stores::write_private(path, |f| {
+        f.write_all(token.as_bytes()).and_then(|()| f.write_all(b"\n")).map_err(|e| e.to_string())
+    })
 }
 
 pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
@@ -179,12 +194,12 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
         Err(e) => return fail(1, format!("session list: {e}")),
     };
     if json {
-        println!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
+        say!("{}", serde_json::to_string(&rows).unwrap_or_else(|_| "[]".into()));
         return ExitCode::SUCCESS;
     }
     for r in &rows {
         let grants: Vec<String> = r.grants.iter().map(sessions::format_grant).collect();
-        println!(
+        say!(
             "{} {} {} expires {} {}",
             r.credential_id,
             r.episode,
@@ -193,7 +208,7 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
             grants.join(" ")
         );
     }
-    println!("{} session credential(s)", rows.len());
+    say!("{} session credential(s)", rows.len());
     ExitCode::SUCCESS
 }
 
@@ -237,6 +252,6 @@ pub fn revoke(spec: &StoreSpec, credential_id: &str) -> ExitCode {
             ),
         );
     }
-    println!("revoked session credential {}", id.hex());
+    say!("revoked session credential {}", id.hex());
     ExitCode::SUCCESS
 }

@@ -28,10 +28,10 @@ pub fn run(spec: &StoreSpec, json: bool, deep: bool) -> ExitCode {
         }) {
             Ok(Some(AdminResponse::Verified { output, clean })) => {
                 if show_progress {
-                    eprintln!();
+                    note!();
                 }
-                eprintln!("verify: answered by the daemon running on this store, from a snapshot of it");
-                print!("{output}");
+                note!("verify: answered by the daemon running on this store, from a snapshot of it");
+                say_raw!("{output}");
                 return if clean { ExitCode::SUCCESS } else { ExitCode::from(1) };
             }
             Ok(Some(AdminResponse::Error { message })) => return fail(2, format!("verify: {message}")),
@@ -61,7 +61,7 @@ pub fn run(spec: &StoreSpec, json: bool, deep: bool) -> ExitCode {
     let mut report =
         verify(&snapshot, &Options { threads: 0, progress: if show_progress { Some(&draw_progress) } else { None } });
     if show_progress {
-        eprintln!();
+        note!();
     }
     if deep && let Err(e) = deep_check(db) {
         report.fault_count += 1;
@@ -88,14 +88,14 @@ fn run_shared(url: &str, label: &str, json: bool, deep: bool) -> ExitCode {
     };
     let started = std::time::Instant::now();
     let report = verify(&snapshot, &Options::default());
-    print!("{}", crate::report::render(label, None, &report, json, started.elapsed()));
+    say_raw!("{}", crate::report::render(label, None, &report, json, started.elapsed()));
     if report.is_clean() { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 fn draw_progress(done: u64, total: u64) {
     let width = 30u64;
     let filled = (done * width).checked_div(total).unwrap_or(width).min(width);
-    eprint!(
+    note_raw!(
         "\rhashing objects [{}{}] {done}/{total}",
         "#".repeat(filled as usize),
         " ".repeat((width - filled) as usize)
@@ -104,7 +104,7 @@ fn draw_progress(done: u64, total: u64) {
 }
 
 fn print_report(db: &Path, report: &Report, json: bool, took: std::time::Duration) {
-    print!("{}", crate::report::render_report(db, report, json, took));
+    say_raw!("{}", crate::report::render_report(db, report, json, took));
 }
 
 /// redb's own page-checksum walk, on a private copy so the live file is never written.
@@ -146,13 +146,13 @@ fn run_export(file: &Path, json: bool) -> ExitCode {
     let code = match imported {
         Err(e) => {
             if json {
-                println!(
+                say!(
                     "{}",
                     serde_json::json!({"faultCount": 1, "faults": [{"table": "(export)", "key": "-", "kind": "decode", "detail": e.to_string()}]})
                 );
             } else {
-                println!("fault table=(export) key=- kind=decode: {e}");
-                println!("verified {}: 1 fault(s)", file.display());
+                say!("fault table=(export) key=- kind=decode: {e}");
+                say!("verified {}: 1 fault(s)", file.display());
             }
             ExitCode::from(1)
         }

@@ -14,6 +14,7 @@ const RECORD_V1: &str = "world/invocation-record/v1";
 const RECORD_V2: &str = "world/invocation-record/v2";
 use crate::effects::{EFFECT_RECORD as EFFECT_RECORD_V2, EFFECT_RECORD_V1, EFFECT_RECORD_V3};
 const EFFECT_RECORDS: [&str; 3] = [EFFECT_RECORD_V1, EFFECT_RECORD_V2, EFFECT_RECORD_V3];
+use crate::effects::commit::COMMIT_RECORD;
 
 struct Walk {
     addr: String,
@@ -120,6 +121,14 @@ impl Walk {
         };
         match obj.semantic_id.as_str() {
             RECORD_V1 | RECORD_V2 => self.walk_record(&r, &obj),
+            COMMIT_RECORD => {
+                let named: Value =
+                    serde_json::from_slice(&obj.payload).map_err(|e| format!("commit record {r}: {e}"))?;
+                match named["entryIndex"].as_u64() {
+                    Some(index) => self.walk_entry(index),
+                    None => Ok(Found::NotFound(format!("commit record {r} names no entry index"))),
+                }
+            }
             EFFECT_RECORD_V1 | EFFECT_RECORD_V2 | EFFECT_RECORD_V3 => self.walk_effect_record(&r, &obj),
             "world/effect-request/v1" | "world/effect-result/v1" => {
                 let records = self.naming_objects(&r, &EFFECT_RECORDS)?;
@@ -172,12 +181,19 @@ impl Walk {
                 listing.len() <= 1 && records.len() == listing.len(),
                 format!("effect record {rec} is listed by the invocation it names only ({} listing)", listing.len()),
             );
-            if let Some(j) = self.get(&format!("/v1/objects/{rec}/journal"))? {
-                let same = j["invocationId"] == json!(invocation) && j["ordinal"] == named["ordinal"];
-                self.link(
-                    same,
-                    format!("the journal item of {rec} is the effect it names ({invocation}#{})", named["ordinal"]),
-                );
+            match self.get(&format!("/v1/objects/{rec}/journal"))? {
+                Some(j) => {
+                    let same = j["invocationId"] == json!(invocation) && j["ordinal"] == named["ordinal"];
+                    self.link(
+                        same,
+                        format!("the journal item of {rec} is the effect it names ({invocation}#{})", named["ordinal"]),
+                    );
+                }
+                // The broker journals every effect it lets run; a denial has no intent.
+                None if named["allowed"] == json!(true) => {
+                    self.link(false, format!("a journal item carries effect record {rec}, which says the effect ran: none does, so the broker did not write it"));
+                }
+                None => {}
             }
             self.notes.push(format!(
                 "effect record {rec} decides effect {} of invocation {invocation}#{}",
@@ -256,13 +272,61 @@ impl Walk {
         if matches!(obj.semantic_id.as_str(), RECORD_V1 | RECORD_V2) {
             return self.walk_record(&tref, &obj);
         }
+        let written_by = e["header"]["writtenBy"].as_str().unwrap_or("");
+        if world_store::is_daemon_author(written_by) {
+            self.link(
+                false,
+                format!("entry {index} claims the daemon ({written_by}) as its author but carries no invocation record: not the daemon's"),
+            );
+        }
         self.notes.push(format!(
             "entry {index} was written by {} (not the coordinator): shown with its object only",
             e["header"]["writtenBy"].as_str().unwrap_or("")
         ));
+        self.committed_by(index, &e)?;
         self.world_of(index, &e, None)?;
         self.chain.insert("entry".into(), e);
         Ok(Found::Yes)
+    }
+
+    /// Who committed a REST entry: the commit record naming it, and the
+    /// journal item (keyed by the entry) whose intent names the session.
+    fn committed_by(&mut self, index: u64, entry: &Value) -> Result<(), String> {
+        let entry_hash =
+            entry["entryHash"].as_str().and_then(|s| Ref::parse(s).ok()).ok_or("entry without entryHash")?;
+        let Some((rec, obj)) = self.naming_objects(&entry_hash, &[COMMIT_RECORD])?.into_iter().next() else {
+            self.notes.push(format!(
+                "no commit record names entry {index}: nothing tells who committed it (a store written before \
+                 REST commits were accountable keeps none)"
+            ));
+            return Ok(());
+        };
+        let named: Value = serde_json::from_slice(&obj.payload).map_err(|e| format!("commit record {rec}: {e}"))?;
+        let names_it = named["entryIndex"] == json!(index) && named["entryHash"] == json!(entry_hash.to_string());
+        self.link(names_it, format!("commit record {rec} names entry {index}"));
+        let key = world_store::commit_journal_id(index);
+        match self.get(&format!("/v1/objects/{rec}/journal"))? {
+            Some(j) => {
+                let same = j["invocationId"] == json!(key) && j["intent"]["credential"] == named["credentialId"];
+                self.link(same, format!("the journal item {key} carries the record and names its session"));
+                self.notes.push(format!(
+                    "committed over REST by session {} of episode {}: {} {}/{} unit(s), budget {} -> {}",
+                    named["credentialId"].as_str().unwrap_or(""),
+                    named["episode"].as_str().unwrap_or(""),
+                    j["intent"]["cost"],
+                    j["intent"]["effect"].as_str().unwrap_or(""),
+                    j["intent"]["scope"].as_str().unwrap_or(""),
+                    j["intent"]["budgetBefore"],
+                    j["intent"]["budgetAfter"],
+                ));
+                self.chain.insert("journal".into(), j);
+            }
+            None => {
+                self.link(false, format!("a journal item carries commit record {rec}"));
+            }
+        }
+        self.chain.insert("commitRecord".into(), named);
+        Ok(())
     }
 
     /// Recomputes the world the entry produced and confirms it.
@@ -452,9 +516,9 @@ pub fn run(target: &str, addr: &str, as_json: bool) -> ExitCode {
     };
     if let Found::NotFound(why) = found {
         if as_json {
-            println!("{}", json!({"target": target, "found": false, "reason": why}));
+            say!("{}", json!({"target": target, "found": false, "reason": why}));
         } else {
-            eprintln!("worldd: why: {why}");
+            note!("worldd: why: {why}");
         }
         return ExitCode::from(2);
     }
@@ -465,18 +529,18 @@ pub fn run(target: &str, addr: &str, as_json: bool) -> ExitCode {
         walk.chain.insert("links".into(), Value::Array(links));
         walk.chain.insert("notes".into(), json!(walk.notes));
         walk.chain.insert("verified".into(), json!(failed == 0));
-        println!("{}", Value::Object(walk.chain));
+        say!("{}", Value::Object(walk.chain));
     } else {
         for (ok, text) in &walk.links {
-            println!("{} {text}", if *ok { "✓" } else { "✗" });
+            say!("{} {text}", if *ok { "✓" } else { "✗" });
         }
         for note in &walk.notes {
-            println!("{note}");
+            say!("{note}");
         }
         if failed == 0 {
-            println!("all {} link(s) verified", walk.links.len());
+            say!("all {} link(s) verified", walk.links.len());
         } else {
-            println!("{failed} of {} link(s) FAILED", walk.links.len());
+            say!("{failed} of {} link(s) FAILED", walk.links.len());
         }
     }
     if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) }

@@ -54,7 +54,7 @@ pub fn main(invocation: &str) -> std::process::ExitCode {
     let inv: Invocation = match serde_json::from_str(invocation) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("worldd confine-run: the invocation is not valid: {e}");
+            note!("worldd confine-run: the invocation is not valid: {e}");
             return std::process::ExitCode::from(HELPER_FAILED);
         }
     };
@@ -71,7 +71,7 @@ pub fn main(invocation: &str) -> std::process::ExitCode {
         std::fs::write(&tmp, bytes).and_then(|_| std::fs::rename(&tmp, &inv.outcome)).map_err(|e| e.to_string())
     });
     if let Err(e) = written {
-        eprintln!("worldd confine-run: writing {}: {e}", inv.outcome.display());
+        note!("worldd confine-run: writing {}: {e}", inv.outcome.display());
         return std::process::ExitCode::from(HELPER_FAILED);
     }
     std::process::ExitCode::SUCCESS
@@ -728,7 +728,7 @@ mod tests {
             (bound, written, refused, outside_written)
         });
         let Some((bound, written, refused, outside_written)) = seen else {
-            eprintln!("skipped: making a mount namespace needs CAP_SYS_ADMIN");
+            note!("skipped: making a mount namespace needs CAP_SYS_ADMIN");
             return;
         };
         assert_eq!(bound, Ok(()));

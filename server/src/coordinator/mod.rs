@@ -275,6 +275,14 @@ impl Coordinator {
         Ok(Some((head, parsed)))
     }
 
+    /// Whether `id` names a transition of the registry last read: only such ids
+    /// become metric labels, so a caller cannot fill the label set with names
+    /// of its own making.
+    fn registered(&self, id: &str) -> bool {
+        let cache = self.registry_cache.lock().unwrap_or_else(|p| p.into_inner());
+        cache.as_ref().is_some_and(|(_, registry)| registry.get(id).is_some())
+    }
+
     /// Is a call with this task id running now (its row may not be durable yet)?
     pub fn in_flight(&self, key: &TaskKey) -> bool {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).contains(key)
@@ -313,6 +321,9 @@ impl Coordinator {
     }
 }
 
+/// The metric label of a call whose tool id the registry does not hold.
+const UNKNOWN_TOOL_LABEL: &str = "unknown";
+
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
 pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     if !host.metrics().is_on() {
@@ -326,7 +337,8 @@ pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError>
         Ok(_) => "committed",
         Err(e) => e.kind(),
     };
-    host.metrics().call(surface.as_str(), &tool, outcome, started.elapsed().as_secs_f64());
+    let tool = if host.coordinator().registered(&tool) { tool.as_str() } else { UNKNOWN_TOOL_LABEL };
+    host.metrics().call(surface.as_str(), tool, outcome, started.elapsed().as_secs_f64());
     ended
 }
 

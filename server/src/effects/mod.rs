@@ -1,8 +1,9 @@
 //! The effect broker's pure parts: the decision law, the request encoding and
-//! the effect record; and the handlers (`worktree`, with its paths opened
-//! `beneath` the worktree and its disk `quota`).
+//! the effect record; a REST commit as an effect (`commit`); and the handlers
+//! (`worktree`, with its paths opened `beneath` the worktree and its disk `quota`).
 
 mod beneath;
+pub mod commit;
 pub mod quota;
 pub mod worktree;
 

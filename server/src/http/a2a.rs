@@ -32,7 +32,7 @@ pub async fn a2a_post(
         Ok(c) => c,
         Err(Denied::Session(d)) => return reply(auth::a2a_denial(d).into_http()),
         Err(Denied::Failed(why)) => {
-            eprintln!("worldd: a2a refusal: session: {why:?}");
+            note!("worldd: a2a refusal: session: {why:?}");
             return reply(A2aError::Unavailable.reply(&RpcId::Null).into_http());
         }
     };
@@ -59,7 +59,7 @@ pub async fn a2a_post(
                     CardError::Deadline => "the registry read deadline was exceeded".to_owned(),
                     CardError::Failed(why) => why,
                 };
-                eprintln!("worldd: a2a refusal: extended card: {why:?}");
+                note!("worldd: a2a refusal: extended card: {why:?}");
                 let detail = "the session's card could not be built (the cause is in the daemon's log)";
                 A2aError::Unavailable.because(Why::new(detail)).reply(id, flavor)
             }
@@ -83,7 +83,7 @@ async fn answer_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId,
             return A2aError::TaskNotFound.because(why).reply(id, flavor);
         }
         Err(why) => {
-            eprintln!("worldd: a2a refusal: approval answer on {}: {why:?}", a.task_id);
+            note!("worldd: a2a refusal: approval answer on {}: {why:?}", a.task_id);
             return A2aError::Unavailable.because(Why::new("the cause is in the daemon's log")).reply(id, flavor);
         }
     };
@@ -180,7 +180,7 @@ async fn send_message(
 /// A failed call as the A2A table answers it, its cause logged where the
 /// wire gets a fixed text.
 fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavor) -> Refusal {
-    let log = |cause: &dyn std::fmt::Debug| eprintln!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
+    let log = |cause: &dyn std::fmt::Debug| note!("worldd: a2a refusal: tasks/send {invocation_id}: {cause:?}");
     let (error, why) = match e {
         // Answered as an input-required task by `send_message`.
         CallError::ApprovalPending(p) => (A2aError::NotCommitted, Why::new(super::approvals::pending_text(p))),
@@ -332,7 +332,7 @@ async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
         Ok(Some(w)) => w,
         Ok(None) => return refuse(A2aError::TaskNotFound, "no task with this id in this session's episode"),
         Err(why) => {
-            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
+            note!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
             return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
         }
     };
@@ -393,7 +393,7 @@ async fn get_task(
         }
         Ok(None) => return waiting_task(state, caller, flavor, id, task_id).await,
         Err(why) => {
-            eprintln!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
+            note!("worldd: a2a refusal: tasks/get {task_id}: {why:?}");
             return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
         }
     };
@@ -443,7 +443,7 @@ async fn cancel_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId,
         Ok(None) if running => TaskStateName::Working,
         Ok(None) => return refuse(A2aError::TaskNotFound, Why::new("no task with this id in this session's episode")),
         Err(why) => {
-            eprintln!("worldd: a2a refusal: tasks/cancel {task_id}: {why:?}");
+            note!("worldd: a2a refusal: tasks/cancel {task_id}: {why:?}");
             return refuse(
                 A2aError::Unavailable,
                 Why::new("the task could not be read; the cause is in the daemon's log"),
@@ -469,6 +469,25 @@ struct Page {
     total: u64,
 }
 
+/// Why a page was not walked.
+enum Unwalked {
+    /// The store could not be read.
+    Read(String),
+    /// The page token names more tasks listed above its position than the
+    /// episode has calls there: no listing issued it.
+    ForgedToken,
+}
+
+/// Where a page token resumes (its position, at most the episode's end) and
+/// how many tasks it says earlier pages listed. A token the daemon issued
+/// counted only tasks at or above its position, and an episode's calls only
+/// grow, so `seen` never exceeds the calls from there to the end: any other
+/// is refused, and no later sum can overflow.
+fn resume_at(token: PageToken, end: u64) -> Option<(u64, u64)> {
+    let before = token.before.min(end);
+    (token.seen <= end - before).then_some((before, token.seen))
+}
+
 /// Whether a task passes the listing's filters. A task sent without a
 /// `contextId` is its own context (as its replies say).
 fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
@@ -481,22 +500,24 @@ fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
 /// first: the episode index walked down from the end (or from the page
 /// token's position), other surfaces skipped, at most `scan_max` positions
 /// per request, `chunk` per read.
-fn walk(snap: &Snapshot, episode: &str, q: &ListQuery, scan_max: u64, chunk: u64) -> Result<Page, String> {
-    let end = snap.episode(episode).map_err(|e| e.to_string())?.map_or(0, |r| r.calls);
-    let mut upper = q.page_token.map_or(end, |t| t.before.min(end));
-    let seen = q.page_token.map_or(0, |t| t.seen);
+fn walk(snap: &Snapshot, episode: &str, q: &ListQuery, scan_max: u64, chunk: u64) -> Result<Page, Unwalked> {
+    let end = snap.episode(episode).map_err(|e| Unwalked::Read(e.to_string()))?.map_or(0, |r| r.calls);
+    let (mut upper, seen) = match q.page_token {
+        None => (end, 0),
+        Some(t) => resume_at(t, end).ok_or(Unwalked::ForgedToken)?,
+    };
     let (mut tasks, mut beyond, mut scanned, mut last) = (vec![], 0u64, 0u64, upper);
     let with_arguments = q.history_length != Some(0);
     while upper > 0 && scanned < scan_max {
         let n = upper.min(chunk).min(scan_max - scanned);
         let from = upper - n;
-        let calls = snap.episode_calls(episode, from, n as usize).map_err(|e| e.to_string())?;
+        let calls = snap.episode_calls(episode, from, n as usize).map_err(|e| Unwalked::Read(e.to_string()))?;
         for (position, key, task) in calls.into_iter().rev() {
             if key.surface != CallSurface::A2a || !listed(&key.task_id, &task, q) {
                 continue;
             }
             if tasks.len() < q.page_size as usize {
-                let shown = committed_task(snap, &task, with_arguments)?;
+                let shown = committed_task(snap, &task, with_arguments).map_err(Unwalked::Read)?;
                 tasks.push((key.task_id, task, shown));
                 last = position;
             } else {
@@ -522,11 +543,15 @@ fn walk(snap: &Snapshot, episode: &str, q: &ListQuery, scan_max: u64, chunk: u64
 async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) -> A2aReply {
     let episode = caller.session.episode.clone();
     let (page_size, history_length, include_artifacts) = (q.page_size, q.history_length, q.include_artifacts);
-    let page = match read(state, move |snap| walk(snap, &episode, &q, LIST_TASKS_SCAN_MAX, LIST_TASKS_SCAN_CHUNK)).await
-    {
+    let walked = read(state, move |snap| Ok(walk(snap, &episode, &q, LIST_TASKS_SCAN_MAX, LIST_TASKS_SCAN_CHUNK)));
+    let page = match walked.await.unwrap_or_else(|why| Err(Unwalked::Read(why))) {
         Ok(p) => p,
-        Err(why) => {
-            eprintln!("worldd: a2a refusal: ListTasks {}: {why:?}", caller.session.episode);
+        Err(Unwalked::ForgedToken) => {
+            let why = Why::parameter("pageToken", "a nextPageToken from an earlier ListTasks");
+            return A2aError::InvalidParams.because(why).reply(id, Flavor::V10);
+        }
+        Err(Unwalked::Read(why)) => {
+            note!("worldd: a2a refusal: ListTasks {}: {why:?}", caller.session.episode);
             let why = Why::new("the tasks could not be read; the cause is in the daemon's log");
             return A2aError::Unavailable.because(why).reply(id, Flavor::V10);
         }
@@ -622,7 +647,7 @@ mod tests {
         let snap = store.snapshot().unwrap();
         let (mut ids, mut sizes) = (vec![], vec![]);
         for _ in 0..20 {
-            let page = walk(&snap, "ep", &q, scan_max, 3).unwrap();
+            let page = walk(&snap, "ep", &q, scan_max, 3).ok().unwrap();
             ids.extend(page.tasks.iter().map(|(id, _, _)| id.clone()));
             sizes.push((page.tasks.len(), page.total));
             match page.next {
@@ -659,5 +684,23 @@ mod tests {
         // A task's status time is when it ended, or when it started while it runs.
         let late = ListQuery { status_after: Some(205), ..query(10) };
         assert_eq!(pages(&store, late, 100).0, ["t5"]);
+    }
+
+    #[test]
+    fn a_page_token_claiming_more_tasks_than_lie_above_it_is_refused_and_no_total_wraps() {
+        let (_dir, store) = episode();
+        let snap = store.snapshot().unwrap();
+        let honest = walk(&snap, "ep", &query(3), 100, 3).ok().unwrap().next.unwrap();
+        let forged = |before: u64, seen: u64| ListQuery {
+            page_token: Some(PageToken { before, seen, filters: honest.filters }),
+            ..query(3)
+        };
+        for (before, seen) in [(honest.before, 1 << 63), (honest.before, u64::MAX), (0, 11), (u64::MAX, 1), (9, 2)] {
+            let walked = walk(&snap, "ep", &forged(before, seen), 100, 3);
+            assert!(matches!(walked, Err(Unwalked::ForgedToken)), "before {before}, seen {seen}");
+        }
+        // The bounds themselves are honest positions: the end with none seen, the start with all of them.
+        assert_eq!(walk(&snap, "ep", &forged(u64::MAX, 0), 100, 3).ok().unwrap().total, 7);
+        assert_eq!(walk(&snap, "ep", &forged(0, 10), 100, 3).ok().unwrap().total, 10);
     }
 }

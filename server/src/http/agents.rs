@@ -97,7 +97,7 @@ pub async fn mcp_post(
     match tokio::time::timeout_at(deadline, mcp_handle(&state, &headers, &body, deadline)).await {
         Ok(r) => reply(r),
         Err(_) => {
-            eprintln!("worldd: mcp refusal: POST /mcp/: \"the 20 s POST deadline passed\"");
+            note!("worldd: mcp refusal: POST /mcp/: \"the 20 s POST deadline passed\"");
             reply(mcp::host_failure_for_body(&body, HostFailure::TimedOut))
         }
     }
@@ -112,21 +112,21 @@ async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: t
         Ok(found) => found,
         Err(Denied::Session(d)) => return auth::mcp_denial(d),
         Err(Denied::Failed(why)) => {
-            eprintln!("worldd: mcp refusal: session: {why:?}");
+            note!("worldd: mcp refusal: session: {why:?}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
     let (tools, glanced) = match tools {
         Ok(found) => found,
         Err(why) => {
-            eprintln!("worldd: mcp refusal: tools: {why:?}");
+            note!("worldd: mcp refusal: tools: {why:?}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
     let surface = match &tools.surface {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("worldd: mcp refusal: tool surface refused: {e}");
+            note!("worldd: mcp refusal: tool surface refused: {e}");
             return mcp::host_failure_for_body(body, HostFailure::Failed);
         }
     };
@@ -192,7 +192,7 @@ async fn mcp_call(
     let answer = match question.answer(state).await {
         Ok(answer) => answer,
         Err(super::approvals::Retry::Bad(why)) => {
-            eprintln!("worldd: mcp refusal: tools/call {transition_id}: {why}");
+            note!("worldd: mcp refusal: tools/call {transition_id}: {why}");
             return Ok(super::approvals::bad_state(&why));
         }
         Err(super::approvals::Retry::Dismissed(id)) => {
@@ -200,7 +200,7 @@ async fn mcp_call(
         }
     };
     let Ok(_slot) = state.host_callbacks.clone().try_acquire_owned() else {
-        eprintln!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
+        note!("worldd: mcp refusal: tools/call {transition_id}: \"all host callback slots are busy\"");
         return Err(HostFailure::CapacityExceeded);
     };
     let task_id = sessions::new_task_id();
@@ -239,7 +239,7 @@ async fn mcp_call(
                 CallError::NoHandler { missing } => format!("{e} ({missing})"),
                 _ => e.to_string(),
             };
-            eprintln!("worldd: mcp refusal: tools/call {invocation_id}: {detail:?}");
+            note!("worldd: mcp refusal: tools/call {invocation_id}: {detail:?}");
             Err(if e == CallError::Deadline { HostFailure::TimedOut } else { HostFailure::Failed })
         }
     }

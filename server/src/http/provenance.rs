@@ -106,13 +106,15 @@ async fn journal(
         let Some((key, item)) = s.journal_of_record(&record)? else { return Ok(None) };
         let task =
             world_store::TaskKey::from_invocation_id(&key.invocation_id).map(|k| s.task(&k)).transpose()?.flatten();
+        // A REST commit's journal item is keyed by its entry.
+        let commit = key.invocation_id.strip_prefix(world_store::COMMIT_JOURNAL_PREFIX).and_then(|i| i.parse().ok());
         Ok(Some(JournalOut {
+            task_state: task.as_ref().map(|t| t.state.as_str()),
+            entry_index: task.and_then(|t| t.committed).map(|c| c.entry_index).or(commit),
             invocation_id: key.invocation_id,
             ordinal: key.ordinal,
             intent: item.intent,
             outcome: item.outcome,
-            task_state: task.as_ref().map(|t| t.state.as_str()),
-            entry_index: task.and_then(|t| t.committed).map(|c| c.entry_index),
         }))
     })
     .await?;

@@ -1,6 +1,7 @@
 //! The frozen `/v1` REST table.
 
 use super::{Rest, State, internal, json, query_pairs, read, reply};
+use crate::effects::commit;
 use crate::limits::{COMMIT_BODY_MAX, COMMIT_DEADLINE, DAEMON_VERSION};
 use crate::sessions;
 use axum::Router;
@@ -407,6 +408,7 @@ fn parse_commit(body: &[u8]) -> Result<RestCommit, Rest> {
         objects,
         next_world,
         entry,
+        charge: None,
     })
 }
 
@@ -429,7 +431,7 @@ pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessi
 }
 
 async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) -> Result<Response, Rest> {
-    require_session(&state, &headers).await?;
+    let caller = require_session(&state, &headers).await?;
     let read = tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, read_commit_body(&headers, body));
     let bytes = read.await.map_err(|_| {
         Rest(RestError::new(
@@ -440,7 +442,9 @@ async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) 
             ),
         ))
     })??;
-    let c = parse_commit(&bytes)?;
+    let mut c = parse_commit(&bytes)?;
+    let charge = commit::charge(&c, caller.credential_id, &caller.session, crate::clock::now());
+    c.charge = Some(Box::new(charge.map_err(refused)?));
     let deadline = tokio::time::Instant::now() + COMMIT_DEADLINE;
     if let Some(id) = c.invocation_id.clone() {
         let intent = Op::RestIntent { invocation_id: id.clone(), request_digest: c.request_digest };
@@ -526,8 +530,26 @@ fn uncertain(id: Option<&str>, entry_index: u64) -> Rest {
     ))
 }
 
+/// A commit the session may not make: 403 without the grant, 400 naming a
+/// field that claims the daemon.
+fn refused(why: commit::CommitRefusal) -> Rest {
+    match why {
+        commit::CommitRefusal::Reserved { .. } => bad(why.to_string()),
+        _ => Rest(RestError::new(RestClass::NotGranted, why.to_string())),
+    }
+}
+
 fn commit_error(e: WriteError) -> Rest {
     match e {
+        WriteError::BudgetExhausted { remaining } => Rest(RestError::new(
+            RestClass::BudgetExhausted,
+            format!(
+                "the session's {}={} grant has {remaining} unit(s) left, less than this commit costs \
+                 (a unit per started KiB of its objects' payloads); nothing was committed",
+                commit::COMMIT_EFFECT,
+                commit::COMMIT_SCOPE
+            ),
+        )),
         WriteError::HeadConflict { observed, selected } => Rest(RestError::head_conflict(
             "observed head is not the selected head",
             refs::optional_text(observed),
@@ -541,21 +563,21 @@ fn commit_error(e: WriteError) -> Rest {
             Rest(RestError::new(RestClass::Timeout, "the store is overloaded; nothing was committed, resend later"))
         }
         WriteError::OutOfSpace(why) => {
-            eprintln!("worldd: /v1/commit refused: {why}");
+            note!("worldd: /v1/commit refused: {why}");
             Rest(RestError::new(
                 RestClass::Timeout,
                 "store is out of space; nothing was committed; resend once space is freed",
             ))
         }
         WriteError::Unavailable(why) => {
-            eprintln!("worldd: /v1/commit refused: {why}");
+            note!("worldd: /v1/commit refused: {why}");
             Rest(RestError::new(
                 RestClass::Timeout,
                 "the store's database is unavailable; nothing was committed; resend later",
             ))
         }
         WriteError::Unconfirmed(why) => {
-            eprintln!("worldd: /v1/commit outcome unknown: {why}");
+            note!("worldd: /v1/commit outcome unknown: {why}");
             Rest(RestError::new(
                 RestClass::Timeout,
                 "commit outcome not confirmed: the store's database connection was lost during its commit; resend the same invocation id",

@@ -147,6 +147,9 @@ pub fn import(target: &Path, input: &mut impl Read) -> Result<u64, ImportError> 
 }
 
 fn import_into(tmp: &Path, input: &mut impl Read) -> Result<u64, ImportError> {
+    // Made at the store's private mode first: redb creates a file at the umask's.
+    crate::media::open_private(tmp, true, true)
+        .map_err(|e| ImportError::Store(format!("create {}: {e}", tmp.display())))?;
     // A private file nobody else opens: exclusive mode allows cheap non-durable batches.
     let db = redb::Builder::new()
         .set_concurrency_mode(redb::ConcurrencyMode::ExclusiveWriter)

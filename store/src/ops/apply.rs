@@ -255,20 +255,67 @@ fn commit_world(rows: &mut impl Rows, c: RestCommit) -> R<Ref> {
             _ => {}
         }
     }
-    if let Err(e) = check_rest_commit(rows, &c) {
-        // Definitely not committed: drop this attempt's intent, so the
-        // receipt reads not-started and the id can be used again.
-        if let Some(id) = &c.invocation_id {
-            rows.remove_receipt(id)?;
+    let checked = check_rest_commit(rows, &c).and_then(|()| c.charge.as_ref().map(|ch| debit_of(rows, ch)).transpose());
+    let debit = match checked {
+        Ok(debit) => debit,
+        Err(e) => {
+            // Definitely not committed: drop this attempt's intent, so the
+            // receipt reads not-started and the id can be used again.
+            if let Some(id) = &c.invocation_id {
+                rows.remove_receipt(id)?;
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     rows.append(Append { objects: &c.objects, entry: &c.entry, world: &c.next_world, task: None })?;
+    if let (Some(charge), Some(debit)) = (&c.charge, debit) {
+        journal_commit(rows, charge, debit, c.entry.header.entry_index)?;
+    }
     if let Some(id) = &c.invocation_id {
         let receipt = Receipt { request_digest: c.request_digest, result_ref: Some(c.next_world.world_ref) };
         rows.put_receipt(id, &receipt)?;
     }
     Ok(c.next_world.world_ref)
+}
+
+/// What a REST commit's charge would debit, checked before anything is written.
+fn debit_of(rows: &mut impl Rows, charge: &CommitCharge) -> R<Debit> {
+    check_objects(std::slice::from_ref(&charge.record))?;
+    let spent = rows.spent(&charge.episode, &charge.effect, &charge.scope)?;
+    let remaining = charge.grant_budget.saturating_sub(spent);
+    if charge.cost > remaining {
+        return Err(WriteError::BudgetExhausted { remaining });
+    }
+    Ok(Debit { budget_before: remaining, budget_after: remaining - charge.cost })
+}
+
+/// The commit's journal item (intent and outcome, both naming its record,
+/// keyed by the entry) and its debit, in the commit's transaction.
+fn journal_commit(rows: &mut impl Rows, charge: &CommitCharge, debit: Debit, entry_index: u64) -> R<()> {
+    let key = crate::model::commit_journal_id(entry_index);
+    let spent = rows.spent(&charge.episode, &charge.effect, &charge.scope)?;
+    write_objects(rows, std::slice::from_ref(&charge.record))?;
+    let intent = EffectIntent {
+        episode: charge.episode.clone(),
+        effect_id: "commit".into(),
+        effect: charge.effect.clone(),
+        scope: charge.scope.clone(),
+        cost: charge.cost,
+        request_ref: charge.record.hash,
+        budget_before: debit.budget_before,
+        budget_after: debit.budget_after,
+        at: charge.at,
+        credential: Some(charge.credential),
+    };
+    rows.insert_intent(&key, 0, &intent)?;
+    let outcome = EffectOutcome {
+        status: OutcomeStatus::Ok,
+        record_ref: Some(charge.record.hash),
+        result_ref: None,
+        at: charge.at,
+    };
+    rows.insert_outcome(&key, 0, &outcome)?;
+    rows.set_spent(&charge.episode, &charge.effect, &charge.scope, spent + charge.cost)
 }
 
 /// The kernel derives and checks chain integrity itself instead of trusting the caller.

@@ -47,6 +47,30 @@ pub struct RestCommit {
     pub objects: Vec<NewObject>,
     pub next_world: World,
     pub entry: LogEntry,
+    /// What the commit pays and who made it; a REST commit through the daemon
+    /// always carries one (frames and callers written before read as none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charge: Option<Box<CommitCharge>>,
+}
+
+/// What a REST commit pays under the grant that names it, and who made it:
+/// written in the commit's own transaction (the debit, and one journal item
+/// keyed by the entry, its intent and outcome both naming `record`), so a
+/// commit is paid exactly once and a refused one not at all.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct CommitCharge {
+    /// The committing session's credential id (never its token).
+    pub credential: Ref,
+    pub episode: String,
+    pub effect: String,
+    pub scope: String,
+    pub cost: u64,
+    /// The grant's budget; what remains is this minus the durable spend.
+    pub grant_budget: u64,
+    /// The commit's record (`world/commit-record/v1`): the entry, its world and
+    /// who committed it, as the daemon saw them.
+    pub record: NewObject,
+    pub at: u64,
 }
 
 impl RestCommit {
@@ -88,6 +112,7 @@ impl RestCommit {
             entry: LogEntry { header, entry_hash, transition_ref: transition.hash },
             next_world,
             objects: vec![transition],
+            charge: None,
         }
     }
 

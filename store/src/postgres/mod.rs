@@ -89,28 +89,77 @@ pub const RECONNECT_MAX: Duration = Duration::from_secs(2);
 
 pub(crate) type Pooled = r2d2::PooledConnection<conn::Manager>;
 
+/// The environment variable a password is read from when the URL has none.
+pub const PASSWORD_ENV: &str = "PGPASSWORD";
+
 /// Whether `spec` names a PostgreSQL store rather than a file.
 pub fn is_url(spec: &str) -> bool {
     spec.starts_with("postgres://") || spec.starts_with("postgresql://")
 }
 
-/// The URL without its password, for messages and logs.
+/// How a PostgreSQL store is named wherever a name is shown or kept (messages,
+/// logs, `/v1/health`, the workbench, an approval's decision object): the
+/// scheme, user, hosts, ports and database read from the URL, and nothing
+/// else. A password (in the user part or `?password=`) and every other
+/// parameter are left out, and a text that does not parse is not echoed.
 pub fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            let userinfo = &url[scheme + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            let hidden = if userinfo.contains(':') { ":***" } else { "" };
-            format!("{}{user}{hidden}{}", &url[..scheme + 3], &url[at..])
-        }
-        _ => url.to_string(),
-    }
+    let scheme = if url.starts_with("postgresql://") { "postgresql" } else { "postgres" };
+    let parsed = if is_url(url) { Config::from_str(url).ok() } else { None };
+    let Some(config) = parsed else {
+        return format!("{scheme}://(a store address that does not parse; not shown)");
+    };
+    let user = config.get_user().map(|u| format!("{}@", plain(u, false))).unwrap_or_default();
+    let ports = config.get_ports();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let name = match host {
+                postgres::config::Host::Tcp(name) => plain(name, false),
+                postgres::config::Host::Unix(path) => plain(&path.to_string_lossy(), true),
+            };
+            match ports.get(i).or(ports.first()) {
+                Some(port) => format!("{name}:{port}"),
+                None => name,
+            }
+        })
+        .collect();
+    let database = config.get_dbname().map(|d| format!("/{}", plain(d, false))).unwrap_or_default();
+    format!("{scheme}://{user}{}{database}", hosts.join(","))
+}
+
+/// A user, host or database name as shown: itself when it is made of
+/// letters, digits, `.`, `_` and `-` (and `/` in a socket directory, escaped),
+/// else `…`. A URL whose query holds an `@` parses with the query read as the
+/// user and host, password and all: such a name is never shown.
+fn plain(name: &str, path: bool) -> String {
+    let ordinary = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') || (path && c == '/');
+    if !name.is_empty() && name.chars().all(ordinary) { percent_encoded(name) } else { "…".to_string() }
+}
+
+/// Every byte outside a URL's unreserved set escaped, so a name read back
+/// from a URL is spelled as one again.
+fn percent_encoded(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The connection settings every connection of the engine uses.
 pub(crate) fn config(url: &str) -> Result<Config, OpenError> {
     let mut config = Config::from_str(url)
         .map_err(|e| OpenError::Database { url: redacted(url), detail: format!("not a PostgreSQL URL: {e}") })?;
+    // A password kept out of the command line (and so out of process listings
+    // and shell history), as libpq's clients read it.
+    if config.get_password().is_none()
+        && let Some(password) = std::env::var_os(PASSWORD_ENV)
+    {
+        config.password(password.as_encoded_bytes());
+    }
     config
         .connect_timeout(CONNECT_TIMEOUT)
         .application_name("worldd")
@@ -342,5 +391,30 @@ impl WorldStore for PgStore {
 impl Drop for PgStore {
     fn drop(&mut self) {
         self.writer.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn a_store_s_name_never_holds_a_password_or_any_other_parameter() {
+        let named = [
+            ("postgres://u:s3cret@db.local:5433/world", "postgres://u@db.local:5433/world"),
+            ("postgres://u@db.local/world?password=s3cret", "postgres://u@db.local:5432/world"),
+            ("postgresql://u:s3cret@h1:1,h2:2/w?sslmode=disable&password=s3cret", "postgresql://u@h1:1,h2:2/w"),
+            ("postgres://u:p%40ss%2Fs3cret@h/w", "postgres://u@h:5432/w"),
+            ("postgres://u@%2Ftmp%2Fpg:5432/w", "postgres://u@%2Ftmp%2Fpg:5432/w"),
+            ("postgres://h/db?options=a@b&password=s3cret", "postgres://…@…:5432"),
+            ("postgres://us%20er:pw@h/d%3Fb", "postgres://…@h:5432/…"),
+        ];
+        for (url, name) in named {
+            assert_eq!(redacted(url), name, "{url}");
+        }
+        for unparsable in ["host=h password=s3cret dbname=w", "postgres://u:s3cret@h:notaport/w", "s3cret"] {
+            let name = redacted(unparsable);
+            assert!(!name.contains("s3cret") && name.contains("not shown"), "{unparsable}: {name}");
+        }
     }
 }

@@ -158,7 +158,7 @@ impl View for PgSnapshot {
             &[(&int(from), Type::INT8), (&limit_of(limit), Type::INT8)],
         )?;
         let mut out = Vec::with_capacity(rows.len());
-        for (expected, row) in (from..).zip(&rows) {
+        for (expected, row) in (from..=u64::MAX).zip(&rows) {
             if row.get::<_, i64>(0) as u64 != expected {
                 break;
             }

@@ -1,8 +1,10 @@
 //! Approvals, checked offline: each row is consistent with its decision and
 //! with the index of open approvals; each effect record that names a decision
-//! (`world/effect-record/v3`) names one that decided exactly its request (the
-//! digest recomputed from the record's request object), an effect ran only
-//! under a yes, and no one-time approval served twice.
+//! (`world/effect-record/v3`) names its approval row's own decision, one that
+//! decided exactly its request (the digest recomputed from the record's
+//! request object), an effect ran only under a yes, and no one-time approval
+//! served twice; and every decision, question and REST commit record is named
+//! by the row that made it (`owned_objects`).
 
 use super::redb::{Step, Verifier};
 use super::report::FaultKind;
@@ -14,10 +16,12 @@ use crate::tables::{APPROVALS, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
 use crate::view::View;
 use redb::ReadableTable;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 const EFFECT_RECORD_V3: &str = "world/effect-record/v3";
 const APPROVAL: &str = "world/approval/v1";
+const APPROVAL_REQUEST: &str = "world/approval-request/v1";
+const COMMIT_RECORD: &str = "world/commit-record/v1";
 
 /// The fields of a v3 effect record the check reads.
 #[derive(Deserialize)]
@@ -159,6 +163,50 @@ impl Verifier<'_> {
         Ok(())
     }
 
+    /// Every object under an approval's or a REST commit's semantic id is
+    /// named by the row that made it: a decision or a question by its
+    /// approval row, a commit record by its journal item. Anything else was
+    /// written by someone posing as the daemon.
+    pub(super) fn owned_objects(&self) -> Step {
+        let mut named = HashSet::new();
+        if let Some(t) = self.table(APPROVALS)? {
+            for item in t.iter().map_err(|e| e.to_string())? {
+                let (k, v) = item.map_err(|e| e.to_string())?;
+                // A row that does not decode is reported by `approval_rows`.
+                if let Ok(row) = rows::decode::<ApprovalRow>("approvals", &k.value(), v.value()) {
+                    named.insert(row.shown);
+                    named.extend(row.decision);
+                }
+            }
+        }
+        let forged = |object: &Ref, what: &str| {
+            self.sink.push("objects", object, FaultKind::Forged, format!("a {what} that no row of the daemon's names"));
+        };
+        for semantic_id in [APPROVAL, APPROVAL_REQUEST, COMMIT_RECORD] {
+            let mut objects = vec![];
+            self.snap
+                .each_object_of(semantic_id, |object, _| {
+                    objects.push(object);
+                    Ok::<(), crate::error::ReadError>(())
+                })
+                .map_err(|e| e.to_string())?;
+            for object in objects {
+                let owned = match semantic_id {
+                    COMMIT_RECORD => self
+                        .snap
+                        .record_journal(&object)
+                        .map_err(|e| e.to_string())?
+                        .is_some_and(|k| k.invocation_id.starts_with(COMMIT_JOURNAL_PREFIX)),
+                    _ => named.contains(&object),
+                };
+                if !owned {
+                    forged(&object, semantic_id);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Checks one v3 record; an effect that ran answers its approval's id
     /// and whether that approval serves once.
     fn approved_record(&self, record: &Ref) -> Result<Option<(String, bool)>, String> {
@@ -180,6 +228,11 @@ impl Verifier<'_> {
         let Some(d) = self.json::<Decision>(&approval)? else {
             return fault(FaultKind::Decode, format!("approval {approval} does not decode"));
         };
+        let row = self.snap.approval(&d.approval_id).map_err(|e| e.to_string())?;
+        if row.as_ref().and_then(|r| r.decision) != Some(approval) {
+            let detail = format!("approvalRef {approval} is no approval row's decision (approval {})", d.approval_id);
+            return fault(FaultKind::Forged, detail);
+        }
         if (d.effect.as_str(), d.scope.as_str(), d.cost) != (fields.effect.as_str(), fields.scope.as_str(), fields.cost)
         {
             return fault(

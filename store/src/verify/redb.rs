@@ -119,6 +119,7 @@ impl<'a> Verifier<'a> {
         self.guarded("receipts", |v| v.receipts(counts));
         self.guarded("approvals", |v| v.approval_rows());
         self.guarded("approvals", |v| v.approved_records());
+        self.guarded("objects", |v| v.owned_objects());
         self.guarded("intents", |v| v.asked_intents());
         self.guarded("(footprint)", |v| {
             *tables = v.footprint()?;

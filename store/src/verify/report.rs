@@ -22,6 +22,11 @@ pub enum FaultKind {
     Decode,
     /// The storage engine failed or panicked while reading.
     Engine,
+    /// An object under a semantic id only the daemon writes, or an entry
+    /// claiming the daemon as its author, that no row of the daemon's names:
+    /// written by someone else (a REST commit, before those names were
+    /// reserved), and never to be trusted as the daemon's.
+    Forged,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

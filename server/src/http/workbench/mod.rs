@@ -377,8 +377,8 @@ fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError>
         let prev = from.saturating_sub(LOG_PAGE).min(last);
         pager.push_str(&format!("<a id=\"prev-page\" href=\"/workbench?from={prev}\">‹ entries from {prev}</a>"));
     }
-    if from + LOG_PAGE < len {
-        let next = from + LOG_PAGE;
+    // `from` is the reader's: no sum with it may wrap.
+    if let Some(next) = from.checked_add(LOG_PAGE).filter(|next| *next < len) {
         pager.push_str(&format!("<a id=\"next-page\" href=\"/workbench?from={next}\">entries from {next} ›</a>"));
         pager.push_str(&format!("<a id=\"last-page\" href=\"/workbench?from={last}\">newest »</a>"));
     }
@@ -769,6 +769,7 @@ mod tests {
                 entry: LogEntry { header, entry_hash, transition_ref: record.hash },
                 next_world: world,
                 objects: vec![request, effect, record],
+                charge: None,
             }))
             .unwrap();
         let s = store.snapshot().unwrap();
