@@ -17,7 +17,7 @@ struct Quickstart {
     addr: String,
     printed: Vec<String>,
     stderr: mpsc::Receiver<String>,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
     dir: std::path::PathBuf,
 }
 
@@ -69,6 +69,14 @@ fn quickstart(extra: &[&str]) -> Quickstart {
 fn quickstart_on(extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
+    let mut qs = quickstart_in(&root, extra, path);
+    qs._dir = Some(dir);
+    qs
+}
+
+/// A quickstart in `root`, which may hold what an earlier one made.
+fn quickstart_in(root: &std::path::Path, extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
+    let root = root.to_path_buf();
     let addr = format!("127.0.0.1:{}", free_port());
     let mut args = vec!["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr];
     args.extend_from_slice(extra);
@@ -81,7 +89,7 @@ fn quickstart_on(extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
         }
     }
     let printed = stdout.try_iter().collect();
-    Quickstart { child, addr, printed, stderr, _dir: dir, dir: root }
+    Quickstart { child, addr, printed, stderr, _dir: None, dir: root }
 }
 
 impl Quickstart {
@@ -242,4 +250,37 @@ fn quickstart_ask_gives_the_demo_session_a_grant_that_waits_for_approval() {
     // Reads do not ask.
     let read = qs.send("r-1", "ailang-read", json!({"path": "hello.txt"}));
     assert_eq!(read["result"]["status"]["state"], json!("completed"), "{read}");
+}
+
+#[test]
+fn quickstart_ask_retires_the_demo_credential_it_replaces_and_every_file_it_makes_is_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("qs");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let first = quickstart_in(&root, &[], &path);
+    let old = first.token();
+    assert_eq!(
+        first.send("r-1", "ailang-read", json!({"path": "hello.txt"}))["result"]["status"]["state"],
+        "completed"
+    );
+    let mode = |p: &str| std::fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
+    for private in ["", "workspace"] {
+        assert_eq!(mode(private), 0o700, "{private:?}");
+    }
+    for private in ["world.db", "world.db.wal", "world.db.payloads", "world.db.writer.lock", "session"] {
+        assert_eq!(mode(private), 0o600, "{private}");
+    }
+    drop(first);
+    let second = quickstart_in(&root, &["--ask", "Workspace.Write"], &path);
+    assert_ne!(second.token(), old, "a session that asks replaces the demo session");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/send", "params": {"id": "r-2",
+        "metadata": {"skill_id": "ailang-read"}, "message": {"role": "user", "parts": [{"type": "data", "data": {"path": "hello.txt"}}]}}});
+    let auth = format!("Bearer {old}");
+    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json")];
+    let url = format!("http://{}/a2a/", second.addr);
+    let refused = send(&agent, "POST", &url, &headers, Some(&serde_json::to_vec(&body).unwrap())).json();
+    assert_eq!(refused["error"]["code"], -32001, "the replaced credential is revoked: {refused}");
+    assert_eq!(refused["error"]["message"], "unknown session credential", "{refused}");
 }

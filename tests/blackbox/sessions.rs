@@ -449,3 +449,91 @@ fn the_session_verbs_find_the_daemon_through_a_symlinked_store_path() {
     let o = worldd(&["session", "list", "--db", link.to_str().unwrap()]);
     assert!(stdout(&o).ends_with("1 session credential(s)\n"), "{}", stdout(&o));
 }
+
+#[test]
+fn mint_out_writes_a_new_private_file_and_refuses_a_link_or_another_user_s_file() {
+    let store = created();
+    let db = db_str(&store);
+    let mint_to = |path: &Path| {
+        worldd(&[
+            "session",
+            "mint",
+            "--db",
+            db,
+            "--episode",
+            "bb",
+            "--grant",
+            GRANT,
+            "--out",
+            path.to_str().unwrap(),
+            "--yes",
+        ])
+    };
+    // Over an existing file of the user's own, looser one: replaced, at 0600.
+    let out = store.dir.path().join("token");
+    std::fs::write(&out, "old").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = mint_to(&out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(mode(&out), 0o600);
+    assert_eq!(std::fs::read_to_string(&out).unwrap().trim().len(), 64);
+    // A link planted where the token goes is refused, and its target untouched.
+    let target = store.dir.path().join("target");
+    std::fs::write(&target, "keep").unwrap();
+    let link = store.dir.path().join("link");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let o = mint_to(&link);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is a symbolic link: refused"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+    // So is a link planted at the file written first.
+    let partial = store.dir.path().join("fresh.partial");
+    std::os::unix::fs::symlink(&target, &partial).unwrap();
+    let o = mint_to(&store.dir.path().join("fresh"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep", "the link was unlinked, not followed");
+    // A file of another user (only root can make one here).
+    if nix::unistd::geteuid().is_root() {
+        let theirs = store.dir.path().join("theirs");
+        std::fs::write(&theirs, "theirs").unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let o = mint_to(&theirs);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(stderr(&o).contains("belongs to another user"), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+    }
+}
+
+#[test]
+fn mint_says_who_may_answer_each_grant_that_asks() {
+    let store = created();
+    let db = db_str(&store);
+    let o = worldd(&[
+        "session",
+        "mint",
+        "--db",
+        db,
+        "--episode",
+        "bb",
+        "--grant",
+        "Workspace.Write=worktree:5",
+        "--grant",
+        "Workspace.Exec=worktree:5",
+        "--ask",
+        "Workspace.Write",
+        "--ask-operator",
+        "Workspace.Exec",
+        "--yes",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("grant Workspace.Write=worktree asks before each effect: its caller's client may answer"),
+        "{err}"
+    );
+    assert!(err.contains("not an agent that holds its own token: use --ask-operator for that"), "{err}");
+    assert!(
+        err.contains("grant Workspace.Exec=worktree asks before each effect: only the operator may answer"),
+        "{err}"
+    );
+}
