@@ -87,6 +87,7 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
     let read = format!("Workspace.Read=worktree:{BUDGET}");
     let apply = format!("world.apply=world:{BUDGET}");
     let exec = format!("Workspace.Exec=worktree:{BUDGET}");
+    let commit = format!("World.Commit=log:{BUDGET}");
     cli(
         worldd,
         &[
@@ -102,6 +103,8 @@ fn mint(worldd: &Path, db: &Path, dir: &Path, episode: &str) -> String {
             &apply,
             "--grant",
             &exec,
+            "--grant",
+            &commit,
             "--yes",
             "--out",
             out_s,

@@ -233,3 +233,37 @@ fn a_pending_approval_outlives_a_restart_and_lapses_into_a_recorded_expiry() {
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
 }
+
+#[test]
+fn an_approved_command_runs_only_over_the_worktree_it_was_approved_for() {
+    let lab = lab(&["--exec-allow", "python3=/usr/bin/python3"]);
+    let grants = ["Workspace.Write=worktree:10", "Workspace.Exec=worktree:10", "world.apply=world:10"];
+    let s = mint_with(&lab.db, EP, &grants, &["--ask", "Workspace.Exec"], None);
+    let write = |content: &str| {
+        let wrote = mcp(&lab.daemon, &s.token, "ailang-write", json!({"path": "t.py", "content": content}));
+        assert_eq!(effect(&wrote)["status"], json!("ok"), "writes do not ask: {wrote}");
+    };
+    let run = || mcp(&lab.daemon, &s.token, "workspace-exec", json!({"command": "python3", "args": ["t.py"]}));
+    write("print('approved')\n");
+    let first = waiting_id(&run());
+    let open = lab.approvals();
+    let summary = open[0]["summary"].as_str().unwrap();
+    assert!(summary.contains("run `python3 t.py` in the episode's worktree as it is now (state sha256:"), "{summary}");
+    assert!(summary.contains("any change to its files before it runs asks again"), "{summary}");
+    lab.worldd_ok(&["approve", &first, "--for-session"]);
+
+    // The agent rewrites the script after the approval: the approval does not cover it.
+    write("print('rewritten')\n");
+    let second = waiting_id(&run());
+    assert_ne!(second, first, "the rewritten worktree is asked about afresh");
+    assert_eq!(lab.spent(), 2, "the two writes; no command ran");
+    lab.worldd_ok(&["approve", &second, "--for-session"]);
+    let ran = run();
+    assert_eq!(effect(&ran)["status"], json!("ok"), "{ran}");
+    assert_eq!(ran["result"]["structuredContent"]["stdout"], json!("rewritten\n"), "{ran}");
+    // Nothing changed since: the approval for the session covers the same command again.
+    let again = run();
+    assert_eq!(effect(&again)["status"], json!("ok"), "{again}");
+    let o = worldd(&["verify", "--db", &lab.db]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}

@@ -247,7 +247,7 @@ impl Setup {
         self.cli(&["publish", &at[0], &at[1], "--builtin"]);
     }
 
-    /// A session for `episode` with Workspace.Read and world.apply (a large budget).
+    /// A session for `episode` with Workspace.Read, world.apply and World.Commit (a large budget).
     pub fn mint(&self, episode: &str) -> String {
         self.mint_with(episode, &[])
     }
@@ -257,6 +257,7 @@ impl Setup {
         let out = self.root.join(format!("session-{episode}-{}-{}", std::process::id(), more.len()));
         let read = format!("Workspace.Read=worktree:{BUDGET}");
         let apply = format!("world.apply=world:{BUDGET}");
+        let commit = format!("World.Commit=log:{BUDGET}");
         let at = self.at();
         let out_s = out.to_str().unwrap();
         self.cli(
@@ -271,6 +272,8 @@ impl Setup {
                 &read,
                 "--grant",
                 &apply,
+                "--grant",
+                &commit,
                 "--yes",
                 "--out",
                 out_s,

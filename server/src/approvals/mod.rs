@@ -16,6 +16,10 @@ pub const APPROVAL: &str = "world/approval/v1";
 /// What a person was shown when asked.
 pub const APPROVAL_REQUEST: &str = "world/approval-request/v1";
 pub const PROVENANCE: &str = "host/approvals";
+/// The field of a command's request, under a grant that asks, naming the
+/// state of the worktree it runs over (`effects::state`): the approval's
+/// digest binds it, so a change to the worktree asks again.
+pub const WORKTREE_STATE: &str = "worktreeState";
 
 /// How long a pending approval waits for a person, and an approved one for
 /// its effect to run (`serve --approval-ttl`).
@@ -137,7 +141,14 @@ fn describe(effect: &str, payload: &Value) -> String {
             let args: Vec<&str> =
                 payload.get("args").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
             let line = std::iter::once(text("command")).chain(args).collect::<Vec<_>>().join(" ");
-            format!("run `{line}` in the episode's worktree")
+            match payload.get(WORKTREE_STATE).and_then(Value::as_str) {
+                Some(state) => format!(
+                    "run `{line}` in the episode's worktree as it is now (state {}…): any change to its files \
+                     before it runs asks again",
+                    state.get(..19).unwrap_or(state)
+                ),
+                None => format!("run `{line}` in the episode's worktree"),
+            }
         }
         Some("write") => {
             let content = text("content");

@@ -54,13 +54,21 @@ impl Invocation<'_> {
     /// Decides one effect; an allowed one leaves with its intent and debit durable.
     pub(super) async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, Stop> {
         let now = crate::clock::now();
+        let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
+        let bound;
+        let e = match decision {
+            Decision::Allow { ask: Some(_), .. } if e.effect == crate::effects::worktree::EXEC => {
+                bound = self.bound_to_worktree(e).await?;
+                &bound
+            }
+            _ => e,
+        };
         let payload = canonical::to_vec(&e.payload);
         let request = NewObject::derived(
             effects::EFFECT_REQUEST,
             effects::BROKER_PROVENANCE,
             effects::request_bytes(&e.effect, &e.scope, e.cost, now, &payload),
         );
-        let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
         let (grant_budget, ask) = match decision {
             Decision::Deny { label, grant_budget } => {
                 let remaining = match grant_budget {
@@ -119,6 +127,25 @@ impl Invocation<'_> {
         };
         self.ran = true;
         Ok(Brokered::Allowed { request: request.hash, debit, approval: approval.map(|(_, d)| d) })
+    }
+
+    /// A command under a grant that asks, bound to the worktree it would run
+    /// over: its request names the worktree's state (`effects::state`), so an
+    /// approval of it covers that state alone, and any change since asks again.
+    async fn bound_to_worktree(&self, e: &PlannedEffect) -> Result<PlannedEffect, Stop> {
+        let wt = self.host.worktrees().worktree(&self.call.episode);
+        let dir = wt.map(|w| w.dir).ok_or_else(|| {
+            Failed(CallError::NoHandler { missing: format!("episode {} has no worktree", self.call.episode) })
+        })?;
+        let state = tokio::task::spawn_blocking(move || effects::state::worktree_state(&dir))
+            .await
+            .map_err(|join| Failed(CallError::Unavailable(format!("reading the worktree's state: {join}"))))?
+            .map_err(|why| Failed(CallError::ExecutionFailed(why)))?;
+        let mut payload = e.payload.clone();
+        if let Some(fields) = payload.as_object_mut() {
+            fields.insert(crate::approvals::WORKTREE_STATE.into(), Value::String(state.to_string()));
+        }
+        Ok(PlannedEffect { payload, ..e.clone() })
     }
 
     async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {

@@ -19,6 +19,7 @@ pub(super) enum Planned {
 }
 
 /// One planned effect.
+#[derive(Clone)]
 pub(super) struct PlannedEffect {
     pub(super) id: String,
     pub(super) effect: String,

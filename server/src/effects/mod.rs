@@ -1,10 +1,12 @@
 //! The effect broker's pure parts: the decision law, the request encoding and
-//! the effect record; a REST commit as an effect (`commit`); and the handlers
+//! the effect record; a REST commit as an effect (`commit`); what a worktree
+//! holds, as the digest a command's approval binds (`state`); and the handlers
 //! (`worktree`, with its paths opened `beneath` the worktree and its disk `quota`).
 
 mod beneath;
 pub mod commit;
 pub mod quota;
+pub mod state;
 pub mod worktree;
 
 use world_store::canonical::FixedObject;
