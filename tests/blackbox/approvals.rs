@@ -256,6 +256,13 @@ fn an_approved_command_runs_only_over_the_worktree_it_was_approved_for() {
     write("print('rewritten')\n");
     let second = waiting_id(&run());
     assert_ne!(second, first, "the rewritten worktree is asked about afresh");
+    // The question names what World's tools changed since the last command ran.
+    let open = lab.approvals();
+    let asked = open.iter().find(|a| a["id"] == json!(second)).unwrap_or_else(|| panic!("{open:?}"));
+    let summary = asked["summary"].as_str().unwrap();
+    let changed =
+        "changed through World since the episode's last command: write t.py (18 bytes), write t.py (19 bytes)";
+    assert!(summary.contains(changed), "{summary}");
     assert_eq!(lab.spent(), 2, "the two writes; no command ran");
     lab.worldd_ok(&["approve", &second, "--for-session"]);
     let ran = run();
@@ -264,6 +271,13 @@ fn an_approved_command_runs_only_over_the_worktree_it_was_approved_for() {
     // Nothing changed since: the approval for the session covers the same command again.
     let again = run();
     assert_eq!(effect(&again)["status"], json!("ok"), "{again}");
+    // A change after that run is all the next question names.
+    write("print('third')\n");
+    let third = waiting_id(&run());
+    let open = lab.approvals();
+    let asked = open.iter().find(|a| a["id"] == json!(third)).unwrap_or_else(|| panic!("{open:?}"));
+    let summary = asked["summary"].as_str().unwrap();
+    assert!(summary.ends_with("since the episode's last command: write t.py (15 bytes)"), "{summary}");
     let o = worldd(&["verify", "--db", &lab.db]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
 }

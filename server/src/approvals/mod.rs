@@ -62,6 +62,9 @@ pub struct Asked<'a> {
     pub arguments: &'a Value,
     /// The A2A task asked on, if any.
     pub task: Option<&'a str>,
+    /// For a command: what World's tools changed in its worktree since the
+    /// episode's last command ran, oldest first.
+    pub changed: Vec<String>,
 }
 
 impl Asked<'_> {
@@ -73,8 +76,12 @@ impl Asked<'_> {
     /// One sentence a person can judge: tool, effect, scope, cost, budget
     /// left, and the request itself.
     pub fn summary(&self) -> String {
+        let changed = match self.changed.as_slice() {
+            [] => String::new(),
+            changes => format!("; changed through World since the episode's last command: {}", changes.join(", ")),
+        };
         format!(
-            "tool {} asks to {} (effect {} on {}, cost {} of {} left in episode {})",
+            "tool {} asks to {} (effect {} on {}, cost {} of {} left in episode {}){changed}",
             self.transition,
             describe(self.effect, self.payload),
             self.effect,
@@ -440,6 +447,7 @@ mod tests {
             approver: Approver::Anyone,
             arguments: &Value::Null,
             task: None,
+            changed: vec![],
         }
     }
 

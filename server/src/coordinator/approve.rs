@@ -34,8 +34,10 @@ impl Invocation<'_> {
         e: &PlannedEffect,
         who: Approver,
         grant_budget: u64,
+        changed: Vec<String>,
     ) -> Result<Approval, Stop> {
         let mut asked = Asked {
+            changed,
             episode: &self.call.episode,
             credential: self.call.credential,
             transition: &self.d.id,

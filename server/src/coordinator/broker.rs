@@ -55,13 +55,16 @@ impl Invocation<'_> {
     pub(super) async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, Stop> {
         let now = crate::clock::now();
         let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
-        let bound;
+        let (bound, mut changed);
         let e = match decision {
             Decision::Allow { ask: Some(_), .. } if e.effect == crate::effects::worktree::EXEC => {
-                bound = self.bound_to_worktree(e).await?;
+                (bound, changed) = self.bound_to_worktree(e).await?;
                 &bound
             }
-            _ => e,
+            _ => {
+                changed = vec![];
+                e
+            }
         };
         let payload = canonical::to_vec(&e.payload);
         let request = NewObject::derived(
@@ -81,7 +84,7 @@ impl Invocation<'_> {
         };
         let approval = match ask {
             None => None,
-            Some(who) => match self.approve(e, who, grant_budget).await? {
+            Some(who) => match self.approve(e, who, grant_budget, std::mem::take(&mut changed)).await? {
                 Approval::Approved { using, decision } => Some((using, decision)),
                 Approval::Refused { label, decision, remaining } => {
                     return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
@@ -131,21 +134,31 @@ impl Invocation<'_> {
 
     /// A command under a grant that asks, bound to the worktree it would run
     /// over: its request names the worktree's state (`effects::state`), so an
-    /// approval of it covers that state alone, and any change since asks again.
-    async fn bound_to_worktree(&self, e: &PlannedEffect) -> Result<PlannedEffect, Stop> {
+    /// approval of it covers that state alone, and any change since asks
+    /// again. With it, what World's tools changed in the worktree since the
+    /// episode's last command ran, for the question.
+    async fn bound_to_worktree(&self, e: &PlannedEffect) -> Result<(PlannedEffect, Vec<String>), Stop> {
         let wt = self.host.worktrees().worktree(&self.call.episode);
         let dir = wt.map(|w| w.dir).ok_or_else(|| {
             Failed(CallError::NoHandler { missing: format!("episode {} has no worktree", self.call.episode) })
         })?;
-        let state = tokio::task::spawn_blocking(move || effects::state::worktree_state(&dir))
+        let (host, episode) = (self.host.clone(), self.call.episode.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let state = effects::state::worktree_state(&dir).map_err(CallError::ExecutionFailed)?;
+            let snap = host.store().snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?;
+            let changed = super::changes::since_last_command(&snap, &episode)
+                .map_err(|e| CallError::Unavailable(e.to_string()))?;
+            Ok::<_, CallError>((state, changed))
+        });
+        let (state, changed) = read
             .await
             .map_err(|join| Failed(CallError::Unavailable(format!("reading the worktree's state: {join}"))))?
-            .map_err(|why| Failed(CallError::ExecutionFailed(why)))?;
+            .map_err(Failed)?;
         let mut payload = e.payload.clone();
         if let Some(fields) = payload.as_object_mut() {
             fields.insert(crate::approvals::WORKTREE_STATE.into(), Value::String(state.to_string()));
         }
-        Ok(PlannedEffect { payload, ..e.clone() })
+        Ok((PlannedEffect { payload, ..e.clone() }, changed))
     }
 
     async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {

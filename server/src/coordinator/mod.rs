@@ -22,6 +22,7 @@
 mod admit;
 mod approve;
 mod broker;
+mod changes;
 mod commit;
 mod detach;
 mod execute;
