@@ -303,7 +303,12 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
             };
-            match crate::writes::write(daemon.store.as_ref(), Op::RevokeSession { credential_id: id }).await {
+            match crate::writes::write(
+                daemon.store.as_ref(),
+                Op::RevokeSession { credential_id: id, at: crate::clock::now() },
+            )
+            .await
+            {
                 Ok(Reply::Revoked(revoked)) => AdminResponse::Revoked { revoked },
                 Ok(other) => err(format!("unexpected writer reply {other:?}")),
                 Err(e) => err(e.to_string()),

@@ -66,7 +66,11 @@ impl Invocation<'_> {
                 Some(found) => found,
                 None => match self.store_write(asked.ask(digest, now, ttl)).await? {
                     Ok(Reply::Approval(id, row)) => (id, *row),
-                    Err(WriteError::ApprovalsFull(_) | WriteError::SessionApprovalsFull(_)) => {
+                    Err(
+                        WriteError::ApprovalsFull(_)
+                        | WriteError::EpisodeApprovalsFull(_)
+                        | WriteError::SessionApprovalsFull(_),
+                    ) => {
                         return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None, remaining });
                     }
                     other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
@@ -208,9 +212,9 @@ impl Invocation<'_> {
 fn decision(reply: Option<Result<Reply, WriteError>>) -> Result<ApprovalRow, Stop> {
     match reply {
         Some(Ok(Reply::Approval(_, row))) => Ok(*row),
-        Some(Err(e @ (WriteError::ApprovalRefused { .. } | WriteError::NoApproval(_)))) => {
-            Err(Failed(CallError::ApprovalAnswer(e.to_string())))
-        }
+        Some(Err(
+            e @ (WriteError::ApprovalRefused { .. } | WriteError::ApprovalExpired { .. } | WriteError::NoApproval(_)),
+        )) => Err(Failed(CallError::ApprovalAnswer(e.to_string()))),
         other => Err(Failed(CallError::NotCommitted(format!("deciding an approval: {other:?}")))),
     }
 }

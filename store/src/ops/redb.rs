@@ -1218,6 +1218,24 @@ pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
     Ok(())
 }
 
+impl W<'_> {
+    /// Up to `limit` ids of the open index (of session `credential`, or all), in key order.
+    fn open_approval_ids(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<String>> {
+        let open = &self.approval_tables()?.open_approvals;
+        let range = match credential {
+            Some(c) => open.range((c.0, [0u8; 32])..=(c.0, [u8::MAX; 32])),
+            None => open.iter(),
+        }
+        .map_err(storage)?;
+        range.take(limit).map(|item| item.map(|(_, id)| id.value().to_string()).map_err(storage)).collect()
+    }
+
+    /// The row an open index entry names.
+    fn open_row(&mut self, id: &str) -> R<ApprovalRow> {
+        self.approval(id)?.ok_or_else(|| WriteError::Storage(format!("open approval {id} has no row")))
+    }
+}
+
 impl ApprovalRows for W<'_> {
     fn approval(&mut self, id: &str) -> R<Option<ApprovalRow>> {
         match self.approval_tables()?.approvals.get(id).map_err(storage)? {
@@ -1243,6 +1261,23 @@ impl ApprovalRows for W<'_> {
         let open = &self.approval_tables()?.open_approvals;
         let range = open.range((credential.0, [0u8; 32])..=(credential.0, [u8::MAX; 32])).map_err(storage)?;
         Ok(range.take(max as usize).count() as u64)
+    }
+
+    fn open_approvals_in(&mut self, episode: &str, max: u64) -> R<u64> {
+        // The open index is bounded by the store's room: read it whole.
+        let mut held = 0;
+        for id in self.open_approval_ids(None, usize::MAX)? {
+            if held >= max {
+                break;
+            }
+            held += u64::from(self.open_row(&id)?.episode == episode);
+        }
+        Ok(held)
+    }
+
+    fn open_approval_rows(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(String, ApprovalRow)>> {
+        let ids = self.open_approval_ids(credential, limit)?;
+        ids.into_iter().map(|id| Ok((id.clone(), self.open_row(&id)?))).collect()
     }
 
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
