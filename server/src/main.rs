@@ -60,7 +60,7 @@ mod layers {
         &["coordinator"],
         &["tools", "episodes"],
         &["daemon"],
-        &["admin", "http"],
+        &["admin", "http", "approvals::sweep"],
         &["serve"],
         &["cli"],
     ];

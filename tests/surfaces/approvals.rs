@@ -19,7 +19,12 @@ struct Asker {
 }
 
 fn asker(more: &[&str]) -> Asker {
-    let lab = Lab::new(LabOptions { episodes: &[EP], ..Default::default() });
+    asker_serving(more, &[])
+}
+
+/// `asker`, its daemon served with `serve_args`.
+fn asker_serving(more: &[&str], serve_args: &[&str]) -> Asker {
+    let lab = Lab::new(LabOptions { episodes: &[EP], serve_args, ..Default::default() });
     let token = lab.mint_with(EP, &["world.apply=world:100", "Workspace.Write=worktree:5"], None, more);
     Asker { lab, token }
 }
@@ -253,4 +258,23 @@ fn an_a2a_denial_on_the_task_is_recorded_and_a_bad_word_or_an_operator_only_gran
     assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
     assert!(refused.to_string().contains("the operator's to decide"), "{refused}");
     assert!(!op.lab.worktree(EP).join("a2a.txt").exists());
+}
+
+/// The approval an `input-required` A2A task names.
+fn waits_on(reply: &Value) -> String {
+    let task = reply["result"].get("task").unwrap_or(&reply["result"]);
+    assert_eq!(task["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"), "{reply}");
+    task["status"]["message"]["parts"][0]["data"]["approval"]["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_a2a_task_sent_again_after_its_approval_expired_is_asked_afresh_under_the_same_id() {
+    let a = asker_serving(&["--ask", "Workspace.Write"], &["--approval-ttl", "1"]);
+    let first = waits_on(&send(&a, "m1", "task-5", "late"));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Not a recorded expiry that spends the task id: a new question.
+    let again = waits_on(&send(&a, "m2", "task-5", "late"));
+    assert_ne!(again, first);
+    assert!(!a.lab.worktree(EP).join("a2a.txt").exists());
+    assert_eq!(a.spent(), 0, "nothing of the task was recorded or spent");
 }

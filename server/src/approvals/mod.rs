@@ -4,6 +4,7 @@
 //! decide.
 
 pub mod state;
+pub mod sweep;
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -12,10 +13,10 @@ use world_store::*;
 
 /// A decision, as the chain keeps it; the effect record of an effect run
 /// (or denied) under it names it.
-pub const APPROVAL: &str = "world/approval/v1";
+pub const APPROVAL: &str = APPROVAL_DECISION;
 /// What a person was shown when asked.
 pub const APPROVAL_REQUEST: &str = "world/approval-request/v1";
-pub const PROVENANCE: &str = "host/approvals";
+pub const PROVENANCE: &str = APPROVALS_PROVENANCE;
 
 /// How long a pending approval waits for a person, and an approved one for
 /// its effect to run (`serve --approval-ttl`).
@@ -27,9 +28,12 @@ pub const NOTE_MAX: usize = 1024;
 const SHOWN_TEXT_MAX: usize = 2000;
 
 pub const DENIED_APPROVAL: &str = "denied:approval";
-pub const DENIED_APPROVAL_EXPIRED: &str = "denied:approval-expired";
-/// Nobody could be asked (the store's open approvals are at their bound).
-pub const DENIED_NO_APPROVER: &str = "denied:approval-unavailable";
+/// Nobody could be asked: the session's, the episode's or the store's open
+/// approvals are at their bound (each its own label, so that the agent and
+/// the operator can tell which).
+pub const DENIED_NO_ROOM_SESSION: &str = "denied:approval-unavailable-session";
+pub const DENIED_NO_ROOM_EPISODE: &str = "denied:approval-unavailable-episode";
+pub const DENIED_NO_ROOM_STORE: &str = "denied:approval-unavailable-store";
 
 /// A fresh approval id: `ap-` and 16 random hex digits.
 pub fn new_id() -> String {
@@ -179,6 +183,8 @@ pub enum Decider {
     Task { credential_id: String, task_id: String },
     /// Nobody decided before the approval expired.
     Clock,
+    /// Nobody decided before the session was revoked.
+    Revocation,
 }
 
 impl Decider {
@@ -194,14 +200,15 @@ impl Decider {
             Decider::Task { credential_id, task_id } => {
                 format!("the A2A client of credential {} on task {task_id}", short(credential_id))
             }
-            Decider::Clock => "nobody: it expired".into(),
+            Decider::Clock => Lapse::Clock.decided_by().1.into(),
+            Decider::Revocation => Lapse::Revocation.decided_by().1.into(),
         }
     }
 
     /// Whether an approver of this kind may decide under a grant asking `who`.
     pub fn may_decide(&self, who: Approver) -> bool {
         match self {
-            Decider::AdminSocket { .. } | Decider::Store { .. } | Decider::Clock => true,
+            Decider::AdminSocket { .. } | Decider::Store { .. } | Decider::Clock | Decider::Revocation => true,
             Decider::Elicitation { .. } | Decider::Task { .. } => who == Approver::Anyone,
         }
     }
@@ -232,72 +239,33 @@ impl Verdict {
 
 /// The store request deciding `row` (id `id`): the decision object and the
 /// row's new state. An approved effect must run within `ttl` seconds; one
-/// approved for the session, before the session expires.
+/// approved for the session, before the session expires. (The clock's
+/// decision, when nobody decided in time, is the store's: `Lapse`.)
 pub fn decide(
     id: &str,
     row: &ApprovalRow,
-    verdict: Option<Verdict>,
+    verdict: Verdict,
     by: &Decider,
     note: &str,
     at: u64,
     (ttl, session_expires_at): (u64, u64),
 ) -> Op {
-    let (state, decision) = match verdict {
-        Some(Verdict::Deny) => (ApprovalState::Denied, "denied"),
-        Some(v) => (ApprovalState::Approved, v.decision()),
-        None => (ApprovalState::Expired, "expired"),
-    };
-    let for_session = verdict == Some(Verdict::ApproveForSession);
+    let state = if verdict == Verdict::Deny { ApprovalState::Denied } else { ApprovalState::Approved };
+    let for_session = verdict == Verdict::ApproveForSession;
     let use_by = if for_session { session_expires_at } else { at.saturating_add(ttl) };
-    let object = FixedObjectOf {
+    let decided_by = serde_json::to_value(by).unwrap_or(Value::Null);
+    let object = DecisionOf {
         id,
         row,
-        decision,
-        by,
+        decision: verdict.decision(),
+        decided_by: &decided_by,
+        decided_by_text: &by.describe(),
         note,
         at,
         expires_at: if state == ApprovalState::Approved { use_by } else { row.expires_at },
     }
     .object();
     Op::DecideApproval { id: id.to_string(), decision: ApprovalDecision { state, for_session, object, at, use_by } }
-}
-
-/// The fields of a `world/approval/v1` object.
-struct FixedObjectOf<'a> {
-    id: &'a str,
-    row: &'a ApprovalRow,
-    decision: &'a str,
-    by: &'a Decider,
-    note: &'a str,
-    at: u64,
-    expires_at: u64,
-}
-
-impl FixedObjectOf<'_> {
-    fn object(&self) -> NewObject {
-        let r = self.row;
-        let by = serde_json::to_value(self.by).unwrap_or(Value::Null);
-        let bytes = canonical::FixedObject::new()
-            .str("approvalId", self.id)
-            .str("episode", &r.episode)
-            .reference("credentialId", &r.credential)
-            .str("transition", &r.transition)
-            .str("effect", &r.effect)
-            .str("scope", &r.scope)
-            .uint("cost", r.cost)
-            .reference("requestDigest", &r.digest)
-            .reference("shownRef", &r.shown)
-            .str("approver", r.approver.as_str())
-            .str("decision", self.decision)
-            .value("decidedBy", &by)
-            .str("decidedByText", &self.by.describe())
-            .str("note", self.note)
-            .uint("requestedAt", r.requested_at)
-            .uint("decidedAt", self.at)
-            .uint("expiresAt", self.expires_at)
-            .finish();
-        NewObject::derived(APPROVAL, PROVENANCE, bytes)
-    }
 }
 
 /// An approval decision object read back (for `why`, the workbench, verify).
@@ -409,7 +377,7 @@ pub fn operator_decision(
     let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
     let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
     let now = crate::clock::now();
-    Ok(decide(id, &row, Some(verdict), by, note, now, (ttl, session_expires_at)))
+    Ok(decide(id, &row, verdict, by, note, now, (ttl, session_expires_at)))
 }
 
 #[cfg(test)]
@@ -452,6 +420,15 @@ mod tests {
         let w = json!({"op": "edit", "path": "a.txt", "old_text": "one\n", "new_text": "two\n"});
         let s = asked(&w).summary();
         assert!(s.contains("-one") && s.contains("+two"), "{s}");
+    }
+
+    #[test]
+    fn the_clock_and_a_revocation_are_named_as_the_store_names_them_in_its_decisions() {
+        for (decider, lapse) in [(Decider::Clock, Lapse::Clock), (Decider::Revocation, Lapse::Revocation)] {
+            let (by, text) = lapse.decided_by();
+            assert_eq!(serde_json::to_value(&decider).unwrap(), by);
+            assert_eq!(decider.describe(), text);
+        }
     }
 
     #[test]
