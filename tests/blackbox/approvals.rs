@@ -207,6 +207,18 @@ fn a_pending_approval_outlives_a_restart_and_once_expired_the_next_identical_cal
     let afresh = waiting_id(&lab.write(&s, "too late\n"));
     assert_ne!(afresh, late, "an expired approval serves nobody");
     assert_eq!(lab.spent(), 3);
+    // The operator's late word: a denial says it expired (and says so again);
+    // a yes is refused, naming the expiry.
+    for _ in 0..2 {
+        let said = lab.worldd_ok(&["deny", &late]);
+        assert!(
+            said.contains(&format!("approval {late} expired at ")) && said.contains("nothing can run under it"),
+            "{said}"
+        );
+    }
+    let o = worldd(&["approve", &late, "--db", &lab.db]);
+    let told = stderr(&o);
+    assert!(!o.status.success() && told.contains("expired at ") && told.contains("asks again"), "{told}");
 
     // A2A's seed method waits too, and runs nothing.
     let args = json!({"path": "a2a.txt", "content": "x"});
@@ -246,7 +258,7 @@ fn a_session_that_asks_and_never_comes_back_fills_its_own_share_and_revoking_it_
     let lab = lab(&[]);
     let asks_all = |l: &Lab| l.session(&["--ask", "Workspace.Write"]);
     let (greedy, other) = (asks_all(&lab), asks_all(&lab));
-    asks(&lab, &greedy, 64, "greedy");
+    let held = asks(&lab, &greedy, 64, "greedy");
     // Its share is full: refused, naming the bound, nothing spent.
     let refused = lab.write(&greedy, "one more\n");
     assert_eq!(effect(&refused)["status"], json!("denied"), "{refused}");
@@ -258,6 +270,8 @@ fn a_session_that_asks_and_never_comes_back_fills_its_own_share_and_revoking_it_
 
     lab.worldd_ok(&["session", "revoke", &greedy.credential_id]);
     assert_eq!(open_ids(&lab), vec![theirs], "the revoked session's approvals are closed");
+    let said = lab.worldd_ok(&["deny", &held[0]]);
+    assert!(said.contains("when its session was revoked") && said.contains("nothing can run under it"), "{said}");
     assert_eq!(lab.spent(), 0);
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
@@ -286,6 +300,8 @@ fn approvals_nobody_answered_are_closed_once_expired_so_the_gate_never_jams() {
     assert_eq!(open_ids(&lab), waiting, "nothing closes them while no daemon runs");
     lab.daemon = start(&lab.store.db, &lab.root, &["--approval-ttl", "2"]);
     assert_eq!(open_ids(&lab), Vec::<String>::new());
+    let said = lab.worldd_ok(&["deny", &waiting[0]]);
+    assert!(said.contains("expired at ") && said.contains("before anyone decided"), "{said}");
     assert_eq!(lab.spent(), 0);
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));

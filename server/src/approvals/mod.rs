@@ -354,30 +354,88 @@ pub enum DecideError {
     Unknown(String),
     #[error("the note is longer than {NOTE_MAX} bytes")]
     NoteTooLong,
+    /// A yes after nobody decided in time: it cannot serve any more.
+    #[error("{0}; nothing runs under it, and the agent's next identical call asks again")]
+    Lapsed(String),
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The store refused it (decided already, say).
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
-/// The operator's decision on approval `id`, as a store request (the
-/// session's expiry bounds an approval for the session).
-pub fn operator_decision(
-    snap: &Snapshot,
+/// Rounds of the operator's decision: an approval that expires between
+/// the read and the write is read again, once.
+const OPERATOR_ROUNDS: usize = 2;
+
+/// The operator's word on approval `id`, written to `store` (blocking): the
+/// line that tells what it came to. A denial of an approval that expired
+/// before anyone decided closes it as expired (idempotently); a yes to one
+/// is refused (`Lapsed`). The session's expiry bounds an approval for the
+/// session.
+pub fn operator_decide(
+    store: &dyn WorldStore,
     id: &str,
     verdict: Verdict,
     by: &Decider,
     note: &str,
     ttl: u64,
-) -> Result<Op, DecideError> {
+) -> Result<String, DecideError> {
     if !valid_id(id) {
         return Err(DecideError::BadId(id.to_string()));
     }
     if note.len() > NOTE_MAX {
         return Err(DecideError::NoteTooLong);
     }
-    let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
-    let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
-    let now = crate::clock::now();
-    Ok(decide(id, &row, verdict, by, note, now, (ttl, session_expires_at)))
+    for _ in 0..OPERATOR_ROUNDS {
+        let snap = store.snapshot()?;
+        let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
+        let now = crate::clock::now();
+        let lapsed =
+            row.state == ApprovalState::Expired || (row.state == ApprovalState::Pending && now >= row.expires_at);
+        let op = match (lapsed, verdict) {
+            (true, Verdict::Deny) if row.closed => return Ok(told(id, &row)),
+            (true, Verdict::Deny) => Op::CloseApproval { id: id.to_string(), at: now },
+            (true, _) => return Err(DecideError::Lapsed(lapsed_text(id, &row))),
+            (false, _) => {
+                let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
+                decide(id, &row, verdict, by, note, now, (ttl, session_expires_at))
+            }
+        };
+        match store.call(op) {
+            Ok(Reply::Approval(_, row)) => return Ok(told(id, &row)),
+            Err(WriteError::ApprovalExpired { .. }) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(other) => return Err(WriteError::Storage(format!("unexpected reply {other:?}")).into()),
+        }
+    }
+    Err(WriteError::Storage(format!("approval {id} kept changing while it was decided")).into())
+}
+
+/// What a decided approval means now, in one line.
+pub fn told(id: &str, row: &ApprovalRow) -> String {
+    match row.state {
+        ApprovalState::Approved if row.for_session => {
+            format!("approval {id}: approved; each identical call of the session runs, until the session expires")
+        }
+        ApprovalState::Approved => format!("approval {id}: approved; the agent's next identical call runs it once"),
+        ApprovalState::Denied => {
+            format!("approval {id}: denied; the agent's next identical call is told, and records the denial")
+        }
+        ApprovalState::Expired | ApprovalState::Pending => format!(
+            "{}; nothing can run under it, and the agent's next identical call asks again",
+            lapsed_text(id, row)
+        ),
+    }
+}
+
+/// When and why an approval nobody decided stopped serving.
+fn lapsed_text(id: &str, row: &ApprovalRow) -> String {
+    if row.state == ApprovalState::Expired && row.decided_at < row.expires_at {
+        format!("approval {id} lapsed at {} UTC, when its session was revoked", crate::clock::utc(row.decided_at))
+    } else {
+        format!("approval {id} expired at {} UTC before anyone decided", crate::clock::utc(row.expires_at))
+    }
 }
 
 #[cfg(test)]
