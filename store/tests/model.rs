@@ -560,6 +560,10 @@ impl Model {
         if self.approvals.contains_key(id) {
             return Err(Want::Refused(id.into()));
         }
+        let of_session = self.open_in_key_order().into_iter().find(|(_, a)| a.credential == approval.credential);
+        if of_session.is_some_and(|(_, a)| a.episode != approval.episode) {
+            return Err(Want::Invalid("its own episode"));
+        }
         self.write_objects(std::slice::from_ref(shown));
         self.approvals.insert(id.into(), approval.clone());
         Ok(Reply::Approval(id.into(), Box::new(approval.clone())))

@@ -567,8 +567,10 @@ on_both_engines! {
         // A new session of the same episode has room of its own, but the episode has none.
         let full = ask_at(store, "ap-new-session", "busy", "busy-session-new", 2).unwrap_err();
         assert_eq!(full, WriteError::EpisodeApprovalsFull(max));
-        // Another episode still asks.
+        // Another episode still asks, though not through a session of this one.
         assert_eq!(asked(ask_at(store, "ap-other", "calm", "calm-session", 2)).0, "ap-other");
+        let elsewhere = ask_at(store, "ap-elsewhere", "calm", "busy-session-0", 2).unwrap_err();
+        assert!(matches!(elsewhere, WriteError::InvalidCommit(ref why) if why.contains("its own episode")), "{elsewhere:?}");
         // Once the busy episode's approvals expire, it asks again.
         assert_eq!(asked(ask_at(store, "ap-new-session", "busy", "busy-session-new", 100)).0, "ap-new-session");
     }

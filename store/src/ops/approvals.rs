@@ -32,7 +32,8 @@ pub(crate) trait ApprovalRows {
     fn open_approvals(&mut self) -> R<u64>;
     /// How many approvals session `credential` holds open, counted up to `max`.
     fn open_approvals_of(&mut self, credential: &Ref, max: u64) -> R<u64>;
-    /// How many approvals the sessions of `episode` hold open, counted up to `max`.
+    /// How many approvals the sessions of `episode` hold open, counted up to
+    /// `max` (all the approvals of a session are of one episode: `ask`).
     fn open_approvals_in(&mut self, episode: &str, max: u64) -> R<u64>;
     /// Up to `limit` open approvals (of session `credential`, or of all) in
     /// (credential, request digest) order.
@@ -177,6 +178,12 @@ pub(super) fn ask(rows: &mut impl ApprovalRows, id: &str, approval: ApprovalRow,
     }
     if let Some(row) = rows.approval(id)? {
         return Err(refused(id, &row, "the id names another approval"));
+    }
+    // One episode per session: a bound counts an episode's approvals by its sessions.
+    if let Some((_, held)) = rows.open_approval_rows(Some(&approval.credential), 1)?.first()
+        && held.episode != approval.episode
+    {
+        return Err(WriteError::InvalidCommit("a session's approvals are all of its own episode".into()));
     }
     make_room(rows, &approval)?;
     // Checked above, before any lookup.

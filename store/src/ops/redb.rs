@@ -1219,15 +1219,19 @@ pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
 }
 
 impl W<'_> {
-    /// Up to `limit` ids of the open index (of session `credential`, or all), in key order.
-    fn open_approval_ids(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<String>> {
+    /// Up to `limit` entries of the open index (of session `credential`, or
+    /// all) in key order: each session's credential and the approval's id.
+    fn open_index(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(Key32, String)>> {
         let open = &self.approval_tables()?.open_approvals;
         let range = match credential {
             Some(c) => open.range((c.0, [0u8; 32])..=(c.0, [u8::MAX; 32])),
             None => open.iter(),
         }
         .map_err(storage)?;
-        range.take(limit).map(|item| item.map(|(_, id)| id.value().to_string()).map_err(storage)).collect()
+        range
+            .take(limit)
+            .map(|item| item.map(|(k, id)| (k.value().0, id.value().to_string())).map_err(storage))
+            .collect()
     }
 
     /// The row an open index entry names.
@@ -1264,20 +1268,27 @@ impl ApprovalRows for W<'_> {
     }
 
     fn open_approvals_in(&mut self, episode: &str, max: u64) -> R<u64> {
-        // The open index is bounded by the store's room: read it whole.
+        // The open index is bounded by the store's room: read it whole, one
+        // row per session (its approvals share its episode).
         let mut held = 0;
-        for id in self.open_approval_ids(None, usize::MAX)? {
+        let mut session: Option<(Key32, bool)> = None;
+        for (credential, id) in self.open_index(None, usize::MAX)? {
+            let counted = match session {
+                Some((s, counted)) if s == credential => counted,
+                _ => self.open_row(&id)?.episode == episode,
+            };
+            session = Some((credential, counted));
+            held += u64::from(counted);
             if held >= max {
                 break;
             }
-            held += u64::from(self.open_row(&id)?.episode == episode);
         }
         Ok(held)
     }
 
     fn open_approval_rows(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(String, ApprovalRow)>> {
-        let ids = self.open_approval_ids(credential, limit)?;
-        ids.into_iter().map(|id| Ok((id.clone(), self.open_row(&id)?))).collect()
+        let open = self.open_index(credential, limit)?;
+        open.into_iter().map(|(_, id)| Ok((id.clone(), self.open_row(&id)?))).collect()
     }
 
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
