@@ -82,9 +82,10 @@ pub enum AdminResponse {
     Approvals {
         rows: Vec<crate::approvals::Listed>,
     },
+    /// The operator's word taken: what it came to, in one line.
     Decided {
         id: String,
-        state: String,
+        said: String,
     },
     Error {
         message: String,
@@ -172,24 +173,17 @@ async fn decide(
     note: String,
     uid: u32,
 ) -> AdminResponse {
-    let err = |message: String| AdminResponse::Error { message };
     let d = daemon.clone();
     let by = crate::approvals::Decider::AdminSocket { node: daemon.db_path.display().to_string(), uid };
     let ttl = daemon.approval_ttl_s;
-    let op = tokio::task::spawn_blocking(move || {
-        let snap = d.store.snapshot().map_err(|e| e.to_string())?;
-        crate::approvals::operator_decision(&snap, &id, verdict, &by, &note, ttl).map_err(|e| e.to_string())
+    let decided = tokio::task::spawn_blocking(move || {
+        crate::approvals::operator_decide(d.store.as_ref(), &id, verdict, &by, &note, ttl).map(|said| (id, said))
     })
     .await;
-    let op = match op {
-        Ok(Ok(op)) => op,
-        Ok(Err(e)) => return err(e),
-        Err(e) => return err(e.to_string()),
-    };
-    match crate::writes::write(daemon.store.as_ref(), op).await {
-        Ok(Reply::Approval(id, row)) => AdminResponse::Decided { id, state: row.state.as_str().into() },
-        Ok(other) => err(format!("unexpected writer reply {other:?}")),
-        Err(e) => err(e.to_string()),
+    match decided {
+        Ok(Ok((id, said))) => AdminResponse::Decided { id, said },
+        Ok(Err(e)) => AdminResponse::Error { message: e.to_string() },
+        Err(e) => AdminResponse::Error { message: e.to_string() },
     }
 }
 
@@ -303,7 +297,12 @@ async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
             let Ok(id) = parse_credential_id(&credential_id) else {
                 return err(format!("credential id {credential_id:?} must be 64 lowercase hex"));
             };
-            match crate::writes::write(daemon.store.as_ref(), Op::RevokeSession { credential_id: id }).await {
+            match crate::writes::write(
+                daemon.store.as_ref(),
+                Op::RevokeSession { credential_id: id, at: crate::clock::now() },
+            )
+            .await
+            {
                 Ok(Reply::Revoked(revoked)) => AdminResponse::Revoked { revoked },
                 Ok(other) => err(format!("unexpected writer reply {other:?}")),
                 Err(e) => err(e.to_string()),

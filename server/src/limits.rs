@@ -74,3 +74,8 @@ pub const EXIT_STORE_FAILED: i32 = 75;
 pub const LIST_TASKS_SCAN_MAX: u64 = 4096;
 /// The episode's calls `ListTasks` reads per store request.
 pub const LIST_TASKS_SCAN_CHUNK: u64 = 256;
+
+/// How often the daemon closes the approvals past their expiry (each pass
+/// reads the open ones, and writes only when one is due: at most
+/// `world_store::APPROVALS_EXPIRED_PER_PASS` of them).
+pub const APPROVAL_SWEEP_INTERVAL: Duration = Duration::from_secs(5);

@@ -95,7 +95,7 @@ mod layers {
         &["coordinator"],
         &["tools", "episodes"],
         &["daemon"],
-        &["admin", "http"],
+        &["admin", "http", "approvals::sweep"],
         &["serve"],
         &["cli"],
     ];

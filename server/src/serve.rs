@@ -174,6 +174,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         approval_ttl_s: opts.approval_ttl_s,
         approval_key,
     });
+    crate::approvals::sweep::at_start(&daemon).await;
+    let sweeping = crate::approvals::sweep::every_interval(Arc::downgrade(&daemon));
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
@@ -197,6 +199,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         );
     }
     accept_loop(listener, daemon.clone(), shutdown).await;
+    sweeping.abort();
     admin.close();
     // Dropping the last handle drains the writer queue and releases the lock.
     drop(daemon);

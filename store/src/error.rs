@@ -83,9 +83,16 @@ pub enum WriteError {
     /// or bound to another request or episode.
     #[error("approval {id} is {state}: {why}")]
     ApprovalRefused { id: String, state: &'static str, why: String },
+    /// A person's word came after the approval expired: nobody decided it
+    /// in time, and nothing runs under it.
+    #[error("approval {id} expired at {expired_at} (unix seconds) before anyone decided")]
+    ApprovalExpired { id: String, expired_at: u64 },
     /// Too many approvals are open: nobody could be asked.
     #[error("{0} approvals are open, the most a store keeps; decide some first")]
     ApprovalsFull(u64),
+    /// This episode's sessions hold as many open approvals as one episode may.
+    #[error("this episode holds {0} open approvals, the most one episode may; decide some first")]
+    EpisodeApprovalsFull(u64),
     /// This session holds as many open approvals as one session may.
     #[error("this session holds {0} open approvals, the most one session may; decide some first")]
     SessionApprovalsFull(u64),

@@ -144,6 +144,10 @@ enum Step {
         id: u8,
         late: bool,
     },
+    /// A pass closing the approvals past their expiry (`late`: long after now).
+    Sweep {
+        late: bool,
+    },
     Outcome {
         task: u8,
         ordinal: u8,
@@ -256,6 +260,7 @@ fn step() -> impl Strategy<Value = Step> {
         3 => (any::<u8>(), 0..3u8, any::<bool>(), prop::bool::weighted(0.2))
             .prop_map(|(id, state, for_session, late)| Step::Decide { id, state, for_session, late }),
         4 => (any::<u8>(), prop::bool::weighted(0.6)).prop_map(|(id, late)| Step::Close { id, late }),
+        1 => prop::bool::weighted(0.5).prop_map(|late| Step::Sweep { late }),
         3 => (task, 0..3u8, 0..3u8, any::<bool>(), prop::bool::weighted(0.1))
             .prop_map(|(task, ordinal, status, with_result, bad_record)| Step::Outcome { task, ordinal, status, with_result, bad_record }),
         4 => (task, any::<u8>(), 0..2u8, 0..3u8, prop_oneof![6 => Just(InvokeFlaw::None), 1 => Just(InvokeFlaw::StaleFn), 1 => Just(InvokeFlaw::MissingOutputs), 1 => Just(InvokeFlaw::DanglingInterpreter)], any::<u8>())
@@ -459,11 +464,15 @@ impl Model {
                 self.sessions.insert(*credential_id, session.clone());
                 Ok(Reply::Done)
             }
-            Op::RevokeSession { credential_id } => Ok(Reply::Revoked(self.sessions.remove(credential_id).is_some())),
+            Op::RevokeSession { credential_id, at } => {
+                self.revoke_approvals(credential_id, *at);
+                Ok(Reply::Revoked(self.sessions.remove(credential_id).is_some()))
+            }
             Op::PublishRegistry(p) => self.publish(p),
             Op::AskApproval { id, approval, shown } => self.ask(id, approval, shown),
             Op::DecideApproval { id, decision } => self.decide(id, decision),
             Op::CloseApproval { id, at } => self.close(id, *at),
+            Op::ExpireApprovals { at } => Ok(Reply::ApprovalsClosed(self.expire(*at))),
             Op::EnsureSecret { .. } => unreachable!("secrets have their own scenario"),
         }
     }
@@ -551,6 +560,10 @@ impl Model {
         if self.approvals.contains_key(id) {
             return Err(Want::Refused(id.into()));
         }
+        let of_session = self.open_in_key_order().into_iter().find(|(_, a)| a.credential == approval.credential);
+        if of_session.is_some_and(|(_, a)| a.episode != approval.episode) {
+            return Err(Want::Invalid("its own episode"));
+        }
         self.write_objects(std::slice::from_ref(shown));
         self.approvals.insert(id.into(), approval.clone());
         Ok(Reply::Approval(id.into(), Box::new(approval.clone())))
@@ -565,6 +578,9 @@ impl Model {
                 ApprovalState::Expired => expired,
                 _ => !expired,
             };
+        if row.state == ApprovalState::Pending && !row.closed && expired && d.state != ApprovalState::Expired {
+            return Err(Want::Err(WriteError::ApprovalExpired { id: id.into(), expired_at: row.expires_at }));
+        }
         if !allowed {
             return Err(Want::Refused(id.into()));
         }
@@ -582,17 +598,57 @@ impl Model {
     }
 
     fn close(&mut self, id: &str, at: u64) -> Predicted {
-        let Some(row) = self.approvals.get_mut(id) else { return Err(Want::Err(WriteError::NoApproval(id.into()))) };
-        let spent = match row.state {
-            ApprovalState::Denied | ApprovalState::Expired => true,
-            ApprovalState::Approved => at >= row.expires_at,
-            ApprovalState::Pending => false,
-        };
+        let Some(row) = self.approvals.get(id) else { return Err(Want::Err(WriteError::NoApproval(id.into()))) };
+        let spent = matches!(row.state, ApprovalState::Denied | ApprovalState::Expired) || at >= row.expires_at;
         if !row.closed && !spent {
             return Err(Want::Refused(id.into()));
         }
-        row.closed = true;
-        Ok(Reply::Approval(id.into(), Box::new(row.clone())))
+        if !row.closed {
+            self.lapse(id, at, Lapse::Clock);
+        }
+        Ok(Reply::Approval(id.into(), Box::new(self.approvals[id].clone())))
+    }
+
+    /// Closes open approval `id`; a pending one is decided expired first.
+    fn lapse(&mut self, id: &str, at: u64, why: Lapse) {
+        let row = self.approvals[id].clone();
+        if row.state == ApprovalState::Pending {
+            let decision = why.decision(id, &row, at);
+            self.write_objects(std::slice::from_ref(&decision.object));
+            let row = self.approvals.get_mut(id).expect("found above");
+            row.state = ApprovalState::Expired;
+            row.decision = Some(decision.object.hash);
+            row.decided_at = at;
+        }
+        self.approvals.get_mut(id).expect("found above").closed = true;
+    }
+
+    /// Open approvals in the engines' order: by session, then request.
+    fn open_in_key_order(&self) -> Vec<(String, ApprovalRow)> {
+        let mut open: Vec<_> =
+            self.approvals.iter().filter(|(_, a)| !a.closed).map(|(i, a)| (i.clone(), a.clone())).collect();
+        open.sort_by_key(|(_, a)| (a.credential.0, a.digest.0));
+        open
+    }
+
+    fn expire(&mut self, at: u64) -> Vec<String> {
+        let lapsed: Vec<String> = self
+            .open_in_key_order()
+            .into_iter()
+            .filter(|(_, a)| at >= a.expires_at)
+            .take(APPROVALS_EXPIRED_PER_PASS)
+            .map(|(id, _)| id)
+            .collect();
+        for id in &lapsed {
+            self.lapse(id, at, Lapse::Clock);
+        }
+        lapsed
+    }
+
+    fn revoke_approvals(&mut self, credential: &Ref, at: u64) {
+        for (id, a) in self.open_in_key_order().into_iter().filter(|(_, a)| a.credential == *credential) {
+            self.lapse(&id, at, if at >= a.expires_at { Lapse::Clock } else { Lapse::Revocation });
+        }
     }
 
     /// An intent may run under `u` at `at` (the store's `check_use`).
@@ -1035,6 +1091,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
         Step::Close { id, late } => {
             Op::CloseApproval { id: pick_approval(m, *id), at: if *late { at + 100 } else { at } }
         }
+        Step::Sweep { late } => Op::ExpireApprovals { at: if *late { at + 100 } else { at } },
         Step::Outcome { task, ordinal, status, with_result, bad_record } => {
             let (task, ordinal) = pick_effect(m, *task, *ordinal);
             let inv = task.invocation_id();
@@ -1113,7 +1170,7 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             };
             Op::MintSession { credential_id: credential(*id), session }
         }
-        Step::Revoke { id } => Op::RevokeSession { credential_id: credential(*id) },
+        Step::Revoke { id } => Op::RevokeSession { credential_id: credential(*id), at },
         Step::Publish { name, expected, head, head_included, entries, omit_fns } => {
             let name = if *name == 15 { SELECTED_HEAD.to_string() } else { REGISTRIES[*name as usize % 2].to_string() };
             let head =
@@ -1183,6 +1240,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::AskApproval { .. } => "AskApproval",
         Op::DecideApproval { .. } => "DecideApproval",
         Op::CloseApproval { .. } => "CloseApproval",
+        Op::ExpireApprovals { .. } => "ExpireApprovals",
         Op::EnsureSecret { .. } => "EnsureSecret",
     }
 }

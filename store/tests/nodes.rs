@@ -263,7 +263,7 @@ fn a_session_minted_or_a_registry_published_on_one_node_is_seen_by_every_node_at
         assert_eq!(store.snapshot().unwrap().session(&id).unwrap(), Some(session.clone()));
     }
     assert_eq!(nodes[2].call(Op::MintSession { credential_id: id, session }).unwrap_err(), WriteError::SessionExists);
-    assert_eq!(nodes[1].call(Op::RevokeSession { credential_id: id }).unwrap(), Reply::Revoked(true));
+    assert_eq!(nodes[1].call(Op::RevokeSession { credential_id: id, at: 1 }).unwrap(), Reply::Revoked(true));
     assert!(nodes[0].snapshot().unwrap().session(&id).unwrap().is_none());
 
     let mut next = echo_registry();

@@ -489,7 +489,10 @@ on_both_engines! {
         asked(store.call(ask("ap-1", b"c", b"d", 100)));
         // Not before its time, and a yes comes too late after it.
         assert!(matches!(store.call(decide("ap-1", ApprovalState::Expired, false, 99, 0)), Err(WriteError::ApprovalRefused { .. })));
-        assert!(matches!(store.call(decide("ap-1", ApprovalState::Approved, false, 100, 200)), Err(WriteError::ApprovalRefused { .. })));
+        assert_eq!(
+            store.call(decide("ap-1", ApprovalState::Approved, false, 100, 200)),
+            Err(WriteError::ApprovalExpired { id: "ap-1".into(), expired_at: 100 })
+        );
         let (_, row) = asked(store.call(decide("ap-1", ApprovalState::Expired, false, 100, 0)));
         assert_eq!((row.state, row.closed), (ApprovalState::Expired, false));
         assert!(matches!(intent_under(store, "t", "ap-1", b"d", 101), Err(WriteError::ApprovalRefused { .. })));
@@ -500,6 +503,131 @@ on_both_engines! {
         assert_eq!(row.state, ApprovalState::Denied);
         assert!(matches!(store.call(Op::CloseApproval { id: "nope".into(), at: 1 }), Err(WriteError::NoApproval(_))));
         assert!(matches!(store.call(ask("", b"x", b"y", 1)), Err(WriteError::InvalidCommit(_))));
+    }
+}
+
+/// `n` approvals asked at `at`, pending until `expires_at`: `per_session` for
+/// each session of each episode, in one batch; the ids asked.
+fn fill(
+    store: &dyn WorldStore,
+    episodes: &[&str],
+    per_session: u64,
+    n: u64,
+    (at, expires_at): (u64, u64),
+) -> Vec<String> {
+    let sessions = n.div_ceil(per_session);
+    let mut ids = vec![];
+    let asks = (0..n)
+        .map(|i| {
+            let session = i / per_session;
+            let episode = episodes[(session * episodes.len() as u64 / sessions) as usize];
+            let id = format!("ap-fill-{at}-{i}");
+            ids.push(id.clone());
+            let credential = Ref::of(format!("{episode}-session-{session}").as_bytes());
+            ask_approval(&id, episode, credential, Ref::of(format!("request {i}").as_bytes()), (at, expires_at))
+        })
+        .collect();
+    let Reply::Sequence(replies) = store.call(Op::Sequence(asks)).unwrap() else { panic!() };
+    assert!(replies.iter().all(|r| matches!(r, Ok(Reply::Approval(..)))), "{:?}", replies.iter().find(|r| r.is_err()));
+    ids
+}
+
+/// A fresh request of `credential` in `episode`, asked at `at`.
+fn ask_at(store: &dyn WorldStore, id: &str, episode: &str, credential: &str, at: u64) -> Result<Reply, WriteError> {
+    store.call(ask_approval(id, episode, Ref::of(credential.as_bytes()), Ref::of(id.as_bytes()), (at, at + 100)))
+}
+
+/// The decision object approval `id` closed under, as JSON.
+fn decision_of(store: &dyn WorldStore, id: &str) -> serde_json::Value {
+    let snap = store.snapshot().unwrap();
+    let row = snap.approval(id).unwrap().unwrap();
+    assert_eq!((row.state, row.closed), (ApprovalState::Expired, true), "{id}");
+    let object = snap.payload(&row.decision.unwrap()).unwrap().unwrap();
+    serde_json::from_slice(&object).unwrap()
+}
+
+on_both_engines! {
+    fn approvals_past_their_expiry_hold_no_room_so_a_full_session_asks_again_once_they_expire(store) {
+        let max = APPROVALS_OPEN_PER_SESSION_MAX;
+        let ids = fill(store, &["ep"], max, max, (1, 100));
+        let full = ask_at(store, "ap-next", "ep", "ep-session-0", 99).unwrap_err();
+        assert_eq!(full, WriteError::SessionApprovalsFull(max));
+        // Expired, they count for nothing: the ask closes them, each decided by the clock.
+        assert_eq!(asked(ask_at(store, "ap-next", "ep", "ep-session-0", 100)).0, "ap-next");
+        let decision = decision_of(store, &ids[0]);
+        assert_eq!((decision["decision"].as_str(), decision["decidedBy"]["via"].as_str()), (Some("expired"), Some("clock")));
+        assert_eq!(decision["decidedAt"], serde_json::json!(100));
+        assert_eq!(store.snapshot().unwrap().open_approvals(1000).unwrap().len(), 1);
+    }
+
+    fn one_episode_holds_at_most_its_share_of_the_store_across_its_sessions(store) {
+        let (max, per_session) = (APPROVALS_OPEN_PER_EPISODE_MAX, APPROVALS_OPEN_PER_SESSION_MAX);
+        assert!(per_session < max && max < APPROVALS_OPEN_MAX, "each bound below the next");
+        fill(store, &["busy"], per_session, max, (1, 100));
+        // A new session of the same episode has room of its own, but the episode has none.
+        let full = ask_at(store, "ap-new-session", "busy", "busy-session-new", 2).unwrap_err();
+        assert_eq!(full, WriteError::EpisodeApprovalsFull(max));
+        // Another episode still asks, though not through a session of this one.
+        assert_eq!(asked(ask_at(store, "ap-other", "calm", "calm-session", 2)).0, "ap-other");
+        let elsewhere = ask_at(store, "ap-elsewhere", "calm", "busy-session-0", 2).unwrap_err();
+        assert!(matches!(elsewhere, WriteError::InvalidCommit(ref why) if why.contains("its own episode")), "{elsewhere:?}");
+        // Once the busy episode's approvals expire, it asks again.
+        assert_eq!(asked(ask_at(store, "ap-new-session", "busy", "busy-session-new", 100)).0, "ap-new-session");
+    }
+
+    fn a_store_filled_to_its_room_takes_new_asks_again_once_its_approvals_expire(store) {
+        let episodes = ["e0", "e1", "e2", "e3"];
+        fill(store, &episodes, APPROVALS_OPEN_PER_SESSION_MAX, APPROVALS_OPEN_MAX, (1, 100));
+        let full = ask_at(store, "ap-late", "e4", "e4-session", 2).unwrap_err();
+        assert_eq!(full, WriteError::ApprovalsFull(APPROVALS_OPEN_MAX));
+        assert_eq!(asked(ask_at(store, "ap-late", "e4", "e4-session", 100)).0, "ap-late");
+    }
+
+    fn a_pass_closes_at_most_its_share_of_the_approvals_past_their_expiry(store) {
+        let per_pass = APPROVALS_EXPIRED_PER_PASS as u64;
+        fill(store, &["ep"], 32, per_pass + 6, (1, 100));
+        let waiting = asked(ask_at(store, "ap-waits", "ep", "another", 1)).0;
+        let pass = |at: u64| match store.call(Op::ExpireApprovals { at }).unwrap() {
+            Reply::ApprovalsClosed(ids) => ids,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(pass(99), Vec::<String>::new(), "nothing has expired yet");
+        assert_eq!(pass(100).len() as u64, per_pass);
+        assert_eq!(pass(100).len(), 6);
+        assert_eq!(pass(100).len(), 0);
+        let open = store.snapshot().unwrap().open_approvals(1000).unwrap();
+        assert_eq!(open.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>(), vec![waiting], "it waits until 101");
+        assert_eq!(decision_of(store, "ap-fill-1-0")["decidedByText"], serde_json::json!("nobody: it expired"));
+    }
+
+    fn revoking_a_session_closes_its_approvals_and_nothing_runs_under_them(store) {
+        let c = Ref::of(b"c");
+        let session = Session { episode: "ep".into(), grants: vec![], created_at: 1, expires_at: 1000 };
+        store.call(Op::MintSession { credential_id: c, session }).unwrap();
+        asked(store.call(ask("ap-pending", b"c", b"d1", 100)));
+        asked(store.call(ask("ap-approved", b"c", b"d2", 100)));
+        asked(store.call(decide("ap-approved", ApprovalState::Approved, true, 10, 500)));
+        asked(store.call(ask("ap-theirs", b"other", b"d1", 100)));
+        assert_eq!(store.call(Op::RevokeSession { credential_id: c, at: 50 }).unwrap(), Reply::Revoked(true));
+        let decision = decision_of(store, "ap-pending");
+        assert_eq!((decision["decision"].as_str(), decision["decidedBy"]["via"].as_str()), (Some("expired"), Some("revocation")));
+        let snap = store.snapshot().unwrap();
+        let approved = snap.approval("ap-approved").unwrap().unwrap();
+        assert_eq!((approved.state, approved.closed), (ApprovalState::Approved, true));
+        assert!(matches!(intent_under(store, "t", "ap-approved", b"d2", 60), Err(WriteError::ApprovalRefused { .. })));
+        let open = snap.open_approvals(10).unwrap();
+        assert_eq!(open.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), vec!["ap-theirs"]);
+    }
+
+    fn closing_a_pending_approval_past_its_expiry_decides_it_expired_once(store) {
+        asked(store.call(ask("ap-1", b"c", b"d", 100)));
+        assert!(matches!(store.call(Op::CloseApproval { id: "ap-1".into(), at: 99 }), Err(WriteError::ApprovalRefused { .. })));
+        let (_, row) = asked(store.call(Op::CloseApproval { id: "ap-1".into(), at: 120 }));
+        assert_eq!((row.state, row.closed, row.decided_at), (ApprovalState::Expired, true, 120));
+        // Again: the same row, no second decision.
+        let (_, again) = asked(store.call(Op::CloseApproval { id: "ap-1".into(), at: 130 }));
+        assert_eq!(again, row);
+        assert!(matches!(store.call(decide("ap-1", ApprovalState::Denied, false, 131, 0)), Err(WriteError::ApprovalRefused { .. })));
     }
 }
 

@@ -1,8 +1,9 @@
 //! Grants that ask, answered by the operator: a call under an asking grant
 //! runs nothing and debits nothing until `worldd approve`; the next identical
-//! call runs once and its effect record names the decision; a denial and an
-//! expiry are recorded and cost nothing; a pending approval outlives a
-//! restart; `why` tells who approved; `verify` stays clean.
+//! call runs once and its effect record names the decision; a denial is
+//! recorded and costs nothing; a pending approval outlives a restart, and
+//! once expired is closed and asked afresh; approvals nobody answers cannot
+//! jam the gate; `why` tells who approved; `verify` stays clean.
 
 use crate::episodes::{Minted, a2a, mcp, mint_with};
 use crate::fixture;
@@ -179,7 +180,7 @@ fn a_denial_is_recorded_under_its_decision_and_costs_nothing() {
 }
 
 #[test]
-fn a_pending_approval_outlives_a_restart_and_lapses_into_a_recorded_expiry() {
+fn a_pending_approval_outlives_a_restart_and_once_expired_the_next_identical_call_asks_afresh() {
     let mut lab = lab(&["--approval-ttl", "2"]);
     let s = lab.session(&["--ask", "Workspace.Write"]);
     let id = waiting_id(&lab.write(&s, "later\n"));
@@ -200,18 +201,24 @@ fn a_pending_approval_outlives_a_restart_and_lapses_into_a_recorded_expiry() {
         (Some("approved-for-session"), Some("store"))
     );
 
-    // Nobody answers this one in time.
+    // Nobody answers this one in time: the next identical call is asked afresh.
     let late = waiting_id(&lab.write(&s, "too late\n"));
     std::thread::sleep(std::time::Duration::from_secs(3));
-    let expired = lab.write(&s, "too late\n");
-    let (_, rec) = record(&lab.daemon, effect(&expired)["record"].as_str().unwrap());
-    assert_eq!(rec["denial"], json!("denied:approval-expired"), "{rec}");
-    let (_, approval) = record(&lab.daemon, rec["approvalRef"].as_str().unwrap());
-    assert_eq!(
-        (approval["approvalId"].as_str(), approval["decision"].as_str()),
-        (Some(late.as_str()), Some("expired"))
-    );
+    let afresh = waiting_id(&lab.write(&s, "too late\n"));
+    assert_ne!(afresh, late, "an expired approval serves nobody");
     assert_eq!(lab.spent(), 3);
+    // The operator's late word: a denial says it expired (and says so again);
+    // a yes is refused, naming the expiry.
+    for _ in 0..2 {
+        let said = lab.worldd_ok(&["deny", &late]);
+        assert!(
+            said.contains(&format!("approval {late} expired at ")) && said.contains("nothing can run under it"),
+            "{said}"
+        );
+    }
+    let o = worldd(&["approve", &late, "--db", &lab.db]);
+    let told = stderr(&o);
+    assert!(!o.status.success() && told.contains("expired at ") && told.contains("asks again"), "{told}");
 
     // A2A's seed method waits too, and runs nothing.
     let args = json!({"path": "a2a.txt", "content": "x"});
@@ -280,4 +287,70 @@ fn an_approved_command_runs_only_over_the_worktree_it_was_approved_for() {
     assert!(summary.ends_with("since the episode's last command: write t.py (15 bytes)"), "{summary}");
     let o = worldd(&["verify", "--db", &lab.db]);
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+}
+
+/// Writes `n` distinct requests under `s`, each left waiting; their approval ids.
+fn asks(lab: &Lab, s: &Minted, n: u64, tag: &str) -> Vec<String> {
+    (0..n).map(|i| waiting_id(&lab.write(s, &format!("{tag} {i}\n")))).collect()
+}
+
+/// The open approvals' ids, sorted.
+fn open_ids(lab: &Lab) -> Vec<String> {
+    let mut ids: Vec<String> = lab.approvals().iter().map(|a| a["id"].as_str().unwrap().to_string()).collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_session_that_asks_and_never_comes_back_fills_its_own_share_and_revoking_it_frees_it() {
+    let lab = lab(&[]);
+    let asks_all = |l: &Lab| l.session(&["--ask", "Workspace.Write"]);
+    let (greedy, other) = (asks_all(&lab), asks_all(&lab));
+    let held = asks(&lab, &greedy, 64, "greedy");
+    // Its share is full: refused, naming the bound, nothing spent.
+    let refused = lab.write(&greedy, "one more\n");
+    assert_eq!(effect(&refused)["status"], json!("denied"), "{refused}");
+    let (_, rec) = record(&lab.daemon, effect(&refused)["record"].as_str().unwrap());
+    assert_eq!(rec["denial"], json!("denied:approval-unavailable-session"), "{rec}");
+    // Another session of the same episode is still asked.
+    let theirs = waiting_id(&lab.write(&other, "mine\n"));
+    assert_eq!(open_ids(&lab).len(), 65);
+
+    lab.worldd_ok(&["session", "revoke", &greedy.credential_id]);
+    assert_eq!(open_ids(&lab), vec![theirs], "the revoked session's approvals are closed");
+    let said = lab.worldd_ok(&["deny", &held[0]]);
+    assert!(said.contains("when its session was revoked") && said.contains("nothing can run under it"), "{said}");
+    assert_eq!(lab.spent(), 0);
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn approvals_nobody_answered_are_closed_once_expired_so_the_gate_never_jams() {
+    let mut lab = lab(&["--approval-ttl", "2"]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    asks(&lab, &s, 64, "first");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Its share was full of expired approvals: they hold no room.
+    waiting_id(&lab.write(&s, "after they expired\n"));
+    // Nobody calls: the daemon closes them all the same.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !open_ids(&lab).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "still open: {:?}", lab.approvals());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+
+    // Left open while the daemon is down, they are closed as it starts.
+    let mut waiting = asks(&lab, &s, 3, "before the restart");
+    waiting.sort();
+    lab.daemon.signal_and_wait("TERM");
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    assert_eq!(open_ids(&lab), waiting, "nothing closes them while no daemon runs");
+    lab.daemon = start(&lab.store.db, &lab.root, &["--approval-ttl", "2"]);
+    assert_eq!(open_ids(&lab), Vec::<String>::new());
+    let said = lab.worldd_ok(&["deny", &waiting[0]]);
+    assert!(said.contains("expired at ") && said.contains("before anyone decided"), "{said}");
+    assert_eq!(lab.spent(), 0);
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
 }

@@ -19,7 +19,12 @@ struct Asker {
 }
 
 fn asker(more: &[&str]) -> Asker {
-    let lab = Lab::new(LabOptions { episodes: &[EP], ..Default::default() });
+    asker_serving(more, &[])
+}
+
+/// `asker`, its daemon served with `serve_args`.
+fn asker_serving(more: &[&str], serve_args: &[&str]) -> Asker {
+    let lab = Lab::new(LabOptions { episodes: &[EP], serve_args, ..Default::default() });
     let token = lab.mint_with(EP, &["world.apply=world:100", "Workspace.Write=worktree:5"], None, more);
     Asker { lab, token }
 }
@@ -253,4 +258,62 @@ fn an_a2a_denial_on_the_task_is_recorded_and_a_bad_word_or_an_operator_only_gran
     assert_eq!(refused["error"]["code"], json!(-32602), "{refused}");
     assert!(refused.to_string().contains("the operator's to decide"), "{refused}");
     assert!(!op.lab.worktree(EP).join("a2a.txt").exists());
+}
+
+/// The approval an `input-required` A2A task names.
+fn waits_on(reply: &Value) -> String {
+    let task = reply["result"].get("task").unwrap_or(&reply["result"]);
+    assert_eq!(task["status"]["state"], json!("TASK_STATE_INPUT_REQUIRED"), "{reply}");
+    task["status"]["message"]["parts"][0]["data"]["approval"]["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn an_a2a_task_sent_again_after_its_approval_expired_is_asked_afresh_under_the_same_id() {
+    let a = asker_serving(&["--ask", "Workspace.Write"], &["--approval-ttl", "1"]);
+    let first = waits_on(&send(&a, "m1", "task-5", "late"));
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    // Not a recorded expiry that spends the task id: a new question.
+    let again = waits_on(&send(&a, "m2", "task-5", "late"));
+    assert_ne!(again, first);
+    assert!(!a.lab.worktree(EP).join("a2a.txt").exists());
+    assert_eq!(a.spent(), 0, "nothing of the task was recorded or spent");
+}
+
+/// The state and text of the approval an `input-required` A2A task waits on.
+fn waits_in(reply: &Value) -> (String, String) {
+    let waits_on_it = waits_on(reply);
+    let task = reply["result"].get("task").unwrap_or(&reply["result"]);
+    let data = &task["status"]["message"]["parts"][0]["data"];
+    assert_eq!(data["approval"]["id"], json!(waits_on_it));
+    (data["approval"]["state"].as_str().unwrap().into(), data["text"].as_str().unwrap().into())
+}
+
+#[test]
+fn an_a2a_task_whose_approval_the_operator_decided_keeps_its_identity_and_a_late_answer_opens_nothing() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let get = |task: &str| a2a(&a, "GetTask", json!({"id": task}));
+    let approved = waits_on(&send(&a, "m1", "task-6", "yes"));
+    let denied = waits_on(&send(&a, "m1", "task-7", "no"));
+    worldd_ok(&["approve", &approved, "--db", a.lab.db_str()]);
+    worldd_ok(&["deny", &denied, "--db", a.lab.db_str()]);
+    // Decided, not yet told to the task: still the task, saying what comes next.
+    let (state, text) = waits_in(&get("task-6"));
+    assert!(state == "approved" && text.contains("runs once"), "{state}: {text}");
+    let (state, text) = waits_in(&get("task-7"));
+    assert!(state == "denied" && text.contains("the denial is recorded"), "{state}: {text}");
+    // An answer now decides nothing and opens no new approval.
+    let late = answer(&a, "m2", "task-6", "deny");
+    assert_eq!(late["error"]["code"], json!(-32602), "{late}");
+    assert!(late.to_string().contains("decided or used already"), "{late}");
+    let open = worldd_ok(&["approvals", "--json", "--db", a.lab.db_str()]);
+    let open: Vec<Value> = serde_json::from_str(&open).unwrap();
+    assert_eq!(open.iter().filter(|o| o["state"] == json!("pending")).count(), 0, "{open:?}");
+    // Sent again, each goes on as decided.
+    let ran = send(&a, "m3", "task-6", "yes");
+    assert_eq!(ran["result"]["task"]["status"]["state"], json!("TASK_STATE_COMPLETED"), "{ran}");
+    let refused = send(&a, "m3", "task-7", "no");
+    let task = &refused["result"]["task"];
+    assert_eq!(task["artifacts"][0]["parts"][0]["data"]["world"]["effects"][0]["status"], json!("denied"), "{refused}");
+    assert_eq!(get("task-7")["result"]["status"]["state"], json!("TASK_STATE_COMPLETED"));
+    assert_eq!(a.spent(), 1);
 }

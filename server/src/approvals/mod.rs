@@ -4,6 +4,7 @@
 //! decide.
 
 pub mod state;
+pub mod sweep;
 
 use rand::RngCore;
 use serde::{Deserialize, Serialize};
@@ -12,10 +13,10 @@ use world_store::*;
 
 /// A decision, as the chain keeps it; the effect record of an effect run
 /// (or denied) under it names it.
-pub const APPROVAL: &str = "world/approval/v1";
+pub const APPROVAL: &str = APPROVAL_DECISION;
 /// What a person was shown when asked.
 pub const APPROVAL_REQUEST: &str = "world/approval-request/v1";
-pub const PROVENANCE: &str = "host/approvals";
+pub const PROVENANCE: &str = APPROVALS_PROVENANCE;
 /// The field of a command's request, under a grant that asks, naming the
 /// state of the worktree it runs over (`effects::state`): the approval's
 /// digest binds it, so a change to the worktree asks again.
@@ -31,9 +32,12 @@ pub const NOTE_MAX: usize = 1024;
 const SHOWN_TEXT_MAX: usize = 2000;
 
 pub const DENIED_APPROVAL: &str = "denied:approval";
-pub const DENIED_APPROVAL_EXPIRED: &str = "denied:approval-expired";
-/// Nobody could be asked (the store's open approvals are at their bound).
-pub const DENIED_NO_APPROVER: &str = "denied:approval-unavailable";
+/// Nobody could be asked: the session's, the episode's or the store's open
+/// approvals are at their bound (each its own label, so that the agent and
+/// the operator can tell which).
+pub const DENIED_NO_ROOM_SESSION: &str = "denied:approval-unavailable-session";
+pub const DENIED_NO_ROOM_EPISODE: &str = "denied:approval-unavailable-episode";
+pub const DENIED_NO_ROOM_STORE: &str = "denied:approval-unavailable-store";
 
 /// A fresh approval id: `ap-` and 16 random hex digits.
 pub fn new_id() -> String {
@@ -197,6 +201,8 @@ pub enum Decider {
     Task { credential_id: String, task_id: String },
     /// Nobody decided before the approval expired.
     Clock,
+    /// Nobody decided before the session was revoked.
+    Revocation,
 }
 
 impl Decider {
@@ -212,14 +218,15 @@ impl Decider {
             Decider::Task { credential_id, task_id } => {
                 format!("the A2A client of credential {} on task {task_id}", short(credential_id))
             }
-            Decider::Clock => "nobody: it expired".into(),
+            Decider::Clock => Lapse::Clock.decided_by().1.into(),
+            Decider::Revocation => Lapse::Revocation.decided_by().1.into(),
         }
     }
 
     /// Whether an approver of this kind may decide under a grant asking `who`.
     pub fn may_decide(&self, who: Approver) -> bool {
         match self {
-            Decider::AdminSocket { .. } | Decider::Store { .. } | Decider::Clock => true,
+            Decider::AdminSocket { .. } | Decider::Store { .. } | Decider::Clock | Decider::Revocation => true,
             Decider::Elicitation { .. } | Decider::Task { .. } => who == Approver::Anyone,
         }
     }
@@ -250,72 +257,33 @@ impl Verdict {
 
 /// The store request deciding `row` (id `id`): the decision object and the
 /// row's new state. An approved effect must run within `ttl` seconds; one
-/// approved for the session, before the session expires.
+/// approved for the session, before the session expires. (The clock's
+/// decision, when nobody decided in time, is the store's: `Lapse`.)
 pub fn decide(
     id: &str,
     row: &ApprovalRow,
-    verdict: Option<Verdict>,
+    verdict: Verdict,
     by: &Decider,
     note: &str,
     at: u64,
     (ttl, session_expires_at): (u64, u64),
 ) -> Op {
-    let (state, decision) = match verdict {
-        Some(Verdict::Deny) => (ApprovalState::Denied, "denied"),
-        Some(v) => (ApprovalState::Approved, v.decision()),
-        None => (ApprovalState::Expired, "expired"),
-    };
-    let for_session = verdict == Some(Verdict::ApproveForSession);
+    let state = if verdict == Verdict::Deny { ApprovalState::Denied } else { ApprovalState::Approved };
+    let for_session = verdict == Verdict::ApproveForSession;
     let use_by = if for_session { session_expires_at } else { at.saturating_add(ttl) };
-    let object = FixedObjectOf {
+    let decided_by = serde_json::to_value(by).unwrap_or(Value::Null);
+    let object = DecisionOf {
         id,
         row,
-        decision,
-        by,
+        decision: verdict.decision(),
+        decided_by: &decided_by,
+        decided_by_text: &by.describe(),
         note,
         at,
         expires_at: if state == ApprovalState::Approved { use_by } else { row.expires_at },
     }
     .object();
     Op::DecideApproval { id: id.to_string(), decision: ApprovalDecision { state, for_session, object, at, use_by } }
-}
-
-/// The fields of a `world/approval/v1` object.
-struct FixedObjectOf<'a> {
-    id: &'a str,
-    row: &'a ApprovalRow,
-    decision: &'a str,
-    by: &'a Decider,
-    note: &'a str,
-    at: u64,
-    expires_at: u64,
-}
-
-impl FixedObjectOf<'_> {
-    fn object(&self) -> NewObject {
-        let r = self.row;
-        let by = serde_json::to_value(self.by).unwrap_or(Value::Null);
-        let bytes = canonical::FixedObject::new()
-            .str("approvalId", self.id)
-            .str("episode", &r.episode)
-            .reference("credentialId", &r.credential)
-            .str("transition", &r.transition)
-            .str("effect", &r.effect)
-            .str("scope", &r.scope)
-            .uint("cost", r.cost)
-            .reference("requestDigest", &r.digest)
-            .reference("shownRef", &r.shown)
-            .str("approver", r.approver.as_str())
-            .str("decision", self.decision)
-            .value("decidedBy", &by)
-            .str("decidedByText", &self.by.describe())
-            .str("note", self.note)
-            .uint("requestedAt", r.requested_at)
-            .uint("decidedAt", self.at)
-            .uint("expiresAt", self.expires_at)
-            .finish();
-        NewObject::derived(APPROVAL, PROVENANCE, bytes)
-    }
 }
 
 /// An approval decision object read back (for `why`, the workbench, verify).
@@ -404,30 +372,88 @@ pub enum DecideError {
     Unknown(String),
     #[error("the note is longer than {NOTE_MAX} bytes")]
     NoteTooLong,
+    /// A yes after nobody decided in time: it cannot serve any more.
+    #[error("{0}; nothing runs under it, and the agent's next identical call asks again")]
+    Lapsed(String),
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// The store refused it (decided already, say).
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
-/// The operator's decision on approval `id`, as a store request (the
-/// session's expiry bounds an approval for the session).
-pub fn operator_decision(
-    snap: &Snapshot,
+/// Rounds of the operator's decision: an approval that expires between
+/// the read and the write is read again, once.
+const OPERATOR_ROUNDS: usize = 2;
+
+/// The operator's word on approval `id`, written to `store` (blocking): the
+/// line that tells what it came to. A denial of an approval that expired
+/// before anyone decided closes it as expired (idempotently); a yes to one
+/// is refused (`Lapsed`). The session's expiry bounds an approval for the
+/// session.
+pub fn operator_decide(
+    store: &dyn WorldStore,
     id: &str,
     verdict: Verdict,
     by: &Decider,
     note: &str,
     ttl: u64,
-) -> Result<Op, DecideError> {
+) -> Result<String, DecideError> {
     if !valid_id(id) {
         return Err(DecideError::BadId(id.to_string()));
     }
     if note.len() > NOTE_MAX {
         return Err(DecideError::NoteTooLong);
     }
-    let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
-    let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
-    let now = crate::clock::now();
-    Ok(decide(id, &row, Some(verdict), by, note, now, (ttl, session_expires_at)))
+    for _ in 0..OPERATOR_ROUNDS {
+        let snap = store.snapshot()?;
+        let row = snap.approval(id)?.ok_or_else(|| DecideError::Unknown(id.to_string()))?;
+        let now = crate::clock::now();
+        let lapsed =
+            row.state == ApprovalState::Expired || (row.state == ApprovalState::Pending && now >= row.expires_at);
+        let op = match (lapsed, verdict) {
+            (true, Verdict::Deny) if row.closed => return Ok(told(id, &row)),
+            (true, Verdict::Deny) => Op::CloseApproval { id: id.to_string(), at: now },
+            (true, _) => return Err(DecideError::Lapsed(lapsed_text(id, &row))),
+            (false, _) => {
+                let session_expires_at = snap.session(&row.credential)?.map(|s| s.expires_at).unwrap_or(0);
+                decide(id, &row, verdict, by, note, now, (ttl, session_expires_at))
+            }
+        };
+        match store.call(op) {
+            Ok(Reply::Approval(_, row)) => return Ok(told(id, &row)),
+            Err(WriteError::ApprovalExpired { .. }) => continue,
+            Err(e) => return Err(e.into()),
+            Ok(other) => return Err(WriteError::Storage(format!("unexpected reply {other:?}")).into()),
+        }
+    }
+    Err(WriteError::Storage(format!("approval {id} kept changing while it was decided")).into())
+}
+
+/// What a decided approval means now, in one line.
+pub fn told(id: &str, row: &ApprovalRow) -> String {
+    match row.state {
+        ApprovalState::Approved if row.for_session => {
+            format!("approval {id}: approved; each identical call of the session runs, until the session expires")
+        }
+        ApprovalState::Approved => format!("approval {id}: approved; the agent's next identical call runs it once"),
+        ApprovalState::Denied => {
+            format!("approval {id}: denied; the agent's next identical call is told, and records the denial")
+        }
+        ApprovalState::Expired | ApprovalState::Pending => format!(
+            "{}; nothing can run under it, and the agent's next identical call asks again",
+            lapsed_text(id, row)
+        ),
+    }
+}
+
+/// When and why an approval nobody decided stopped serving.
+fn lapsed_text(id: &str, row: &ApprovalRow) -> String {
+    if row.state == ApprovalState::Expired && row.decided_at < row.expires_at {
+        format!("approval {id} lapsed at {} UTC, when its session was revoked", crate::clock::utc(row.decided_at))
+    } else {
+        format!("approval {id} expired at {} UTC before anyone decided", crate::clock::utc(row.expires_at))
+    }
 }
 
 #[cfg(test)]
@@ -471,6 +497,15 @@ mod tests {
         let w = json!({"op": "edit", "path": "a.txt", "old_text": "one\n", "new_text": "two\n"});
         let s = asked(&w).summary();
         assert!(s.contains("-one") && s.contains("+two"), "{s}");
+    }
+
+    #[test]
+    fn the_clock_and_a_revocation_are_named_as_the_store_names_them_in_its_decisions() {
+        for (decider, lapse) in [(Decider::Clock, Lapse::Clock), (Decider::Revocation, Lapse::Revocation)] {
+            let (by, text) = lapse.decided_by();
+            assert_eq!(serde_json::to_value(&decider).unwrap(), by);
+            assert_eq!(decider.describe(), text);
+        }
     }
 
     #[test]

@@ -8,7 +8,6 @@ use crate::admin::{self, AdminRequest, AdminResponse};
 use crate::approvals::{self, Decider, Listed, Verdict};
 use crate::stores::StoreSpec;
 use std::process::ExitCode;
-use world_store::Reply;
 
 pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
     let rows = match admin::call_serving(spec, &AdminRequest::Approvals) {
@@ -61,24 +60,17 @@ pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitC
         return fail(1, format!("{verb}: {id:?} is not an approval id (ap- and 16 hex digits)"));
     }
     let req = AdminRequest::Decide { id: id.to_string(), verdict, note: note.to_string() };
-    let state = match admin::call_serving(spec, &req) {
-        Ok(Some(AdminResponse::Decided { state, .. })) => state,
+    let said = match admin::call_serving(spec, &req) {
+        Ok(Some(AdminResponse::Decided { said, .. })) => said,
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("{verb}: {message}")),
         Ok(Some(other)) => return fail(1, format!("{verb}: unexpected reply {other:?}")),
         Ok(None) => match decide_offline(spec, id, verdict, note) {
-            Ok(state) => state,
+            Ok(said) => said,
             Err(e) => return fail(1, format!("{verb}: {e}")),
         },
         Err(e) => return fail(1, format!("{verb}: {e}")),
     };
-    let next = if state == "approved" && verdict == Verdict::ApproveForSession {
-        "each identical call of the session runs, until the session expires"
-    } else if state == "approved" {
-        "the agent's next identical call runs it once"
-    } else {
-        "the agent's next identical call is told, and records the denial"
-    };
-    say!("approval {id}: {state}; {next}");
+    say!("{said}");
     ExitCode::SUCCESS
 }
 
@@ -86,11 +78,6 @@ pub fn decide(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> ExitC
 fn decide_offline(spec: &StoreSpec, id: &str, verdict: Verdict, note: &str) -> Result<String, String> {
     let store = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?.store;
     let by = Decider::Store { store: spec.label(), uid: nix::unistd::getuid().as_raw() };
-    let snap = store.snapshot().map_err(|e| e.to_string())?;
-    let op = approvals::operator_decision(&snap, id, verdict, &by, note, approvals::APPROVAL_TTL_DEFAULT_S)
-        .map_err(|e| e.to_string())?;
-    match store.call(op).map_err(|e| e.to_string())? {
-        Reply::Approval(_, row) => Ok(row.state.as_str().to_string()),
-        other => Err(format!("unexpected reply {other:?}")),
-    }
+    approvals::operator_decide(store.as_ref(), id, verdict, &by, note, approvals::APPROVAL_TTL_DEFAULT_S)
+        .map_err(|e| e.to_string())
 }

@@ -100,7 +100,8 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     write_token_file(&session_file, &token)?;
     // The credential replaced stops working: it granted what the new one asks first.
     if let Some(old) = replaced {
-        store.call(Op::RevokeSession { credential_id: old }).map_err(|e| format!("revoking the old session: {e}"))?;
+        let revoke = Op::RevokeSession { credential_id: old, at: crate::clock::now() };
+        store.call(revoke).map_err(|e| format!("revoking the old session: {e}"))?;
         say!("revoked the demo session it replaces ({})", old.hex());
     }
     Ok(true)

@@ -230,10 +230,10 @@ pub fn revoke(spec: &StoreSpec, credential_id: &str) -> ExitCode {
         Ok(Some(AdminResponse::Error { message })) => return fail(1, format!("session revoke: {message}")),
         Ok(Some(other)) => return fail(1, format!("session revoke: unexpected reply {other:?}")),
         Ok(None) => {
-            let r = spec
-                .open(crate::clock::now(), None, None)
-                .map_err(|e| e.to_string())
-                .and_then(|o| o.store.call(Op::RevokeSession { credential_id: id }).map_err(|e| e.to_string()));
+            let r = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string()).and_then(|o| {
+                let revoke = Op::RevokeSession { credential_id: id, at: crate::clock::now() };
+                o.store.call(revoke).map_err(|e| e.to_string())
+            });
             match r {
                 Ok(Reply::Revoked(b)) => b,
                 Ok(other) => return fail(1, format!("session revoke: unexpected reply {other:?}")),

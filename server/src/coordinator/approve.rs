@@ -2,13 +2,17 @@
 //! for an effect under a grant that asks. The call finds (or opens) the
 //! approval of its session's exact request and goes on only with a yes:
 //! `Approved` (the intent uses it up, in the debit's transaction),
-//! `Refused` (a denial or expiry, recorded under its decision, never
+//! `Refused` (a denial recorded under its decision, or no room to ask; never
 //! debited), or it stops `Pending` with nothing run, debited or journaled.
+//! An approval found past its expiry serves nobody: it is closed (decided
+//! expired by the clock, if it was pending) and the call asks afresh.
 
 use super::Stop::{self, Failed};
 use super::plan::PlannedEffect;
 use super::{Answer, CallError, Invocation, PendingApproval};
-use crate::approvals::{self, Asked, DENIED_APPROVAL, DENIED_APPROVAL_EXPIRED, DENIED_NO_APPROVER};
+use crate::approvals::{
+    self, Asked, DENIED_APPROVAL, DENIED_NO_ROOM_EPISODE, DENIED_NO_ROOM_SESSION, DENIED_NO_ROOM_STORE,
+};
 use crate::effects;
 use world_store::*;
 
@@ -22,7 +26,7 @@ pub(super) enum Approval {
 }
 
 /// Asks and answers for one effect at most this many times (an approval
-/// found spent is closed and asked afresh).
+/// found spent or expired is closed and asked afresh).
 const ASK_ROUNDS_MAX: usize = 2;
 
 impl Invocation<'_> {
@@ -64,29 +68,22 @@ impl Invocation<'_> {
         for round in 0..ASK_ROUNDS_MAX {
             let now = crate::clock::now();
             let open = if round == 0 { found.take() } else { self.standing(&asked, digest).await?.1 };
+            let open = match self.call.answer.clone() {
+                Some(answer) => Some(self.answering(open, answer, now).await?),
+                None => open,
+            };
             let (id, row) = match open {
                 Some(found) => found,
                 None => match self.store_write(asked.ask(digest, now, ttl)).await? {
                     Ok(Reply::Approval(id, row)) => (id, *row),
-                    Err(WriteError::ApprovalsFull(_) | WriteError::SessionApprovalsFull(_)) => {
-                        return Ok(Approval::Refused { label: DENIED_NO_APPROVER, decision: None, remaining });
+                    Err(e) => match no_room(&e) {
+                        Some(label) => return Ok(Approval::Refused { label, decision: None, remaining }),
+                        None => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {e:?}")))),
+                    },
+                    Ok(other) => {
+                        return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}"))));
                     }
-                    other => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {other:?}")))),
                 },
-            };
-            let row = match self.call.answer.clone() {
-                Some(answer) if answer.approval_id == id && row.state == ApprovalState::Pending => {
-                    self.answered(&id, &row, answer, now).await?
-                }
-                // An answer is for one pending approval: decided (or used)
-                // since it was asked, it decides nothing and runs nothing.
-                Some(answer) => {
-                    return Err(Failed(CallError::ApprovalAnswer(format!(
-                        "approval {} was decided or used already; call again without the answer to be asked afresh",
-                        answer.approval_id
-                    ))));
-                }
-                None => row,
             };
             match self.settled(&id, &row, &asked, now).await? {
                 Some(Approval::Refused { label, decision, .. }) => {
@@ -97,6 +94,28 @@ impl Invocation<'_> {
             }
         }
         Err(Failed(CallError::NotCommitted("the approval kept changing while the call read it".into())))
+    }
+
+    /// The approval a carried answer decides: exactly the pending one it
+    /// names, found open for this request. Decided, used or expired since it
+    /// was asked, the answer decides nothing, runs nothing and opens no new
+    /// approval.
+    async fn answering(
+        &mut self,
+        open: Option<(String, ApprovalRow)>,
+        answer: Answer,
+        now: u64,
+    ) -> Result<(String, ApprovalRow), Stop> {
+        match open {
+            Some((id, row)) if answer.approval_id == id && row.state == ApprovalState::Pending => {
+                let row = self.answered(&id, &row, answer, now).await?;
+                Ok((id, row))
+            }
+            _ => Err(Failed(CallError::ApprovalAnswer(format!(
+                "approval {} was decided or used already; call again without the answer to be asked afresh",
+                answer.approval_id
+            )))),
+        }
     }
 
     /// What an open approval means for this call now: `None` when it was
@@ -121,18 +140,6 @@ impl Invocation<'_> {
                     expires_at: row.expires_at,
                 }))))
             }
-            ApprovalState::Pending => {
-                // Decided by the clock and closed in one batch: never expired and still open.
-                let decide = approvals::decide(id, row, None, &approvals::Decider::Clock, "", now, (0, 0));
-                let close = Op::CloseApproval { id: id.to_string(), at: now };
-                let mut replies = match self.store_write(Op::Sequence(vec![decide, close])).await? {
-                    Ok(Reply::Sequence(replies)) => replies.into_iter(),
-                    other => return Err(Failed(CallError::NotCommitted(format!("expiring an approval: {other:?}")))),
-                };
-                let expired = decision(replies.next())?;
-                closed(replies.next())?;
-                Ok(Some(Approval::Refused { label: DENIED_APPROVAL_EXPIRED, decision: expired.decision, remaining: 0 }))
-            }
             ApprovalState::Approved if row.usable(now) => {
                 // The store decides an approval only with its decision object.
                 let decision = row.decision.ok_or_else(|| {
@@ -140,14 +147,15 @@ impl Invocation<'_> {
                 })?;
                 Ok(Some(Approval::Approved { using: ApprovalUse { id: id.to_string(), digest: row.digest }, decision }))
             }
-            ApprovalState::Approved => {
+            ApprovalState::Denied if now < row.expires_at => {
+                self.close(id, now).await?;
+                Ok(Some(Approval::Refused { label: DENIED_APPROVAL, decision: row.decision, remaining: 0 }))
+            }
+            // Past its expiry (a pending one is decided expired by the
+            // store), or spent: it serves nobody, and the call asks afresh.
+            ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Denied | ApprovalState::Expired => {
                 self.close(id, now).await?;
                 Ok(None)
-            }
-            ApprovalState::Denied | ApprovalState::Expired => {
-                self.close(id, now).await?;
-                let label = if row.state == ApprovalState::Denied { DENIED_APPROVAL } else { DENIED_APPROVAL_EXPIRED };
-                Ok(Some(Approval::Refused { label, decision: row.decision, remaining: 0 }))
             }
         }
     }
@@ -162,7 +170,7 @@ impl Invocation<'_> {
         let Some(verdict) = answer.verdict else { return Ok(row.clone()) };
         let session_expires_at = self.call.expires_at;
         let ttl = self.host.approval_ttl();
-        let op = approvals::decide(id, row, Some(verdict), &answer.by, "", now, (ttl, session_expires_at));
+        let op = approvals::decide(id, row, verdict, &answer.by, "", now, (ttl, session_expires_at));
         self.decided(op).await
     }
 
@@ -206,13 +214,23 @@ impl Invocation<'_> {
     }
 }
 
+/// The label of a refusal for want of room to ask, naming the bound hit.
+fn no_room(e: &WriteError) -> Option<&'static str> {
+    match e {
+        WriteError::SessionApprovalsFull(_) => Some(DENIED_NO_ROOM_SESSION),
+        WriteError::EpisodeApprovalsFull(_) => Some(DENIED_NO_ROOM_EPISODE),
+        WriteError::ApprovalsFull(_) => Some(DENIED_NO_ROOM_STORE),
+        _ => None,
+    }
+}
+
 /// The approval as a decision left it (`None`: the request never ran).
 fn decision(reply: Option<Result<Reply, WriteError>>) -> Result<ApprovalRow, Stop> {
     match reply {
         Some(Ok(Reply::Approval(_, row))) => Ok(*row),
-        Some(Err(e @ (WriteError::ApprovalRefused { .. } | WriteError::NoApproval(_)))) => {
-            Err(Failed(CallError::ApprovalAnswer(e.to_string())))
-        }
+        Some(Err(
+            e @ (WriteError::ApprovalRefused { .. } | WriteError::ApprovalExpired { .. } | WriteError::NoApproval(_)),
+        )) => Err(Failed(CallError::ApprovalAnswer(e.to_string()))),
         other => Err(Failed(CallError::NotCommitted(format!("deciding an approval: {other:?}")))),
     }
 }

@@ -336,7 +336,7 @@ async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
             return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
         }
     };
-    let data = super::approvals::pending_data(&waiting.pending);
+    let data = super::approvals::waiting_data(&waiting);
     // Nothing durable keeps the context it was sent in: it reads as its own.
     a2a::task_snapshot(flavor, id, &waiting_view(task_id, None, &waiting.id, &data, waiting.asked_at, vec![]))
 }

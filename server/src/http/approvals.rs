@@ -171,10 +171,53 @@ pub fn pending_text(p: &PendingApproval) -> String {
 /// An A2A `input-required` status message's data: the approval, and what
 /// to do.
 pub fn pending_data(p: &PendingApproval) -> serde_json::Value {
+    approval_data(p, "pending", pending_text(p))
+}
+
+/// The status message's data of a task that waits on `w`: asked, or
+/// decided and not yet told to the task, which then goes on when sent again.
+pub fn waiting_data(w: &Waiting) -> serde_json::Value {
+    let p = &w.pending;
+    match w.state {
+        ApprovalState::Pending if clock::now() < p.expires_at => pending_data(p),
+        ApprovalState::Approved => approval_data(
+            p,
+            "approved",
+            format!(
+                "Approved, not run yet: {}. Send this task again with the same request (and no answer) \
+                 before {} UTC and it runs once.",
+                p.summary,
+                clock::utc(p.expires_at)
+            ),
+        ),
+        ApprovalState::Denied => approval_data(
+            p,
+            "denied",
+            format!(
+                "Denied: {}. Nothing ran and nothing was debited; send this task again with the same request \
+                 and the denial is recorded.",
+                p.summary
+            ),
+        ),
+        ApprovalState::Pending | ApprovalState::Expired => approval_data(
+            p,
+            "expired",
+            format!(
+                "Expired at {} UTC before anyone decided: {}. Nothing ran and nothing was debited; send this \
+                 task again with the same request to be asked afresh.",
+                clock::utc(p.expires_at),
+                p.summary
+            ),
+        ),
+    }
+}
+
+/// The data of a status message about approval `p`, in `state`.
+fn approval_data(p: &PendingApproval, state: &str, text: String) -> serde_json::Value {
     json!({
         "approval": {
             "id": p.id,
-            "state": "pending",
+            "state": state,
             "approver": p.approver.as_str(),
             "summary": p.summary,
             "effect": p.effect,
@@ -183,13 +226,15 @@ pub fn pending_data(p: &PendingApproval) -> serde_json::Value {
             "budgetLeft": p.budget_left,
             "expiresAt": world_protocol::a2a::iso8601(p.expires_at),
         },
-        "text": pending_text(p),
+        "text": text,
     })
 }
 
 /// An approval an A2A task waits on: its id, and the call to run again.
 pub struct Waiting {
     pub id: String,
+    /// Pending, or decided and not yet told to a call.
+    pub state: ApprovalState,
     pub transition: String,
     pub arguments: Value,
     /// What the task's status tells of it.
@@ -198,16 +243,17 @@ pub struct Waiting {
     pub asked_at: u64,
 }
 
-/// The pending approval the caller's task `task_id` was asked on, with the
-/// request it asked about (from what was shown).
+/// The open approval the caller's task `task_id` was asked on (pending, or
+/// decided and not yet told to a call), with the request it asked about
+/// (from what was shown).
 pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result<Option<Waiting>, String> {
     let (d, credential, task) = (state.clone(), caller.credential_id, task_id.to_string());
     let found = tokio::task::spawn_blocking(move || -> Result<Option<Waiting>, world_store::ReadError> {
         let snap = d.store.snapshot()?;
         let open = snap.open_approvals(world_store::APPROVALS_OPEN_MAX as usize)?;
-        let Some((id, row)) = open.into_iter().find(|(_, r)| {
-            r.credential == credential && r.task.as_deref() == Some(task.as_str()) && r.state == ApprovalState::Pending
-        }) else {
+        let Some((id, row)) =
+            open.into_iter().find(|(_, r)| r.credential == credential && r.task.as_deref() == Some(task.as_str()))
+        else {
             return Ok(None);
         };
         let shown: Value = snap.payload(&row.shown)?.and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default();
@@ -222,7 +268,8 @@ pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result
             budget_left: shown.get("budgetLeft").and_then(Value::as_u64).unwrap_or_default(),
             expires_at: row.expires_at,
         };
-        Ok(Some(Waiting { id, transition: row.transition, arguments, pending, asked_at: row.requested_at }))
+        let state = row.state;
+        Ok(Some(Waiting { id, state, transition: row.transition, arguments, pending, asked_at: row.requested_at }))
     });
     found.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }

@@ -173,13 +173,20 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
         }
         Op::Sequence(ops) => sequence(rows, ops).map(Reply::Sequence),
         Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
-        Op::RevokeSession { credential_id } => rows.remove_session(&credential_id).map(Reply::Revoked),
+        Op::RevokeSession { credential_id, at } => revoke_session(rows, &credential_id, at).map(Reply::Revoked),
         Op::PublishRegistry(p) => publish_registry(rows, p).map(Reply::Published),
         Op::AskApproval { id, approval, shown } => approvals::ask(rows, &id, approval, &shown),
         Op::DecideApproval { id, decision } => approvals::decide(rows, &id, decision),
         Op::CloseApproval { id, at } => approvals::close(rows, &id, at),
+        Op::ExpireApprovals { at } => approvals::expire(rows, at),
         Op::EnsureSecret { name, value } => approvals::ensure_secret(rows, &name, value).map(Reply::Secret),
     }
+}
+
+/// A revoked session's approvals close with it: nothing can run under them.
+fn revoke_session(rows: &mut impl Rows, credential_id: &Ref, at: u64) -> R<bool> {
+    approvals::revoked(rows, credential_id, at)?;
+    rows.remove_session(credential_id)
 }
 
 fn sequence(rows: &mut impl Rows, ops: Vec<Op>) -> R<Vec<Result<Reply, WriteError>>> {

@@ -11,6 +11,7 @@ mod redb;
 
 pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
 pub(crate) use approvals::ApprovalRows;
+pub use approvals::{APPROVAL_DECISION, APPROVALS_PROVENANCE, DecisionOf, Lapse};
 pub(crate) use redb::{
     Kept, W, index_episodes, index_places, index_records_by_place, index_referrers_by_place, key_tasks_by_id,
     move_payloads_to_file, referrers_all_indexed,
@@ -26,11 +27,19 @@ pub const OBJECT_PAYLOAD_MAX: usize = 64 << 20;
 /// Longest `writtenBy`, semantic id or provenance string.
 pub const LABEL_MAX: usize = 512;
 /// Approvals open at once (pending, or approved and not yet used) in a store:
-/// past it a grant that asks is denied as having no approver to ask.
+/// past it a grant that asks is denied as having no approver to ask. An
+/// approval past its expiry holds no room (see `APPROVALS_EXPIRED_PER_PASS`).
 pub const APPROVALS_OPEN_MAX: u64 = 1024;
+/// Approvals one episode may hold open at once, across its sessions: one
+/// episode's agents fill a quarter of the store's room at most.
+pub const APPROVALS_OPEN_PER_EPISODE_MAX: u64 = 256;
 /// Approvals one session may hold open at once: an agent asking again and
 /// again, and never coming back, fills its own share and not the store's.
 pub const APPROVALS_OPEN_PER_SESSION_MAX: u64 = 64;
+/// Approvals past their expiry that one pass closes (`Op::ExpireApprovals`,
+/// or an ask that found a bound full): each pending one is decided by the
+/// clock, with its decision object, so a pass's writes stay bounded.
+pub const APPROVALS_EXPIRED_PER_PASS: usize = 64;
 /// Longest secret name and value.
 pub const SECRET_NAME_MAX: usize = 64;
 pub const SECRET_BYTES_MAX: usize = 1024;
@@ -276,8 +285,12 @@ pub enum Op {
         credential_id: Ref,
         session: Session,
     },
+    /// Removes a session; its open approvals close with it (a pending one
+    /// decided expired at `at`: nothing can run under it any more).
     RevokeSession {
         credential_id: Ref,
+        #[serde(default)]
+        at: u64,
     },
     PublishRegistry(RegistryPublish),
     /// Asks for a person's yes: the open approval of `(credential, digest)`
@@ -292,10 +305,16 @@ pub enum Op {
         id: String,
         decision: ApprovalDecision,
     },
-    /// Closes an open approval whose denial or expiry a call has told: the
-    /// next identical request asks afresh.
+    /// Closes an open approval that serves nobody at `at` (denied, expired,
+    /// or past its expiry, when a pending one is decided expired by the
+    /// clock): the next identical request asks afresh.
     CloseApproval {
         id: String,
+        at: u64,
+    },
+    /// Closes up to `APPROVALS_EXPIRED_PER_PASS` open approvals past their
+    /// expiry at `at`, as `CloseApproval` would each.
+    ExpireApprovals {
         at: u64,
     },
     /// The store's secret `name`, made `value` if it has none yet (so every
@@ -360,6 +379,8 @@ pub enum Reply {
     Approval(String, Box<ApprovalRow>),
     /// A secret's value.
     Secret(Vec<u8>),
+    /// The approvals a pass closed, by id.
+    ApprovalsClosed(Vec<String>),
     Sequence(Vec<Result<Reply, WriteError>>),
 }
 

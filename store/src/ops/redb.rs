@@ -1218,6 +1218,28 @@ pub(crate) fn index_referrers_by_place(txn: &WriteTransaction) -> R<()> {
     Ok(())
 }
 
+impl W<'_> {
+    /// Up to `limit` entries of the open index (of session `credential`, or
+    /// all) in key order: each session's credential and the approval's id.
+    fn open_index(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(Key32, String)>> {
+        let open = &self.approval_tables()?.open_approvals;
+        let range = match credential {
+            Some(c) => open.range((c.0, [0u8; 32])..=(c.0, [u8::MAX; 32])),
+            None => open.iter(),
+        }
+        .map_err(storage)?;
+        range
+            .take(limit)
+            .map(|item| item.map(|(k, id)| (k.value().0, id.value().to_string())).map_err(storage))
+            .collect()
+    }
+
+    /// The row an open index entry names.
+    fn open_row(&mut self, id: &str) -> R<ApprovalRow> {
+        self.approval(id)?.ok_or_else(|| WriteError::Storage(format!("open approval {id} has no row")))
+    }
+}
+
 impl ApprovalRows for W<'_> {
     fn approval(&mut self, id: &str) -> R<Option<ApprovalRow>> {
         match self.approval_tables()?.approvals.get(id).map_err(storage)? {
@@ -1243,6 +1265,30 @@ impl ApprovalRows for W<'_> {
         let open = &self.approval_tables()?.open_approvals;
         let range = open.range((credential.0, [0u8; 32])..=(credential.0, [u8::MAX; 32])).map_err(storage)?;
         Ok(range.take(max as usize).count() as u64)
+    }
+
+    fn open_approvals_in(&mut self, episode: &str, max: u64) -> R<u64> {
+        // The open index is bounded by the store's room: read it whole, one
+        // row per session (its approvals share its episode).
+        let mut held = 0;
+        let mut session: Option<(Key32, bool)> = None;
+        for (credential, id) in self.open_index(None, usize::MAX)? {
+            let counted = match session {
+                Some((s, counted)) if s == credential => counted,
+                _ => self.open_row(&id)?.episode == episode,
+            };
+            session = Some((credential, counted));
+            held += u64::from(counted);
+            if held >= max {
+                break;
+            }
+        }
+        Ok(held)
+    }
+
+    fn open_approval_rows(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(String, ApprovalRow)>> {
+        let open = self.open_index(credential, limit)?;
+        open.into_iter().map(|(_, id)| Ok((id.clone(), self.open_row(&id)?))).collect()
     }
 
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {

@@ -1229,6 +1229,37 @@ impl ApprovalRows for PgRows<'_> {
         Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
     }
 
+    fn open_approvals_in(&mut self, episode: &str, max: u64) -> R<u64> {
+        let rows = self.q(
+            "SELECT count(*) FROM (SELECT 1 FROM approvals WHERE episode = $1 AND NOT closed LIMIT $2) AS held",
+            &[(&episode, Type::TEXT), (&(max as i64), Type::INT8)],
+        )?;
+        Ok(rows.first().map(|r| r.get::<_, i64>(0)).unwrap_or(0).max(0) as u64)
+    }
+
+    fn open_approval_rows(&mut self, credential: Option<&Ref>, limit: usize) -> R<Vec<(String, ApprovalRow)>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // In the embedded engine's key order, so that a bounded pass takes the same rows.
+        let rows = match credential {
+            Some(c) => self.q(
+                "SELECT id, approval FROM approvals WHERE credential = $1 AND NOT closed \
+                 ORDER BY credential, digest LIMIT $2 FOR UPDATE",
+                &[(&c.0.as_slice(), Type::BYTEA), (&limit, Type::INT8)],
+            )?,
+            None => self.q(
+                "SELECT id, approval FROM approvals WHERE NOT closed ORDER BY credential, digest LIMIT $1 FOR UPDATE",
+                &[(&limit, Type::INT8)],
+            )?,
+        };
+        rows.iter()
+            .map(|r| {
+                let id: String = r.get(0);
+                let row = decoded("approvals", &id, r.get(1))?;
+                Ok((id, row))
+            })
+            .collect()
+    }
+
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()> {
         self.write_approval(id, approval, "")
     }
