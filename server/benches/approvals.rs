@@ -44,7 +44,7 @@ fn main() {
         }
         plain_ms.sort();
         asks_ms.sort();
-        let (p, a) = (percentile(&plain_ms, 50.0), percentile(&asks_ms, 50.0));
+        let (p, a) = (percentile(&plain_ms, 0.5), percentile(&asks_ms, 0.5));
         println!("{files:>8} {p:>10.2} {a:>10.2} {:>8.2} {:>8.2}x", a - p, a / p);
     }
 }
