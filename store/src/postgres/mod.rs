@@ -135,18 +135,8 @@ pub fn redacted(url: &str) -> String {
 /// user and host, password and all: such a name is never shown.
 fn plain(name: &str, path: bool) -> String {
     let ordinary = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') || (path && c == '/');
-    if !name.is_empty() && name.chars().all(ordinary) { percent_encoded(name) } else { "…".to_string() }
-}
-
-/// Every byte outside a URL's unreserved set escaped, so a name read back
-/// from a URL is spelled as one again.
-fn percent_encoded(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    // A socket directory's slashes are escaped, as a URL's host spells them.
+    if !name.is_empty() && name.chars().all(ordinary) { name.replace('/', "%2F") } else { "…".to_string() }
 }
 
 /// The connection settings every connection of the engine uses.
