@@ -71,6 +71,8 @@ enum Command {
               value_parser = clap::value_parser!(u64).range(1..=crate::approvals::APPROVAL_TTL_MAX_S))]
         approval_ttl: u64,
         #[command(flatten)]
+        reads: ReadsArgs,
+        #[command(flatten)]
         confine: ConfineArgs,
     },
     /// Create a store, a genesis world, the builtin tools, a demo worktree and session, then serve.
@@ -94,6 +96,8 @@ enum Command {
         /// EFFECT[=SCOPE]: like --ask, but only the operator's approval counts. Repeatable.
         #[arg(long = "ask-operator")]
         ask_operator: Vec<String>,
+        #[command(flatten)]
+        reads: ReadsArgs,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -289,6 +293,16 @@ impl ConfineArgs {
     }
 }
 
+/// `serve --private-reads`.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct ReadsArgs {
+    /// Reads (the /v1 GET routes but /v1/health, /metrics, the workbench) need a credential:
+    /// a session reads its own episode; the operator token, written at start to
+    /// <store>.operator-token (mode 0600), reads everything.
+    #[arg(long)]
+    pub private_reads: bool,
+}
+
 /// Which store a verb works on: one file, or a PostgreSQL database.
 #[derive(clap::Args, Clone, Debug)]
 pub struct StoreArgs {
@@ -387,6 +401,7 @@ pub fn run() -> ExitCode {
             cache_mib,
             no_metrics,
             approval_ttl,
+            reads,
             confine,
         } => {
             let print_connections = true;
@@ -412,11 +427,12 @@ pub fn run() -> ExitCode {
                 worktree_quota_bytes: confine.worktree_quota_bytes(),
                 print_connections,
                 approval_ttl_s: approval_ttl,
+                private_reads: reads.private_reads,
             })
         }
-        Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, confine } => {
+        Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, reads, confine } => {
             let asks = session::Asks { anyone: &ask, operator: &ask_operator };
-            quickstart::run(&dir, store, &bind, exec_allow, &asks, confine)
+            quickstart::run(&dir, store, &bind, exec_allow, &asks, reads, confine)
         }
         Command::Approvals { at, json } => match at.spec() {
             Ok(spec) => approvals::list(&spec, json),
