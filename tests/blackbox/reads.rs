@@ -2,8 +2,9 @@
 //! credential every read but `/v1/health` is refused; a session reads its own
 //! episode (and the commit's tip) and nothing another episode did; the
 //! operator token the daemon writes beside the store reads everything, the
-//! workbench through a browser's `Basic` credentials too; and without the
-//! flag every read is as open as it was.
+//! workbench through a browser's `Basic` credentials too; the client verbs
+//! read with a token file or find the operator token by the store; and
+//! without the flag every read is as open as it was.
 
 use crate::episodes::{a2a, mint};
 use crate::fixture::{self, SEMANTIC_ID};
@@ -208,6 +209,53 @@ fn each_start_makes_a_new_operator_token_and_the_last_one_stops_working() {
 }
 
 #[test]
+fn the_client_verbs_read_with_a_token_file_or_the_operator_token_beside_the_store() {
+    let s = serve(&["--private-reads"]);
+    let (addr, db) = (s.daemon.base_url(), s.store.db.to_str().unwrap().to_string());
+    let o = worldd(&["head", "--addr", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.starts_with("worldd: /v1/head returned HTTP 401 SessionAbsent: "), "{err}");
+    assert!(err.contains("give --token-file FILE, or --db PATH of its store"), "{err}");
+    let object = s.object.clone();
+    let verbs: [&[&str]; 7] = [
+        &["head"],
+        &["log"],
+        &["object", &object, "--payload"],
+        &["why", "head"],
+        &["why", &object],
+        &["episodes"],
+        &["episode", "two"],
+    ];
+    for verb in verbs {
+        let o = worldd(&[verb, &["--addr", &addr, "--db", &db]].concat());
+        assert!(o.status.success(), "{verb:?}: {}", stderr(&o));
+        assert!(!stdout(&o).is_empty(), "{verb:?}");
+    }
+    let head = s.get_as("/v1/head", &format!("Bearer {}", s.operator())).text();
+    assert_eq!(stdout(&worldd(&["head", "--addr", &addr, "--db", &db])).trim(), head);
+    let session = s.store.dir.path().join("one.token");
+    std::fs::write(&session, format!("{}\n", s.one)).unwrap();
+    let session = session.to_str().unwrap();
+    let o = worldd(&["episode", "one", "--addr", &addr, "--token-file", session]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("episode   one"), "{}", stdout(&o));
+    for (verb, class) in [(&["episode", "two"][..], "OtherEpisode"), (&["episodes"][..], "OperatorOnly")] {
+        let o = worldd(&[verb, &["--addr", &addr, "--token-file", session]].concat());
+        assert_eq!(o.status.code(), Some(1), "{verb:?}");
+        assert!(stderr(&o).contains(&format!("HTTP 403 {class}: ")), "{verb:?}: {}", stderr(&o));
+    }
+    let junk = s.store.dir.path().join("junk");
+    std::fs::write(&junk, "not a token").unwrap();
+    let o = worldd(&["head", "--addr", &addr, "--token-file", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o),
+        format!("worldd: token file {} does not hold a token (64 lowercase hex digits)\n", junk.display())
+    );
+}
+
+#[test]
 fn without_the_flag_every_read_stays_open_and_no_operator_token_is_made() {
     let s = serve(&[]);
     for path in s.closed_reads().iter().chain(&Served::episode_reads("two")) {
@@ -216,4 +264,8 @@ fn without_the_flag_every_read_stays_open_and_no_operator_token_is_made() {
         assert!(challenges(&r).is_empty(), "{path}");
     }
     assert!(!operator_token_file(&s.store.db).exists());
+    // The verbs read without a credential where the daemon wrote none.
+    let (addr, db) = (s.daemon.base_url(), s.store.db.to_str().unwrap().to_string());
+    let o = worldd(&["episodes", "--addr", &addr, "--db", &db]);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
