@@ -89,6 +89,41 @@ fn strip_scheme(header: &str) -> Option<&str> {
     scheme.eq_ignore_ascii_case(BEARER_PREFIX).then(|| &header[BEARER_PREFIX.len()..])
 }
 
+/// The `Basic` scheme's prefix (RFC 7617), matched in any letter case.
+pub const BASIC_PREFIX: &str = "Basic ";
+
+/// The longest `Basic` credentials read, in base64: a user name of a few
+/// hundred bytes beside the 64-hex password.
+pub const BASIC_CREDENTIALS_MAX: usize = 512;
+
+/// A credential for the reads a daemon may close: `Bearer <64 hex>`, exactly as
+/// [`parse_bearer`] takes it, or `Basic base64(user:<64 hex>)`, what a browser
+/// sends once a `Basic` challenge has prompted its user (the user name is not
+/// read). Anything else is `Malformed`.
+pub fn parse_credential(authorization_header: Option<&[u8]>) -> Result<Token, BearerError> {
+    let basic = authorization_header.and_then(|raw| {
+        let scheme = raw.get(..BASIC_PREFIX.len())?;
+        scheme.eq_ignore_ascii_case(BASIC_PREFIX.as_bytes()).then(|| &raw[BASIC_PREFIX.len()..])
+    });
+    match basic {
+        Some(encoded) => basic_password(encoded).ok_or(BearerError::Malformed),
+        None => parse_bearer(authorization_header),
+    }
+}
+
+/// The 64-hex password of `Basic` credentials (`user:password` in standard base64).
+fn basic_password(encoded: &[u8]) -> Option<Token> {
+    use base64::Engine;
+    if encoded.len() > BASIC_CREDENTIALS_MAX {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(encoded).ok()?;
+    let (_user, password) = std::str::from_utf8(&decoded).ok()?.split_once(':')?;
+    let well_formed = password.len() == CREDENTIAL_HEX_LEN
+        && password.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    well_formed.then(|| Token(password.to_owned()))
+}
+
 /// Every way a request can fail to present a live session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SessionDenial {
@@ -205,6 +240,42 @@ mod tests {
         ];
         for b in bad {
             assert_eq!(parse_bearer(Some(b.as_bytes())), Err(BearerError::Malformed), "{b:?}");
+        }
+    }
+
+    fn basic(user_password: &str) -> Vec<u8> {
+        use base64::Engine;
+        format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_password)).into_bytes()
+    }
+
+    #[test]
+    fn a_credential_is_a_bearer_token_or_a_basic_password_under_any_user_name() {
+        for header in
+            [format!("Bearer {HEX}").into_bytes(), basic(&format!("operator:{HEX}")), basic(&format!(":{HEX}"))]
+        {
+            assert_eq!(parse_credential(Some(&header)).unwrap().as_str(), HEX);
+        }
+        let any_case = String::from_utf8(basic(&format!("x:{HEX}"))).unwrap().replacen("Basic", "bAsIc", 1);
+        assert_eq!(parse_credential(Some(any_case.as_bytes())).unwrap().as_str(), HEX, "the scheme in any case");
+        assert_eq!(parse_credential(None), Err(BearerError::Absent));
+        assert_eq!(parse_credential(Some(b"")), Err(BearerError::Absent));
+    }
+
+    #[test]
+    fn basic_credentials_without_a_64_hex_password_are_malformed() {
+        let long_user = format!("{}:{HEX}", "u".repeat(BASIC_CREDENTIALS_MAX));
+        let bad = [
+            basic(HEX),
+            basic(&format!("u:{}", HEX.to_uppercase())),
+            basic(&format!("u:{HEX} ")),
+            basic(&format!("u:{}", &HEX[..63])),
+            basic(&long_user),
+            b"Basic !!!not-base64".to_vec(),
+            b"Basic ".to_vec(),
+            [b"Basic ".as_slice(), &[0xff; 8]].concat(),
+        ];
+        for b in bad {
+            assert_eq!(parse_credential(Some(&b)), Err(BearerError::Malformed), "{:?}", String::from_utf8_lossy(&b));
         }
     }
 

@@ -23,6 +23,10 @@ pub enum RestClass {
     NotGranted,
     /// The grant's budget does not cover the request.
     BudgetExhausted,
+    /// Reads are private and this one is the operator's alone.
+    OperatorOnly,
+    /// Reads are private and a session reads its own episode only.
+    OtherEpisode,
     Internal,
     Timeout,
     CommitUncertain,
@@ -33,7 +37,7 @@ pub enum RestClass {
 
 impl RestClass {
     /// Every class, for exhaustive tests and docs.
-    pub const ALL: [RestClass; 16] = [
+    pub const ALL: [RestClass; 18] = [
         RestClass::BadRequest,
         RestClass::InvalidSession,
         RestClass::SessionAbsent,
@@ -44,6 +48,8 @@ impl RestClass {
         RestClass::PayloadTooLarge,
         RestClass::NotGranted,
         RestClass::BudgetExhausted,
+        RestClass::OperatorOnly,
+        RestClass::OtherEpisode,
         RestClass::Internal,
         RestClass::Timeout,
         RestClass::CommitUncertain,
@@ -65,6 +71,8 @@ impl RestClass {
             RestClass::PayloadTooLarge => "PayloadTooLarge",
             RestClass::NotGranted => "NotGranted",
             RestClass::BudgetExhausted => "BudgetExhausted",
+            RestClass::OperatorOnly => "OperatorOnly",
+            RestClass::OtherEpisode => "OtherEpisode",
             RestClass::Internal => "Internal",
             RestClass::Timeout => "Timeout",
             RestClass::CommitUncertain => "CommitUncertain",
@@ -79,7 +87,9 @@ impl RestClass {
         match self {
             RestClass::BadRequest | RestClass::InvalidSession => 400,
             RestClass::SessionAbsent | RestClass::SessionUnknown | RestClass::SessionExpired => 401,
-            RestClass::NotGranted | RestClass::BudgetExhausted => 403,
+            RestClass::NotGranted | RestClass::BudgetExhausted | RestClass::OperatorOnly | RestClass::OtherEpisode => {
+                403
+            }
             RestClass::NotFound => 404,
             RestClass::HeadConflict => 409,
             RestClass::PayloadTooLarge => 413,
@@ -182,6 +192,8 @@ mod tests {
             ("PayloadTooLarge", 413),
             ("NotGranted", 403),
             ("BudgetExhausted", 403),
+            ("OperatorOnly", 403),
+            ("OtherEpisode", 403),
             ("Internal", 500),
             ("Timeout", 503),
             ("CommitUncertain", 503),

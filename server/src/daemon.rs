@@ -34,6 +34,8 @@ pub struct Daemon {
     pub approval_ttl_s: u64,
     /// Seals the questions asked of MCP clients (the store's secret).
     pub approval_key: [u8; crate::approvals::state::KEY_BYTES],
+    /// `serve --private-reads`: the reads need a credential (`http::reads`).
+    pub private_reads: Option<crate::operator::PrivateReads>,
 }
 
 impl crate::coordinator::Host for Daemon {

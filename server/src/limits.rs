@@ -28,6 +28,10 @@ pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 pub const CONNECTIONS_MAX: usize = 1024;
 /// Client verbs give up after this long.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The largest reply body a client verb reads.
+pub const CLIENT_BODY_MAX: u64 = 64 << 20;
+/// The most a client verb reads of a token file (a token is 64 hex digits and a newline).
+pub const TOKEN_FILE_MAX: u64 = 4096;
 
 /// Session time-to-live when `--ttl` is not given.
 pub const SESSION_TTL_DEFAULT_S: u64 = 3600;

@@ -48,6 +48,7 @@ mod glances;
 mod http;
 mod limits;
 mod metrics;
+mod operator;
 mod publish;
 mod registry;
 mod report;
@@ -89,7 +90,7 @@ mod layers {
     /// above every layer, only declares the modules and `main`.
     const LAYERS: &[&[&str]] = &[
         &["registry::descriptor", "limits", "clock", "metrics"],
-        &["runtime::builtin", "sessions", "stores", "report", "writes", "glances", "approvals"],
+        &["runtime::builtin", "sessions", "operator", "stores", "report", "writes", "glances", "approvals"],
         &["registry"],
         &["effects", "runtime", "publish", "confine"],
         &["coordinator"],

@@ -8,6 +8,7 @@ use crate::daemon::Daemon;
 use crate::effects::worktree::Worktrees;
 use crate::http;
 use crate::limits::*;
+use crate::operator::PrivateReads;
 use crate::runtime::Runtimes;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -43,6 +44,8 @@ pub struct ServeOptions {
     pub print_connections: bool,
     /// How long an approval waits for a person, and an approved effect to run.
     pub approval_ttl_s: u64,
+    /// Reads need a credential: a session's, or the operator token written at start.
+    pub private_reads: bool,
 }
 
 /// The key that seals approval questions, made once per store (every node
@@ -148,6 +151,9 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     }
     let approval_key = approval_key(store.as_ref()).await.map_err(|e| fail("store-open", e))?;
     let db_path = std::fs::canonicalize(&opts.local).unwrap_or(opts.local.clone());
+    // Made once the store's lock is held, so a second daemon never replaces the first one's token.
+    let private_reads = opts.private_reads.then(|| PrivateReads::issue(&db_path)).transpose();
+    let private_reads = private_reads.map_err(|e| fail("operator-token", e))?;
     let scratch = scratch_dir(&db_path).map_err(|e| fail("config", e))?;
     let metrics = Arc::new(if opts.metrics {
         crate::metrics::Metrics::new(DAEMON_VERSION, opts.store.engine())
@@ -173,6 +179,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         metrics,
         approval_ttl_s: opts.approval_ttl_s,
         approval_key,
+        private_reads,
     });
     crate::approvals::sweep::at_start(&daemon).await;
     let sweeping = crate::approvals::sweep::every_interval(Arc::downgrade(&daemon));
@@ -181,6 +188,12 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
     // Handlers go in before the listening line: a signal sent as soon as it appears is a graceful stop.
     let shutdown = shutdown_signal();
+    if let Some(private) = &daemon.private_reads {
+        note!(
+            "worldd: reads are private: a session reads its own episode; the operator token is in {} (mode 0600)",
+            private.token_file.display()
+        );
+    }
     note!(
         "worldd listening on http://{local} (store {}, head {})",
         daemon.store_label,

@@ -10,7 +10,7 @@ use rand::RngCore;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
-use world_protocol::auth::{BearerError, SessionDenial, parse_bearer};
+use world_protocol::auth::{BearerError, SessionDenial, Token, parse_bearer};
 use world_store::{Approver, Grant, ReadError, Ref, Session, Snapshot, TaskKey};
 
 /// `^[a-z0-9][a-z0-9-]{0,63}$`.
@@ -188,6 +188,11 @@ pub fn resolve(snapshot: &Snapshot, authorization: Option<&[u8]>, now: u64) -> R
             BearerError::Malformed => SessionDenial::Malformed,
         })
     })?;
+    lookup(snapshot, &token, now)
+}
+
+/// The live session a well-formed token names: unknown and expired told apart.
+pub fn lookup(snapshot: &Snapshot, token: &Token, now: u64) -> Result<Caller, ResolveError> {
     let id = credential_id(token.as_str());
     let session =
         snapshot.session(&id).map_err(ResolveError::Read)?.ok_or(ResolveError::Denied(SessionDenial::Unknown))?;

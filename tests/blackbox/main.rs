@@ -21,5 +21,6 @@ mod process;
 mod provenance;
 mod publish;
 mod quickstart;
+mod reads;
 mod rest;
 mod sessions;

@@ -284,3 +284,24 @@ fn quickstart_ask_retires_the_demo_credential_it_replaces_and_every_file_it_make
     assert_eq!(refused["error"]["code"], -32001, "the replaced credential is revoked: {refused}");
     assert_eq!(refused["error"]["message"], "unknown session credential", "{refused}");
 }
+
+#[test]
+fn quickstart_with_private_reads_names_the_operator_token_and_its_demo_session_reads_only_demo() {
+    let qs = quickstart(&["--private-reads"]);
+    let file = qs.dir.join("world.db.operator-token");
+    let printed = qs.printed.join("\n");
+    assert!(printed.contains(&format!("the operator token is in {}", file.display())), "{printed}");
+    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    let get = |path: &str, token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        send(&agent, "GET", &format!("http://{}{path}", qs.addr), &headers, None).status
+    };
+    let (session, operator) = (qs.token(), std::fs::read_to_string(&file).unwrap().trim().to_string());
+    assert_eq!(get("/v1/episodes", None), 401);
+    assert_eq!(get("/v1/episodes", Some(&session)), 403);
+    assert_eq!(get("/v1/episodes", Some(&operator)), 200);
+    // Let through to the route, which has seen no call of `demo` yet.
+    assert_eq!(get("/v1/episodes/demo", Some(&session)), 404);
+    assert_eq!(get("/v1/health", None), 200);
+}

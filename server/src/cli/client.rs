@@ -1,26 +1,111 @@
-//! Client verbs: one bounded request to a running daemon each.
+//! Client verbs: one bounded request to a running daemon each, with the
+//! credential the verb was given or found (`--token-file`, or the operator
+//! token beside `--db`), for a daemon whose reads are private.
 
-use super::fail;
-use crate::limits::CLIENT_TIMEOUT;
-use std::io::Write;
+use super::{DaemonArgs, fail};
+use crate::limits::{CLIENT_BODY_MAX, CLIENT_TIMEOUT, TOKEN_FILE_MAX};
+use std::io::{Read, Write};
+use std::path::Path;
 use std::process::ExitCode;
+use world_protocol::auth::CREDENTIAL_HEX_LEN;
 
-pub(super) fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build().into()
+/// A running daemon, and the credential its reads are made with.
+pub struct Client {
+    pub addr: String,
+    agent: ureq::Agent,
+    /// `Bearer <token>`, when a credential was given or found.
+    authorization: Option<String>,
+}
+
+impl Client {
+    /// The daemon `args` names, with the credential of `--token-file`, or else
+    /// the operator token beside `--db` when the daemon wrote one (without it
+    /// the reads go without a credential, as an open daemon takes them).
+    pub fn new(args: &DaemonArgs) -> Result<Client, String> {
+        let token = match (&args.token_file, &args.db) {
+            (Some(file), _) => Some(read_token(file)?),
+            (None, Some(db)) => {
+                let file = crate::operator::token_path(db);
+                match std::fs::symlink_metadata(&file) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    _ => Some(read_token(&file)?),
+                }
+            }
+            (None, None) => None,
+        };
+        let agent =
+            ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build();
+        Ok(Client { addr: args.addr.clone(), agent: agent.into(), authorization: token.map(|t| format!("Bearer {t}")) })
+    }
+
+    /// GETs `path`: the status and the body.
+    pub fn get(&self, path: &str) -> Result<(u16, Vec<u8>), Unanswered> {
+        let url = format!("{}{path}", self.addr.trim_end_matches('/'));
+        let mut request = self.agent.get(&url);
+        if let Some(auth) = &self.authorization {
+            request = request.header("Authorization", auth);
+        }
+        let mut resp = request.call().map_err(|e| Unanswered::Unreachable(self.addr.clone(), e.to_string()))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .with_config()
+            .limit(CLIENT_BODY_MAX)
+            .read_to_vec()
+            .map_err(|e| Unanswered::Unread(path.to_string(), e.to_string()))?;
+        Ok((status, body))
+    }
+
+    /// An error reply in one line (`describe_error`), with what to give when
+    /// the daemon asked for a credential and none was sent.
+    pub fn describe(&self, path: &str, status: u16, body: &[u8]) -> String {
+        let mut line = describe_error(path, status, body);
+        if status == 401 && self.authorization.is_none() {
+            line.push_str(" (reads are private on this daemon: give --token-file FILE, or --db PATH of its store)");
+        }
+        line
+    }
+}
+
+/// Why a GET has no reply to show.
+pub enum Unanswered {
+    /// No connection to the address, or no reply on it: the address and the cause.
+    Unreachable(String, String),
+    /// The reply's body could not be read: the path and the cause.
+    Unread(String, String),
+}
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unanswered::Unreachable(addr, why) => write!(f, "cannot reach {addr}: {why}"),
+            Unanswered::Unread(path, why) => write!(f, "{path}: reading the response: {why}"),
+        }
+    }
+}
+
+/// The token a file holds: 64 lowercase hex digits, whitespace around them
+/// ignored. What the file holds otherwise is never echoed.
+fn read_token(file: &Path) -> Result<String, String> {
+    let mut text = String::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(TOKEN_FILE_MAX).read_to_string(&mut text))
+        .map_err(|e| format!("token file {}: {e}", file.display()))?;
+    let token = text.trim();
+    let well_formed =
+        token.len() == CREDENTIAL_HEX_LEN && token.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !well_formed {
+        return Err(format!("token file {} does not hold a token (64 lowercase hex digits)", file.display()));
+    }
+    Ok(token.to_string())
 }
 
 /// GETs `path` and prints the body; an HTTP error becomes
 /// `worldd: <path> returned HTTP <status> <Class>: <message>` and exit 1.
-pub fn get_and_print(addr: &str, path: &str) -> ExitCode {
-    let url = format!("{}{path}", addr.trim_end_matches('/'));
-    let mut resp = match agent().get(&url).call() {
-        Ok(r) => r,
-        Err(e) => return fail(1, format!("cannot reach {addr}: {e}")),
-    };
-    let status = resp.status().as_u16();
-    let body = match resp.body_mut().with_config().limit(64 << 20).read_to_vec() {
-        Ok(b) => b,
-        Err(e) => return fail(1, format!("{path}: reading the response: {e}")),
+pub fn get_and_print(client: &Client, path: &str) -> ExitCode {
+    let (status, body) = match client.get(path) {
+        Ok(reply) => reply,
+        Err(e) => return fail(1, e),
     };
     if (200..300).contains(&status) {
         let mut out = std::io::stdout().lock();
@@ -30,10 +115,10 @@ pub fn get_and_print(addr: &str, path: &str) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    fail(1, describe_error(path, status, &body))
+    fail(1, client.describe(path, status, &body))
 }
 
-pub(super) fn describe_error(path: &str, status: u16, body: &[u8]) -> String {
+fn describe_error(path: &str, status: u16, body: &[u8]) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
     let err = parsed.as_ref().and_then(|v| v.get("error"));
     let class = err.and_then(|e| e.get("class")).and_then(|c| c.as_str()).unwrap_or("");
@@ -48,4 +133,25 @@ pub(super) fn describe_error(path: &str, status: u16, body: &[u8]) -> String {
         ));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_file_holds_64_lowercase_hex_and_nothing_else_is_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t");
+        let token = crate::sessions::new_token();
+        std::fs::write(&file, format!("{token}\n")).unwrap();
+        assert_eq!(read_token(&file).unwrap(), token);
+        for bad in ["secret-ish text", &token.to_uppercase(), &token[..63], ""] {
+            std::fs::write(&file, bad).unwrap();
+            let e = read_token(&file).unwrap_err();
+            assert!(e.contains("does not hold a token"), "{e}");
+            assert!(bad.is_empty() || !e.contains(bad), "{e}");
+        }
+        assert!(read_token(&dir.path().join("absent")).unwrap_err().starts_with("token file "));
+    }
 }

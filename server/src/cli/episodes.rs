@@ -3,7 +3,7 @@
 //! that fit `WIDTH` columns (a cell that does not fit ends with `…`), or, with
 //! `--json`, the REST bodies as they came.
 
-use super::client;
+use super::client::{Client, Unanswered};
 use crate::clock::utc;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -22,8 +22,8 @@ use crate::episodes::{CallsPage, EpisodesPage, Spend, Summary};
 // ---- the verbs ----
 
 /// `worldd episodes`: one row per episode, most recently active first.
-pub fn list(addr: &str, json: bool, limit: u64) -> ExitCode {
-    let body = match fetch(addr, &format!("/v1/episodes?limit={limit}"), None) {
+pub fn list(client: &Client, json: bool, limit: u64) -> ExitCode {
+    let body = match fetch(client, &format!("/v1/episodes?limit={limit}"), None) {
         Ok(b) => b,
         Err(code) => return code,
     };
@@ -37,9 +37,9 @@ pub fn list(addr: &str, json: bool, limit: u64) -> ExitCode {
 }
 
 /// `worldd episode EP`: its summary, then its last `calls` calls.
-pub fn one(addr: &str, episode: &str, json: bool, calls: u64) -> ExitCode {
+pub fn one(client: &Client, episode: &str, json: bool, calls: u64) -> ExitCode {
     let path = format!("/v1/episodes/{}", encode_segment(episode));
-    let summary_body = match fetch(addr, &path, Some(episode)) {
+    let summary_body = match fetch(client, &path, Some(episode)) {
         Ok(b) => b,
         Err(code) => return code,
     };
@@ -53,7 +53,7 @@ pub fn one(addr: &str, episode: &str, json: bool, calls: u64) -> ExitCode {
         None
     } else {
         let from = summary.calls.saturating_sub(calls);
-        match fetch(addr, &format!("{path}/calls?from={from}&limit={calls}"), Some(episode)) {
+        match fetch(client, &format!("{path}/calls?from={from}&limit={calls}"), Some(episode)) {
             Ok(b) => Some(b),
             Err(code) => return code,
         }
@@ -71,29 +71,22 @@ pub fn one(addr: &str, episode: &str, json: bool, calls: u64) -> ExitCode {
 
 /// GETs `path`: the body of a 2xx, else the failure said on stderr. A 404
 /// while asking about `episode` means the store has no call of it.
-fn fetch(addr: &str, path: &str, episode: Option<&str>) -> Result<Vec<u8>, ExitCode> {
-    let url = format!("{}{path}", addr.trim_end_matches('/'));
-    let mut resp = client::agent().get(&url).call().map_err(|e| {
-        super::fail(
+fn fetch(client: &Client, path: &str, episode: Option<&str>) -> Result<Vec<u8>, ExitCode> {
+    let (status, body) = client.get(path).map_err(|e| match e {
+        Unanswered::Unreachable(addr, why) => super::fail(
             1,
             format!(
-                "cannot reach the daemon at {addr} ({e}); is `worldd serve` running there? \
+                "cannot reach the daemon at {addr} ({why}); is `worldd serve` running there? \
                  Name its address with --addr URL (default {})",
                 crate::limits::DEFAULT_ADDR
             ),
-        )
+        ),
+        unread => super::fail(1, unread),
     })?;
-    let status = resp.status().as_u16();
-    let body = resp
-        .body_mut()
-        .with_config()
-        .limit(64 << 20)
-        .read_to_vec()
-        .map_err(|e| super::fail(1, format!("{path}: reading the response: {e}")))?;
     match (status, episode) {
         (200..=299, _) => Ok(body),
         (404, Some(ep)) => Err(super::fail(1, format!("no call of episode {} has reached this store", clean(ep)))),
-        _ => Err(super::fail(1, client::describe_error(path, status, &body))),
+        _ => Err(super::fail(1, client.describe(path, status, &body))),
     }
 }
 

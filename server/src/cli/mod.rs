@@ -71,6 +71,8 @@ enum Command {
               value_parser = clap::value_parser!(u64).range(1..=crate::approvals::APPROVAL_TTL_MAX_S))]
         approval_ttl: u64,
         #[command(flatten)]
+        reads: ReadsArgs,
+        #[command(flatten)]
         confine: ConfineArgs,
     },
     /// Create a store, a genesis world, the builtin tools, a demo worktree and session, then serve.
@@ -94,6 +96,8 @@ enum Command {
         /// EFFECT[=SCOPE]: like --ask, but only the operator's approval counts. Repeatable.
         #[arg(long = "ask-operator")]
         ask_operator: Vec<String>,
+        #[command(flatten)]
+        reads: ReadsArgs,
         #[command(flatten)]
         confine: ConfineArgs,
     },
@@ -182,8 +186,8 @@ enum Command {
         from: u64,
         #[arg(long)]
         limit: Option<u64>,
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
     /// Print one object's metadata (and payload) from a running daemon.
     Object {
@@ -192,28 +196,28 @@ enum Command {
         /// Include the payload (base64).
         #[arg(long)]
         payload: bool,
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
     /// Walk from an object, entry hash, world, entry index or `head` to the log
     /// entry and world that carry it, recomputing every hash (exit 0 verified, 1 a link failed, 2 not found).
     Why {
         target: String,
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
         #[arg(long)]
         json: bool,
     },
     /// Print the selected head of a running daemon.
     Head {
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
     /// List a running daemon's episodes, most recently active first: calls, their states,
     /// effects, last activity and spend per grant.
     Episodes {
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
         /// Print the body of GET /v1/episodes as it came.
         #[arg(long)]
         json: bool,
@@ -225,8 +229,8 @@ enum Command {
     /// Show what one episode did and paid (its summary), then its last calls.
     Episode {
         episode: String,
-        #[arg(long, default_value = DEFAULT_ADDR)]
-        addr: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
         /// Print the bodies of GET /v1/episodes/EP and of its last calls' page, one per line.
         #[arg(long)]
         json: bool,
@@ -287,6 +291,31 @@ impl ConfineArgs {
             },
         }
     }
+}
+
+/// `serve --private-reads`.
+#[derive(clap::Args, Clone, Copy, Debug, Default)]
+pub struct ReadsArgs {
+    /// Reads (the /v1 GET routes but /v1/health, /metrics, the workbench) need a credential:
+    /// a session reads its own episode; the operator token, written at start to
+    /// <store>.operator-token (mode 0600), reads everything.
+    #[arg(long)]
+    pub private_reads: bool,
+}
+
+/// Which running daemon a client verb reads from, and with what credential.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DaemonArgs {
+    #[arg(long, default_value = DEFAULT_ADDR)]
+    pub addr: String,
+    /// Read with the credential in FILE: a session's token, or the operator's
+    /// (for a daemon started with --private-reads).
+    #[arg(long, value_name = "FILE", conflicts_with = "db")]
+    pub token_file: Option<PathBuf>,
+    /// The daemon's store file: read with the operator token it wrote beside it
+    /// (<PATH>.operator-token), when it wrote one.
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
 }
 
 /// Which store a verb works on: one file, or a PostgreSQL database.
@@ -387,6 +416,7 @@ pub fn run() -> ExitCode {
             cache_mib,
             no_metrics,
             approval_ttl,
+            reads,
             confine,
         } => {
             let print_connections = true;
@@ -412,11 +442,12 @@ pub fn run() -> ExitCode {
                 worktree_quota_bytes: confine.worktree_quota_bytes(),
                 print_connections,
                 approval_ttl_s: approval_ttl,
+                private_reads: reads.private_reads,
             })
         }
-        Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, confine } => {
+        Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, reads, confine } => {
             let asks = session::Asks { anyone: &ask, operator: &ask_operator };
-            quickstart::run(&dir, store, &bind, exec_allow, &asks, confine)
+            quickstart::run(&dir, store, &bind, exec_allow, &asks, reads, confine)
         }
         Command::Approvals { at, json } => match at.spec() {
             Ok(spec) => approvals::list(&spec, json),
@@ -468,21 +499,31 @@ pub fn run() -> ExitCode {
             Ok(spec) => export::import_cmd(&spec, &input),
             Err(code) => code,
         },
-        Command::Log { from, limit, addr } => {
+        Command::Log { from, limit, daemon } => {
             let mut path = format!("/v1/log?from={from}");
             if let Some(l) = limit {
                 path.push_str(&format!("&limit={l}"));
             }
-            client::get_and_print(&addr, &path)
+            with_client(&daemon, |c| client::get_and_print(c, &path))
         }
-        Command::Object { reference, payload, addr } => {
+        Command::Object { reference, payload, daemon } => {
             let suffix = if payload { "?payload=true" } else { "" };
-            client::get_and_print(&addr, &format!("/v1/objects/{reference}{suffix}"))
+            with_client(&daemon, |c| client::get_and_print(c, &format!("/v1/objects/{reference}{suffix}")))
         }
-        Command::Why { target, addr, json } => why::run(&target, &addr, json),
-        Command::Head { addr } => client::get_and_print(&addr, "/v1/head"),
-        Command::Episodes { addr, json, limit } => episodes::list(&addr, json, limit),
-        Command::Episode { episode, addr, json, calls } => episodes::one(&addr, &episode, json, calls),
+        Command::Why { target, daemon, json } => with_client(&daemon, |c| why::run(c, &target, json)),
+        Command::Head { daemon } => with_client(&daemon, |c| client::get_and_print(c, "/v1/head")),
+        Command::Episodes { daemon, json, limit } => with_client(&daemon, |c| episodes::list(c, json, limit)),
+        Command::Episode { episode, daemon, json, calls } => {
+            with_client(&daemon, |c| episodes::one(c, &episode, json, calls))
+        }
+    }
+}
+
+/// Runs a client verb against the daemon `args` names, with its credential.
+fn with_client(args: &DaemonArgs, verb: impl FnOnce(&client::Client) -> ExitCode) -> ExitCode {
+    match client::Client::new(args) {
+        Ok(c) => verb(&c),
+        Err(e) => fail(1, e),
     }
 }
 

@@ -119,6 +119,7 @@ pub fn run(
     bind: &str,
     exec_allow: Vec<String>,
     asks: &super::session::Asks<'_>,
+    reads: super::ReadsArgs,
     confine: super::ConfineArgs,
 ) -> ExitCode {
     let grants = match demo_grants(asks) {
@@ -162,6 +163,16 @@ pub fn run(
         session.display()
     );
     say!("{}", crate::serve::connection_snippets(&mcp_url, &session));
+    if reads.private_reads {
+        let token = crate::operator::token_path(&local);
+        say!(
+            "reads are private: the operator token is in {} (written at start, mode 0600); open \
+             http://{bind}/workbench with it as the password (any user name), or read with \
+             `worldd episodes --token-file {}`",
+            token.display(),
+            token.display()
+        );
+    }
     if exec_allow.is_empty() {
         say!("workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3");
     }
@@ -178,5 +189,6 @@ pub fn run(
         confine: confine.options(),
         worktree_quota_bytes: confine.worktree_quota_bytes(),
         print_connections: false,
+        private_reads: reads.private_reads,
     })
 }

@@ -4,7 +4,7 @@
 //! it, recomputing every hash on the way. Exit 0 verified, 1 a link failed,
 //! 2 not found.
 
-use crate::limits::CLIENT_TIMEOUT;
+use super::client::Client;
 use base64::Engine;
 use serde_json::{Value, json};
 use std::process::ExitCode;
@@ -16,9 +16,8 @@ use crate::effects::{EFFECT_RECORD as EFFECT_RECORD_V2, EFFECT_RECORD_V1, EFFECT
 const EFFECT_RECORDS: [&str; 3] = [EFFECT_RECORD_V1, EFFECT_RECORD_V2, EFFECT_RECORD_V3];
 use crate::effects::commit::COMMIT_RECORD;
 
-struct Walk {
-    addr: String,
-    agent: ureq::Agent,
+struct Walk<'c> {
+    client: &'c Client,
     links: Vec<(bool, String)>,
     notes: Vec<String>,
     chain: serde_json::Map<String, Value>,
@@ -34,21 +33,18 @@ struct Object {
     payload: Vec<u8>,
 }
 
-impl Walk {
+impl Walk<'_> {
     fn link(&mut self, ok: bool, text: impl Into<String>) -> bool {
         self.links.push((ok, text.into()));
         ok
     }
 
     fn get(&self, path: &str) -> Result<Option<Value>, String> {
-        let url = format!("{}{path}", self.addr.trim_end_matches('/'));
-        let mut resp = self.agent.get(&url).call().map_err(|e| format!("cannot reach {}: {e}", self.addr))?;
-        let status = resp.status().as_u16();
-        let body = resp.body_mut().with_config().limit(64 << 20).read_to_vec().map_err(|e| e.to_string())?;
+        let (status, body) = self.client.get(path).map_err(|e| e.to_string())?;
         match status {
             200 => serde_json::from_slice(&body).map(Some).map_err(|e| format!("{path}: {e}")),
             404 => Ok(None),
-            s => Err(format!("{path} returned HTTP {s}: {}", String::from_utf8_lossy(&body).trim())),
+            s => Err(self.client.describe(path, s, &body)),
         }
     }
 
@@ -92,12 +88,13 @@ impl Walk {
 
     fn start(&mut self, target: &str) -> Result<Found, String> {
         if target == "head" {
-            let url = format!("{}/v1/head", self.addr.trim_end_matches('/'));
-            let mut resp = self.agent.get(&url).call().map_err(|e| format!("cannot reach {}: {e}", self.addr))?;
-            if resp.status().as_u16() != 200 {
-                return Ok(Found::NotFound("no world head has been selected yet".into()));
+            let (status, body) = self.client.get("/v1/head").map_err(|e| e.to_string())?;
+            match status {
+                200 => {}
+                404 => return Ok(Found::NotFound("no world head has been selected yet".into())),
+                s => return Err(self.client.describe("/v1/head", s, &body)),
             }
-            let text = resp.body_mut().read_to_string().map_err(|e| e.to_string())?;
+            let text = String::from_utf8_lossy(&body);
             let r = Ref::parse(text.trim()).map_err(|e| format!("head: {e}"))?;
             return self.walk_world(&r);
         }
@@ -501,10 +498,8 @@ impl Walk {
     }
 }
 
-pub fn run(target: &str, addr: &str, as_json: bool) -> ExitCode {
-    let agent: ureq::Agent =
-        ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build().into();
-    let mut walk = Walk { addr: addr.to_string(), agent, links: vec![], notes: vec![], chain: Default::default() };
+pub fn run(client: &Client, target: &str, as_json: bool) -> ExitCode {
+    let mut walk = Walk { client, links: vec![], notes: vec![], chain: Default::default() };
     let found = match walk.start(target) {
         Ok(f) => f,
         // A link that cannot even be read (an unreachable daemon, an object

@@ -1,7 +1,8 @@
 //! `GET /v1/episodes`, `/v1/episodes/{episode}` and
 //! `/v1/episodes/{episode}/calls`: what each episode did and paid, from the
 //! episode index every commit keeps (see `crate::episodes`). Open on
-//! loopback like the other `/v1` reads.
+//! loopback like the other `/v1` reads, unless reads are private
+//! (`super::reads`: then a session reads its own episode).
 
 use super::rest::param;
 use super::{Rest, State, json, query_pairs, read};

@@ -6,6 +6,7 @@ pub mod agents;
 mod approvals;
 mod episodes;
 mod provenance;
+mod reads;
 pub mod rest;
 pub mod status;
 pub mod workbench;
@@ -27,11 +28,14 @@ pub type State = Arc<Daemon>;
 
 pub fn router(state: State) -> Router {
     use axum::routing::{get, post};
-    rest::routes()
+    // Only these routes pass the private-reads gate; the agent surfaces check their own sessions.
+    let read_routes = rest::routes()
         .merge(provenance::routes())
         .merge(episodes::routes())
         .merge(status::routes())
         .merge(workbench::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), reads::gate));
+    read_routes
         .route("/mcp", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/mcp/", post(agents::mcp_post).fallback(agents::mcp_other))
         .route("/a2a", post(a2a::a2a_post))

@@ -178,6 +178,11 @@ async fn workbench(AxState(state): AxState<State>, RawQuery(query): RawQuery) ->
     respond(rendered)
 }
 
+/// A read refused before it was made (`http::reads`), as a page.
+pub fn refusal(status: StatusCode, message: &str) -> Response {
+    html(Page::error(status, message))
+}
+
 /// A rendered page, or the read's failure as an error page.
 fn respond(rendered: Result<Page, Rest>) -> Response {
     match rendered {
