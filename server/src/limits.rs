@@ -26,6 +26,19 @@ pub const HTTP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
 /// Open client connections; the accept loop waits when all are taken.
 pub const CONNECTIONS_MAX: usize = 1024;
+/// Request-body bytes read and held at once, across every connection (a
+/// body is read only once its request is authenticated). A read that would
+/// pass it waits at most `BODY_BUDGET_WAIT`, then the request is refused as
+/// busy, in its surface's own shape.
+pub const BODY_BYTES_IN_FLIGHT_MAX: usize = 64 << 20;
+/// How long a body read waits, in all, for room under `BODY_BYTES_IN_FLIGHT_MAX`.
+pub const BODY_BUDGET_WAIT: Duration = Duration::from_secs(2);
+// Every body a route accepts fits under the budget on its own.
+const _: () = assert!(
+    COMMIT_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+        && world_protocol::mcp::MCP_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+        && world_protocol::a2a::A2A_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+);
 /// Client verbs give up after this long.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -169,6 +169,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(host_callbacks)),
         host_callbacks_max: host_callbacks,
+        request_bodies: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT_MAX)),
         tools: Default::default(),
         metrics,
         approval_ttl_s: opts.approval_ttl_s,
