@@ -1,8 +1,14 @@
 //! What no client can exhaust: a body is read only once its request is
-//! authenticated and within the route's cap, and bodies in flight share one
-//! budget. Counts stay small and everything stays on loopback.
+//! authenticated and within the route's cap, bodies in flight share one
+//! budget, and idle connections neither hold their slots for long nor keep
+//! other clients out at the connection cap.
+//!
+//! Counts stay small (a test-sized connection cap through the hidden
+//! `--connections-max` flag) and everything stays on loopback.
 
 use crate::harness::*;
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 /// Well inside the 30 s the daemon gives a client to send a body (and, until
@@ -87,6 +93,81 @@ fn a_declared_length_over_the_cap_is_refused_on_every_route_with_no_byte_read() 
     let (_, r) = post_partly(&d.addr, "/v1/commit", &auth, COMMIT_MAX + 1, b"");
     crate::openapi::check("POST", "/v1/commit", &r);
     assert_error(&r, 413, "PayloadTooLarge", Some("commit body exceeds 8388608 bytes"));
+}
+
+/// Reads from `conn` until the daemon closes it; fails if it is still open at `SOON`.
+fn wait_closed(conn: &mut TcpStream) {
+    conn.set_read_timeout(Some(SOON)).unwrap();
+    let mut sink = [0u8; 1024];
+    loop {
+        match conn.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => continue,
+            Err(e) if e.kind() == ErrorKind::ConnectionReset => return,
+            Err(e) => panic!("the daemon did not close the connection: {e}"),
+        }
+    }
+}
+
+/// Whether the daemon still holds `conn` open (nothing to read, no close).
+fn still_open(conn: &TcpStream) -> bool {
+    conn.set_nonblocking(true).unwrap();
+    let open = matches!(conn.peek(&mut [0u8; 1]), Err(e) if e.kind() == ErrorKind::WouldBlock);
+    conn.set_nonblocking(false).unwrap();
+    open
+}
+
+#[test]
+fn a_connection_that_sends_no_complete_request_head_is_closed() {
+    let (_store, d, _) = daemon(&[]);
+    let mut silent = TcpStream::connect(&d.addr).unwrap();
+    let mut halfway = TcpStream::connect(&d.addr).unwrap();
+    halfway.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n").unwrap();
+    wait_closed(&mut silent);
+    wait_closed(&mut halfway);
+    assert_eq!(d.get("/v1/health").status, 200);
+}
+
+const CAP: usize = 8;
+
+fn health_on(conn: &mut Raw, addr: &str) -> Reply {
+    conn.send(&raw_head("GET", addr, "/v1/health", b""));
+    conn.read_reply()
+}
+
+#[test]
+fn at_the_connection_cap_the_oldest_silent_connection_makes_room() {
+    let (_store, d, _) = daemon(&["--connections-max", &CAP.to_string()]);
+    let mut silent: Vec<TcpStream> = (0..CAP).map(|_| TcpStream::connect(&d.addr).unwrap()).collect();
+    let mut probe = connect(&d.addr);
+    assert_eq!(health_on(&mut probe, &d.addr).status, 200);
+    assert!(still_open(&silent[CAP - 1]), "the newest silent connection was not the one closed");
+    wait_closed(&mut silent[0]);
+    // Again and again: each newcomer displaces the oldest of those still silent.
+    for _ in 0..CAP {
+        let mut probe = connect(&d.addr);
+        assert_eq!(health_on(&mut probe, &d.addr).status, 200);
+    }
+}
+
+#[test]
+fn at_the_connection_cap_the_oldest_idle_keep_alive_connection_makes_room() {
+    let (_store, d, _) = daemon(&["--connections-max", &CAP.to_string()]);
+    // Each has had its answer and waits, open, for a next request that never comes.
+    let mut idle: Vec<Raw> = (0..CAP)
+        .map(|_| {
+            let mut conn = connect(&d.addr);
+            assert_eq!(health_on(&mut conn, &d.addr).status, 200);
+            conn
+        })
+        .collect();
+    let mut probe = connect(&d.addr);
+    assert_eq!(health_on(&mut probe, &d.addr).status, 200);
+    wait_closed(&mut idle[0].stream);
+    // The rest are still served on their own connections.
+    for conn in &mut idle[1..] {
+        assert_eq!(health_on(conn, &d.addr).status, 200);
+    }
 }
 
 #[test]

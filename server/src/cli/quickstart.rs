@@ -159,5 +159,6 @@ pub fn run(
         confine: confine.options(),
         worktree_quota_bytes: confine.worktree_quota_bytes(),
         print_connections: false,
+        connections_max: crate::limits::CONNECTIONS_MAX,
     })
 }
