@@ -26,6 +26,8 @@ pub struct Daemon {
     pub host_callbacks: Arc<Semaphore>,
     /// How many slots `host_callbacks` has.
     pub host_callbacks_max: usize,
+    /// Request-body bytes held at once, one permit a byte (`BODY_BYTES_IN_FLIGHT_MAX`).
+    pub request_bodies: Arc<Semaphore>,
     /// Session tool views, built once per registry revision and visible set.
     pub tools: crate::tools::ToolsCache,
     /// What `GET /metrics` serves.

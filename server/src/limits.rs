@@ -18,14 +18,35 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(10);
 pub const COMMIT_DEADLINE: Duration = Duration::from_secs(3);
 /// Resolving one bearer credential.
 pub const CREDENTIAL_DEADLINE: Duration = Duration::from_secs(3);
-/// Reading a request's head or body, and handling it end to end.
+/// Reading a request's body, once its head has come.
 pub const HTTP_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// A new connection that has not sent a complete request head this long
+/// after it was accepted is closed: an idle socket cannot hold a slot.
+pub const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection idle this long after its last reply (no request in
+/// progress, none begun) is closed.
+pub const KEEP_ALIVE_IDLE: Duration = Duration::from_secs(30);
 /// A response write that makes no progress for this long closes the connection.
 pub const HTTP_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Waiting for in-flight requests after SIGINT/SIGTERM.
 pub const SHUTDOWN_DRAIN: Duration = Duration::from_secs(10);
-/// Open client connections; the accept loop waits when all are taken.
+/// Open client connections. A connection accepted when all are taken first
+/// closes the oldest idle one (no request in progress); only when every
+/// connection has a request in progress does it wait for one to end.
 pub const CONNECTIONS_MAX: usize = 1024;
+/// Request-body bytes read and held at once, across every connection (a
+/// body is read only once its request is authenticated). A read that would
+/// pass it waits at most `BODY_BUDGET_WAIT`, then the request is refused as
+/// busy, in its surface's own shape.
+pub const BODY_BYTES_IN_FLIGHT_MAX: usize = 64 << 20;
+/// How long a body read waits, in all, for room under `BODY_BYTES_IN_FLIGHT_MAX`.
+pub const BODY_BUDGET_WAIT: Duration = Duration::from_secs(2);
+// Every body a route accepts fits under the budget on its own.
+const _: () = assert!(
+    COMMIT_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+        && world_protocol::mcp::MCP_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+        && world_protocol::a2a::A2A_BODY_MAX <= BODY_BYTES_IN_FLIGHT_MAX
+);
 /// Client verbs give up after this long.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The largest reply body a client verb reads.

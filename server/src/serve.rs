@@ -11,13 +11,14 @@ use crate::limits::*;
 use crate::operator::PrivateReads;
 use crate::runtime::Runtimes;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
+
+mod conns;
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -46,6 +47,8 @@ pub struct ServeOptions {
     pub approval_ttl_s: u64,
     /// Reads need a credential: a session's, or the operator token written at start.
     pub private_reads: bool,
+    /// Open connections at most (`CONNECTIONS_MAX`; smaller in tests).
+    pub connections_max: usize,
 }
 
 /// The key that seals approval questions, made once per store (every node
@@ -175,6 +178,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         worktrees,
         host_callbacks: Arc::new(Semaphore::new(host_callbacks)),
         host_callbacks_max: host_callbacks,
+        request_bodies: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT_MAX)),
         tools: Default::default(),
         metrics,
         approval_ttl_s: opts.approval_ttl_s,
@@ -211,7 +215,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
             "  (TOKEN_FILE: worldd session mint {store} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)"
         );
     }
-    accept_loop(listener, daemon.clone(), shutdown).await;
+    accept_loop(listener, daemon.clone(), shutdown, opts.connections_max).await;
     sweeping.abort();
     admin.close();
     // Dropping the last handle drains the writer queue and releases the lock.
@@ -296,16 +300,17 @@ fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
     Ok(w)
 }
 
-async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl std::future::Future<Output = ()>) {
+async fn accept_loop(
+    listener: TcpListener,
+    daemon: Arc<Daemon>,
+    shutdown: impl std::future::Future<Output = ()>,
+    connections_max: usize,
+) {
     let app = http::router(daemon);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(CONNECTIONS_MAX));
+    let conns = conns::Conns::new(connections_max);
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-            _ = &mut shutdown => break,
-        };
         let stream = tokio::select! {
             r = listener.accept() => match r {
                 Ok((s, _)) => s,
@@ -317,19 +322,27 @@ async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl 
             },
             _ = &mut shutdown => break,
         };
+        // Accepted first, so that at the cap an idle connection makes room for it.
+        let slot = tokio::select! {
+            slot = conns.admit() => Arc::new(slot),
+            _ = &mut shutdown => break,
+        };
         // Without NODELAY an SSE reply waits ~40 ms on delayed ACK.
         let _ = stream.set_nodelay(true);
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .header_read_timeout(HTTP_READ_TIMEOUT)
+            // The connection's slot bounds the wait for a head (`conns`): hyper's own timer stays off.
+            .header_read_timeout(None)
             .serve_connection(
-                TokioIo::new(WriteTimeout::new(stream, HTTP_WRITE_TIMEOUT)),
-                TowerToHyperService::new(app.clone()),
+                TokioIo::new(conns::Flushes::new(WriteTimeout::new(stream, HTTP_WRITE_TIMEOUT), slot.clone())),
+                tracked(app.clone(), slot.clone()),
             );
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            let _ = conn.await;
-            drop(permit);
+            tokio::select! {
+                _ = conn => {}
+                _ = slot.idled_out() => {}
+            }
         });
     }
     drop(listener);
@@ -337,6 +350,27 @@ async fn accept_loop(listener: TcpListener, daemon: Arc<Daemon>, shutdown: impl 
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(SHUTDOWN_DRAIN) => tracing::warn!("shutdown drain exceeded {} s; closing remaining connections", SHUTDOWN_DRAIN.as_secs()),
     }
+}
+
+/// The router, serving one connection: each request is in progress on its
+/// slot from its head until its reply's body is done.
+fn tracked(
+    app: axum::Router,
+    slot: Arc<conns::Slot>,
+) -> impl hyper::service::Service<
+    hyper::Request<hyper::body::Incoming>,
+    Response = hyper::Response<conns::Replying>,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<hyper::Response<conns::Replying>, std::convert::Infallible>> + Send,
+> {
+    hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+        let busy = slot.busy();
+        let reply = tower::ServiceExt::oneshot(app.clone(), req);
+        async move {
+            let resp = reply.await?;
+            Ok(resp.map(|body| conns::Replying::new(body, busy)))
+        }
+    })
 }
 
 /// Resolves at the first SIGINT or SIGTERM. Both handlers are installed when this

@@ -13,6 +13,7 @@ mod cli;
 mod cluster;
 mod episodes;
 mod fixture;
+mod floods;
 mod harness;
 mod nodes;
 mod openapi;

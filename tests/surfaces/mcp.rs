@@ -141,8 +141,9 @@ fn an_unauthorised_mcp_caller_gets_the_same_401_whatever_else_the_request_says()
 }
 
 /// Two checks run before authorization, as the upstream handler (protocols.md
-/// §2.1) orders them: a method other than POST is 405, and the body is read
-/// (at most 4 MiB) before the credential is looked at. The Host/Origin guard
+/// §2.1) orders them: a method other than POST is 405, and a body declared
+/// over 4 MiB is refused before the credential is looked at (on its length
+/// alone: no byte of a body is read without a session). The Host/Origin guard
 /// also runs first. These are the only things an unauthorised caller can learn.
 #[test]
 fn method_body_size_and_origin_checks_run_before_authorization() {

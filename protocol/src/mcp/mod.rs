@@ -260,7 +260,7 @@ pub fn method_not_allowed() -> HttpReply {
 }
 
 /// The body exceeded [`MCP_BODY_MAX`]: HTTP 200 envelope, `id: null`, as the
-/// upstream handler answers (the read happens before auth).
+/// upstream handler answers (a declared length over it is refused before auth).
 pub fn body_too_large() -> HttpReply {
     json_reply(200, rpc::error_bytes(&RpcId::Null, CODE_INTERNAL_ERROR, MSG_BODY_INVALID))
 }

@@ -15,8 +15,8 @@ mod why;
 
 use crate::approvals::Verdict;
 use crate::limits::{
-    CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, DEFAULT_ADDR, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT,
-    SESSION_TTL_DEFAULT_S,
+    CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, CONNECTIONS_MAX, DEFAULT_ADDR, DEFAULT_BIND,
+    HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S,
 };
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -66,6 +66,10 @@ enum Command {
         /// Count nothing and serve no /metrics: the benchmarks' baseline for what the metrics cost.
         #[arg(long, hide = true)]
         no_metrics: bool,
+        /// Open connections at most: a smaller cap, for tests of what happens at it.
+        #[arg(long, hide = true, default_value_t = CONNECTIONS_MAX as u64,
+              value_parser = clap::value_parser!(u64).range(1..=CONNECTIONS_MAX as u64))]
+        connections_max: u64,
         /// Seconds an approval waits for a person, and an approved effect for its run.
         #[arg(long = "approval-ttl", default_value_t = crate::approvals::APPROVAL_TTL_DEFAULT_S,
               value_parser = clap::value_parser!(u64).range(1..=crate::approvals::APPROVAL_TTL_MAX_S))]
@@ -415,6 +419,7 @@ pub fn run() -> ExitCode {
             host_callbacks,
             cache_mib,
             no_metrics,
+            connections_max,
             approval_ttl,
             reads,
             confine,
@@ -443,6 +448,7 @@ pub fn run() -> ExitCode {
                 print_connections,
                 approval_ttl_s: approval_ttl,
                 private_reads: reads.private_reads,
+                connections_max: connections_max as usize,
             })
         }
         Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, reads, confine } => {

@@ -190,5 +190,6 @@ pub fn run(
         worktree_quota_bytes: confine.worktree_quota_bytes(),
         print_connections: false,
         private_reads: reads.private_reads,
+        connections_max: crate::limits::CONNECTIONS_MAX,
     })
 }

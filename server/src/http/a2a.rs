@@ -36,8 +36,10 @@ pub async fn a2a_post(
             return reply(A2aError::Unavailable.reply(&RpcId::Null).into_http());
         }
     };
-    let Some(body) = agents::read_body(body, a2a::A2A_BODY_MAX).await else {
-        return reply(a2a::body_too_large().into_http());
+    let body = match agents::read_body(&state, &headers, body, a2a::A2A_BODY_MAX).await {
+        Ok(body) => body,
+        Err(super::bodies::Unread::Busy) => return reply(super::bodies::busy_a2a()),
+        Err(_) => return reply(a2a::body_too_large().into_http()),
     };
     let req = match a2a::parse(&body) {
         Ok(r) => r,

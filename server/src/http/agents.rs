@@ -3,6 +3,7 @@
 //! this is the shell that resolves sessions, builds the view and runs the
 //! coordinator.
 
+use super::bodies::{self, Read, Unread};
 use super::{Rest, State, Unresolved, reply, resolve_session};
 use crate::coordinator::{self, Call, CallError, Glanced};
 use crate::limits::{DAEMON_VERSION, READ_DEADLINE};
@@ -45,10 +46,7 @@ pub(super) async fn resolve(state: &State, headers: &HeaderMap) -> Result<Caller
 
 /// The caller's session and, read from the same snapshot, its tools and
 /// what admitting a call reads (`resolve_session`: in place, or one blocking hop).
-async fn resolve_with_tools(
-    state: &State,
-    headers: &HeaderMap,
-) -> Result<(Caller, Result<(Arc<SessionTools>, Glanced), String>), Denied> {
+async fn resolve_with_tools(state: &State, headers: &HeaderMap) -> Result<Resolved, Denied> {
     let tools = |d: &crate::daemon::Daemon, snap: &Snapshot, caller: &Caller| {
         let live = crate::clock::now() < caller.session.expires_at;
         let tools = d.tools.get(&d.coordinator, snap, &caller.session.grants, live)?;
@@ -77,24 +75,52 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-pub(super) async fn read_body(body: Body, max: usize) -> Option<Vec<u8>> {
-    match tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(b)) => Some(b.to_vec()),
-        _ => None,
+/// Reads an authenticated request's body (`super::bodies`): a declared
+/// length over `max` is refused unread, and the client has `HTTP_READ_TIMEOUT`.
+pub(super) async fn read_body(state: &State, headers: &HeaderMap, body: Body, max: usize) -> Result<Read, Unread> {
+    if bodies::declared_over(headers, max) {
+        return Err(Unread::TooLarge(body));
+    }
+    match tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, bodies::read(&state.request_bodies, body, max)).await {
+        Ok(read) => read,
+        Err(_) => Err(Unread::Failed("the body did not come in time".into())),
     }
 }
 
 // ---- MCP ----
 
+/// The seed's order: a body over 4 MiB is refused before the credential is
+/// looked at (here on its declared length alone, so nothing is read), then
+/// the session; the body is read only for a caller with a session.
 pub async fn mcp_post(
     axum::extract::State(state): axum::extract::State<State>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Some(body) = read_body(body, mcp::MCP_BODY_MAX).await else { return reply(mcp::body_too_large()) };
+    if bodies::declared_over(&headers, mcp::MCP_BODY_MAX) {
+        return reply(mcp::body_too_large());
+    }
+    let resolved = match resolve_with_tools(&state, &headers).await {
+        Ok(found) => Ok(found),
+        Err(Denied::Session(d)) => return reply(auth::mcp_denial(d)),
+        Err(Denied::Failed(why)) => Err(why),
+    };
+    let body = match read_body(&state, &headers, body, mcp::MCP_BODY_MAX).await {
+        Ok(body) => body,
+        Err(Unread::Busy) => return reply(bodies::busy_mcp()),
+        Err(_) => return reply(mcp::body_too_large()),
+    };
+    let resolved = match resolved {
+        Ok(found) => found,
+        Err(why) => {
+            // The store failed the lookup: the host-failure envelope names the body's id.
+            note!("worldd: mcp refusal: session: {why:?}");
+            return reply(mcp::host_failure_for_body(&body, HostFailure::Failed));
+        }
+    };
     let deadline = tokio::time::Instant::now() + MCP_POST_DEADLINE;
     // A call running at the deadline answers (and logs) itself; this catches the steps before any call.
-    match tokio::time::timeout_at(deadline, mcp_handle(&state, &headers, &body, deadline)).await {
+    match tokio::time::timeout_at(deadline, mcp_handle(&state, &headers, resolved, &body, deadline)).await {
         Ok(r) => reply(r),
         Err(_) => {
             note!("worldd: mcp refusal: POST /mcp/: \"the 20 s POST deadline passed\"");
@@ -107,15 +133,16 @@ pub async fn mcp_other() -> Response {
     reply(mcp::method_not_allowed())
 }
 
-async fn mcp_handle(state: &State, headers: &HeaderMap, body: &[u8], deadline: tokio::time::Instant) -> HttpReply {
-    let (caller, tools) = match resolve_with_tools(state, headers).await {
-        Ok(found) => found,
-        Err(Denied::Session(d)) => return auth::mcp_denial(d),
-        Err(Denied::Failed(why)) => {
-            note!("worldd: mcp refusal: session: {why:?}");
-            return mcp::host_failure_for_body(body, HostFailure::Failed);
-        }
-    };
+/// What `resolve_with_tools` found: the caller, and its tools and admission reads.
+type Resolved = (Caller, Result<(Arc<SessionTools>, Glanced), String>);
+
+async fn mcp_handle(
+    state: &State,
+    headers: &HeaderMap,
+    (caller, tools): Resolved,
+    body: &[u8],
+    deadline: tokio::time::Instant,
+) -> HttpReply {
     let (tools, glanced) = match tools {
         Ok(found) => found,
         Err(why) => {

@@ -4,6 +4,7 @@
 mod a2a;
 pub mod agents;
 mod approvals;
+pub mod bodies;
 mod episodes;
 mod provenance;
 mod reads;

@@ -432,7 +432,7 @@ pub async fn require_session(state: &State, headers: &HeaderMap) -> Result<sessi
 
 async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) -> Result<Response, Rest> {
     let caller = require_session(&state, &headers).await?;
-    let read = tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, read_commit_body(&headers, body));
+    let read = tokio::time::timeout(crate::limits::HTTP_READ_TIMEOUT, read_commit_body(&state, &headers, body));
     let bytes = read.await.map_err(|_| {
         Rest(RestError::new(
             RestClass::Timeout,
@@ -471,34 +471,32 @@ async fn commit(AxState(state): AxState<State>, headers: HeaderMap, body: Body) 
 /// them mid-body resets the connection and they never see the 413.
 const COMMIT_DISCARD_MAX: u64 = COMMIT_BODY_MAX as u64;
 
-/// Reads the commit body; over the cap it is `413 PayloadTooLarge`. The rest of
-/// a refused body is drained (at most [`COMMIT_DISCARD_MAX`] bytes, within the
-/// commit deadline) so the client can read the answer, unless it sent
-/// `Expect: 100-continue` and is waiting for the answer before sending anything.
-async fn read_commit_body(headers: &HeaderMap, mut body: Body) -> Result<Vec<u8>, Rest> {
+/// Reads the commit body (`super::bodies`); over the cap it is `413
+/// PayloadTooLarge`, answered at once. The rest of a refused body is drained
+/// after the answer (at most [`COMMIT_DISCARD_MAX`] bytes, within the commit
+/// deadline) so the client can read it, unless it sent `Expect: 100-continue`
+/// and is waiting for the answer before sending anything.
+async fn read_commit_body(state: &State, headers: &HeaderMap, body: Body) -> Result<super::bodies::Read, Rest> {
+    use super::bodies::{Unread, declared_length};
     let too_large =
         || Rest(RestError::new(RestClass::PayloadTooLarge, format!("commit body exceeds {COMMIT_BODY_MAX} bytes")));
     let max = COMMIT_BODY_MAX as u64;
-    let declared =
-        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     let waits = headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
-    if let Some(n) = declared.filter(|n| *n > max) {
+    if let Some(n) = declared_length(headers).filter(|n| *n > max) {
         if !waits && n <= max + COMMIT_DISCARD_MAX {
-            discard(body, n).await;
+            tokio::spawn(discard(body, n));
         }
         return Err(too_large());
     }
-    let mut kept = Vec::with_capacity(declared.unwrap_or(0) as usize);
-    while let Some(frame) = std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await {
-        let frame = frame.map_err(|e| bad(format!("reading the commit body: {e}")))?;
-        let Ok(data) = frame.into_data() else { continue };
-        if kept.len() + data.len() > COMMIT_BODY_MAX {
-            discard(body, COMMIT_DISCARD_MAX).await;
-            return Err(too_large());
+    match super::bodies::read(&state.request_bodies, body, COMMIT_BODY_MAX).await {
+        Ok(read) => Ok(read),
+        Err(Unread::TooLarge(rest)) => {
+            tokio::spawn(discard(rest, COMMIT_DISCARD_MAX));
+            Err(too_large())
         }
-        kept.extend_from_slice(&data);
+        Err(Unread::Busy) => Err(Rest(super::bodies::busy_rest())),
+        Err(Unread::Failed(e)) => Err(bad(format!("reading the commit body: {e}"))),
     }
-    Ok(kept)
 }
 
 /// Reads and drops up to `limit` more body bytes, giving up at the commit deadline.
