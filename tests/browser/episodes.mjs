@@ -45,7 +45,10 @@ await step('episodes list', async () => {
   for (const g of await row.locator('.grant').all()) {
     grants[await text(g, '.grant-effect')] = `${await text(g, '.grant-spent')}/${await text(g, '.grant-budget')}`;
   }
-  const want = { 'Workspace.Exec': '2/1000', 'Workspace.Read': '2/1000', 'Workspace.Write': '4/1000', 'world.apply': '0/1000' };
+  const want = {
+    'Workspace.Exec': '2/1000', 'Workspace.Read': '2/1000', 'Workspace.Write': '4/1000', 'World.Commit': '0/1000',
+    'world.apply': '0/1000',
+  };
   check('list: spend against budget per grant', JSON.stringify(grants) === JSON.stringify(want), JSON.stringify(grants));
   const meter = await row.locator('svg.meter title').allTextContents();
   check('list: each meter says its numbers', meter.includes('Workspace.Write on worktree: 4 spent of 1000'), meter.join('; '));
