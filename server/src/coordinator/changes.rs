@@ -9,17 +9,21 @@ use world_store::{EffectStatus, ReadError, Snapshot, canonical};
 
 /// Calls read back, at most, to find the changes.
 pub const LOOKBACK_CALLS: u64 = 64;
+/// Calls read at a time, newest first: a command that ran lately ends the
+/// walk after one small read instead of decoding `LOOKBACK_CALLS` tasks.
+const CALLS_PER_READ: u64 = 8;
 /// Changes named in one question, at most (the rest are counted).
 pub const CHANGES_SHOWN_MAX: usize = 16;
 
 /// The writes and edits of `episode` since its last command ran, oldest first.
 pub fn since_last_command(snap: &Snapshot, episode: &str) -> Result<Vec<String>, ReadError> {
-    let end = snap.episode(episode)?.map_or(0, |row| row.calls);
-    let from = end.saturating_sub(LOOKBACK_CALLS);
-    let calls = snap.episode_calls(episode, from, LOOKBACK_CALLS as usize)?;
+    let mut upper = snap.episode(episode)?.map_or(0, |row| row.calls);
+    let floor = upper.saturating_sub(LOOKBACK_CALLS);
     let mut changes = vec![];
-    'calls: for (_, _, task) in calls.iter().rev() {
-        for e in task.effects.iter().rev() {
+    'calls: while upper > floor {
+        let from = upper.saturating_sub(CALLS_PER_READ).max(floor);
+        let effects = snap.episode_calls(episode, from, (upper - from) as usize)?.into_iter().flat_map(|c| c.2.effects);
+        for e in effects.rev() {
             let ran = matches!(e.status, EffectStatus::Ok | EffectStatus::Failed | EffectStatus::Indeterminate);
             match (e.effect.as_str(), e.request) {
                 (EXEC, _) if ran => break 'calls,
@@ -27,6 +31,7 @@ pub fn since_last_command(snap: &Snapshot, episode: &str) -> Result<Vec<String>,
                 _ => {}
             }
         }
+        upper = from;
     }
     changes.reverse();
     if changes.len() > CHANGES_SHOWN_MAX {

@@ -285,22 +285,27 @@ fn commit_world(rows: &mut impl Rows, c: RestCommit) -> R<Ref> {
     Ok(c.next_world.world_ref)
 }
 
-/// What a REST commit's charge would debit, checked before anything is written.
-fn debit_of(rows: &mut impl Rows, charge: &CommitCharge) -> R<Debit> {
+/// What a REST commit's charge would debit, checked before anything is
+/// written: the spend it finds, and the debit.
+fn debit_of(rows: &mut impl Rows, charge: &CommitCharge) -> R<(u64, Debit)> {
     check_objects(std::slice::from_ref(&charge.record))?;
     let spent = rows.spent(&charge.episode, &charge.effect, &charge.scope)?;
     let remaining = charge.grant_budget.saturating_sub(spent);
     if charge.cost > remaining {
         return Err(WriteError::BudgetExhausted { remaining });
     }
-    Ok(Debit { budget_before: remaining, budget_after: remaining - charge.cost })
+    Ok((spent, Debit { budget_before: remaining, budget_after: remaining - charge.cost }))
 }
 
 /// The commit's journal item (intent and outcome, both naming its record,
 /// keyed by the entry) and its debit, in the commit's transaction.
-fn journal_commit(rows: &mut impl Rows, charge: &CommitCharge, debit: Debit, entry_index: u64) -> R<()> {
+fn journal_commit(
+    rows: &mut impl Rows,
+    charge: &CommitCharge,
+    (spent, debit): (u64, Debit),
+    entry_index: u64,
+) -> R<()> {
     let key = crate::model::commit_journal_id(entry_index);
-    let spent = rows.spent(&charge.episode, &charge.effect, &charge.scope)?;
     write_objects(rows, std::slice::from_ref(&charge.record))?;
     let intent = EffectIntent {
         episode: charge.episode.clone(),
