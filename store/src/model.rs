@@ -367,6 +367,39 @@ pub struct Task {
     /// The A2A `messageId` of the request (A2A 0.3 and 1.0 calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
+    /// A call its client follows as a task (MCP Tasks, A2A
+    /// `returnImmediately`): set when the row is written, absent on a call
+    /// answered in its own request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<TaskRun>,
+}
+
+/// What a call run as a task keeps beside its row: its command's own
+/// deadline, and the first ask to cancel it. Any node answers a poll from it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskRun {
+    /// When the command is stopped if it has not ended, Unix seconds.
+    pub deadline_at: u64,
+    /// When a cancel was first asked, Unix seconds; the node running the
+    /// command stops it once it sees this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_asked_at: Option<u64>,
+}
+
+/// What an ask to cancel a task came to: every answer is a value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CancelAsk {
+    /// Asked now; the node running it stops its command.
+    Asked,
+    /// Asked before (at that time): nothing changed.
+    AskedBefore(u64),
+    /// The task already ended, in this state: too late to cancel.
+    Ended(TaskState),
+    /// The call is answered in its own request; it is not a task to cancel.
+    NotARun,
+    /// No such task.
+    Unknown,
 }
 
 /// How one planned effect of a call ended.
@@ -381,15 +414,19 @@ pub enum EffectStatus {
     Skipped,
     /// Recovery found the intent without an outcome.
     Indeterminate,
+    /// Stopped by a cancel while it ran; debited, its record holds what
+    /// output it had.
+    Cancelled,
 }
 
 impl EffectStatus {
-    pub const ALL: [EffectStatus; 5] = [
+    pub const ALL: [EffectStatus; 6] = [
         EffectStatus::Ok,
         EffectStatus::Failed,
         EffectStatus::Denied,
         EffectStatus::Skipped,
         EffectStatus::Indeterminate,
+        EffectStatus::Cancelled,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -399,6 +436,7 @@ impl EffectStatus {
             EffectStatus::Denied => "denied",
             EffectStatus::Skipped => "skipped",
             EffectStatus::Indeterminate => "indeterminate",
+            EffectStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -409,6 +447,7 @@ impl From<OutcomeStatus> for EffectStatus {
             OutcomeStatus::Ok => EffectStatus::Ok,
             OutcomeStatus::Failed => EffectStatus::Failed,
             OutcomeStatus::Indeterminate => EffectStatus::Indeterminate,
+            OutcomeStatus::Cancelled => EffectStatus::Cancelled,
         }
     }
 }
@@ -460,7 +499,9 @@ impl CallEffect {
     /// Units this effect debited: a run effect's cost, nothing else.
     pub fn debited(&self) -> u64 {
         match self.status {
-            EffectStatus::Ok | EffectStatus::Failed | EffectStatus::Indeterminate => self.cost,
+            EffectStatus::Ok | EffectStatus::Failed | EffectStatus::Indeterminate | EffectStatus::Cancelled => {
+                self.cost
+            }
             EffectStatus::Denied | EffectStatus::Skipped => 0,
         }
     }
@@ -633,6 +674,9 @@ pub enum OutcomeStatus {
     Failed,
     /// Nobody knows whether the effect happened (set by recovery after a crash).
     Indeterminate,
+    /// The handler was stopped by a cancel; the debit stands, and its record
+    /// holds what output it had.
+    Cancelled,
 }
 
 impl OutcomeStatus {
@@ -641,6 +685,7 @@ impl OutcomeStatus {
             OutcomeStatus::Ok => "ok",
             OutcomeStatus::Failed => "failed",
             OutcomeStatus::Indeterminate => "indeterminate",
+            OutcomeStatus::Cancelled => "cancelled",
         }
     }
 }
@@ -778,6 +823,7 @@ mod episode_tests {
             effects: vec![],
             context: None,
             message_id: None,
+            run: None,
         }
     }
 

@@ -87,6 +87,7 @@ pub fn pure_call(task: TaskKey, input: &str, provenance: &str) -> Op {
             transition: TRANSITION.into(),
             context: None,
             message_id: None,
+            run: None,
         },
         Op::CommitInvocation(commit),
     ])

@@ -81,6 +81,7 @@ fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
         }],
         context: None,
         message_id: None,
+        run: None,
     };
     let intent = EffectIntent {
         episode: "ep1".into(),

@@ -114,6 +114,15 @@ enum Step {
         task: u8,
         digest: u8,
     },
+    /// A call its client follows as a task (`CreateTask` with a run).
+    CreateRun {
+        task: u8,
+        digest: u8,
+    },
+    /// An ask to cancel a task.
+    Cancel {
+        task: u8,
+    },
     Intent {
         task: u8,
         ordinal: u8,
@@ -253,6 +262,8 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(flaw, rest_id, journal, digest, seed, reuse_transition, coordinator)| Step::Rest { flaw, rest_id, journal, digest, seed, reuse_transition, coordinator }),
         1 => (0..3u8, 0..2u8).prop_map(|(id, digest)| Step::RestIntent { id, digest }),
         4 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::Begin { task, digest }),
+        2 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::CreateRun { task, digest }),
+        2 => task.clone().prop_map(|task| Step::Cancel { task }),
         5 => (task, 0..3u8, 0..2u8, 0..2u8, 0..4u8, 0..7u8, prop::bool::weighted(0.1), prop::option::weighted(0.3, (any::<u8>(), 0..2u8)))
             .prop_map(|(task, ordinal, effect, scope, cost, budget, bad_request, approval)| Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval }),
         2 => (0..4u8, 0..2u8, 0..2u8, 0..2u8, 0..30u8)
@@ -405,23 +416,42 @@ impl Model {
                     effects: vec![],
                     context: context.clone(),
                     message_id: message_id.clone(),
+                    run: None,
                 };
                 self.tasks.insert(task.clone(), t);
                 self.calls.entry(task.episode.clone()).or_default().push(task.clone());
                 Ok(Reply::Begun(BeginOutcome::Started))
             }
-            Op::CreateTask { task, request_digest, at, transition, context, message_id } => {
+            Op::CreateTask { task, request_digest, at, transition, context, message_id, run } => {
                 if let Some(t) = self.tasks.get(task) {
                     return Err(Want::Err(WriteError::TaskExists(Box::new(t.clone()))));
                 }
-                self.apply(&Op::BeginTask {
+                let begun = self.apply(&Op::BeginTask {
                     task: task.clone(),
                     request_digest: *request_digest,
                     at: *at,
                     transition: transition.clone(),
                     context: context.clone(),
                     message_id: message_id.clone(),
-                })
+                })?;
+                if let Some(t) = self.tasks.get_mut(task) {
+                    t.run = run.clone();
+                }
+                Ok(begun)
+            }
+            Op::CancelTask { task, at } => {
+                let Some(t) = self.tasks.get_mut(task) else { return Ok(Reply::Cancel(CancelAsk::Unknown)) };
+                if t.state != TaskState::Started {
+                    return Ok(Reply::Cancel(CancelAsk::Ended(t.state)));
+                }
+                let Some(run) = t.run.as_mut() else { return Ok(Reply::Cancel(CancelAsk::NotARun)) };
+                Ok(Reply::Cancel(match run.cancel_asked_at {
+                    Some(first) => CancelAsk::AskedBefore(first),
+                    None => {
+                        run.cancel_asked_at = Some(*at);
+                        CancelAsk::Asked
+                    }
+                }))
             }
             Op::Sequence(ops) => {
                 let mut out = vec![];
@@ -851,6 +881,7 @@ impl Model {
                     OutcomeStatus::Ok => EffectStatus::Ok,
                     OutcomeStatus::Failed => EffectStatus::Failed,
                     OutcomeStatus::Indeterminate => EffectStatus::Indeterminate,
+                    OutcomeStatus::Cancelled => EffectStatus::Cancelled,
                 }),
                 denial: None,
                 budget_before: item.intent.budget_before,
@@ -1050,6 +1081,16 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             context: (digest % 3 == 0).then(|| format!("ctx-{}", digest % 2)),
             message_id: (digest % 2 == 0).then(|| format!("m-{digest}")),
         },
+        Step::CreateRun { task, digest } => Op::CreateTask {
+            task: task_key(*task),
+            request_digest: Ref::of(&[*digest]),
+            at,
+            transition: TRANSITIONS[*digest as usize % TRANSITIONS.len()].into(),
+            context: None,
+            message_id: None,
+            run: Some(TaskRun { deadline_at: at + 600, cancel_asked_at: None }),
+        },
+        Step::Cancel { task } => Op::CancelTask { task: pick_task(m, *task), at: m.now },
         Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval } => {
             let task = pick_task(m, *task);
             let inv = task.invocation_id();
@@ -1236,6 +1277,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::RevokeSession { .. } => "RevokeSession",
         Op::PublishRegistry(_) => "PublishRegistry",
         Op::CreateTask { .. } => "CreateTask",
+        Op::CancelTask { .. } => "CancelTask",
         Op::Sequence(_) => "Sequence",
         Op::AskApproval { .. } => "AskApproval",
         Op::DecideApproval { .. } => "DecideApproval",
@@ -1535,6 +1577,8 @@ fn every_reply_and_read_match_the_model(engine: Engine, cases: u32) {
         "RecordOutcome",
         "CommitInvocation",
         "EndTask",
+        "CreateTask",
+        "CancelTask",
         "MintSession",
         "RevokeSession",
         "PublishRegistry",

@@ -165,12 +165,14 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
         Op::RecordOutcome(o) => record_outcome(rows, o).map(|_| Reply::Done),
         Op::CommitInvocation(c) => commit_invocation(rows, c).map(Reply::Committed),
         Op::EndTask { task, state, at } => end_task(rows, &task, state, at).map(|_| Reply::Done),
-        Op::CreateTask { task, request_digest, at, transition, context, message_id } => {
-            match begin_task(rows, &task, started(request_digest, at, transition, context, message_id))? {
+        Op::CreateTask { task, request_digest, at, transition, context, message_id, run } => {
+            let row = Task { run, ..started(request_digest, at, transition, context, message_id) };
+            match begin_task(rows, &task, row)? {
                 BeginOutcome::Started => Ok(Reply::Begun(BeginOutcome::Started)),
                 BeginOutcome::Existing(t) => Err(WriteError::TaskExists(t)),
             }
         }
+        Op::CancelTask { task, at } => cancel_task(rows, &task, at).map(Reply::Cancel),
         Op::Sequence(ops) => sequence(rows, ops).map(Reply::Sequence),
         Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
         Op::RevokeSession { credential_id, at } => revoke_session(rows, &credential_id, at).map(Reply::Revoked),
@@ -393,7 +395,24 @@ fn started(digest: Ref, at: u64, transition: String, context: Option<String>, me
         effects: vec![],
         context,
         message_id,
+        run: None,
     }
+}
+
+/// The first ask to cancel a started task is kept in its row; a later one,
+/// or one for a task that ended or is no task, changes nothing.
+fn cancel_task(rows: &mut impl Rows, key: &TaskKey, at: u64) -> R<CancelAsk> {
+    let Some(mut task) = rows.task(key)? else { return Ok(CancelAsk::Unknown) };
+    if task.state != TaskState::Started {
+        return Ok(CancelAsk::Ended(task.state));
+    }
+    let Some(run) = task.run.as_mut() else { return Ok(CancelAsk::NotARun) };
+    if let Some(first) = run.cancel_asked_at {
+        return Ok(CancelAsk::AskedBefore(first));
+    }
+    run.cancel_asked_at = Some(at);
+    rows.update_task(key, &task)?;
+    Ok(CancelAsk::Asked)
 }
 
 fn begin_task(rows: &mut impl Rows, key: &TaskKey, task: Task) -> R<BeginOutcome> {

@@ -135,6 +135,7 @@ mod tests {
             effects: vec![],
             context: None,
             message_id: None,
+            run: None,
         }
     }
 

@@ -276,6 +276,15 @@ pub enum Op {
         context: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         message_id: Option<String>,
+        /// Set for a call its client follows as a task.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run: Option<TaskRun>,
+    },
+    /// Asks that a task's command stop (`Reply::Cancel`, every answer a
+    /// value): kept in its row, so whichever node runs it sees the ask.
+    CancelTask {
+        task: TaskKey,
+        at: u64,
     },
     /// Several requests applied in order within one durable batch, each with
     /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
@@ -334,7 +343,15 @@ impl Op {
 
     /// `CreateTask` of a call that tells nothing but its key, digest and start.
     pub fn create_task(task: TaskKey, request_digest: Ref, at: u64) -> Op {
-        Op::CreateTask { task, request_digest, at, transition: String::new(), context: None, message_id: None }
+        Op::CreateTask {
+            task,
+            request_digest,
+            at,
+            transition: String::new(),
+            context: None,
+            message_id: None,
+            run: None,
+        }
     }
 }
 
@@ -381,6 +398,8 @@ pub enum Reply {
     Secret(Vec<u8>),
     /// The approvals a pass closed, by id.
     ApprovalsClosed(Vec<String>),
+    /// What an ask to cancel a task came to.
+    Cancel(CancelAsk),
     Sequence(Vec<Result<Reply, WriteError>>),
 }
 
