@@ -34,6 +34,8 @@ pub struct Daemon {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// `serve --approval-ttl`.
     pub approval_ttl_s: u64,
+    /// `serve --exec-timeout` and `--tasks-max`.
+    pub task_limits: crate::coordinator::tasks::TaskLimits,
     /// Seals the questions asked of MCP clients (the store's secret).
     pub approval_key: [u8; crate::approvals::state::KEY_BYTES],
     /// `serve --private-reads`: the reads need a credential (`http::reads`).
@@ -58,5 +60,8 @@ impl crate::coordinator::Host for Daemon {
     }
     fn approval_ttl(&self) -> u64 {
         self.approval_ttl_s
+    }
+    fn task_limits(&self) -> crate::coordinator::tasks::TaskLimits {
+        self.task_limits
     }
 }

@@ -40,6 +40,8 @@ pub struct ServeOptions {
     pub confine: crate::confine::Options,
     /// What each episode's worktree may hold.
     pub worktree_quota_bytes: u64,
+    /// How long a command run as a task may take, and how many run at once.
+    pub task_limits: crate::coordinator::tasks::TaskLimits,
     /// Print ready-to-paste agent connections on stdout once listening
     /// (`quickstart` prints its own, with its token file, before serving).
     pub print_connections: bool,
@@ -182,6 +184,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         tools: Default::default(),
         metrics,
         approval_ttl_s: opts.approval_ttl_s,
+        task_limits: opts.task_limits,
         approval_key,
         private_reads,
     });

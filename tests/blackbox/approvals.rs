@@ -11,16 +11,18 @@ use crate::harness::*;
 use serde_json::{Value, json};
 use std::path::Path;
 
-const EP: &str = "asks";
+pub(crate) const EP: &str = "asks";
 
-struct Lab {
-    store: TempStore,
-    daemon: Daemon,
-    root: std::path::PathBuf,
-    db: String,
+/// A daemon with a worktree for episode `EP`, the builtin tools published and
+/// a genesis world committed.
+pub(crate) struct Lab {
+    pub(crate) store: TempStore,
+    pub(crate) daemon: Daemon,
+    pub(crate) root: std::path::PathBuf,
+    pub(crate) db: String,
 }
 
-fn lab(extra: &[&str]) -> Lab {
+pub(crate) fn lab(extra: &[&str]) -> Lab {
     let store = TempStore::new();
     let root = store.dir.path().join("ws");
     std::fs::create_dir_all(root.join(EP)).unwrap();
@@ -34,7 +36,7 @@ fn lab(extra: &[&str]) -> Lab {
     lab
 }
 
-fn start(db: &Path, root: &Path, extra: &[&str]) -> Daemon {
+pub(crate) fn start(db: &Path, root: &Path, extra: &[&str]) -> Daemon {
     let mut args = vec!["--workspace-root", root.to_str().unwrap()];
     args.extend(extra);
     Daemon::start_with(db, &args)
@@ -54,7 +56,7 @@ impl Lab {
     }
 
     /// What the episode spent (an episode that made no call has no summary: nothing).
-    fn spent(&self) -> u64 {
+    pub(crate) fn spent(&self) -> u64 {
         let r = self.daemon.get(&format!("/v1/episodes/{EP}"));
         if r.status == 404 {
             return 0;
@@ -63,7 +65,7 @@ impl Lab {
         summary["spend"].as_array().into_iter().flatten().map(|g| g["spent"].as_u64().unwrap_or(0)).sum()
     }
 
-    fn worldd_ok(&self, args: &[&str]) -> String {
+    pub(crate) fn worldd_ok(&self, args: &[&str]) -> String {
         let mut all = args.to_vec();
         all.extend(["--db", &self.db]);
         let o = worldd(&all);

@@ -25,3 +25,4 @@ mod quickstart;
 mod reads;
 mod rest;
 mod sessions;
+mod tasks;

@@ -107,6 +107,9 @@ pub struct SendRequest {
     pub message_id: Option<String>,
     /// `configuration.historyLength`: how much of the task's history the reply carries.
     pub history_length: Option<u32>,
+    /// `configuration.returnImmediately`: answer with the task as soon as it
+    /// exists (a command then runs on as a task the client polls).
+    pub return_immediately: bool,
 }
 
 /// The continuation of an `input-required` task with a decision.

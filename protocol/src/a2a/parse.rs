@@ -120,6 +120,7 @@ fn parse_tasks_send(params: Option<&Value>) -> Result<A2aKind, Bad> {
         context_id: None,
         message_id: None,
         history_length: None,
+        return_immediately: false,
     }))
 }
 
@@ -194,8 +195,8 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
     let context_id = bounded_str(message, "contextId", "message.contextId")?;
     let places = [("metadata", params.get("metadata")), ("message.metadata", message.get("metadata"))];
     let answers = metadata_str(&places, "skill_id")?.is_none() && message.get("taskId").is_some_and(|t| !t.is_null());
-    let history_length = match params.get("configuration") {
-        None | Some(Value::Null) => None,
+    let (history_length, return_immediately) = match params.get("configuration") {
+        None | Some(Value::Null) => (None, false),
         Some(Value::Object(c)) => {
             if c.get("pushNotificationConfig")
                 .or_else(|| c.get("taskPushNotificationConfig"))
@@ -204,7 +205,12 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
                 let why = Why::parameter("configuration.taskPushNotificationConfig", PUSH_DETAIL);
                 return Err(A2aError::PushNotificationNotSupported.because(why));
             }
-            non_negative(c, "historyLength", "configuration.historyLength")?
+            let return_immediately = match c.get("returnImmediately") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(invalid("configuration.returnImmediately", "a boolean")),
+            };
+            (non_negative(c, "historyLength", "configuration.historyLength")?, return_immediately)
         }
         Some(_) => return Err(invalid("configuration", "a SendMessageConfiguration object")),
     };
@@ -231,6 +237,7 @@ fn parse_message_send(params: Option<&Value>, flavor: Flavor) -> Result<A2aKind,
         context_id,
         message_id: Some(message_id),
         history_length,
+        return_immediately,
     }))
 }
 

@@ -71,6 +71,7 @@ fn send_request(task_id: &str, skill_id: &str, arguments: Value) -> SendRequest 
         context_id: None,
         message_id: None,
         history_length: None,
+        return_immediately: false,
     }
 }
 
@@ -888,4 +889,22 @@ fn a_message_on_a_task_naming_no_skill_whose_data_is_an_approval_word_is_an_answ
     let call =
         send10(r#"{"messageId":"m2","taskId":"t1","role":"ROLE_USER","parts":[{"data":{"approval":"approve"}}]}"#);
     assert!(matches!(parse_str(&call).unwrap().kind, A2aKind::Send(_)));
+}
+
+#[test]
+fn return_immediately_is_read_from_the_configuration_and_must_be_a_boolean() {
+    let send = |configuration: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{{"configuration":{configuration},"metadata":{{"skill_id":"s"}},"message":{{"messageId":"m-1","role":"ROLE_USER","parts":[{{"data":{{}}}}]}}}}}}"#
+        )
+    };
+    for (configuration, wanted) in
+        [(r#"{"returnImmediately":true}"#, true), ("{}", false), (r#"{"returnImmediately":null}"#, false)]
+    {
+        match parse_str(&send(configuration)).unwrap().kind {
+            A2aKind::Send(s) => assert_eq!(s.return_immediately, wanted, "{configuration}"),
+            other => panic!("{configuration}: {other:?}"),
+        }
+    }
+    assert_refused(&send(r#"{"returnImmediately":"yes"}"#), -32602, Some("configuration.returnImmediately"));
 }

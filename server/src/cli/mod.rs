@@ -270,7 +270,18 @@ pub struct ConfineArgs {
     /// file tools refuse to grow it.
     #[arg(long = "worktree-quota-mib", value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=WORKTREE_QUOTA_MIB_MAX))]
     pub worktree_quota_mib: Option<u64>,
+    /// Seconds a `workspace-exec` command run as a task may take (default 600,
+    /// at most 14400). A command answered in its own request stops at 9 s.
+    #[arg(long = "exec-timeout", value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=crate::coordinator::tasks::EXEC_TIMEOUT_MAX.as_secs()))]
+    pub exec_timeout: Option<u64>,
+    /// Commands running as tasks on this daemon at once (default 16); past it
+    /// a call that would start one is refused, nothing debited.
+    #[arg(long = "tasks-max", value_name = "N", value_parser = clap::value_parser!(u64).range(1..=TASKS_MAX_MAX))]
+    pub tasks_max: Option<u64>,
 }
+
+/// The most `--tasks-max` takes.
+const TASKS_MAX_MAX: u64 = 1024;
 
 /// The largest worktree quota, in MiB (16 TiB).
 const WORKTREE_QUOTA_MIB_MAX: u64 = 16 << 20;
@@ -280,6 +291,14 @@ const RUN_MEMORY_MIB_MIN: u64 = 64;
 const RUN_MEMORY_MIB_MAX: u64 = 1 << 20;
 
 impl ConfineArgs {
+    pub fn task_limits(&self) -> crate::coordinator::tasks::TaskLimits {
+        let defaults = crate::coordinator::tasks::TaskLimits::default();
+        crate::coordinator::tasks::TaskLimits {
+            exec_timeout: self.exec_timeout.map_or(defaults.exec_timeout, std::time::Duration::from_secs),
+            running_max: self.tasks_max.map_or(defaults.running_max, |n| n as usize),
+        }
+    }
+
     pub fn worktree_quota_bytes(&self) -> u64 {
         self.worktree_quota_mib.map_or(crate::effects::quota::WORKTREE_QUOTA_BYTES, |m| m << 20)
     }
@@ -445,6 +464,7 @@ pub fn run() -> ExitCode {
                 metrics: !no_metrics,
                 confine: confine.options(),
                 worktree_quota_bytes: confine.worktree_quota_bytes(),
+                task_limits: confine.task_limits(),
                 print_connections,
                 approval_ttl_s: approval_ttl,
                 private_reads: reads.private_reads,

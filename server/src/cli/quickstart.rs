@@ -188,6 +188,7 @@ pub fn run(
         metrics: true,
         confine: confine.options(),
         worktree_quota_bytes: confine.worktree_quota_bytes(),
+        task_limits: confine.task_limits(),
         print_connections: false,
         private_reads: reads.private_reads,
         connections_max: crate::limits::CONNECTIONS_MAX,

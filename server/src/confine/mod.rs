@@ -62,6 +62,42 @@ pub enum Outcome {
     DiskExceeded {
         written_bytes: u64,
     },
+    /// Stopped by its caller (a task's cancel): every process of the run was
+    /// killed. The daemon's own word; a helper never reports it.
+    Stopped,
+}
+
+/// A caller's ask to stop a run before its end (a task's cancel): asked
+/// once, seen by the run's wait whenever it is asked.
+#[derive(Debug, Default)]
+pub struct RunStop {
+    asked: std::sync::atomic::AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl RunStop {
+    pub fn ask(&self) {
+        self.asked.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
+    pub fn is_asked(&self) -> bool {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Ends once the stop is asked (at once if it was).
+    pub async fn asked(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            // Registered before the flag is read, so no ask falls between.
+            notified.as_mut().enable();
+            if self.is_asked() {
+                return;
+            }
+            notified.await;
+        }
+    }
 }
 
 impl Outcome {
@@ -75,6 +111,7 @@ impl Outcome {
             Outcome::SetupFailed { .. } => "setup_failed",
             Outcome::MemoryExceeded { .. } => "memory_exceeded",
             Outcome::DiskExceeded { .. } => "disk_exceeded",
+            Outcome::Stopped => "stopped",
         }
     }
 }
@@ -284,20 +321,42 @@ impl Confinement {
 
     /// Waits for a run to end and says how; afterwards nothing of it is left.
     pub async fn wait(&self, run: &RunDir, spawned: Spawned) -> Outcome {
+        self.wait_or_stop(run, spawned, None).await
+    }
+
+    /// As `wait`, but a run whose `stop` is asked first is killed whole and
+    /// ends `Stopped`.
+    pub async fn wait_or_stop(&self, run: &RunDir, spawned: Spawned, stop: Option<&RunStop>) -> Outcome {
         let (kind, started) = (spawned.kind, spawned.started);
-        let outcome = self.wait_for(run, spawned).await;
+        let outcome = self.wait_for(run, spawned, stop).await;
         let kind = if kind == Kind::Pure { "pure" } else { "exec" };
         self.metrics.run(kind, outcome.class(), started.elapsed().as_secs_f64());
         outcome
     }
 
-    async fn wait_for(&self, run: &RunDir, spawned: Spawned) -> Outcome {
+    async fn wait_for(&self, run: &RunDir, spawned: Spawned, stop: Option<&RunStop>) -> Outcome {
         let Spawned { mut child, deadline, .. } = spawned;
         let pgid = child.id();
         let confined = self.is_confined();
         let limit = if confined { deadline + HELPER_GRACE } else { deadline };
-        let status = tokio::time::timeout(limit, child.wait()).await;
+        let stopped = async {
+            match stop {
+                Some(s) => s.asked().await,
+                None => std::future::pending().await,
+            }
+        };
+        let status = tokio::select! {
+            status = tokio::time::timeout(limit, child.wait()) => Some(status),
+            () = stopped => None,
+        };
+        // The helper's group first; its init's death (`PR_SET_PDEATHSIG`)
+        // ends the run's namespace, and the cgroup below goes with the rest.
         kill_group(pgid);
+        let Some(status) = status else {
+            let _ = child.wait().await;
+            self.remove_cgroup(run).await;
+            return Outcome::Stopped;
+        };
         let outcome = match (status, confined) {
             (Err(_), _) => {
                 let _ = child.wait().await;
@@ -307,10 +366,14 @@ impl Confinement {
             (Ok(Ok(status)), false) => status_outcome(status),
             (Ok(Ok(status)), true) => read_outcome(&run.outcome(), status),
         };
+        self.remove_cgroup(run).await;
+        outcome
+    }
+
+    async fn remove_cgroup(&self, run: &RunDir) {
         if let Mode::Kernel(Kernel { cgroups: Some(c), .. }) = &self.mode {
             c.remove(&c.run(&run.name)).await;
         }
-        outcome
     }
 
     /// The bytes a finished run's processes wrote to storage, as its init

@@ -91,7 +91,7 @@ pub(super) async fn resume(host: &SharedHost, call: &Call, task: Task, digest: R
 }
 
 /// A committed call's output, read back and checked against its ref.
-async fn committed_output(host: &SharedHost, out_ref: Ref) -> Result<Value, CallError> {
+pub(super) async fn committed_output(host: &SharedHost, out_ref: Ref) -> Result<Value, CallError> {
     let d = host.clone();
     let bytes = tokio::task::spawn_blocking(move || d.store().snapshot().and_then(|s| s.payload(&out_ref)))
         .await

@@ -7,14 +7,14 @@ use super::Stop::{self, Failed};
 use super::broker::Recorded;
 use super::execute::Effects;
 use super::plan::Plan;
-use super::{CallError, INVOCATION_OUTPUT, INVOCATION_RECORD_V1, INVOCATION_RECORD_V2, Invocation, Outcome};
+use super::{CallError, Held, INVOCATION_OUTPUT, INVOCATION_RECORD_V1, INVOCATION_RECORD_V2, Invocation, Outcome};
 use crate::registry;
 use serde_json::{Map, Value, json};
 use world_store::canonical::FixedObject;
 use world_store::*;
 
 /// What an effectful invocation brings to its commit.
-pub(super) struct Ran<'g> {
+pub(super) struct Ran {
     plan: NewObject,
     /// The effect records, in the order the effects ran.
     records: Vec<Ref>,
@@ -22,24 +22,19 @@ pub(super) struct Ran<'g> {
     told: Vec<CallEffect>,
     /// Objects only the commit carries (denials).
     objects: Vec<NewObject>,
-    /// The episode's effect lock, let go once the commit is queued.
-    episode: tokio::sync::MutexGuard<'g, ()>,
-    /// The episode's hold among nodes, given up once the commit is durable.
-    hold: EpisodeHold,
+    /// The episode's effect lock, let go once the commit is queued, and its
+    /// hold among nodes, given up once the commit is durable (a task let
+    /// both go when its command started).
+    held: Option<Held>,
 }
 
-impl<'g> Ran<'g> {
-    pub(super) fn of(
-        plan: NewObject,
-        effects: Effects,
-        episode: tokio::sync::MutexGuard<'g, ()>,
-        hold: EpisodeHold,
-    ) -> Ran<'g> {
+impl Ran {
+    pub(super) fn of(plan: NewObject, effects: Effects, held: Option<Held>) -> Ran {
         let objects = effects.recorded.iter().flat_map(|b| b.objects.clone()).collect();
         let records = effects.recorded.iter().map(|b| b.record).collect();
         let mut told: Vec<CallEffect> = effects.recorded.iter().map(|b| b.told.clone()).collect();
         told.extend(effects.skipped);
-        Ran { plan, records, told, objects, episode, hold }
+        Ran { plan, records, told, objects, held }
     }
 }
 
@@ -117,12 +112,13 @@ impl Invocation<'_> {
         outcomes: Vec<Op>,
         input: NewObject,
         output: Value,
-        ran: Option<Ran<'_>>,
+        ran: Option<Ran>,
     ) -> Result<Outcome, Stop> {
-        let (plan, records, told, mut objects, episode, hold) = match ran {
-            Some(r) => (Some(r.plan), r.records, r.told, r.objects, Some(r.episode), Some(r.hold)),
-            None => (None, vec![], vec![], vec![], None, None),
+        let (plan, records, told, mut objects, held) = match ran {
+            Some(r) => (Some(r.plan), r.records, r.told, r.objects, r.held),
+            None => (None, vec![], vec![], vec![], None),
         };
+        let (episode, hold) = held.map(|h| (h.lock, h.hold)).unzip();
         let output_obj = self.object(INVOCATION_OUTPUT, canonical::to_vec(&output));
         let record = self.invocation_record(&input, &output_obj, plan.as_ref(), &records);
         let commit = InvocationCommit {

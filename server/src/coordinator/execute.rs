@@ -4,8 +4,10 @@
 
 use super::broker::{Brokered, Recorded};
 use super::plan::{Plan, PlannedEffect, planned};
+use super::tasks::{self, TaskStarted};
 use super::{HANDLER_DEADLINE, Invocation, Stop};
 use crate::effects;
+use crate::effects::worktree::RunControl;
 use serde_json::Value;
 use world_store::*;
 
@@ -24,7 +26,10 @@ impl Invocation<'_> {
         let mut pending = plan.effects.iter();
         for e in pending.by_ref() {
             let r = match self.broker(e).await? {
-                Brokered::Allowed { request, debit, approval } => self.execute(e, request, debit, approval).await,
+                Brokered::Allowed { request, debit, approval } => {
+                    self.task_started();
+                    self.execute(e, request, debit, approval).await
+                }
                 Brokered::Denied(r) => *r,
             };
             let stop = r.status != "ok";
@@ -43,22 +48,42 @@ impl Invocation<'_> {
         Ok(Effects { recorded, skipped })
     }
 
+    /// A call run as a task, its intent and debit durable: its surface is
+    /// told (a poll of its id now resolves), and the episode's lock and hold
+    /// are let go, so that the episode's other calls run beside its command.
+    fn task_started(&mut self) {
+        let Some(task) = self.task.as_mut() else { return };
+        let Some(started) = task.started.take() else { return };
+        self.held = None;
+        let running = &task.slot.running;
+        tasks::watch_for_cancel(self.host, self.key.clone(), std::sync::Arc::downgrade(running));
+        let _ = started.send(TaskStarted {
+            task_id: self.key.task_id.clone(),
+            started_at: running.started_at,
+            deadline_at: running.deadline_at,
+        });
+    }
+
     /// Runs an allowed effect's handler: its record, and its outcome for the commit.
     async fn execute(&self, e: &PlannedEffect, request: Ref, debit: Debit, approval: Option<Ref>) -> Recorded {
         let output = self.handle(e).await;
         let failed = output.is_none();
+        let cancelled = output.as_ref().is_some_and(|o| o["cancelled"] == true);
         let result = output
             .as_ref()
             .map(|v| NewObject::derived(effects::EFFECT_RESULT, effects::BROKER_PROVENANCE, canonical::to_vec(v)));
         let record = self.effect_record(e, debit, Ok(failed), request, result.as_ref().map(|r| r.hash), approval);
         let record_ref = record.hash;
-        let status = if failed { OutcomeStatus::Failed } else { OutcomeStatus::Ok };
-        let label = if failed { "failed" } else { "ok" };
+        let (status, told, label) = match (failed, cancelled) {
+            (true, _) => (OutcomeStatus::Failed, EffectStatus::Failed, "failed"),
+            (false, true) => (OutcomeStatus::Cancelled, EffectStatus::Cancelled, "cancelled"),
+            (false, false) => (OutcomeStatus::Ok, EffectStatus::Ok, "ok"),
+        };
         self.host.metrics().effect(&e.effect, &e.scope, label, e.cost, None);
         let outcome =
             OutcomeRequest { task: self.key.clone(), ordinal: 0, status, record, result, at: crate::clock::now() };
         let told = CallEffect {
-            status: if failed { EffectStatus::Failed } else { EffectStatus::Ok },
+            status: told,
             budget_before: debit.budget_before,
             budget_after: debit.budget_after,
             record: Some(record_ref),
@@ -68,7 +93,7 @@ impl Invocation<'_> {
         Recorded {
             id: e.id.clone(),
             effect: e.effect.clone(),
-            status: if failed { "failed" } else { "ok" },
+            status: label,
             record: record_ref,
             output,
             objects: vec![],
@@ -80,9 +105,16 @@ impl Invocation<'_> {
     /// The handler's output; `None` when it failed, overran its deadline or
     /// answered more than `RESULT_BYTES_MAX`.
     async fn handle(&self, e: &PlannedEffect) -> Option<Value> {
+        let (control, deadline) = match &self.task {
+            Some(task) => {
+                let limits = self.host.task_limits();
+                (task.slot.control(limits), limits.exec_timeout + tasks::TASK_FINISH_GRACE)
+            }
+            None => (RunControl::default(), HANDLER_DEADLINE),
+        };
         let ran = tokio::time::timeout(
-            HANDLER_DEADLINE,
-            self.host.worktrees().run(&self.call.episode, &e.effect, &e.payload),
+            deadline,
+            self.host.worktrees().run(&self.call.episode, &e.effect, &e.payload, &control),
         )
         .await;
         match ran {

@@ -27,6 +27,7 @@ mod commit;
 mod detach;
 mod execute;
 mod plan;
+pub mod tasks;
 mod write;
 
 use crate::effects::worktree::Worktrees;
@@ -40,6 +41,7 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tasks::{RunningSlot, TaskLimits, TaskStarted};
 use world_store::*;
 
 /// What a call runs against. The daemon provides it; the coordinator knows
@@ -52,6 +54,8 @@ pub trait Host: Send + Sync + 'static {
     fn metrics(&self) -> &crate::metrics::Metrics;
     /// How long an approval waits for a person, and an approved effect to run.
     fn approval_ttl(&self) -> u64;
+    /// What this daemon allows of tasks.
+    fn task_limits(&self) -> TaskLimits;
 }
 
 /// The host a call runs against, shared with the call's own task.
@@ -106,6 +110,10 @@ pub struct Call {
     /// nothing more (no second glance, and on a remote store no second hop
     /// to the blocking pool). The call's write checks each of them again.
     pub glanced: Option<Glanced>,
+    /// The client can follow a task (MCP with the Tasks extension declared
+    /// on this request, A2A `returnImmediately`): a command then runs as
+    /// one (`invoke_or_start`).
+    pub may_run_as_task: bool,
 }
 
 /// What admission reads for any call: the registry and whether a world is
@@ -199,6 +207,10 @@ pub enum CallError {
     /// used already, expired, another request's, not the caller's to give).
     #[error("{0}")]
     ApprovalAnswer(String),
+    /// The call would run as a task, and as many run as allowed: nothing
+    /// ran or was debited.
+    #[error("{0}")]
+    TasksBusy(String),
 }
 
 impl CallError {
@@ -222,6 +234,7 @@ impl CallError {
             CallError::OutOfSpace(_) => "out_of_space",
             CallError::ApprovalPending(_) => "approval_pending",
             CallError::ApprovalAnswer(_) => "approval_answer",
+            CallError::TasksBusy(_) => "tasks_busy",
         }
     }
 }
@@ -233,6 +246,8 @@ pub struct Coordinator {
     registry_cache: Mutex<Option<(Ref, Arc<Registry>)>>,
     sources: Mutex<HashMap<Ref, Arc<Vec<u8>>>>,
     in_flight: Mutex<std::collections::HashSet<TaskKey>>,
+    /// Tasks whose commands run on this node.
+    running: Mutex<HashMap<TaskKey, Arc<tasks::Running>>>,
     /// A world was seen selected: it stays so (heads are never removed), so
     /// admission stops asking.
     world_seen: std::sync::atomic::AtomicBool,
@@ -325,27 +340,65 @@ impl Coordinator {
 /// The metric label of a call whose tool id the registry does not hold.
 const UNKNOWN_TOOL_LABEL: &str = "unknown";
 
+/// How a call that may run as a task was answered.
+#[derive(Debug)]
+pub enum Answered {
+    Ended(Outcome),
+    /// Its command runs on as a task: a poll of its id resolves.
+    Running(TaskStarted),
+}
+
 /// Runs one call to completion in its own task, bounded by the invocation deadline.
 pub async fn invoke(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+    invoke_measured(host, call, None).await
+}
+
+/// As `invoke`, but a call that runs a command and may run as a task is
+/// answered once its intent and debit are durable: its command runs on,
+/// past the request, to the task's own deadline.
+pub async fn invoke_or_start(host: &SharedHost, call: Call) -> Result<Answered, CallError> {
+    if !call.may_run_as_task {
+        return invoke(host, call).await.map(Answered::Ended);
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let ended = invoke_measured(host, call, Some(tx));
+    tokio::pin!(ended);
+    tokio::select! {
+        biased;
+        // Dropping the call here hands it to a task of its own (`RunsToEnd`).
+        Ok(started) = rx => Ok(Answered::Running(started)),
+        r = &mut ended => r.map(Answered::Ended),
+    }
+}
+
+async fn invoke_measured(
+    host: &SharedHost,
+    call: Call,
+    started: Option<tokio::sync::oneshot::Sender<TaskStarted>>,
+) -> Result<Outcome, CallError> {
     if !host.metrics().is_on() {
-        return invoke_detached(host, call).await;
+        return invoke_detached(host, call, started).await;
     }
     let (surface, tool) = (call.surface, call.transition_id.clone());
-    let started = std::time::Instant::now();
+    let began = std::time::Instant::now();
     let _in_flight = host.metrics().in_flight();
-    let ended = invoke_detached(host, call).await;
+    let ended = invoke_detached(host, call, started).await;
     let outcome = match &ended {
         Ok(_) => "committed",
         Err(e) => e.kind(),
     };
     let tool = if host.coordinator().registered(&tool) { tool.as_str() } else { UNKNOWN_TOOL_LABEL };
-    host.metrics().call(surface.as_str(), tool, outcome, started.elapsed().as_secs_f64());
+    host.metrics().call(surface.as_str(), tool, outcome, began.elapsed().as_secs_f64());
     ended
 }
 
-async fn invoke_detached(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+async fn invoke_detached(
+    host: &SharedHost,
+    call: Call,
+    started: Option<tokio::sync::oneshot::Sender<TaskStarted>>,
+) -> Result<Outcome, CallError> {
     let d = host.clone();
-    let task = RunsToEnd::new(async move { run(&d, call).await });
+    let task = RunsToEnd::new(async move { run(&d, call, started).await });
     match tokio::time::timeout(INVOCATION_DEADLINE, task).await {
         Err(_) => Err(CallError::Deadline),
         Ok(Err(_panic)) => Err(CallError::Unavailable("invocation task failed: it panicked".into())),
@@ -354,7 +407,11 @@ async fn invoke_detached(host: &SharedHost, call: Call) -> Result<Outcome, CallE
 }
 
 /// One call, admission to commit, run to its end by `invoke_detached`.
-async fn run(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
+async fn run(
+    host: &SharedHost,
+    call: Call,
+    started: Option<tokio::sync::oneshot::Sender<TaskStarted>>,
+) -> Result<Outcome, CallError> {
     let admitted = admit(host, &call).await?;
     let digest = request_digest(&call);
     if let Some(task) = admitted.existing {
@@ -371,7 +428,26 @@ async fn run(host: &SharedHost, call: Call) -> Result<Outcome, CallError> {
     // A task id in flight here has no durable row yet (the row is written with
     // the first effect's intent, or with the commit): catch the duplicate in memory.
     let Some(_in_flight) = InFlight::claim(host.coordinator(), &key) else { return Err(CallError::TaskIdInUse) };
-    let mut inv = Invocation { host, call: &call, d: &d, key, digest, created: false, ran: false, journaled: vec![] };
+    // Only a command runs long enough to be worth a task.
+    let runs_command = d.declared_effects.iter().any(|e| e.effect == crate::effects::worktree::EXEC);
+    let task = match started {
+        Some(started) if runs_command => {
+            Some(AsTask { slot: host.coordinator().running_slot(&key, host.task_limits())?, started: Some(started) })
+        }
+        _ => None,
+    };
+    let mut inv = Invocation {
+        host,
+        call: &call,
+        d: &d,
+        key,
+        digest,
+        created: false,
+        ran: false,
+        journaled: vec![],
+        task,
+        held: None,
+    };
     match inv.complete().await {
         Ok(outcome) => Ok(outcome),
         Err(Resumed(task)) => resume(host, &call, *task, digest).await,
@@ -411,6 +487,25 @@ struct Invocation<'a> {
     ran: bool,
     /// Effect records whose outcomes are durable.
     journaled: Vec<Ref>,
+    /// Set when the call runs as a task.
+    task: Option<AsTask<'a>>,
+    /// The episode's effect lock and its hold among nodes, while held.
+    held: Option<Held>,
+}
+
+/// A call run as a task: its place among the running ones, and the word
+/// its surface waits for.
+struct AsTask<'a> {
+    slot: RunningSlot<'a>,
+    /// Taken when the task is told started.
+    started: Option<tokio::sync::oneshot::Sender<TaskStarted>>,
+}
+
+/// The episode's effect lock and its hold among nodes (in a mutex only so
+/// that the call's state may be shared across its awaits).
+struct Held {
+    lock: tokio::sync::OwnedMutexGuard<()>,
+    hold: Mutex<EpisodeHold>,
 }
 
 impl Invocation<'_> {
@@ -427,17 +522,17 @@ impl Invocation<'_> {
         // The effects of one episode run one at a time: its worktree and budget
         // are shared. Planning needs no lock (plans are pure), and commits are
         // rebased, so calls of one episode still share group commits.
-        let lock = self.host.coordinator().episode_lock(&self.call.episode);
-        let guard = lock.lock().await;
+        let lock = self.host.coordinator().episode_lock(&self.call.episode).lock_owned().await;
         // Other nodes sharing the store run the episode's effects only once
         // this call's commit is durable: their writers do not queue behind ours.
         let hold = self.hold_episode().await?;
+        self.held = Some(Held { lock, hold: Mutex::new(hold) });
         let mut effects = self.effects(&plan).await?;
         let ran = self.ran;
         let post = async {
             let outcomes = self.outcomes_to_commit(&plan, &mut effects).await?;
             let output = self.compose(&args, &plan, &effects.recorded, plan_obj.hash).await?;
-            let ran = commit::Ran::of(plan_obj, effects, guard, hold);
+            let ran = commit::Ran::of(plan_obj, effects, self.held.take());
             self.commit(outcomes, input, output, Some(ran)).await
         };
         // Once an intent is durable the rest is bounded apart: past the budget

@@ -25,6 +25,7 @@ impl Invocation<'_> {
             transition: self.d.id.clone(),
             context: self.call.context.clone(),
             message_id: self.call.message_id.clone(),
+            run: self.task.as_ref().map(|t| t.slot.run()),
         })
     }
 

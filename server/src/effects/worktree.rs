@@ -38,6 +38,51 @@ pub const EXEC_HEAD_BYTES: usize = 8 << 10;
 pub const EXEC_TAIL_BYTES: usize = 56 << 10;
 /// Handler results larger than this are a handler failure.
 pub const RESULT_BYTES_MAX: usize = 2 << 20;
+/// The last bytes of a running command's output kept for its task's
+/// pollers (stdout and stderr as they come, interleaved).
+pub const RUNNING_TAIL_BYTES: usize = 2 << 10;
+
+/// How a command is run: a call answered in its own request gets
+/// `EXEC_TIMEOUT` and nothing more; a task its own deadline, a stop its
+/// client can pull, and the tail of its output as it comes.
+#[derive(Clone, Debug, Default)]
+pub struct RunControl {
+    /// `None`: `EXEC_TIMEOUT`.
+    pub deadline: Option<Duration>,
+    pub stop: Option<std::sync::Arc<crate::confine::RunStop>>,
+    pub tail: Option<std::sync::Arc<RunningTail>>,
+}
+
+impl RunControl {
+    pub fn deadline(&self) -> Duration {
+        self.deadline.unwrap_or(EXEC_TIMEOUT)
+    }
+}
+
+/// The last `RUNNING_TAIL_BYTES` a running command wrote, and how many in all.
+#[derive(Debug, Default)]
+pub struct RunningTail {
+    kept: std::sync::Mutex<(std::collections::VecDeque<u8>, u64)>,
+}
+
+impl RunningTail {
+    fn push(&self, chunk: &[u8]) {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.1 = kept.1.saturating_add(chunk.len() as u64);
+        let skip = chunk.len().saturating_sub(RUNNING_TAIL_BYTES);
+        kept.0.extend(&chunk[skip..]);
+        let over = kept.0.len().saturating_sub(RUNNING_TAIL_BYTES);
+        kept.0.drain(..over);
+    }
+
+    /// The kept bytes as text (a split character shown as U+FFFD), and the
+    /// count of every byte written.
+    pub fn read(&self) -> (String, u64) {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let (a, b) = kept.0.as_slices();
+        (String::from_utf8_lossy(&[a, b].concat()).into_owned(), kept.1)
+    }
+}
 
 pub const READ: &str = "Workspace.Read";
 pub const WRITE: &str = "Workspace.Write";
@@ -110,7 +155,13 @@ impl Worktrees {
 
     /// Runs one effect. `Ok` is the handler's output object (refusals included,
     /// as `ok:false`); `Err` is a handler failure.
-    pub async fn run(&self, episode: &str, effect: &str, payload: &Value) -> Result<Value, String> {
+    pub async fn run(
+        &self,
+        episode: &str,
+        effect: &str,
+        payload: &Value,
+        control: &RunControl,
+    ) -> Result<Value, String> {
         let wt = self.worktree(episode).ok_or_else(|| format!("episode {episode} has no worktree"))?;
         let op = payload.get("op").and_then(Value::as_str).unwrap_or("");
         let allowed =
@@ -119,7 +170,7 @@ impl Worktrees {
             return Err(format!("op {op:?} is not allowed for {effect}"));
         }
         let mut out = if op == "exec" {
-            self.exec(&wt, payload).await?
+            self.exec(&wt, payload, control).await?
         } else {
             let (wt2, payload) = (wt.clone(), payload.clone());
             let op = op.to_string();
@@ -130,7 +181,12 @@ impl Worktrees {
         Ok(Value::Object(out))
     }
 
-    async fn exec(&self, wt: &Worktree, payload: &Value) -> Result<serde_json::Map<String, Value>, String> {
+    async fn exec(
+        &self,
+        wt: &Worktree,
+        payload: &Value,
+        control: &RunControl,
+    ) -> Result<serde_json::Map<String, Value>, String> {
         let command = payload["command"].as_str().unwrap_or_default();
         let args: Vec<String> = payload["args"]
             .as_array()
@@ -143,13 +199,14 @@ impl Worktrees {
         // Walks the worktree for every `.git` to bind read-only, and (once)
         // to measure it: off the async threads.
         let (c, program, cwd, quotas) = (confinement.clone(), program.clone(), wt.dir.clone(), wt.quotas.clone());
+        let deadline = control.deadline();
         let built = tokio::task::spawn_blocking(move || {
             // At the quota the ledger's upper bounds are measured away first.
             let room = match quotas.room(&cwd)? {
                 0 => quotas.remeasure_now(&cwd)?,
                 room => room,
             };
-            c.exec_policy(&program, &args, &cwd, EXEC_TIMEOUT).map(|p| (p, room))
+            c.exec_policy(&program, &args, &cwd, deadline).map(|p| (p, room))
         });
         let (mut policy, room) = match built.await.map_err(|e| e.to_string())? {
             Ok(built) => built,
@@ -161,7 +218,7 @@ impl Worktrees {
         // No one file may outgrow the room left; the run as a whole is held to it as it goes.
         policy.limits.file_size = policy.limits.file_size.min(room);
         policy.limits.disk_writes = Some(room);
-        let ran = run_exec(&confinement, &policy).await;
+        let ran = run_exec(&confinement, &policy, control).await;
         // A run that reported no count (cut short, or failed) may have used
         // all its room: charged so until the background measurement says.
         let written = ran.as_ref().ok().and_then(|(_, w)| *w).unwrap_or(room);
@@ -194,6 +251,8 @@ struct CommandEnd {
     timed_out: bool,
     memory_exceeded: bool,
     quota_exceeded: bool,
+    /// Stopped by its task's cancel (told only when so).
+    cancelled: bool,
 }
 
 /// A command's output object; `note`, if any, ends its stderr.
@@ -213,6 +272,9 @@ fn command_output(
         m.insert("signal".into(), json!(s));
     }
     m.insert("timed_out".into(), json!(end.timed_out));
+    if end.cancelled {
+        m.insert("cancelled".into(), json!(true));
+    }
     m.insert("memory_exceeded".into(), json!(end.memory_exceeded));
     m.insert("quota_exceeded".into(), json!(end.quota_exceeded));
     m.insert("duration_ms".into(), json!(duration_ms));
@@ -613,7 +675,7 @@ impl Captured {
     }
 }
 
-async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
+async fn drain(mut r: impl tokio::io::AsyncRead + Unpin, tail: Option<&RunningTail>) -> Captured {
     let mut c = Captured::new();
     let mut buf = vec![0u8; 16 << 10];
     while let Ok(n) = r.read(&mut buf).await {
@@ -621,6 +683,9 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
             break;
         }
         c.push(&buf[..n]);
+        if let Some(t) = tail {
+            t.push(&buf[..n]);
+        }
     }
     c
 }
@@ -629,6 +694,7 @@ async fn drain(mut r: impl tokio::io::AsyncRead + Unpin) -> Captured {
 async fn run_exec(
     confinement: &Confinement,
     policy: &Policy,
+    control: &RunControl,
 ) -> Result<(serde_json::Map<String, Value>, Option<u64>), String> {
     let started = std::time::Instant::now();
     let run = confinement.run_dir()?;
@@ -638,8 +704,11 @@ async fn run_exec(
     let (out, err) = (spawned.child.stdout.take(), spawned.child.stderr.take());
     let (Some(out), Some(err)) = (out, err) else { return Err("child pipes missing".into()) };
     // Both pipes end when the run does (its deadline included); the wait reports how.
-    let ((stdout, stderr), outcome) =
-        tokio::join!(async { tokio::join!(drain(out), drain(err)) }, async { confinement.wait(&run, spawned).await });
+    let tail = control.tail.as_deref();
+    let stop = control.stop.as_deref();
+    let ((stdout, stderr), outcome) = tokio::join!(async { tokio::join!(drain(out, tail), drain(err, tail)) }, async {
+        confinement.wait_or_stop(&run, spawned, stop).await
+    });
     let written = confinement.written(&run);
     let killed = Some(libc::SIGKILL);
     let (end, note) = match outcome {
@@ -659,6 +728,13 @@ async fn run_exec(
                 "\nworldd: the command wrote {} MiB to the worktree, past the {} MiB left in its quota; it was killed\n",
                 written_bytes >> 20,
                 policy.limits.disk_writes.unwrap_or(0) >> 20
+            ),
+        ),
+        Outcome::Stopped => (
+            CommandEnd { signal: killed, cancelled: true, ..CommandEnd::default() },
+            format!(
+                "\nworldd: the command was cancelled after {} s; its processes were killed\n",
+                started.elapsed().as_secs()
             ),
         ),
         Outcome::SetupFailed { error } => return Err(format!("workspace-exec could not start the command: {error}")),
@@ -715,11 +791,17 @@ mod tests {
         let (_d, root) = setup();
         let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         for p in [".git/config", ".GIT/HEAD", "src/../.git/x", "sub/.Git/y"] {
-            let out = w.run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"})).await.unwrap();
+            let out = w
+                .run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"}), &RunControl::default())
+                .await
+                .unwrap();
             assert_eq!(out["ok"], false, "{p}");
         }
         assert!(!root.join("ep/.git/config").exists());
-        let out = w.run("ep", WRITE, &json!({"op": "write", "path": "out", "content": "x"})).await.unwrap();
+        let out = w
+            .run("ep", WRITE, &json!({"op": "write", "path": "out", "content": "x"}), &RunControl::default())
+            .await
+            .unwrap();
         assert_eq!(out["ok"], false);
         assert_eq!(std::fs::read_to_string(root.join("secret")).unwrap(), "outside");
     }
@@ -729,9 +811,9 @@ mod tests {
         let (_d, root) = setup();
         let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         let edit = |old: &str| json!({"op": "edit", "path": "src/a.txt", "old_text": old, "new_text": "bye"});
-        assert_eq!(w.run("ep", WRITE, &edit("hello")).await.unwrap()["ok"], true);
+        assert_eq!(w.run("ep", WRITE, &edit("hello"), &RunControl::default()).await.unwrap()["ok"], true);
         assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "bye\n");
-        let out = w.run("ep", WRITE, &edit("hello")).await.unwrap();
+        let out = w.run("ep", WRITE, &edit("hello"), &RunControl::default()).await.unwrap();
         assert_eq!(out["refused"], "old_text not found — the file may have changed; read it again");
     }
 

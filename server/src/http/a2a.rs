@@ -8,7 +8,8 @@
 
 use super::agents::{self, CardError, Denied};
 use super::{State, reply};
-use crate::coordinator::{self, Call, CallError};
+use crate::coordinator::tasks::Followed;
+use crate::coordinator::{self, Answered, Call, CallError};
 use crate::limits::{LIST_TASKS_SCAN_CHUNK, LIST_TASKS_SCAN_MAX, READ_DEADLINE};
 use crate::sessions::Caller;
 use axum::body::Body;
@@ -21,7 +22,7 @@ use world_protocol::a2a::{
     TaskStateName, TaskView, Why,
 };
 use world_protocol::auth;
-use world_store::{Ref, Snapshot, Surface as CallSurface, Task, TaskKey, TaskState};
+use world_store::{CancelAsk, Ref, Snapshot, Surface as CallSurface, Task, TaskKey, TaskState};
 
 pub async fn a2a_post(
     axum::extract::State(state): axum::extract::State<State>,
@@ -104,6 +105,7 @@ async fn answer_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId,
         context_id: a.context_id,
         message_id: a.message_id,
         history_length: a.history_length,
+        return_immediately: false,
     };
     send_message(state, caller, flavor, id, send, Some(answer)).await
 }
@@ -116,7 +118,16 @@ async fn send_message(
     send: SendRequest,
     answer: Option<crate::coordinator::Answer>,
 ) -> A2aReply {
-    let SendRequest { task_id, skill_id, arguments, transition_fn, context_id, message_id, history_length } = send;
+    let SendRequest {
+        task_id,
+        skill_id,
+        arguments,
+        transition_fn,
+        context_id,
+        message_id,
+        history_length,
+        return_immediately,
+    } = send;
     let pin = match transition_fn.as_deref().map(Ref::parse) {
         Some(Err(_)) => {
             let why = Why::parameter("metadata.transition_fn", "a sha256 ref");
@@ -143,9 +154,23 @@ async fn send_message(
         answer,
         // The client names A2A task ids: admission looks for the task's row.
         glanced: None,
+        may_run_as_task: return_immediately && flavor == Flavor::V10,
     };
-    match coordinator::invoke(&(state.clone() as coordinator::SharedHost), call).await {
-        Ok(o) => {
+    match coordinator::invoke_or_start(&(state.clone() as coordinator::SharedHost), call).await {
+        Ok(Answered::Running(started)) => {
+            let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
+            let followed = Followed::Working {
+                started_at: started.started_at,
+                deadline_at: started.deadline_at,
+                cancel_asked_at: None,
+                tail: None,
+            };
+            let data = super::running::working_data(&followed, crate::clock::now());
+            let t =
+                working_view(&task_id, sent_context.as_deref(), started.started_at, &data, messages, history_length);
+            a2a::task_completed(flavor, id, &t)
+        }
+        Ok(Answered::Ended(o)) => {
             let world_ref = o.committed.world_ref.to_string();
             // A resend shows the task as it committed: the first request's ids.
             let messages = a2a::task_messages(&task_id, o.message_id.as_deref(), request.as_ref(), Some(&o.output));
@@ -263,6 +288,7 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavo
             log(why);
             (A2aError::OutOfSpace, Why::new("nothing was committed; send the same task id again once space is freed"))
         }
+        CallError::TasksBusy(why) => (A2aError::Unavailable, Why::new(format!("{why}; nothing ran or was debited"))),
     };
     error.because(why.with("taskId", task_id))
 }
@@ -343,6 +369,30 @@ async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId
     a2a::task_snapshot(flavor, id, &waiting_view(task_id, None, &waiting.id, &data, waiting.asked_at, vec![]))
 }
 
+/// A task whose command runs on, `data` saying how far it has got.
+fn working_view<'a>(
+    task_id: &'a str,
+    context_id: Option<&'a str>,
+    started_at: u64,
+    data: &'a Value,
+    messages: Vec<a2a::MessageView<'a>>,
+    history_length: Option<u32>,
+) -> TaskView<'a> {
+    TaskView {
+        task_id,
+        context_id,
+        state: TaskStateName::Working,
+        timestamp: Some(started_at),
+        committed: None,
+        history: a2a::last(messages, history_length),
+        status_message: Some(a2a::MessageView {
+            message_id: format!("{task_id}:status"),
+            role: a2a::Role::Agent,
+            data,
+        }),
+    }
+}
+
 /// A task (sent in `context_id`, if it named one) waiting for approval
 /// `approval`: `input-required` since `at`, its status message saying what it
 /// waits for (`data`).
@@ -400,7 +450,11 @@ async fn get_task(
         }
     };
     match (task.state, shown, &task.committed) {
+        (TaskState::Started | TaskState::Uncertain, _, _) if task.run.is_some() => {
+            run_task(state, caller, flavor, id, task_id, &task).await
+        }
         (TaskState::Committed, Some(shown), Some(c)) => {
+            let cancelled = task.effects.iter().any(|e| e.status == world_store::EffectStatus::Cancelled);
             let world_ref = c.world_ref.to_string();
             let invocation_id = invocation_id(caller, task_id);
             let messages =
@@ -408,7 +462,7 @@ async fn get_task(
             let t = TaskView {
                 task_id,
                 context_id: task.context.as_deref(),
-                state: TaskStateName::Completed,
+                state: if cancelled { TaskStateName::Canceled } else { TaskStateName::Completed },
                 timestamp: task.ended_at,
                 committed: Some(CommittedView {
                     output: &shown.output,
@@ -435,12 +489,82 @@ async fn get_task(
     }
 }
 
+/// A task whose command runs (or ran) on past its request: working with how
+/// far it has got, or failed when its daemon stopped while it ran.
+async fn run_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str, task: &Task) -> A2aReply {
+    let refuse = |e: A2aError, detail: &str| e.because(Why::new(detail).with("taskId", task_id)).reply(id, flavor);
+    let followed =
+        match coordinator::tasks::follow(&(state.clone() as coordinator::SharedHost), &key(caller, task_id)).await {
+            Ok(Some(f)) => f,
+            Ok(None) => return refuse(A2aError::TaskNotFound, "no task with this id in this session's episode"),
+            Err(e) => {
+                note!("worldd: a2a refusal: tasks/get {task_id}: {e}");
+                return refuse(A2aError::Unavailable, "the task could not be read; the cause is in the daemon's log");
+            }
+        };
+    let now = crate::clock::now();
+    let data = match &followed {
+        Followed::Failed { why, .. } => serde_json::json!({ "failed": why }),
+        working => super::running::working_data(working, now),
+    };
+    let context = task.context.as_deref();
+    let t = match &followed {
+        Followed::Failed { ended_at, .. } => TaskView {
+            state: TaskStateName::Failed,
+            timestamp: Some(*ended_at),
+            ..working_view(task_id, context, *ended_at, &data, vec![], None)
+        },
+        _ => working_view(task_id, context, task.started_at, &data, vec![], None),
+    };
+    a2a::task_snapshot(flavor, id, &t)
+}
+
+/// How long a cancel's answer waits for the command to stop, so that it
+/// can show the task cancelled; past it the task shows as it stands.
+const CANCEL_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Asks a running task's command to stop, and answers with the task once it
+/// ended (or as it stands after `CANCEL_REPLY_WAIT`).
+async fn cancel_run(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> A2aReply {
+    let host = state.clone() as coordinator::SharedHost;
+    let key = key(caller, task_id);
+    let refuse = |e: A2aError, why: Why| e.because(why.with("taskId", task_id)).reply(id, flavor);
+    match coordinator::tasks::cancel(&host, &key).await {
+        Ok(CancelAsk::Asked | CancelAsk::AskedBefore(_)) => {}
+        Ok(CancelAsk::Ended(ended)) => {
+            let why = Why::new("the task ended before the cancel reached it; its record stays");
+            return refuse(A2aError::TaskNotCancelable, why.with("state", state_name(ended).name(flavor)));
+        }
+        Ok(CancelAsk::Unknown | CancelAsk::NotARun) => {
+            return refuse(A2aError::TaskNotFound, Why::new("no running task with this id in this session's episode"));
+        }
+        Err(e) => {
+            note!("worldd: a2a refusal: tasks/cancel {task_id}: {e}");
+            return refuse(
+                A2aError::Unavailable,
+                Why::new("the cancel could not be kept; the cause is in the daemon's log"),
+            );
+        }
+    }
+    let until = tokio::time::Instant::now() + CANCEL_REPLY_WAIT;
+    while tokio::time::Instant::now() < until {
+        match coordinator::tasks::follow(&host, &key).await {
+            Ok(Some(Followed::Working { .. })) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            _ => break,
+        }
+    }
+    get_task(state, caller, flavor, id, task_id, None).await
+}
+
 async fn cancel_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> A2aReply {
     let key = key(caller, task_id);
     let running = state.coordinator.in_flight(&key);
     let found = read(state, move |snap| snap.task(&key).map_err(|e| e.to_string())).await;
     let refuse = |e: A2aError, why: Why| e.because(why.with("taskId", task_id)).reply(id, flavor);
     let task_state = match found {
+        Ok(Some(task)) if task.run.is_some() && task.state == TaskState::Started => {
+            return cancel_run(state, caller, flavor, id, task_id).await;
+        }
         Ok(Some(task)) => state_name(task.state),
         Ok(None) if running => TaskStateName::Working,
         Ok(None) => return refuse(A2aError::TaskNotFound, Why::new("no task with this id in this session's episode")),

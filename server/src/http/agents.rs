@@ -247,6 +247,7 @@ async fn mcp_call(
         answer,
         // The task id was named just above: admission need not look for its row.
         glanced,
+        may_run_as_task: false,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
     let invoked =
@@ -255,6 +256,7 @@ async fn mcp_call(
         Ok(outcome) => Ok(outcome.output.into()),
         Err(CallError::ApprovalPending(p)) => Ok(question.ask(state, &p)),
         Err(CallError::ApprovalAnswer(why)) => Ok(super::approvals::bad_state(&why)),
+        Err(CallError::TasksBusy(why)) => Ok(mcp::CallAnswer::Refused(why)),
         Err(e) => {
             let detail = match &e {
                 CallError::EffectsUnrecorded { records, .. } => {

@@ -9,6 +9,7 @@ mod episodes;
 mod provenance;
 mod reads;
 pub mod rest;
+mod running;
 pub mod status;
 pub mod workbench;
 

@@ -154,6 +154,8 @@ impl ExecRuntime {
             Outcome::Signaled { signal } => {
                 return Err(PhaseError::Failed(format!("killed by signal {signal}; stderr: {}", tail())));
             }
+            // A phase is never given a stop.
+            Outcome::Stopped => return Err(PhaseError::Failed("stopped before its end".into())),
         }
         match read {
             Ok((_, Ok(_), _)) if out.len() <= EXEC_IO_MAX => Ok(out),

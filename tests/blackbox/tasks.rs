@@ -1,0 +1,156 @@
+//! Commands that outlast their request: an A2A `SendMessage` with
+//! `returnImmediately` answers with a working task once the command's intent
+//! and debit are durable, and the command runs on past the 9 s a call
+//! answered in its own request gets; `GetTask` tells how far it has got and
+//! then its result; `CancelTask` stops it, its whole process tree, and it
+//! reads canceled; a daemon killed mid-run takes the command with it, and
+//! after a restart the task reads failed, debited once, never run again.
+
+use crate::approvals::{EP, Lab, lab, start};
+use crate::episodes::{Minted, mint_with};
+use crate::harness::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+const GRANTS: [&str; 2] = ["Workspace.Exec=worktree:10", "world.apply=world:10"];
+
+fn shell_lab() -> (Lab, Minted) {
+    let lab = lab(&["--exec-allow", "sh=/bin/sh"]);
+    let s = mint_with(&lab.db, EP, &GRANTS, &[], None);
+    (lab, s)
+}
+
+fn a2a_v1(d: &Daemon, token: &str, method: &str, params: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let auth = format!("Bearer {token}");
+    let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json"), ("A2A-Version", "1.0")];
+    d.request("POST", "/a2a/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+}
+
+/// Sends `sh -c script` as task `task`, answered at once.
+fn send_script(d: &Daemon, token: &str, task: &str, script: &str) -> Value {
+    let message = json!({"messageId": task, "taskId": task, "role": "ROLE_USER",
+        "parts": [{"data": {"command": "sh", "args": ["-c", script]}}]});
+    let params = json!({"message": message, "metadata": {"skill_id": "workspace-exec"},
+        "configuration": {"returnImmediately": true}});
+    a2a_v1(d, token, "SendMessage", params)
+}
+
+fn get(d: &Daemon, token: &str, task: &str) -> Value {
+    a2a_v1(d, token, "GetTask", json!({"id": task}))
+}
+
+fn state(reply: &Value) -> &str {
+    let task = if reply["result"]["task"].is_object() { &reply["result"]["task"] } else { &reply["result"] };
+    task["status"]["state"].as_str().unwrap_or_else(|| panic!("a task: {reply}"))
+}
+
+/// Polls the task until its state is no longer working.
+fn until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
+    let until = Instant::now() + within;
+    loop {
+        let r = get(d, token, task);
+        if state(&r) != "TASK_STATE_WORKING" {
+            return r;
+        }
+        assert!(Instant::now() < until, "still working after {within:?}: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Processes on this machine whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            if cmdline.contains(marker) {
+                found.push(cmdline);
+            }
+        }
+    }
+    found
+}
+
+fn output(reply: &Value) -> &Value {
+    &reply["result"]["artifacts"][0]["parts"][0]["data"]
+}
+
+#[test]
+fn a_command_sent_to_return_immediately_runs_as_a_task_past_the_request_deadline() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let sent = send_script(d, &s.token, "long-1", "echo begun; sleep 11; echo done");
+    assert_eq!(state(&sent), "TASK_STATE_WORKING", "{sent}");
+    assert_eq!(lab.spent(), 1, "debited before the task was answered");
+    // While it runs, a poll tells how far it has got.
+    std::thread::sleep(Duration::from_millis(1500));
+    let polled = get(d, &s.token, "long-1");
+    assert_eq!(state(&polled), "TASK_STATE_WORKING", "{polled}");
+    let running = &polled["result"]["status"]["message"]["parts"][0]["data"]["running"];
+    assert!(running["outputTail"].as_str().is_some_and(|t| t.contains("begun")), "{polled}");
+    assert!(running["elapsedSeconds"].as_u64().is_some(), "{polled}");
+    // It outlives the 9 s a command answered in its own request gets.
+    let ended = until_ended(d, &s.token, "long-1", Duration::from_secs(40));
+    assert_eq!(state(&ended), "TASK_STATE_COMPLETED", "{ended}");
+    let out = output(&ended);
+    assert_eq!(out["exit_code"], json!(0), "{ended}");
+    assert_eq!(out["stdout"], json!("begun\ndone\n"), "{ended}");
+    assert_eq!(out["timed_out"], json!(false), "{ended}");
+    assert_eq!(lab.spent(), 1, "debited once");
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn a_cancelled_task_stops_its_whole_command_reads_canceled_and_stays_debited() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    // A child of the shell, in the background: the whole tree must go.
+    let sent = send_script(d, &s.token, "cancel-1", "echo started; sleep 313 & sleep 313; echo never");
+    assert_eq!(state(&sent), "TASK_STATE_WORKING", "{sent}");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!processes_with("sleep 313").is_empty(), "the command runs");
+    let cancelled = a2a_v1(d, &s.token, "CancelTask", json!({"id": "cancel-1"}));
+    assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled}");
+    let out = output(&cancelled);
+    assert_eq!(out["cancelled"], json!(true), "{cancelled}");
+    assert_eq!(out["stdout"], json!("started\n"), "what output it had is kept: {cancelled}");
+    assert!(processes_with("sleep 313").is_empty(), "no process of the command remains");
+    assert_eq!(state(&get(d, &s.token, "cancel-1")), "TASK_STATE_CANCELED");
+    // Cancelling an ended task is refused; the budget stays debited.
+    let again = a2a_v1(d, &s.token, "CancelTask", json!({"id": "cancel-1"}));
+    assert_eq!(again["error"]["code"], json!(-32002), "{again}");
+    assert_eq!(lab.spent(), 1);
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn a_daemon_killed_mid_task_takes_the_command_with_it_and_the_task_reads_failed_after_restart() {
+    let (mut lab, s) = shell_lab();
+    let sent = send_script(&lab.daemon, &s.token, "orphan-1", "sleep 317");
+    assert_eq!(state(&sent), "TASK_STATE_WORKING", "{sent}");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!processes_with("sleep 317").is_empty(), "the command runs");
+    lab.daemon.signal_and_wait("KILL");
+    let until = Instant::now() + Duration::from_secs(5);
+    while !processes_with("sleep 317").is_empty() {
+        assert!(Instant::now() < until, "the command outlived its daemon: {:?}", processes_with("sleep 317"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    lab.daemon = start(&lab.store.db, &lab.root, &["--exec-allow", "sh=/bin/sh"]);
+    let after = get(&lab.daemon, &s.token, "orphan-1");
+    assert_eq!(state(&after), "TASK_STATE_FAILED", "{after}");
+    let why = after["result"]["status"]["message"]["parts"][0]["data"]["failed"].as_str().unwrap_or_default();
+    assert!(why.contains("the daemon stopped while the command ran"), "{after}");
+    assert!(why.contains("debited once") && why.contains("will not run again"), "{after}");
+    assert_eq!(lab.spent(), 1, "debited once");
+    // The same task id sent again does not run it again.
+    let resent = send_script(&lab.daemon, &s.token, "orphan-1", "sleep 317");
+    assert!(resent["error"].is_object(), "{resent}");
+    assert!(processes_with("sleep 317").is_empty(), "never run again");
+    assert_eq!(lab.spent(), 1);
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
