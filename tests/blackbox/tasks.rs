@@ -154,3 +154,21 @@ fn a_daemon_killed_mid_task_takes_the_command_with_it_and_the_task_reads_failed_
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
 }
+
+#[test]
+fn an_a2a_version_the_agent_does_not_serve_is_refused_and_nothing_runs() {
+    let (lab, s) = shell_lab();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "GetTask", "params": {"id": "t-1"}});
+    let auth = format!("Bearer {}", s.token);
+    for (version, code) in [("2.0", Some(-32009)), ("1.0", None), ("0.3", None)] {
+        let headers =
+            [("Authorization", auth.as_str()), ("Content-Type", "application/json"), ("A2A-Version", version)];
+        let r = lab.daemon.request("POST", "/a2a/", &headers, Some(&serde_json::to_vec(&body).unwrap()));
+        assert_eq!(r.status, 200, "JSON-RPC errors travel in a 200");
+        let v = r.json();
+        match code {
+            Some(code) => assert_eq!(v["error"]["code"], json!(code), "{version}: {v}"),
+            None => assert_eq!(v["error"]["code"], json!(-32001), "{version} is served (the task is unknown): {v}"),
+        }
+    }
+}

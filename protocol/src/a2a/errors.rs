@@ -55,6 +55,8 @@ pub enum A2aError {
     UnsupportedOperation,
     /// -32005: a part this agent cannot take (text, file).
     ContentTypeNotSupported,
+    /// -32009: an `A2A-Version` this agent does not serve.
+    VersionNotSupported,
 }
 
 impl A2aError {
@@ -70,6 +72,7 @@ impl A2aError {
             A2aError::PushNotificationNotSupported => CODE_PUSH_NOTIFICATION_NOT_SUPPORTED,
             A2aError::UnsupportedOperation => CODE_UNSUPPORTED_OPERATION,
             A2aError::ContentTypeNotSupported => CODE_CONTENT_TYPE_NOT_SUPPORTED,
+            A2aError::VersionNotSupported => CODE_VERSION_NOT_SUPPORTED,
             _ => CODE_INTERNAL_ERROR,
         }
     }
@@ -104,6 +107,7 @@ impl A2aError {
             A2aError::PushNotificationNotSupported => "push notifications are not supported",
             A2aError::UnsupportedOperation => "this operation is not supported",
             A2aError::ContentTypeNotSupported => "incompatible content types",
+            A2aError::VersionNotSupported => "this A2A version is not supported",
         };
         fixed.to_owned()
     }
@@ -122,6 +126,7 @@ impl A2aError {
             A2aError::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
             A2aError::UnsupportedOperation => "UNSUPPORTED_OPERATION",
             A2aError::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
+            A2aError::VersionNotSupported => "VERSION_NOT_SUPPORTED",
             _ => "INTERNAL_ERROR",
         }
     }

@@ -66,6 +66,27 @@ pub const CODE_TASK_NOT_CANCELABLE: i64 = -32002;
 pub const CODE_PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
 /// A2A UnsupportedOperationError.
 pub const CODE_UNSUPPORTED_OPERATION: i64 = -32004;
+/// `VersionNotSupportedError` (A2A 1.0 §5.4).
+pub const CODE_VERSION_NOT_SUPPORTED: i64 = -32009;
+/// The `A2A-Version` values served (`Major.Minor`; a patch is not compared).
+/// An absent or empty header is 0.3, as the spec says.
+pub const A2A_VERSIONS: [&str; 2] = ["0.3", "1.0"];
+
+/// Whether the request's `A2A-Version` header (`None`: absent) names a
+/// version served; the refusal lists those that are.
+pub fn version_served(header: Option<&[u8]>) -> Result<(), Refusal> {
+    let text = header.map(|h| String::from_utf8_lossy(h).trim().to_owned()).unwrap_or_default();
+    if text.is_empty() {
+        return Ok(());
+    }
+    let major_minor: Vec<&str> = text.splitn(3, '.').take(2).collect();
+    if A2A_VERSIONS.contains(&major_minor.join(".").as_str()) {
+        return Ok(());
+    }
+    let shown: String = text.chars().take(32).collect();
+    let why = Why::parameter("A2A-Version", format!("one of {}", A2A_VERSIONS.join(", "))).with("requested", shown);
+    Err(A2aError::VersionNotSupported.because(why))
+}
 /// A2A ContentTypeNotSupportedError.
 pub const CODE_CONTENT_TYPE_NOT_SUPPORTED: i64 = -32005;
 

@@ -908,3 +908,16 @@ fn return_immediately_is_read_from_the_configuration_and_must_be_a_boolean() {
     }
     assert_refused(&send(r#"{"returnImmediately":"yes"}"#), -32602, Some("configuration.returnImmediately"));
 }
+
+#[test]
+fn an_a2a_version_not_served_is_refused_with_its_own_error_and_absent_means_0_3() {
+    for served in [None, Some(&b""[..]), Some(b"1.0"), Some(b" 1.0 "), Some(b"0.3"), Some(b"1.0.2")] {
+        assert!(version_served(served).is_ok(), "{:?}", served.map(String::from_utf8_lossy));
+    }
+    for refused in [&b"2.0"[..], b"1.1", b"0.2", b"latest", b"1"] {
+        let r = version_served(Some(refused)).unwrap_err();
+        assert_eq!(r.error.code(), -32009);
+        assert_eq!(r.why.parameter.as_deref(), Some("A2A-Version"));
+        assert!(r.why.detail.contains("0.3, 1.0"), "{:?}", r.why);
+    }
+}

@@ -47,6 +47,9 @@ pub async fn a2a_post(
         Err(reply_) => return reply(reply_.into_http()),
     };
     let (id, flavor) = (&req.jsonrpc_id, req.flavor);
+    if let Err(refused) = a2a::version_served(headers.get("a2a-version").map(|v| v.as_bytes())) {
+        return reply(refused.reply(id, flavor).into_http());
+    }
     let out = match req.kind {
         A2aKind::Send(send) => send_message(&state, &caller, flavor, id, send, None).await,
         A2aKind::Answer(answer) => answer_task(&state, &caller, flavor, id, answer).await,
