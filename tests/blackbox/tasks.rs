@@ -172,3 +172,26 @@ fn an_a2a_version_the_agent_does_not_serve_is_refused_and_nothing_runs() {
         }
     }
 }
+
+#[test]
+fn list_tasks_shows_a_running_task_working_and_a_cancelled_one_canceled() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    assert_eq!(state(&send_script(d, &s.token, "listed-run", "sleep 331")), "TASK_STATE_WORKING");
+    assert_eq!(state(&send_script(d, &s.token, "listed-stop", "sleep 332")), "TASK_STATE_WORKING");
+    let cancelled = a2a_v1(d, &s.token, "CancelTask", json!({"id": "listed-stop"}));
+    assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled}");
+    let listed = a2a_v1(d, &s.token, "ListTasks", json!({}));
+    let states: Vec<(String, String)> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|t| (t["id"].as_str().unwrap().to_string(), t["status"]["state"].as_str().unwrap().to_string()))
+        .collect();
+    assert!(states.contains(&("listed-run".into(), "TASK_STATE_WORKING".into())), "{states:?}");
+    assert!(states.contains(&("listed-stop".into(), "TASK_STATE_CANCELED".into())), "{states:?}");
+    let working = a2a_v1(d, &s.token, "ListTasks", json!({"status": "TASK_STATE_WORKING"}));
+    assert_eq!(working["result"]["tasks"].as_array().map(Vec::len), Some(1), "{working}");
+    assert_eq!(state(&a2a_v1(d, &s.token, "CancelTask", json!({"id": "listed-run"}))), "TASK_STATE_CANCELED");
+    assert!(processes_with("sleep 331").is_empty() && processes_with("sleep 332").is_empty());
+}

@@ -315,6 +315,16 @@ fn key(caller: &Caller, task_id: &str) -> TaskKey {
 }
 
 /// The A2A state a task row is in: a task that did not commit failed.
+/// A task row's state as A2A names it: a committed task whose command a
+/// cancel stopped is canceled.
+fn row_state_name(task: &Task) -> TaskStateName {
+    let cancelled = task.effects.iter().any(|e| e.status == world_store::EffectStatus::Cancelled);
+    match task.state {
+        TaskState::Committed if cancelled => TaskStateName::Canceled,
+        state => state_name(state),
+    }
+}
+
 fn state_name(state: TaskState) -> TaskStateName {
     match state {
         TaskState::Started => TaskStateName::Working,
@@ -568,7 +578,7 @@ async fn cancel_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId,
         Ok(Some(task)) if task.run.is_some() && task.state == TaskState::Started => {
             return cancel_run(state, caller, flavor, id, task_id).await;
         }
-        Ok(Some(task)) => state_name(task.state),
+        Ok(Some(task)) => row_state_name(&task),
         Ok(None) if running => TaskStateName::Working,
         Ok(None) => return refuse(A2aError::TaskNotFound, Why::new("no task with this id in this session's episode")),
         Err(why) => {
@@ -621,7 +631,7 @@ fn resume_at(token: PageToken, end: u64) -> Option<(u64, u64)> {
 /// `contextId` is its own context (as its replies say).
 fn listed(task_id: &str, task: &Task, q: &ListQuery) -> bool {
     q.context_id.as_deref().is_none_or(|c| c == task.context.as_deref().unwrap_or(task_id))
-        && q.status.is_none_or(|s| s == state_name(task.state))
+        && q.status.is_none_or(|s| s == row_state_name(task))
         && q.status_after.is_none_or(|after| task.ended_at.unwrap_or(task.started_at) >= after)
 }
 
@@ -713,7 +723,7 @@ async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) ->
             TaskView {
                 task_id,
                 context_id: task.context.as_deref(),
-                state: state_name(task.state),
+                state: row_state_name(&task),
                 timestamp: Some(task.ended_at.unwrap_or(task.started_at)),
                 committed,
                 history: a2a::last(messages, history_length),
