@@ -99,6 +99,14 @@ pub struct Scrape {
     /// The store writer's histograms (`WorldStore::stats`).
     pub writer: WriterHistograms,
     pub callbacks_in_use: u64,
+    /// Commands running as tasks on this daemon.
+    pub tasks_running: u64,
+}
+
+/// How a task its client followed ended: `completed`, `cancelled`, `failed`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    status: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -131,6 +139,8 @@ pub struct Metrics {
     /// The store's own running totals as last seen, so that the counters move by their growth.
     store_seen: Mutex<StoreSeen>,
     callbacks_in_use: Gauge,
+    tasks_running: Gauge,
+    tasks: Family<TaskLabels, Counter>,
     runs: Family<RunLabels, Counter>,
     run_seconds: Family<KindLabels, Histogram>,
     /// The writer's histograms as the last scrape read them, which `StoreHistograms` encodes.
@@ -217,6 +227,10 @@ impl Metrics {
         registry.register_collector(Box::new(StoreHistograms(writer.clone())));
         let callbacks_in_use = Gauge::default();
         registry.register("callback_slots_in_use", "MCP host callbacks running now", callbacks_in_use.clone());
+        let tasks_running = Gauge::default();
+        registry.register("tasks_running", "Commands running as tasks on this daemon now", tasks_running.clone());
+        let tasks = Family::<TaskLabels, Counter>::default();
+        registry.register("tasks", "Tasks whose calls ended on this daemon, by how they ended", tasks.clone());
         let runs = Family::<RunLabels, Counter>::default();
         registry.register("confined_runs", "Confined runs by kind (pure, exec) and how they ended", runs.clone());
         let run_seconds = Family::<KindLabels, Histogram>::new_with_constructor(|| {
@@ -246,6 +260,8 @@ impl Metrics {
             index_runs,
             store_seen: Mutex::default(),
             callbacks_in_use,
+            tasks_running,
+            tasks,
             runs,
             run_seconds,
             writer,
@@ -292,6 +308,13 @@ impl Metrics {
         }
     }
 
+    /// A task's call ended on this daemon: `completed`, `cancelled` or `failed`.
+    pub fn task_ended(&self, status: &'static str) {
+        if self.on {
+            self.tasks.get_or_create(&TaskLabels { status: status.into() }).inc();
+        }
+    }
+
     /// A confined run ended: its kind (`pure`, `exec`) and outcome class.
     pub fn run(&self, kind: &str, outcome: &str, seconds: f64) {
         if !self.on {
@@ -314,6 +337,7 @@ impl Metrics {
     pub fn observe(&self, now: &Scrape) {
         self.store_degraded.set(i64::from(now.degraded));
         self.callbacks_in_use.set(i64::try_from(now.callbacks_in_use).unwrap_or(i64::MAX));
+        self.tasks_running.set(i64::try_from(now.tasks_running).unwrap_or(i64::MAX));
         let gauge = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(f) = &now.store.footprint {
             let files = &f.files;
@@ -543,7 +567,7 @@ mod tests {
             writer_sync_wait_ns: sync_wait_ns,
             indexes: vec![],
         };
-        Scrape { degraded: false, store, writer, callbacks_in_use: 0 }
+        Scrape { degraded: false, store, writer, callbacks_in_use: 0, tasks_running: 0 }
     }
 
     #[test]

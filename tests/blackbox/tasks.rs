@@ -174,11 +174,13 @@ fn an_a2a_version_the_agent_does_not_serve_is_refused_and_nothing_runs() {
 }
 
 #[test]
-fn list_tasks_shows_a_running_task_working_and_a_cancelled_one_canceled() {
+fn list_tasks_and_metrics_show_running_tasks_working_and_cancelled_ones_canceled() {
     let (lab, s) = shell_lab();
     let d = &lab.daemon;
     assert_eq!(state(&send_script(d, &s.token, "listed-run", "sleep 331")), "TASK_STATE_WORKING");
     assert_eq!(state(&send_script(d, &s.token, "listed-stop", "sleep 332")), "TASK_STATE_WORKING");
+    let metrics = d.get("/metrics").text();
+    assert!(metrics.contains("worldd_tasks_running 2"), "{metrics}");
     let cancelled = a2a_v1(d, &s.token, "CancelTask", json!({"id": "listed-stop"}));
     assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled}");
     let listed = a2a_v1(d, &s.token, "ListTasks", json!({}));
@@ -194,4 +196,15 @@ fn list_tasks_shows_a_running_task_working_and_a_cancelled_one_canceled() {
     assert_eq!(working["result"]["tasks"].as_array().map(Vec::len), Some(1), "{working}");
     assert_eq!(state(&a2a_v1(d, &s.token, "CancelTask", json!({"id": "listed-run"}))), "TASK_STATE_CANCELED");
     assert!(processes_with("sleep 331").is_empty() && processes_with("sleep 332").is_empty());
+    // A call's end is counted just after its commit, which the reply waited for.
+    let until = Instant::now() + Duration::from_secs(5);
+    let ended = ["worldd_tasks_running 0", "worldd_tasks_total{status=\"cancelled\"} 2"];
+    loop {
+        let metrics = d.get("/metrics").text();
+        if ended.iter().all(|l| metrics.contains(l)) {
+            break;
+        }
+        assert!(Instant::now() < until, "{metrics}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -448,7 +448,16 @@ async fn run(
         task,
         held: None,
     };
-    match inv.complete().await {
+    let ended = inv.complete().await;
+    if inv.task.is_some() {
+        let status = match &ended {
+            Ok(o) if o.output["cancelled"] == true => "cancelled",
+            Ok(_) => "completed",
+            Err(_) => "failed",
+        };
+        host.metrics().task_ended(status);
+    }
+    match ended {
         Ok(outcome) => Ok(outcome),
         Err(Resumed(task)) => resume(host, &call, *task, digest).await,
         // Nothing of the call is durable: no task row, intent or debit.

@@ -46,6 +46,7 @@ async fn metrics(AxState(state): AxState<State>, headers: axum::http::HeaderMap)
         store: state.store.status(),
         writer: state.store.stats().histograms(),
         callbacks_in_use: state.host_callbacks_max.saturating_sub(state.host_callbacks.available_permits()) as u64,
+        tasks_running: state.coordinator.running_count() as u64,
     };
     state.metrics.observe(&scrape);
     let accept = headers.get(axum::http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
