@@ -44,6 +44,10 @@ pub enum AdminRequest {
     },
     /// The open approvals.
     Approvals,
+    /// Stop the command of task `invocation_id` (`mcp:EP:ID`, `a2a:EP:ID`).
+    Cancel {
+        invocation_id: String,
+    },
     /// The operator's word on approval `id`.
     Decide {
         id: String,
@@ -85,6 +89,10 @@ pub enum AdminResponse {
     /// The operator's word taken: what it came to, in one line.
     Decided {
         id: String,
+        said: String,
+    },
+    /// A cancel asked: what it came to.
+    Cancelled {
         said: String,
     },
     Error {
@@ -242,6 +250,21 @@ async fn verify(daemon: &Arc<Daemon>, json: bool, w: &mut tokio::net::unix::Owne
 async fn handle(daemon: &Arc<Daemon>, req: AdminRequest) -> AdminResponse {
     let err = |message: String| AdminResponse::Error { message };
     match req {
+        AdminRequest::Cancel { invocation_id } => {
+            let Some(key) = world_store::TaskKey::from_invocation_id(&invocation_id) else {
+                return err(format!(
+                    "{invocation_id:?} is not a task's invocation id (mcp:EPISODE:ID or a2a:EPISODE:ID)"
+                ));
+            };
+            let host = daemon.clone() as crate::coordinator::SharedHost;
+            match crate::coordinator::tasks::cancel(&host, &key).await {
+                Ok(ask) => match crate::coordinator::tasks::said(&ask, &invocation_id) {
+                    Ok(said) => AdminResponse::Cancelled { said },
+                    Err(message) => err(message),
+                },
+                Err(e) => err(e.to_string()),
+            }
+        }
         AdminRequest::Mint(m) => {
             if let Err(e) = m.validate() {
                 return err(e);

@@ -208,3 +208,24 @@ fn list_tasks_and_metrics_show_running_tasks_working_and_cancelled_ones_canceled
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn the_operator_cancels_a_running_task_by_its_invocation_id() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    assert_eq!(state(&send_script(d, &s.token, "op-1", "sleep 337")), "TASK_STATE_WORKING");
+    let invocation = format!("a2a:{EP}:op-1");
+    let said = lab.worldd_ok(&["cancel", &invocation]);
+    assert!(said.contains(&format!("asked task {invocation} to stop")), "{said}");
+    let ended = until_ended(d, &s.token, "op-1", Duration::from_secs(10));
+    assert_eq!(state(&ended), "TASK_STATE_CANCELED", "{ended}");
+    assert!(processes_with("sleep 337").is_empty(), "no process of the command remains");
+    // Nothing left to cancel: said so, with a failing exit.
+    let again = worldd(&["cancel", &invocation, "--db", &lab.db]);
+    assert_eq!(again.status.code(), Some(1), "{}", stderr(&again));
+    assert!(stderr(&again).contains("already ended (committed): there is nothing to cancel"), "{}", stderr(&again));
+    let unknown = worldd(&["cancel", "a2a:asks:nothing", "--db", &lab.db]);
+    assert!(stderr(&unknown).contains("no task a2a:asks:nothing"), "{}", stderr(&unknown));
+    let malformed = worldd(&["cancel", "op-1", "--db", &lab.db]);
+    assert!(stderr(&malformed).contains("is not a task's invocation id"), "{}", stderr(&malformed));
+}

@@ -10,6 +10,7 @@ pub(crate) mod export;
 mod publish;
 mod quickstart;
 mod session;
+mod tasks;
 pub(crate) mod verify;
 mod why;
 
@@ -147,6 +148,13 @@ enum Command {
         /// Why, kept in the approval's record.
         #[arg(long, default_value = "")]
         note: String,
+    },
+    /// Stop a running task's command (its whole process tree); the task reads cancelled, its debit stays.
+    Cancel {
+        #[command(flatten)]
+        at: StoreArgs,
+        /// The task's invocation id (mcp:EPISODE:ID or a2a:EPISODE:ID), as `worldd episodes` names it.
+        invocation_id: String,
     },
     /// Manage a PostgreSQL store.
     #[command(subcommand)]
@@ -488,6 +496,10 @@ pub fn run() -> ExitCode {
         },
         Command::Deny { at, id, note } => match at.spec() {
             Ok(spec) => approvals::decide(&spec, &id, Verdict::Deny, &note),
+            Err(code) => code,
+        },
+        Command::Cancel { at, invocation_id } => match at.spec() {
+            Ok(spec) => tasks::cancel(&spec, &invocation_id),
             Err(code) => code,
         },
         Command::Publish { at, manifest, builtin, replace } => match at.spec() {

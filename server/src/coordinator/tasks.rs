@@ -240,3 +240,25 @@ pub async fn cancel(host: &SharedHost, key: &TaskKey) -> Result<CancelAsk, CallE
     }
     Ok(ask)
 }
+
+/// What an ask to cancel task `invocation_id` came to, in words: `Err`
+/// when there was nothing to cancel.
+pub fn said(ask: &CancelAsk, invocation_id: &str) -> Result<String, String> {
+    match ask {
+        CancelAsk::Asked => Ok(format!(
+            "asked task {invocation_id} to stop: the daemon running its command stops it within a second, \
+             then it reads cancelled (its debit stays: the command ran)"
+        )),
+        CancelAsk::AskedBefore(at) => Ok(format!(
+            "task {invocation_id} was asked to stop already, at {}; it reads cancelled once its command has stopped",
+            crate::clock::utc(*at)
+        )),
+        CancelAsk::Ended(state) => {
+            Err(format!("task {invocation_id} already ended ({}): there is nothing to cancel", state.as_str()))
+        }
+        CancelAsk::NotARun => Err(format!(
+            "{invocation_id} is a call answered in its own request, not a task: it ends within its request's deadline"
+        )),
+        CancelAsk::Unknown => Err(format!("no task {invocation_id} in this store")),
+    }
+}
