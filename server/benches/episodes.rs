@@ -93,6 +93,7 @@ fn call(episode: &str, n: u64, at: u64, f: Ref, interp: Ref) -> Op {
             transition: "ailang-read".into(),
             context: None,
             message_id: None,
+            run: None,
         },
         Op::CommitInvocation(commit),
     ])

@@ -202,6 +202,7 @@ fn create(task: &TaskKey, digest: Ref, transition: &str, at: u64) -> Op {
         transition: transition.into(),
         context: None,
         message_id: None,
+        run: None,
     }
 }
 

@@ -112,6 +112,44 @@ pub struct Call {
     pub entry_index: Option<u64>,
     pub output: Option<String>,
     pub effects: Vec<Effect>,
+    /// Set for a call its client follows as a task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<CallRun>,
+}
+
+/// A call run as a task, as its episode shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallRun {
+    /// Unix seconds: when its command is stopped if it has not ended.
+    pub deadline_at: u64,
+    /// Unix seconds: when a cancel was first asked.
+    pub cancel_asked_at: Option<u64>,
+    /// While it runs, the operator's command that stops it.
+    pub cancel: Option<String>,
+    /// While it runs on the daemon answering, its output's last line.
+    pub last_output: Option<String>,
+}
+
+/// The most of a running command's last line an episode view shows.
+pub const LAST_OUTPUT_CHARS: usize = 160;
+
+/// The last non-empty line of `tail`, at most `LAST_OUTPUT_CHARS` of its end.
+pub fn last_line(tail: &str) -> String {
+    let line = tail.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let skip = line.chars().count().saturating_sub(LAST_OUTPUT_CHARS);
+    line.chars().skip(skip).collect()
+}
+
+/// The last line of output of each running call of `page` whose command
+/// runs on this daemon.
+pub fn with_running_output(mut page: CallsPage, coordinator: &crate::coordinator::Coordinator) -> CallsPage {
+    for call in &mut page.calls {
+        let Some(run) = call.run.as_mut().filter(|_| call.state == TaskState::Started.as_str()) else { continue };
+        let running = TaskKey::from_invocation_id(&call.invocation_id).and_then(|k| coordinator.running(&k));
+        run.last_output = running.map(|r| last_line(&r.tail.read().0));
+    }
+    page
 }
 
 /// A page of an episode's calls.
@@ -256,6 +294,12 @@ fn call((position, key, task): (u64, TaskKey, Task)) -> Call {
         entry_index: committed.map(|c| c.entry_index),
         output: committed.map(|c| c.output_ref.to_string()),
         effects: task.effects.iter().map(effect).collect(),
+        run: task.run.as_ref().map(|r| CallRun {
+            deadline_at: r.deadline_at,
+            cancel_asked_at: r.cancel_asked_at,
+            cancel: (task.state == TaskState::Started).then(|| format!("worldd cancel {}", key.invocation_id())),
+            last_output: None,
+        }),
     }
 }
 

@@ -229,3 +229,39 @@ fn the_operator_cancels_a_running_task_by_its_invocation_id() {
     let malformed = worldd(&["cancel", "op-1", "--db", &lab.db]);
     assert!(stderr(&malformed).contains("is not a task's invocation id"), "{}", stderr(&malformed));
 }
+
+#[test]
+fn the_episode_views_show_a_running_task_with_its_last_output_and_the_command_that_stops_it() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let sent = send_script(d, &s.token, "shown-1", "echo compiling crate one; echo linking; sleep 341");
+    assert_eq!(state(&sent), "TASK_STATE_WORKING", "{sent}");
+    let cancel = format!("worldd cancel a2a:{EP}:shown-1");
+    let until = Instant::now() + Duration::from_secs(5);
+    let call = loop {
+        let page = d.get(&format!("/v1/episodes/{EP}/calls")).ok_json();
+        let call = page["calls"].as_array().unwrap().iter().find(|c| c["taskId"] == json!("shown-1")).cloned();
+        let call = call.unwrap_or_else(|| panic!("{page}"));
+        if call["run"]["lastOutput"] == json!("linking") || Instant::now() > until {
+            break call;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(call["state"], json!("started"), "{call}");
+    assert_eq!(call["run"]["lastOutput"], json!("linking"), "{call}");
+    assert_eq!(call["run"]["cancel"], json!(cancel), "{call}");
+    let page = d.get(&format!("/workbench/episodes/{EP}")).text();
+    assert!(page.contains(&cancel) && page.contains("linking"), "the workbench shows it");
+    let printed = worldd(&["episode", EP, "--addr", &d.base_url()]);
+    assert!(stdout(&printed).contains(&format!("stop it: {cancel}")), "{}{}", stdout(&printed), stderr(&printed));
+    // The command printed stops it, as printed (from the store's directory).
+    let args: Vec<&str> = cancel.split(' ').skip(1).collect();
+    let o = worldd(&[args.as_slice(), &["--db", &lab.db]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ended = until_ended(d, &s.token, "shown-1", Duration::from_secs(10));
+    assert_eq!(state(&ended), "TASK_STATE_CANCELED");
+    let page = d.get(&format!("/v1/episodes/{EP}/calls")).ok_json();
+    let call = page["calls"].as_array().unwrap().iter().find(|c| c["taskId"] == json!("shown-1")).unwrap().clone();
+    assert_eq!(call["run"]["cancel"], Value::Null, "nothing to stop once ended: {call}");
+    assert_eq!(call["effects"][0]["status"], json!("cancelled"), "{call}");
+}

@@ -17,7 +17,7 @@ pub const EPISODES_LIMIT_MAX: u64 = crate::episodes::EPISODES_PAGE_MAX as u64;
 pub const CALLS_MAX: u64 = crate::episodes::CALLS_PAGE_MAX as u64;
 
 // The REST bodies are `crate::episodes`'s, read back.
-use crate::episodes::{CallsPage, EpisodesPage, Spend, Summary};
+use crate::episodes::{Call, CallsPage, EpisodesPage, Spend, Summary};
 
 // ---- the verbs ----
 
@@ -260,7 +260,24 @@ pub fn episode_text(s: &Summary, page: Option<&CallsPage>) -> Vec<String> {
         .collect();
     // The transition gives up width first: the effects are what the page is for.
     lines.extend(table(&columns, rows, 0, &[(3, 16), (5, 24), (3, 0), (5, 0)]));
+    lines.extend(running_lines(&page.calls));
     lines
+}
+
+/// Each running task of the page: when it stops, its last output, how to stop it.
+fn running_lines(calls: &[Call]) -> Vec<String> {
+    let running = calls.iter().filter_map(|c| Some((c, c.run.as_ref()?, c.run.as_ref()?.cancel.as_ref()?)));
+    running
+        .flat_map(|(c, run, cancel)| {
+            let mut lines =
+                vec![format!("running #{} {}: stops at {} UTC", c.position, c.invocation_id, utc(run.deadline_at))];
+            if let Some(line) = &run.last_output {
+                lines.push(format!("  last output: {line}"));
+            }
+            lines.push(format!("  stop it: {cancel}"));
+            lines
+        })
+        .collect()
 }
 
 /// `key n, key n, …`: the keys of `order` first, in that order, then the rest.

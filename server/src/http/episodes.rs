@@ -80,5 +80,5 @@ async fn calls(
     let limit = limit(&pairs, episodes::CALLS_PAGE_DEFAULT, episodes::CALLS_PAGE_MAX)?;
     let found =
         read(&state, "/v1/episodes/{episode}/calls", move |s| episodes::calls(s, &episode, from, limit)).await?;
-    found.map(|page| json(&page)).ok_or_else(not_found)
+    found.map(|page| json(&episodes::with_running_output(page, &state.coordinator))).ok_or_else(not_found)
 }

@@ -68,7 +68,9 @@ pub async fn one(
             Err(m) => return bad(&m),
         };
     let now = crate::clock::now();
-    respond(read(&state, "/workbench/episodes/{episode}", move |s| episode_view(s, &episode, from, now)).await)
+    let daemon = state.clone();
+    let view = move |s: &Snapshot| episode_view(s, &episode, from, now, &daemon.coordinator);
+    respond(read(&state, "/workbench/episodes/{episode}", view).await)
 }
 
 /// A length of time in its largest whole unit (bucket widths are 60 s doubled).
@@ -174,11 +176,18 @@ fn list_view(s: &Snapshot, after: Option<(u64, String)>, now: u64) -> Result<Pag
     Ok(Page::ok("episodes", body))
 }
 
-fn episode_view(s: &Snapshot, episode: &str, from: Option<u64>, now: u64) -> Result<Page, ReadError> {
+fn episode_view(
+    s: &Snapshot,
+    episode: &str,
+    from: Option<u64>,
+    now: u64,
+    coordinator: &crate::coordinator::Coordinator,
+) -> Result<Page, ReadError> {
     let unknown = || Page::error(StatusCode::NOT_FOUND, "the store has seen no call of this episode");
     let Some(summary) = episodes::summary(s, episode, now)? else { return Ok(unknown()) };
     let from = from.unwrap_or_else(|| newest_from(summary.calls));
     let Some(page) = episodes::calls(s, episode, from, CALLS_SHOWN as usize)? else { return Ok(unknown()) };
+    let page = episodes::with_running_output(page, coordinator);
     // The calls after the page, if few enough to read, set its spend on the running total.
     let end = page_end(&page);
     let tail = if end < summary.calls { episodes::calls(s, episode, end, SPEND_TAIL_CALLS)? } else { None };
@@ -388,11 +397,29 @@ fn per_effect(c: &Call, f: impl Fn(&episodes::Effect) -> String) -> String {
     c.effects.iter().map(f).collect::<Vec<_>>().join("<br>")
 }
 
+/// A running task's word under its state: when it stops, how to stop it,
+/// its last line of output.
+fn run_note(c: &Call) -> String {
+    let Some(run) = c.run.as_ref().filter(|r| r.cancel.is_some()) else { return String::new() };
+    let mut note = format!("<div class=\"run muted\">stops at {} UTC", esc(&utc(run.deadline_at)));
+    if run.cancel_asked_at.is_some() {
+        note.push_str(" · cancel asked");
+    }
+    if let Some(cancel) = &run.cancel {
+        note.push_str(&format!("<br><code class=\"cancel\">{}</code>", esc(cancel)));
+    }
+    if let Some(line) = &run.last_output {
+        note.push_str(&format!("<br><code class=\"last-output\">{}</code>", esc(line)));
+    }
+    note.push_str("</div>");
+    note
+}
+
 fn call_row(c: &Call, decided: &HashMap<String, String>) -> String {
     let took = c.ended_at.map_or_else(|| "running".to_string(), |e| format!("{} s", e.saturating_sub(c.started_at)));
     format!(
         "<tr class=\"call\" id=\"call-{pos}\"><td class=\"position\">{pos}</td><td>{}</td><td>{}</td>\
-         <td class=\"tool\">{}</td><td class=\"task\">{}</td><td>{}</td><td class=\"state {state}\">{state}</td>\
+         <td class=\"tool\">{}</td><td class=\"task\">{}</td><td>{}</td><td class=\"state {state}\">{state}{}</td>\
          <td class=\"call-effect\">{}</td><td class=\"call-status\">{}</td><td class=\"call-cost\">{}</td>\
          <td class=\"call-budget\">{}</td><td class=\"ref\">{}</td><td>{}</td></tr>",
         esc(&utc(c.started_at)),
@@ -400,6 +427,7 @@ fn call_row(c: &Call, decided: &HashMap<String, String>) -> String {
         if c.transition.is_empty() { DASH.into() } else { esc(&c.transition) },
         esc(&c.task_id),
         esc(&c.surface),
+        run_note(c),
         per_effect(c, |e| format!("{} <span class=\"muted\">{}</span>", esc(&e.effect), esc(&e.scope))),
         per_effect(c, |e| {
             let status = match &e.denial {
@@ -481,6 +509,7 @@ mod tests {
             entry_index: Some(position + 1),
             output: None,
             effects,
+            run: None,
         }
     }
 
