@@ -73,12 +73,13 @@ pub(crate) fn id_member(obj: &RawObject) -> Option<Option<RpcId>> {
     obj.get("id").map(|raw| RpcId::from_raw(raw))
 }
 
+/// A JSON-RPC error object: `{code, message, data?}`.
 #[derive(Serialize)]
-struct ErrorObject<'a> {
-    code: i64,
-    message: &'a str,
+pub(crate) struct ErrorObject<'a> {
+    pub(crate) code: i64,
+    pub(crate) message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    data: Option<&'a Value>,
+    pub(crate) data: Option<&'a Value>,
 }
 
 #[derive(Serialize)]

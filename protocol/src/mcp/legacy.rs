@@ -140,7 +140,8 @@ struct CallResult<'a> {
 }
 
 /// A call's answer in this era: its result, a tool error, or a JSON-RPC
-/// error (these eras have no `input_required`; the server never asks for it).
+/// error (these eras have no `input_required` and no tasks; the server
+/// never answers either here, since [`super::Call::accepts_task`] is false).
 fn answer_response(id: &RpcId, answer: super::CallAnswer) -> Vec<u8> {
     use super::CallAnswer;
     match answer {
@@ -150,6 +151,9 @@ fn answer_response(id: &RpcId, answer: super::CallAnswer) -> Vec<u8> {
         }
         CallAnswer::InputRequired { .. } => {
             rpc::error_bytes(id, CODE_INTERNAL_ERROR, "this protocol version cannot ask the client for input")
+        }
+        CallAnswer::Task(_) => {
+            rpc::error_bytes(id, CODE_INTERNAL_ERROR, "this protocol version cannot answer with a task")
         }
         CallAnswer::Error { code, message, data: Some(data) } => rpc::error_data_bytes(id, code, &message, &data),
         CallAnswer::Error { code, message, data: None } => rpc::error_bytes(id, code, &message),
@@ -186,6 +190,8 @@ pub(super) fn finish(plan: &McpPlan, batch: bool, outcomes: Vec<CallOutcome>) ->
                 Some(Err(f)) => return host_failure(&envelope_id, f),
                 None => return host_failure(&envelope_id, HostFailure::Failed),
             },
+            // Never planned in this era: `tasks/*` is method-not-found here.
+            Step::Task(_) => return host_failure(&envelope_id, HostFailure::Failed),
         }
     }
     let mut data = Vec::new();

@@ -449,6 +449,7 @@ fn tools_call_becomes_a_call_with_the_decoded_id() {
             transition_id: "tools.echo".into(),
             arguments: json!({"message": "hi"}),
             input: Input::default(),
+            accepts_task: false,
         }]
     );
 }

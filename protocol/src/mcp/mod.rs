@@ -11,12 +11,14 @@
 
 pub mod legacy;
 pub mod modern;
+pub mod tasks;
 
 pub use legacy::{
     BATCH_PROTOCOL_VERSION, DEFAULT_PROTOCOL_VERSION, LATEST_PROTOCOL_VERSION, MSG_EMPTY_BATCH,
     SUPPORTED_PROTOCOL_VERSIONS,
 };
 pub use modern::MODERN_PROTOCOL_VERSIONS;
+pub use tasks::{TaskAnswer, TaskMethod, TaskOutcome, TaskRequest, TaskState, TaskStatus, TaskView};
 
 use crate::json::{self, go_quote};
 use crate::rpc::{
@@ -106,6 +108,13 @@ pub struct Call {
     pub arguments: Value,
     /// What a modern client said of asking its user (none in the legacy eras).
     pub input: Input,
+    /// This request's client capabilities declare the tasks extension
+    /// ([`tasks::EXTENSION_TASKS`]); always false in the legacy era. Only
+    /// then may the server answer [`CallAnswer::Task`] (a durable task the
+    /// client polls with `tasks/get`) instead of running the call to its end
+    /// within the POST; otherwise that answer is rendered as the -32021 the
+    /// extension prescribes.
+    pub accepts_task: bool,
 }
 
 /// A modern `tools/call`'s Multi Round-Trip fields.
@@ -146,6 +155,10 @@ impl Answer {
 pub enum Step {
     Answered(Answer),
     Call(Call),
+    /// Modern era: a checked `tasks/get`, `tasks/update` or `tasks/cancel`
+    /// from a client that declared the tasks extension. The server looks the
+    /// task up for this caller and answers with [`finish_task`].
+    Task(TaskRequest),
 }
 
 /// The checked POST: its steps in order, waiting for the call outcomes.
@@ -177,6 +190,13 @@ pub enum CallAnswer {
     /// Modern era: the client must ask its user first (a Multi Round-Trip
     /// Request), then retry with the answers and the state, byte-exact.
     InputRequired { input_requests: Value, request_state: String },
+    /// Modern era: the call goes on as a durable task, rendered as a
+    /// `CreateTaskResult` (`resultType: "task"`). Answer it only when
+    /// [`Call::accepts_task`] is set and the task is durably created (a
+    /// `tasks/get` for it would resolve); to a call that did not declare the
+    /// extension it is rendered as -32021 naming the extension, and in the
+    /// legacy era as -32603.
+    Task(TaskView),
     /// A JSON-RPC error for this call alone.
     Error { code: i64, message: String, data: Option<Value> },
 }
@@ -196,7 +216,17 @@ impl McpPlan {
     pub fn calls(&self) -> impl Iterator<Item = &Call> {
         self.steps.iter().filter_map(|s| match s {
             Step::Call(c) => Some(c),
-            Step::Answered(_) => None,
+            Step::Answered(_) | Step::Task(_) => None,
+        })
+    }
+
+    /// The task request to serve, when this plan is one (the modern era
+    /// carries one request per POST, so a plan holds at most one). Look the
+    /// task up for this caller, then answer with [`finish_task`].
+    pub fn task(&self) -> Option<&TaskRequest> {
+        self.steps.iter().find_map(|s| match s {
+            Step::Task(t) => Some(t),
+            Step::Answered(_) | Step::Call(_) => None,
         })
     }
 
@@ -233,6 +263,7 @@ impl McpPlan {
         match self.steps.first() {
             Some(Step::Answered(a)) => a.jsonrpc_id.clone(),
             Some(Step::Call(c)) => c.jsonrpc_id.clone(),
+            Some(Step::Task(t)) => t.jsonrpc_id.clone(),
             None => RpcId::Null,
         }
     }
@@ -413,6 +444,18 @@ pub fn finish(plan: McpPlan, outcomes: Vec<CallOutcome>) -> HttpReply {
     }
 }
 
+/// Builds the reply to a task plan ([`McpPlan::task`]) from the server's
+/// answer: a `GetTaskResult`, an acknowledgement, or the error the answer
+/// names (see [`TaskAnswer`]); an `Err` is the host-failure envelope, as for
+/// a call. A plan that holds no task step is finished as by [`finish`] with
+/// no outcomes.
+pub fn finish_task(plan: McpPlan, outcome: TaskOutcome) -> HttpReply {
+    match (&plan.era, plan.steps.first()) {
+        (PlanEra::Modern { server, .. }, Some(Step::Task(request))) => tasks::reply(request, outcome, server),
+        _ => finish(plan, Vec::new()),
+    }
+}
+
 /// What one body item is.
 enum Item {
     Request {
@@ -468,17 +511,35 @@ fn answer_error(id: RpcId, code: i64, message: &str) -> Step {
     Step::Answered(Answer { jsonrpc_id: id, error_code: Some(code), json })
 }
 
+fn answer_error_data(id: RpcId, code: i64, message: &str, data: &Value) -> Step {
+    let json = rpc::error_data_bytes(&id, code, message, data);
+    Step::Answered(Answer { jsonrpc_id: id, error_code: Some(code), json })
+}
+
 fn answer_result<T: Serialize>(id: RpcId, result: &T) -> Step {
     let json = rpc::result_bytes(&id, result);
     Step::Answered(Answer { jsonrpc_id: id, error_code: None, json })
 }
 
 /// The capabilities both eras advertise: tools, whose list never announces
-/// changes (a session's view is rebuilt on every request instead).
+/// changes (a session's view is rebuilt on every request instead); the
+/// modern era adds the extensions it serves.
 #[derive(Serialize)]
 struct Capabilities {
     tools: ToolsCapability,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extensions: Option<Extensions>,
 }
+
+/// The extensions the modern era serves, each with no settings (`{}`).
+#[derive(Serialize)]
+struct Extensions {
+    #[serde(rename = "io.modelcontextprotocol/tasks")]
+    tasks: Empty,
+}
+
+#[derive(Serialize)]
+struct Empty {}
 
 #[derive(Serialize)]
 struct ToolsCapability {
@@ -487,7 +548,9 @@ struct ToolsCapability {
 }
 
 impl Capabilities {
-    const TOOLS: Capabilities = Capabilities { tools: ToolsCapability { list_changed: false } };
+    const TOOLS: Capabilities = Capabilities { tools: ToolsCapability { list_changed: false }, extensions: None };
+    const MODERN: Capabilities =
+        Capabilities { extensions: Some(Extensions { tasks: Empty {} }), ..Capabilities::TOOLS };
 }
 
 #[derive(Serialize)]
@@ -569,7 +632,14 @@ fn resolve_call(id: &RpcId, params: &Map<String, Value>, surface: &Surface) -> R
     }
     tool.validate_arguments(&arguments).map_err(CallRefusal::InvalidArguments)?;
     let transition_id = tool.transition_id().to_owned();
-    Ok(Call { jsonrpc_id: id.clone(), tool_name: name, transition_id, arguments, input: Input::default() })
+    Ok(Call {
+        jsonrpc_id: id.clone(),
+        tool_name: name,
+        transition_id,
+        arguments,
+        input: Input::default(),
+        accepts_task: false,
+    })
 }
 
 /// The legacy era's `tools/call`: every refusal is a -32602 protocol error.
@@ -610,3 +680,5 @@ fn call_output(output: &Value) -> Result<(), &'static str> {
 mod legacy_tests;
 #[cfg(test)]
 mod modern_tests;
+#[cfg(test)]
+mod tasks_tests;

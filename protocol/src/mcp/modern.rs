@@ -4,10 +4,11 @@
 //! are one JSON object; every result says its `resultType` and carries the
 //! server's identity in `_meta`, and lists carry caching hints.
 
+use super::tasks::{self, TaskMethodName};
 use super::{
-    Answer, CallOutcome, CallRefusal, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step, TextContent,
-    answer_error, answer_result, call_output, classify, host_failure, json_reply, params_object, resolve_call,
-    tools_list, top_level_id, transport_refusal, trim_ascii_space,
+    Answer, Call, CallOutcome, CallRefusal, Capabilities, Item, McpHeaders, McpPlan, PlanEra, ServerInfo, Step,
+    TextContent, answer_error, answer_result, call_output, classify, host_failure, json_reply, params_object,
+    resolve_call, tools_list, top_level_id, transport_refusal, trim_ascii_space,
 };
 use crate::json::go_quote;
 use crate::rpc::{
@@ -32,8 +33,8 @@ pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// The headers are missing, malformed, or do not match the body.
 pub const CODE_HEADER_MISMATCH: i64 = -32020;
-/// A capability the server needs was not declared (never sent: World needs
-/// none of the client's).
+/// A capability the server needs was not declared: the tasks extension, for
+/// `tasks/*` (and for a task answered to a call that did not declare it).
 pub const CODE_MISSING_CAPABILITY: i64 = -32021;
 /// The requested protocol version is not served.
 pub const CODE_UNSUPPORTED_VERSION: i64 = -32022;
@@ -54,6 +55,9 @@ pub const MSG_NULL_ID: &str = "invalid request: id must be a string or a number"
 pub const METHOD_DISCOVER: &str = "server/discover";
 /// The methods whose `Mcp-Name` header mirrors `params.name` or `params.uri`.
 const NAMED_METHODS: [&str; 3] = ["tools/call", "resources/read", "prompts/get"];
+/// The methods whose `Mcp-Name` header mirrors `params.taskId` (the tasks
+/// extension's routing header).
+const TASK_METHODS: [&str; 3] = [tasks::METHOD_TASKS_GET, tasks::METHOD_TASKS_UPDATE, tasks::METHOD_TASKS_CANCEL];
 
 /// What `server/discover` tells a model about this server.
 pub const INSTRUCTIONS: &str = "Each tool is a transition of this World. A call is admitted against this \
@@ -96,7 +100,7 @@ pub fn error_status(code: i64) -> u16 {
     }
 }
 
-fn error_reply(id: &RpcId, code: i64, message: &str) -> HttpReply {
+pub(super) fn error_reply(id: &RpcId, code: i64, message: &str) -> HttpReply {
     json_reply(error_status(code), rpc::error_bytes(id, code, message))
 }
 
@@ -172,7 +176,8 @@ fn check_version(id: &RpcId, header: Option<&[u8]>, requested: &str) -> Result<&
 }
 
 /// `Mcp-Method` must be the body's method; `Mcp-Name` the body's
-/// `params.name` (or `params.uri`) for the methods that name a target.
+/// `params.name` (or `params.uri`) for the methods that name a target, and
+/// `params.taskId` for `tasks/*`.
 fn check_mirrored_headers(
     id: &RpcId,
     headers: &McpHeaders<'_>,
@@ -189,10 +194,14 @@ fn check_mirrored_headers(
         let m = format!("Mcp-Method header value {} does not match body value {}", go_quote(header), go_quote(method));
         return Err(header_mismatch(id, &m));
     }
-    if !NAMED_METHODS.contains(&method) {
+    let keys: &[&str] = if NAMED_METHODS.contains(&method) {
+        &["name", "uri"]
+    } else if TASK_METHODS.contains(&method) {
+        &["taskId"]
+    } else {
         return Ok(());
-    }
-    let target = ["name", "uri"].iter().find_map(|k| params.get(*k).and_then(Value::as_str));
+    };
+    let target = keys.iter().find_map(|k| params.get(*k).and_then(Value::as_str));
     match (headers.mcp_name, target) {
         (None, None) => Ok(()),
         (None, Some(_)) => Err(header_mismatch(id, "the Mcp-Name header is required")),
@@ -217,7 +226,8 @@ fn check_mirrored_headers(
 /// number), the `_meta` version (400 -32602), the version header (-32020) and
 /// version (-32022), the client capabilities (-32602), the mirrored headers
 /// (-32020), then the method (404 -32601 if not served) and, for a tool call,
-/// its `Mcp-Param-*` headers (-32020).
+/// its `Mcp-Param-*` headers (-32020); for `tasks/*`, the tasks extension
+/// declared (-32021), then `taskId` and `inputResponses` (-32602).
 pub(super) fn plan(
     headers: &McpHeaders<'_>,
     body: &[u8],
@@ -316,9 +326,9 @@ fn header_form(value: Option<&Value>) -> Option<String> {
 
 /// A result's `_meta`: the server's identity.
 #[derive(Serialize)]
-struct ResultMeta<'a> {
+pub(super) struct ResultMeta<'a> {
     #[serde(rename = "io.modelcontextprotocol/serverInfo")]
-    server_info: &'a OwnedServerInfo,
+    pub(super) server_info: &'a OwnedServerInfo,
 }
 
 /// A complete result of a cacheable operation: the body's own members framed
@@ -345,7 +355,7 @@ struct Discovery {
     instructions: &'static str,
 }
 
-const COMPLETE: &str = "complete";
+pub(super) const COMPLETE: &str = "complete";
 
 fn dispatch(
     id: RpcId,
@@ -354,6 +364,9 @@ fn dispatch(
     surface: &Surface,
     server: &OwnedServerInfo,
 ) -> Result<Step, HttpReply> {
+    if let Some(name) = TaskMethodName::of(method) {
+        return Ok(tasks::plan(id, name, params));
+    }
     let meta = ResultMeta { server_info: server };
     Ok(match method {
         METHOD_DISCOVER => answer_result(
@@ -362,7 +375,7 @@ fn dispatch(
                 result_type: COMPLETE,
                 body: Discovery {
                     supported_versions: &MODERN_PROTOCOL_VERSIONS,
-                    capabilities: Capabilities::TOOLS,
+                    capabilities: Capabilities::MODERN,
                     instructions: INSTRUCTIONS,
                 },
                 ttl_ms: DISCOVER_TTL_MS,
@@ -396,7 +409,7 @@ fn dispatch(
 fn plan_call(id: RpcId, params: &Map<String, Value>, surface: &Surface, meta: ResultMeta<'_>) -> Step {
     match resolve_call(&id, params, surface) {
         Ok(call) => match input_of(params) {
-            Ok(input) => Step::Call(super::Call { input, ..call }),
+            Ok(input) => Step::Call(Call { input, accepts_task: tasks::declared(params), ..call }),
             Err(message) => answer_error(id, CODE_INVALID_PARAMS, &message),
         },
         Err(CallRefusal::Protocol(message)) => answer_error(id, CODE_INVALID_PARAMS, &message),
@@ -448,8 +461,10 @@ impl<'a> ToolError<'a> {
     }
 }
 
+/// A `CallToolResult`: what a synchronous call answers, and what a completed
+/// task carries as its `result`.
 #[derive(Serialize)]
-struct CallResult<'a> {
+pub(super) struct CallResult<'a> {
     #[serde(rename = "resultType")]
     result_type: &'static str,
     content: [TextContent; 1],
@@ -470,12 +485,15 @@ pub fn is_tool_error(output: &Value) -> bool {
         || effects.iter().any(|e| matches!(e.get("status").and_then(Value::as_str), Some("denied" | "failed")))
 }
 
-/// A call's answer: its result, a tool error, an `input_required` result or
-/// a JSON-RPC error.
-fn answer_reply(id: &RpcId, answer: super::CallAnswer, server: &OwnedServerInfo) -> HttpReply {
+/// A call's answer: its result, a tool error, an `input_required` result, a
+/// task (only to a client that declared the extension) or a JSON-RPC error.
+fn answer_reply(call: &Call, answer: super::CallAnswer, server: &OwnedServerInfo) -> HttpReply {
     use super::CallAnswer;
+    let id = &call.jsonrpc_id;
     let meta = ResultMeta { server_info: server };
     match answer {
+        CallAnswer::Task(view) if call.accepts_task => json_reply(200, tasks::created_bytes(id, &view, meta)),
+        CallAnswer::Task(_) => json_reply(error_status(CODE_MISSING_CAPABILITY), tasks::missing_capability_bytes(id)),
         CallAnswer::Output(output) => json_reply(200, call_response(id, &output, server)),
         CallAnswer::Refused(text) => json_reply(200, rpc::result_bytes(id, &ToolError::of(text, meta))),
         CallAnswer::InputRequired { input_requests, request_state } => json_reply(
@@ -512,18 +530,22 @@ struct InputRequiredResult<'a> {
     meta: ResultMeta<'a>,
 }
 
+/// The `CallToolResult` of a transition's output, or the -32603 message
+/// when the output cannot be one (JSON `null`, not an object).
+pub(super) fn call_result<'a>(output: &'a Value, server: &'a OwnedServerInfo) -> Result<CallResult<'a>, &'static str> {
+    call_output(output)?;
+    Ok(CallResult {
+        result_type: COMPLETE,
+        content: [TextContent::of(output)],
+        structured_content: output,
+        is_error: is_tool_error(output),
+        meta: ResultMeta { server_info: server },
+    })
+}
+
 fn call_response(id: &RpcId, output: &Value, server: &OwnedServerInfo) -> Vec<u8> {
-    match call_output(output) {
-        Ok(()) => rpc::result_bytes(
-            id,
-            &CallResult {
-                result_type: COMPLETE,
-                content: [TextContent::of(output)],
-                structured_content: output,
-                is_error: is_tool_error(output),
-                meta: ResultMeta { server_info: server },
-            },
-        ),
+    match call_result(output, server) {
+        Ok(result) => rpc::result_bytes(id, &result),
         Err(message) => rpc::error_bytes(id, CODE_INTERNAL_ERROR, message),
     }
 }
@@ -538,10 +560,11 @@ pub(super) fn finish(plan: &McpPlan, server: &OwnedServerInfo, outcomes: Vec<Cal
             json_reply(error_code.map_or(200, error_status), json.clone())
         }
         Some(Step::Call(c)) => match outcomes.next() {
-            Some(Ok(answer)) => answer_reply(&c.jsonrpc_id, answer, server),
+            Some(Ok(answer)) => answer_reply(c, answer, server),
             Some(Err(f)) => host_failure(&envelope_id, f),
             None => host_failure(&envelope_id, super::HostFailure::Failed),
         },
-        None => host_failure(&envelope_id, super::HostFailure::Failed),
+        // A task step is answered by `finish_task`; call outcomes cannot answer it.
+        Some(Step::Task(_)) | None => host_failure(&envelope_id, super::HostFailure::Failed),
     }
 }

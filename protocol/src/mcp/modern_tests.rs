@@ -8,10 +8,10 @@ use crate::surface::{ToolView, build_surface};
 use proptest::prelude::*;
 use serde_json::json;
 
-const SERVER: ServerInfo<'static> = ServerInfo { name: "worldd", version: "0.1.0" };
-const V: &str = "2026-07-28";
+pub(super) const SERVER: ServerInfo<'static> = ServerInfo { name: "worldd", version: "0.1.0" };
+pub(super) const V: &str = "2026-07-28";
 
-fn surface() -> Surface {
+pub(super) fn surface() -> Surface {
     let echo = ToolView {
         id: "tools.echo".into(),
         title: "Echo".into(),
@@ -29,7 +29,7 @@ fn surface() -> Surface {
     build_surface(&[echo, read]).unwrap()
 }
 
-fn meta() -> Value {
+pub(super) fn meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": V,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -38,13 +38,13 @@ fn meta() -> Value {
 }
 
 /// A modern request body: `params` plus the standard `_meta`.
-fn request(id: Value, method: &str, mut params: Value) -> String {
+pub(super) fn request(id: Value, method: &str, mut params: Value) -> String {
     params["_meta"] = meta();
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
 }
 
 /// The headers a conforming modern client sends for `method` (and `name`).
-fn modern_headers(method: &'static str, name: Option<&'static str>) -> McpHeaders<'static> {
+pub(super) fn modern_headers(method: &'static str, name: Option<&'static str>) -> McpHeaders<'static> {
     McpHeaders {
         content_type: Some("application/json"),
         accept: Some("application/json, text/event-stream"),
@@ -57,16 +57,16 @@ fn modern_headers(method: &'static str, name: Option<&'static str>) -> McpHeader
 }
 
 /// The same headers with another `MCP-Protocol-Version` (or none).
-fn with_version(h: McpHeaders<'static>, version: Option<&'static str>) -> McpHeaders<'static> {
+pub(super) fn with_version(h: McpHeaders<'static>, version: Option<&'static str>) -> McpHeaders<'static> {
     McpHeaders { protocol_version: version, protocol_version_all: version.map(str::as_bytes), ..h }
 }
 
-fn run(h: &McpHeaders<'_>, body: &str) -> Result<McpPlan, HttpReply> {
+pub(super) fn run(h: &McpHeaders<'_>, body: &str) -> Result<McpPlan, HttpReply> {
     plan(h, body.as_bytes(), &surface(), &SERVER)
 }
 
 /// The answered reply (no calls), as status and JSON.
-fn answer(h: &McpHeaders<'_>, body: &str) -> (u16, Value) {
+pub(super) fn answer(h: &McpHeaders<'_>, body: &str) -> (u16, Value) {
     let r = match run(h, body) {
         Ok(p) => {
             assert_eq!(p.call_count(), 0);
@@ -79,7 +79,7 @@ fn answer(h: &McpHeaders<'_>, body: &str) -> (u16, Value) {
     (r.status, serde_json::from_slice(&r.body).unwrap_or(Value::Null))
 }
 
-fn assert_error(reply: (u16, Value), status: u16, id: Value, code: i64) -> Value {
+pub(super) fn assert_error(reply: (u16, Value), status: u16, id: Value, code: i64) -> Value {
     let (s, body) = reply;
     assert_eq!(s, status, "{body}");
     assert_eq!(body["jsonrpc"], "2.0");
@@ -155,7 +155,8 @@ fn discover_answers_versions_capabilities_identity_and_caching_hints_as_json() {
     let result = &body["result"];
     assert_eq!(result["resultType"], "complete");
     assert_eq!(result["supportedVersions"], json!(MODERN_PROTOCOL_VERSIONS));
-    assert_eq!(result["capabilities"], json!({"tools": {"listChanged": false}}));
+    let tasks_extension = json!({"io.modelcontextprotocol/tasks": {}});
+    assert_eq!(result["capabilities"], json!({"tools": {"listChanged": false}, "extensions": tasks_extension}));
     assert_eq!(result["ttlMs"], DISCOVER_TTL_MS);
     assert_eq!(result["cacheScope"], "public");
     assert_eq!(result["_meta"]["io.modelcontextprotocol/serverInfo"], json!({"name": "worldd", "version": "0.1.0"}));
@@ -305,7 +306,7 @@ fn tools_list_is_the_legacy_list_plus_result_type_and_private_caching_hints() {
 }
 
 /// A legacy reply's result, read out of its SSE event.
-fn legacy_result(body: &str) -> Value {
+pub(super) fn legacy_result(body: &str) -> Value {
     let h = McpHeaders {
         content_type: Some("application/json"),
         accept: Some("application/json, text/event-stream"),
@@ -318,7 +319,7 @@ fn legacy_result(body: &str) -> Value {
     serde_json::from_str::<Value>(data).unwrap()["result"].clone()
 }
 
-fn modern_call(output: CallOutcome) -> (u16, Value) {
+pub(super) fn modern_call(output: CallOutcome) -> (u16, Value) {
     let p = run(
         &modern_headers("tools/call", Some("tools_decho")),
         &request(json!(7), "tools/call", json!({"name": "tools_decho", "arguments": {"message": "hi"}})),
@@ -534,7 +535,7 @@ fn arguments_marked_x_mcp_header_must_arrive_as_matching_mcp_param_headers() {
 }
 
 /// A `tools/call` whose `_meta` declares `capabilities`, with `extra` params.
-fn call_with(capabilities: Value, extra: Value) -> Result<McpPlan, HttpReply> {
+pub(super) fn call_with(capabilities: Value, extra: Value) -> Result<McpPlan, HttpReply> {
     let mut params = json!({"name": "tools_decho", "arguments": {"message": "hi"}});
     for (k, v) in extra.as_object().unwrap() {
         params[k] = v.clone();
