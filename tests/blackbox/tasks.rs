@@ -265,3 +265,113 @@ fn the_episode_views_show_a_running_task_with_its_last_output_and_the_command_th
     assert_eq!(call["run"]["cancel"], Value::Null, "nothing to stop once ended: {call}");
     assert_eq!(call["effects"][0]["status"], json!("cancelled"), "{call}");
 }
+
+// ---- MCP 2026-07-28 with the Tasks extension ----
+
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A 2026-07-28 request as a conforming client sends it, declaring the
+/// Tasks extension when `tasks` is set; `Mcp-Name` mirrors the tool's name
+/// or the task's id.
+fn mcp_modern(d: &Daemon, token: &str, method: &str, mut params: Value, tasks: bool) -> Value {
+    let extensions = if tasks { json!({TASKS_EXTENSION: {}}) } else { json!({}) };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+    });
+    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("Authorization", auth.as_str()),
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", method),
+    ];
+    if let Some(n) = &name {
+        headers.push(("Mcp-Name", n.as_str()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    d.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+}
+
+fn exec_call(d: &Daemon, token: &str, script: &str, tasks: bool) -> Value {
+    let params = json!({"name": "workspace-exec", "arguments": {"command": "sh", "args": ["-c", script]}});
+    mcp_modern(d, token, "tools/call", params, tasks)
+}
+
+fn task_get(d: &Daemon, token: &str, task: &str) -> Value {
+    mcp_modern(d, token, "tasks/get", json!({"taskId": task}), true)
+}
+
+fn mcp_until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
+    let until = Instant::now() + within;
+    loop {
+        let r = task_get(d, token, task);
+        if r["result"]["status"] != json!("working") {
+            return r;
+        }
+        assert!(Instant::now() < until, "still working after {within:?}: {r}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_mcp_client_declaring_tasks_gets_a_task_it_polls_to_the_command_s_result() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let discover = mcp_modern(d, &s.token, "server/discover", json!({}), false);
+    assert_eq!(discover["result"]["capabilities"]["extensions"][TASKS_EXTENSION], json!({}), "{discover}");
+    let created = exec_call(d, &s.token, "echo begun; sleep 11; echo done", true);
+    let task = &created["result"];
+    assert_eq!((&task["resultType"], &task["status"]), (&json!("task"), &json!("working")), "{created}");
+    assert_eq!(task["ttlMs"], Value::Null, "kept with the log: {created}");
+    assert_eq!(task["pollIntervalMs"], json!(2000), "{created}");
+    let id = task["taskId"].as_str().unwrap().to_string();
+    assert_eq!(lab.spent(), 1, "debited before the task was answered");
+    std::thread::sleep(Duration::from_millis(1500));
+    let polled = task_get(d, &s.token, &id);
+    assert_eq!((&polled["result"]["resultType"], &polled["result"]["status"]), (&json!("complete"), &json!("working")));
+    let message = polled["result"]["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.starts_with("running for") && message.contains("begun"), "{polled}");
+    let ended = mcp_until_ended(d, &s.token, &id, Duration::from_secs(40));
+    assert_eq!(ended["result"]["status"], json!("completed"), "{ended}");
+    let result = &ended["result"]["result"];
+    assert_eq!(result["resultType"], json!("complete"), "the inner result carries its own type: {ended}");
+    assert_eq!(result["structuredContent"]["stdout"], json!("begun\ndone\n"), "{ended}");
+    assert_eq!(result["isError"], json!(false), "{ended}");
+    assert_eq!(lab.spent(), 1, "debited once");
+    // A client that does not declare the extension is answered in its request,
+    // and may not poll.
+    let quick = exec_call(d, &s.token, "echo quick", false);
+    assert_eq!(quick["result"]["resultType"], json!("complete"), "{quick}");
+    assert_eq!(quick["result"]["structuredContent"]["stdout"], json!("quick\n"), "{quick}");
+    let undeclared = mcp_modern(d, &s.token, "tasks/get", json!({"taskId": id}), false);
+    assert_eq!(undeclared["error"]["code"], json!(-32021), "{undeclared}");
+    // Another episode's session cannot see the task.
+    let other = mint_with(&lab.db, "elsewhere", &GRANTS, &[], None);
+    let hidden = task_get(d, &other.token, &id);
+    assert_eq!(hidden["error"]["code"], json!(-32602), "{hidden}");
+    assert_eq!(hidden["error"]["message"], json!("Failed to retrieve task: Task not found"), "{hidden}");
+    let verified = worldd(&["verify", "--db", &lab.db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn an_mcp_task_cancelled_mid_run_stops_its_command_and_reads_cancelled() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let created = exec_call(d, &s.token, "echo started; sleep 347", true);
+    let id = created["result"]["taskId"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
+    std::thread::sleep(Duration::from_millis(800));
+    assert!(!processes_with("sleep 347").is_empty(), "the command runs");
+    let ack = mcp_modern(d, &s.token, "tasks/cancel", json!({"taskId": id}), true);
+    assert_eq!(ack["result"]["resultType"], json!("complete"), "{ack}");
+    let ended = mcp_until_ended(d, &s.token, &id, Duration::from_secs(10));
+    assert_eq!(ended["result"]["status"], json!("cancelled"), "{ended}");
+    assert!(processes_with("sleep 347").is_empty(), "no process of the command remains");
+    let again = mcp_modern(d, &s.token, "tasks/cancel", json!({"taskId": id}), true);
+    assert_eq!(again["error"]["code"], json!(-32602), "{again}");
+    assert!(again["error"]["message"].as_str().unwrap_or_default().contains("cancelled"), "{again}");
+    assert_eq!(lab.spent(), 1, "the command started: its debit stays");
+}

@@ -171,6 +171,12 @@ pub enum TaskState {
 }
 
 impl TaskState {
+    /// A task whose call ended with an internal error (-32603), `message`
+    /// saying why (its daemon stopped while it ran, its call failed).
+    pub fn failed_internally(message: String) -> TaskState {
+        TaskState::Failed { code: crate::rpc::CODE_INTERNAL_ERROR, message, data: None }
+    }
+
     pub fn status(&self) -> TaskStatus {
         match self {
             TaskState::Working => TaskStatus::Working,

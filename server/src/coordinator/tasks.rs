@@ -179,7 +179,7 @@ pub enum Followed {
     /// Committed; `cancelled` when its command was stopped by a cancel.
     Ended { outcome: Box<Outcome>, cancelled: bool },
     /// Ended without a commit: what became of its effect.
-    Failed { state: TaskState, ended_at: u64, why: String },
+    Failed { ended_at: u64, why: String },
 }
 
 /// What a poll of `key` finds; `None`: no such task, or a call answered
@@ -210,17 +210,14 @@ pub async fn follow(host: &SharedHost, key: &TaskKey) -> Result<Option<Followed>
             Followed::Ended { outcome: Box::new(outcome), cancelled }
         }
         TaskState::Uncertain => Followed::Failed {
-            state: task.state,
             ended_at,
             why: "the daemon stopped while the command ran: whether it finished is unknown (its effect is \
                   indeterminate); it was debited once and will not run again"
                 .into(),
         },
-        TaskState::NotCommitted => Followed::Failed {
-            state: task.state,
-            ended_at,
-            why: "the call ended before its command ran; nothing was debited".into(),
-        },
+        TaskState::NotCommitted => {
+            Followed::Failed { ended_at, why: "the call ended before its command ran; nothing was debited".into() }
+        }
     }))
 }
 

@@ -5,7 +5,7 @@
 
 use super::bodies::{self, Read, Unread};
 use super::{Rest, State, Unresolved, reply, resolve_session};
-use crate::coordinator::{self, Call, CallError, Glanced};
+use crate::coordinator::{self, Answered, Call, CallError, Glanced};
 use crate::limits::{DAEMON_VERSION, READ_DEADLINE};
 use crate::sessions::{self, Caller};
 use crate::tools::SessionTools;
@@ -178,6 +178,11 @@ async fn mcp_handle(
         Ok(p) => p,
         Err(reply) => return reply,
     };
+    if let Some(request) = plan.task() {
+        let host = state.clone() as coordinator::SharedHost;
+        let answered = super::running::answer(&host, &caller.session.episode, request).await;
+        return mcp::finish_task(plan, answered);
+    }
     let mut outcomes = Vec::with_capacity(plan.call_count());
     // The first call is admitted on what the session was resolved on; a
     // later item of a batch runs later, and is admitted afresh.
@@ -247,13 +252,14 @@ async fn mcp_call(
         answer,
         // The task id was named just above: admission need not look for its row.
         glanced,
-        may_run_as_task: false,
+        may_run_as_task: asked.accepts_task,
     };
     // The POST deadline covers the call: when it passes first, the refusal names the invocation.
-    let invoked =
-        tokio::time::timeout_at(deadline, coordinator::invoke(&(state.clone() as coordinator::SharedHost), call)).await;
+    let host = state.clone() as coordinator::SharedHost;
+    let invoked = tokio::time::timeout_at(deadline, coordinator::invoke_or_start(&host, call)).await;
     match invoked.unwrap_or(Err(CallError::Deadline)) {
-        Ok(outcome) => Ok(outcome.output.into()),
+        Ok(Answered::Ended(outcome)) => Ok(outcome.output.into()),
+        Ok(Answered::Running(started)) => Ok(mcp::CallAnswer::Task(super::running::created(&started))),
         Err(CallError::ApprovalPending(p)) => Ok(question.ask(state, &p)),
         Err(CallError::ApprovalAnswer(why)) => Ok(super::approvals::bad_state(&why)),
         Err(CallError::TasksBusy(why)) => Ok(mcp::CallAnswer::Refused(why)),
