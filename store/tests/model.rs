@@ -263,7 +263,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0..3u8, 0..2u8).prop_map(|(id, digest)| Step::RestIntent { id, digest }),
         4 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::Begin { task, digest }),
         2 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::CreateRun { task, digest }),
-        2 => task.clone().prop_map(|task| Step::Cancel { task }),
+        2 => task.prop_map(|task| Step::Cancel { task }),
         5 => (task, 0..3u8, 0..2u8, 0..2u8, 0..4u8, 0..7u8, prop::bool::weighted(0.1), prop::option::weighted(0.3, (any::<u8>(), 0..2u8)))
             .prop_map(|(task, ordinal, effect, scope, cost, budget, bad_request, approval)| Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval }),
         2 => (0..4u8, 0..2u8, 0..2u8, 0..2u8, 0..30u8)

@@ -723,7 +723,7 @@ async fn list_tasks(state: &State, caller: &Caller, id: &RpcId, q: ListQuery) ->
             TaskView {
                 task_id,
                 context_id: task.context.as_deref(),
-                state: row_state_name(&task),
+                state: row_state_name(task),
                 timestamp: Some(task.ended_at.unwrap_or(task.started_at)),
                 committed,
                 history: a2a::last(messages, history_length),
