@@ -362,6 +362,7 @@ fn an_a2a_task_whose_approval_an_identical_mcp_call_used_or_denied_keeps_its_ide
     assert_eq!(late["error"]["code"], json!(-32602), "{late}");
     assert!(late.to_string().contains("decided or used already"), "{late}");
     assert_eq!(a.spent(), 1);
+    a.lab.verify_clean();
 }
 
 #[test]
@@ -383,4 +384,5 @@ fn two_a2a_tasks_waiting_on_one_approval_are_each_found_by_their_own_id() {
     let (state, _) = waits_in(&get("task-10"));
     assert_eq!(state, "used");
     assert_eq!(a.spent(), 1);
+    a.lab.verify_clean();
 }
