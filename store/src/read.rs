@@ -602,6 +602,19 @@ impl View for RedbSnapshot {
         Ok(out)
     }
 
+    fn awaited_approval(&self, credential: &Ref, task_id: &str) -> Result<Option<(String, ApprovalRow)>, ReadError> {
+        let Some(t) = open(&self.txn, APPROVAL_WAITS)? else { return Ok(None) };
+        let Some(id) = t.get((credential.0, task_id)).map_err(read_storage)?.map(|v| v.value().to_string()) else {
+            return Ok(None);
+        };
+        let row = self.approval(&id)?.ok_or_else(|| rows::Corruption {
+            table: "approval_waits",
+            key: format!("{credential} {task_id}"),
+            detail: format!("names approval {id}, which has no row"),
+        })?;
+        Ok(Some((id, row)))
+    }
+
     fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
         let Some(t) = open(&self.txn, APPROVALS)? else { return Ok(vec![]) };
         let range = match after {

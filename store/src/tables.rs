@@ -160,6 +160,11 @@ pub const APPROVALS: TableDefinition<&str, &[u8]> = TableDefinition::new("approv
 /// (credentialId, request digest) → approval id: the open approval of one
 /// session's exact request (pending, or approved and not used up).
 pub const OPEN_APPROVALS: TableDefinition<(Key32, Key32), &str> = TableDefinition::new("open_approvals");
+/// (credentialId, A2A task id) → approval id: the approval each A2A task
+/// of a session last waited on (asked it, or found it open), written in the
+/// wait's transaction and kept as long as approval rows are (always), so a
+/// task that waited is found by its own id however its approval ended.
+pub const APPROVAL_WAITS: TableDefinition<(Key32, &str), &str> = TableDefinition::new("approval_waits");
 /// secret name → its bytes (raw): the key that seals approval questions.
 pub const SECRETS: TableDefinition<&str, &[u8]> = TableDefinition::new("secrets");
 /// `rest:<id>` → Receipt.

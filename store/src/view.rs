@@ -94,6 +94,9 @@ pub trait View: Send + Sync {
     fn open_approvals(&self, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError>;
     /// Up to `limit` approvals in id order, strictly after `after`.
     fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError>;
+    /// The approval session `credential`'s A2A task `task_id` last waited
+    /// on, with its id, whatever became of it since (decided, used, closed).
+    fn awaited_approval(&self, credential: &Ref, task_id: &str) -> Result<Option<(String, ApprovalRow)>, ReadError>;
 
     // ---- derived: the same for every engine ----
 

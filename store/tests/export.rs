@@ -47,6 +47,14 @@ fn populated() -> (tempfile::TempDir, Store) {
     let object = NewObject::derived("world/approval/v1", "host/approvals", b"{\"denied\":1}".to_vec());
     let decision = ApprovalDecision { state: ApprovalState::Denied, for_session: false, object, at: 2, use_by: 0 };
     store.call(Op::DecideApproval { id: "ap-1".into(), decision }).unwrap();
+    // Two A2A tasks wait on ap-2, asking the identical request: both waits travel.
+    for task in ["t-asked", "t-found"] {
+        let mut ask = common::ask_approval("ap-3", "ep", Ref::of(b"tok"), Ref::of(b"d2"), (1, 9));
+        if let Op::AskApproval { approval, .. } = &mut ask {
+            approval.task = Some(task.into());
+        }
+        store.call(ask).unwrap();
+    }
     (dir, store)
 }
 
@@ -77,9 +85,19 @@ fn an_export_imports_into_the_same_store_and_verifies_clean() {
     assert_eq!(a.approvals(None, 10).unwrap().len(), 2);
     assert_eq!(a.approvals(None, 10).unwrap(), b.approvals(None, 10).unwrap());
     assert_eq!(a.open_approvals(10).unwrap(), b.open_approvals(10).unwrap());
+    assert_waits_travelled(&a, &b);
     let report = verify(&b, &Options::default());
     assert!(report.is_clean(), "{:#?}", report.faults);
     assert_eq!(report.counts.objects, verify(&a, &Options::default()).counts.objects);
+}
+
+/// `populated`'s two A2A tasks wait on ap-2 in both snapshots.
+fn assert_waits_travelled(a: &Snapshot, b: &Snapshot) {
+    for task in ["t-asked", "t-found"] {
+        let waits = a.awaited_approval(&Ref::of(b"tok"), task).unwrap();
+        assert_eq!(waits.as_ref().map(|(id, _)| id.as_str()), Some("ap-2"), "{task}");
+        assert_eq!(waits, b.awaited_approval(&Ref::of(b"tok"), task).unwrap(), "{task}");
+    }
 }
 
 #[test]
@@ -179,11 +197,13 @@ fn a_world_moves_between_the_engines_with_the_same_head_and_the_same_export() {
     let (pg, report) = world_store::postgres::PgStore::open(&url, 1, Default::default()).unwrap();
     assert!(report.is_empty(), "{report:?}");
     common::assert_same_world(&store, &pg);
+    assert_waits_travelled(&store.snapshot().unwrap(), &pg.snapshot().unwrap());
     assert_eq!(exported(&pg, true), bytes, "both engines export the same records in the same order");
     let back = dir.path().join("back.db");
     export::import(&back, &mut exported(&pg, true).as_slice()).unwrap();
     let (back, _) = Store::open(&back, 1).unwrap();
     common::assert_same_world(&store, &back);
+    assert_waits_travelled(&store.snapshot().unwrap(), &back.snapshot().unwrap());
     common::assert_verifies(&back);
 }
 

@@ -336,11 +336,11 @@ fn a_node_whose_lease_lapsed_is_fenced_and_its_calls_in_flight_are_resolved_by_a
 #[test]
 fn a_database_without_the_schema_or_with_a_newer_one_is_refused_and_init_is_idempotent() {
     let url = cluster::fresh_database();
-    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 3, to: 3 });
+    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 4, to: 4 });
     let mut admin = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
     admin.execute("INSERT INTO world_schema (version, name) VALUES (99, 'from the future')", &[]).unwrap();
     let newer = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
-    assert!(newer.contains("version 99, newer than this binary's 3"), "{newer}");
+    assert!(newer.contains("version 99, newer than this binary's 4"), "{newer}");
     assert!(!newer.contains("password"), "{newer}");
     let init = world_store::postgres::init(&url).unwrap_err().to_string();
     assert!(init.contains("newer"), "{init}");
@@ -560,12 +560,13 @@ fn a_database_of_the_schema_before_the_episode_index_gets_it_built_by_init() {
         .batch_execute(
             "DROP TABLE episodes; DROP INDEX tasks_by_episode; ALTER TABLE tasks DROP COLUMN seq;
              DROP INDEX sessions_by_episode; ALTER TABLE sessions DROP COLUMN episode;
-             DROP TABLE approvals; DROP TABLE secrets; DELETE FROM world_schema WHERE version >= 2",
+             DROP TABLE approvals; DROP TABLE secrets; DROP TABLE approval_waits;
+             DELETE FROM world_schema WHERE version >= 2",
         )
         .unwrap();
     let older = PgStore::open(&url, 1, Default::default()).err().unwrap().to_string();
     assert!(older.contains("older than this binary's"), "{older}");
-    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 1, to: 3 });
+    assert_eq!(world_store::postgres::init(&url).unwrap(), world_store::postgres::Migrated { from: 1, to: 4 });
     // (Its sweep resolves the intent the dropped node left without an outcome.)
     let (store, _) = PgStore::open(&url, 9, Default::default()).unwrap();
     let snap = store.snapshot().unwrap();

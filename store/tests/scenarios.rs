@@ -415,6 +415,25 @@ fn asked(reply: Result<Reply, WriteError>) -> (String, ApprovalRow) {
     }
 }
 
+/// `ask`, by the A2A task `task`.
+fn ask_by(task: &str, id: &str, c: &[u8], digest: &[u8]) -> Op {
+    let mut op = ask(id, c, digest, 100);
+    if let Op::AskApproval { approval, .. } = &mut op {
+        approval.task = Some(task.into());
+    }
+    op
+}
+
+/// The approval session `c`'s A2A task `task` waits on, by the index.
+fn awaited(store: &dyn WorldStore, c: &[u8], task: &str) -> Option<(String, ApprovalRow)> {
+    store.snapshot().unwrap().awaited_approval(&Ref::of(c), task).unwrap()
+}
+
+/// The id of the approval `awaited` names.
+fn awaited_id(store: &dyn WorldStore, c: &[u8], task: &str) -> Option<String> {
+    awaited(store, c, task).map(|(id, _)| id)
+}
+
 /// An intent running under approval `id` of `digest`, in a task of its own.
 fn intent_under(store: &dyn WorldStore, task_id: &str, id: &str, digest: &[u8], at: u64) -> Result<Reply, WriteError> {
     let key = TaskKey { surface: Surface::Mcp, episode: "ep".into(), task_id: task_id.into() };
@@ -426,6 +445,30 @@ fn intent_under(store: &dyn WorldStore, task_id: &str, id: &str, digest: &[u8], 
 }
 
 on_both_engines! {
+    fn an_a2a_task_waits_on_the_approval_its_ask_opened_or_found_whatever_ends_it(store) {
+        assert_eq!(asked(store.call(ask_by("t1", "ap-1", b"c", b"d"))).0, "ap-1");
+        // The identical request by another task: the same approval, and a wait of its own.
+        assert_eq!(asked(store.call(ask_by("t2", "ap-2", b"c", b"d"))).0, "ap-1");
+        assert_eq!((awaited_id(store, b"c", "t1"), awaited_id(store, b"c", "t2")), (Some("ap-1".into()), Some("ap-1".into())));
+        assert_eq!(store.snapshot().unwrap().approval("ap-2").unwrap(), None);
+        // Another session's task of the same id is its own; an ask with no task indexes none.
+        asked(store.call(ask("ap-3", b"c", b"other", 100)));
+        assert_eq!((awaited_id(store, b"x", "t1"), awaited_id(store, b"c", "")), (None, None));
+        // A refused ask writes no wait: the wait is written in the ask's own transaction.
+        let long = "t".repeat(APPROVAL_TASK_ID_MAX + 1);
+        assert!(matches!(store.call(ask_by(&long, "ap-4", b"c", b"e")), Err(WriteError::InvalidCommit(_))));
+        assert!(matches!(store.call(ask_by("t3", "ap-1", b"c", b"e")), Err(WriteError::ApprovalRefused { .. })));
+        assert_eq!((awaited_id(store, b"c", &long), awaited_id(store, b"c", "t3")), (None, None));
+        // Used by a call with no task (as over MCP): closed, and both tasks still find it.
+        asked(store.call(decide("ap-1", ApprovalState::Approved, false, 10, 50)));
+        intent_under(store, "mcp-1", "ap-1", b"d", 11).unwrap();
+        let (id, row) = awaited(store, b"c", "t2").unwrap();
+        assert_eq!((id.as_str(), row.closed, row.uses), ("ap-1", true, 1));
+        // A task that asks again waits on the new approval; the other keeps the old one.
+        asked(store.call(ask_by("t1", "ap-5", b"c", b"d")));
+        assert_eq!((awaited_id(store, b"c", "t1"), awaited_id(store, b"c", "t2")), (Some("ap-5".into()), Some("ap-1".into())));
+    }
+
     fn one_request_keeps_one_open_approval_until_it_is_used_once(store) {
         let (id, row) = asked(store.call(ask("ap-1", b"c", b"d", 100)));
         assert_eq!((id.as_str(), row.state), ("ap-1", ApprovalState::Pending));
@@ -831,5 +874,55 @@ fn verify_reports_approvals_and_commit_records_that_no_row_of_the_daemon_s_names
         expected.sort();
         forged.sort();
         assert_eq!(forged, expected, "{:#?}", report.faults);
+    }
+}
+
+#[test]
+fn an_a2a_task_s_wait_survives_a_reopen_and_verify_reports_one_naming_no_approval() {
+    for engine in [Engine::Embedded, Engine::Postgres] {
+        if matches!(engine, Engine::Postgres) && std::env::var_os("WORLD_TEST_POSTGRES").is_none() {
+            continue;
+        }
+        let Fresh { store, dir, url } = fresh(engine);
+        asked(store.call(ask_by("t1", "ap-1", b"c", b"d")));
+        drop(store);
+        let reopened: Box<dyn WorldStore> = match (&dir, &url) {
+            (Some(dir), _) => Box::new(Store::open(&dir.path().join("world.db"), 1).unwrap().0),
+            (_, Some(url)) => Box::new(node(url)),
+            _ => unreachable!("a fresh store is one of the two"),
+        };
+        assert_eq!(awaited_id(reopened.as_ref(), b"c", "t1"), Some("ap-1".into()), "{engine:?}");
+        assert_verifies(reopened.as_ref());
+        // A wait naming an approval the store does not hold, behind the store's back.
+        let report = match (&dir, &url) {
+            (Some(dir), _) => {
+                drop(reopened);
+                let path = dir.path().join("world.db");
+                let db = redb::Database::create(&path).unwrap();
+                let txn = db.begin_write().unwrap();
+                txn.open_table(tables::APPROVAL_WAITS).unwrap().insert((Ref::of(b"c").0, "t2"), "ap-gone").unwrap();
+                txn.commit().unwrap();
+                drop(db);
+                let store = ReadOnlyStore::open(&path).unwrap();
+                verify::verify(&store.snapshot().unwrap(), &Default::default())
+            }
+            (_, Some(url)) => {
+                let mut admin = ::postgres::Client::connect(url, ::postgres::NoTls).unwrap();
+                admin
+                    .execute(
+                        "INSERT INTO approval_waits (credential, task_id, approval) VALUES ($1, 't2', 'ap-gone')",
+                        &[&Ref::of(b"c").0.as_slice()],
+                    )
+                    .unwrap();
+                verify::verify(&reopened.snapshot().unwrap(), &Default::default())
+            }
+            _ => unreachable!("a fresh store is one of the two"),
+        };
+        let key = format!("{} t2", Ref::of(b"c"));
+        let dangling = |f: &&verify::Fault| {
+            (f.table, f.key.as_str(), f.kind) == ("approval_waits", key.as_str(), verify::FaultKind::Dangling)
+        };
+        assert_eq!(report.faults.iter().filter(dangling).count(), 1, "{engine:?}: {:#?}", report.faults);
+        assert_eq!(report.fault_count, 1, "{engine:?}: {:#?}", report.faults);
     }
 }

@@ -40,9 +40,14 @@ impl Asker {
 
     /// Asks, and answers the form with `response`: the retry's reply.
     fn answer(&self, content: &str, response: Value) -> (Reply, String) {
-        let asked = result(&self.call(self.write(content), ELICITS()));
+        self.answer_call(self.write(content), response)
+    }
+
+    /// The tool call `params` asked, and its form answered with `response`.
+    fn answer_call(&self, params: Value, response: Value) -> (Reply, String) {
+        let asked = result(&self.call(params.clone(), ELICITS()));
         let state = asked["requestState"].as_str().unwrap().to_string();
-        let mut retry = self.write(content);
+        let mut retry = params;
         retry["requestState"] = json!(state);
         retry["inputResponses"] = json!({"approval": response});
         (self.call(retry, ELICITS()), state)
@@ -316,4 +321,68 @@ fn an_a2a_task_whose_approval_the_operator_decided_keeps_its_identity_and_a_late
     assert_eq!(task["artifacts"][0]["parts"][0]["data"]["world"]["effects"][0]["status"], json!("denied"), "{refused}");
     assert_eq!(get("task-7")["result"]["status"]["state"], json!("TASK_STATE_COMPLETED"));
     assert_eq!(a.spent(), 1);
+}
+
+/// The MCP call identical to `send`'s A2A request (same tool, same arguments).
+fn write_as_sent(content: &str) -> Value {
+    json!({"name": "ailang-write", "arguments": {"path": "a2a.txt", "content": content}})
+}
+
+#[test]
+fn an_a2a_task_whose_approval_an_identical_mcp_call_used_or_denied_keeps_its_identity() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let get = |task: &str| a2a(&a, "GetTask", json!({"id": task}));
+    let waited = waits_on(&send(&a, "m1", "task-8", "over mcp"));
+    // The same session makes the identical call over MCP: asked about the
+    // same approval, its user approves in-band and the MCP call uses it.
+    let (done, _) = a.answer_call(write_as_sent("over mcp"), accept("approve"));
+    let done = result(&done);
+    assert_eq!(done["structuredContent"]["world"]["effects"][0]["status"], json!("ok"), "{done}");
+    assert_eq!(a.spent(), 1);
+    // The task never ran: still itself, input-required, told its approval served another call.
+    let got = get("task-8");
+    assert_eq!(waits_on(&got), waited, "{got}");
+    let (state, text) = waits_in(&got);
+    assert!(state == "used" && text.contains("This task did not run"), "{state}: {text}");
+    // Sent again, it is asked afresh: an approval serves once.
+    let afresh = waits_on(&send(&a, "m2", "task-8", "over mcp"));
+    assert_ne!(afresh, waited);
+    assert_eq!(waits_on(&get("task-8")), afresh);
+
+    // Denied in-band over MCP: the MCP call records the denial and closes it.
+    let waited = waits_on(&send(&a, "m1", "task-9", "no over mcp"));
+    let (denied, _) = a.answer_call(write_as_sent("no over mcp"), json!({"action": "decline"}));
+    assert_eq!(result(&denied)["structuredContent"]["world"]["effects"][0]["status"], json!("denied"));
+    let got = get("task-9");
+    assert_eq!(waits_on(&got), waited, "{got}");
+    let (state, text) = waits_in(&got);
+    assert!(state == "denied" && text.contains("recorded by another call"), "{state}: {text}");
+    // An answer on it now decides nothing and opens nothing.
+    let late = answer(&a, "m2", "task-9", "approve");
+    assert_eq!(late["error"]["code"], json!(-32602), "{late}");
+    assert!(late.to_string().contains("decided or used already"), "{late}");
+    assert_eq!(a.spent(), 1);
+    a.lab.verify_clean();
+}
+
+#[test]
+fn two_a2a_tasks_waiting_on_one_approval_are_each_found_by_their_own_id() {
+    let a = asker(&["--ask", "Workspace.Write"]);
+    let get = |task: &str| a2a(&a, "GetTask", json!({"id": task}));
+    let first = waits_on(&send(&a, "m1", "task-10", "twice"));
+    let second = waits_on(&send(&a, "m2", "task-11", "twice"));
+    assert_eq!(first, second, "the identical request waits on one approval");
+    for task in ["task-10", "task-11"] {
+        let got = get(task);
+        assert_eq!(got["result"]["id"], json!(task), "{got}");
+        assert_eq!(waits_in(&got).0, "pending", "{got}");
+    }
+    // The second task's own answer runs it; the first is told its approval served it.
+    let done = answer(&a, "m3", "task-11", "approve");
+    assert_eq!(done["result"]["task"]["status"]["state"], json!("TASK_STATE_COMPLETED"), "{done}");
+    assert_eq!(get("task-11")["result"]["status"]["state"], json!("TASK_STATE_COMPLETED"));
+    let (state, _) = waits_in(&get("task-10"));
+    assert_eq!(state, "used");
+    assert_eq!(a.spent(), 1);
+    a.lab.verify_clean();
 }

@@ -6,6 +6,8 @@
 //! debited), or it stops `Pending` with nothing run, debited or journaled.
 //! An approval found past its expiry serves nobody: it is closed (decided
 //! expired by the clock, if it was pending) and the call asks afresh.
+//! An A2A task that waits is indexed by its id in the store (the ask's
+//! transaction), so the task stays findable however the approval ends.
 
 use super::Stop::{self, Failed};
 use super::plan::PlannedEffect;
@@ -24,6 +26,10 @@ pub(super) enum Approval {
     /// (`remaining`: what the grant has left).
     Refused { label: &'static str, decision: Option<Ref>, remaining: u64 },
 }
+
+/// What the episode spent on an effect, the open approval of its request,
+/// and the approval its A2A task waits on by the index.
+type Standing = (u64, Option<(String, ApprovalRow)>, Option<String>);
 
 /// Asks and answers for one effect at most this many times (an approval
 /// found spent or expired is closed and asked afresh).
@@ -56,9 +62,14 @@ impl Invocation<'_> {
         };
         // One read: the spend, and the open approval if there is one (the
         // episode's hold orders this call after every earlier one), so that
-        // only a first ask writes.
+        // only a first ask, or an A2A task's first wait on it, writes.
         let digest = asked.digest();
-        let (spent, mut found) = self.standing(&asked, digest).await?;
+        let (spent, mut found, waits_on) = self.standing(&asked, digest).await?;
+        if self.waits_unindexed(&asked, found.as_ref(), waits_on.as_deref()) {
+            // Asked through the store, which finds it open and indexes this
+            // task as waiting on it in the same transaction.
+            found = None;
+        }
         asked.budget_left = grant_budget.saturating_sub(spent);
         let remaining = asked.budget_left;
         if e.cost > remaining {
@@ -182,14 +193,39 @@ impl Invocation<'_> {
         closed(Some(self.store_write(Op::CloseApproval { id: id.to_string(), at }).await?))
     }
 
-    /// What the episode spent on the effect, and the open approval of the
-    /// request, from one snapshot.
-    async fn standing(&self, asked: &Asked<'_>, digest: Ref) -> Result<(u64, Option<(String, ApprovalRow)>), Stop> {
+    /// Whether this call would wait on the open approval `found` without
+    /// its A2A task being indexed as waiting on it (`waits_on`: the
+    /// approval the index names for it). A call that carries an answer
+    /// decides the approval instead of waiting on it.
+    fn waits_unindexed(
+        &self,
+        asked: &Asked<'_>,
+        found: Option<&(String, ApprovalRow)>,
+        waits_on: Option<&str>,
+    ) -> bool {
+        let now = crate::clock::now();
+        let waits = |(id, row): &(String, ApprovalRow)| {
+            row.state == ApprovalState::Pending && now < row.expires_at && waits_on != Some(id.as_str())
+        };
+        asked.task.is_some() && self.call.answer.is_none() && found.is_some_and(waits)
+    }
+
+    /// What the episode spent on the effect, the open approval of the
+    /// request, and (for an A2A task) the approval the task was last indexed
+    /// as waiting on, from one snapshot.
+    async fn standing(&self, asked: &Asked<'_>, digest: Ref) -> Result<Standing, Stop> {
         let (host, credential) = (self.host.clone(), asked.credential);
         let (episode, effect, scope) = (asked.episode.to_string(), asked.effect.to_string(), asked.scope.to_string());
+        let task = asked.task.map(str::to_string);
         let read = tokio::task::spawn_blocking(move || {
             let snap = host.store().snapshot()?;
-            Ok::<_, ReadError>((snap.spent(&episode, &effect, &scope)?, snap.open_approval(&credential, &digest)?))
+            let spent = snap.spent(&episode, &effect, &scope)?;
+            let open = snap.open_approval(&credential, &digest)?;
+            let waits_on = match &task {
+                Some(task) => snap.awaited_approval(&credential, task)?.map(|(id, _)| id),
+                None => None,
+            };
+            Ok::<_, ReadError>((spent, open, waits_on))
         });
         match read.await {
             Ok(Ok(found)) => Ok(found),

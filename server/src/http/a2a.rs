@@ -365,8 +365,10 @@ fn committed_task(snap: &Snapshot, task: &Task, with_arguments: bool) -> Result<
     Ok(Some(Shown { output, arguments }))
 }
 
-/// A task with no row may be waiting for approval (nothing of it is durable
-/// but its question): shown `input-required`; else it is not found.
+/// A task with no row may have waited for approval (nothing of it is
+/// durable but its question and the store's index of its wait): shown
+/// `input-required`, with where its approval stands now, whichever call
+/// decided, used or closed it since; else it is not found.
 async fn waiting_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> A2aReply {
     let refuse = |e: A2aError, detail: &str| e.because(Why::new(detail).with("taskId", task_id)).reply(id, flavor);
     let waiting = match super::approvals::waiting_on(state, caller, task_id).await {

@@ -9,7 +9,7 @@ use crate::coordinator::{Answer, PendingApproval};
 use crate::sessions::Caller;
 use serde_json::{Value, json};
 use world_protocol::mcp::{CallAnswer, Input};
-use world_store::{ApprovalState, Approver, Ref, canonical};
+use world_store::{ApprovalRow, ApprovalState, Approver, Ref, Surface, TaskKey, canonical};
 
 /// The key of the one input request an approval question asks.
 const INPUT_KEY: &str = "approval";
@@ -174,13 +174,16 @@ pub fn pending_data(p: &PendingApproval) -> serde_json::Value {
     approval_data(p, "pending", pending_text(p))
 }
 
-/// The status message's data of a task that waits on `w`: asked, or
-/// decided and not yet told to the task, which then goes on when sent again.
+/// The status message's data of a task that waits on `w`: asked, decided
+/// and not yet told to the task (which then goes on when sent again), or
+/// ended by another call of the session with the identical request (used,
+/// or its denial recorded), or lapsed: the task then never ran, and sent
+/// again it is asked afresh.
 pub fn waiting_data(w: &Waiting) -> serde_json::Value {
-    let p = &w.pending;
-    match w.state {
-        ApprovalState::Pending if clock::now() < p.expires_at => pending_data(p),
-        ApprovalState::Approved => approval_data(
+    let (p, asked_afresh) = (&w.pending, "Send this task again with the same request to be asked afresh.");
+    match w.stands {
+        Stands::Pending => pending_data(p),
+        Stands::Approved => approval_data(
             p,
             "approved",
             format!(
@@ -190,7 +193,16 @@ pub fn waiting_data(w: &Waiting) -> serde_json::Value {
                 clock::utc(p.expires_at)
             ),
         ),
-        ApprovalState::Denied => approval_data(
+        Stands::Used => approval_data(
+            p,
+            "used",
+            format!(
+                "Approved and used by another call of this session with the identical request: {}. \
+                 This task did not run; nothing of it was recorded or debited. {asked_afresh}",
+                p.summary
+            ),
+        ),
+        Stands::Denied => approval_data(
             p,
             "denied",
             format!(
@@ -199,12 +211,20 @@ pub fn waiting_data(w: &Waiting) -> serde_json::Value {
                 p.summary
             ),
         ),
-        ApprovalState::Pending | ApprovalState::Expired => approval_data(
+        Stands::DenialRecorded => approval_data(
+            p,
+            "denied",
+            format!(
+                "Denied: {}. The denial was recorded by another call of this session with the identical request; \
+                 this task did not run and nothing was debited. {asked_afresh}",
+                p.summary
+            ),
+        ),
+        Stands::Expired => approval_data(
             p,
             "expired",
             format!(
-                "Expired at {} UTC before anyone decided: {}. Nothing ran and nothing was debited; send this \
-                 task again with the same request to be asked afresh.",
+                "Expired at {} UTC with nothing run under it: {}. Nothing ran and nothing was debited. {asked_afresh}",
                 clock::utc(p.expires_at),
                 p.summary
             ),
@@ -230,11 +250,44 @@ fn approval_data(p: &PendingApproval, state: &str, text: String) -> serde_json::
     })
 }
 
+/// Where an approval a task waited on stands for that task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stands {
+    /// Asked, undecided, unexpired.
+    Pending,
+    /// Approved and still usable: the task sent again runs.
+    Approved,
+    /// Approved and used up by another call with the identical request.
+    Used,
+    /// Denied and not yet told: the task sent again records the denial.
+    Denied,
+    /// Denied, the denial recorded by another call with the identical request.
+    DenialRecorded,
+    /// Expired (undecided, or approved and unused in time).
+    Expired,
+}
+
+impl Stands {
+    /// Where approval `row` stands at `now`.
+    pub fn of(row: &ApprovalRow, now: u64) -> Stands {
+        match row.state {
+            ApprovalState::Pending if now < row.expires_at => Stands::Pending,
+            ApprovalState::Approved if row.usable(now) && !row.closed => Stands::Approved,
+            ApprovalState::Approved if row.uses > 0 && !row.for_session => Stands::Used,
+            ApprovalState::Denied if row.closed => Stands::DenialRecorded,
+            ApprovalState::Denied if now < row.expires_at => Stands::Denied,
+            ApprovalState::Pending | ApprovalState::Approved | ApprovalState::Denied | ApprovalState::Expired => {
+                Stands::Expired
+            }
+        }
+    }
+}
+
 /// An approval an A2A task waits on: its id, and the call to run again.
 pub struct Waiting {
     pub id: String,
-    /// Pending, or decided and not yet told to a call.
-    pub state: ApprovalState,
+    /// Where it stands for the task.
+    pub stands: Stands,
     pub transition: String,
     pub arguments: Value,
     /// What the task's status tells of it.
@@ -243,19 +296,19 @@ pub struct Waiting {
     pub asked_at: u64,
 }
 
-/// The open approval the caller's task `task_id` was asked on (pending, or
-/// decided and not yet told to a call), with the request it asked about
-/// (from what was shown).
+/// The approval the caller's A2A task `task_id` last waited on (by the
+/// store's index of waits, whichever call since decided, used or closed it),
+/// with the request it asked about (from what was shown); none once the
+/// task has a row (it ran, or its denial was recorded: it waits no more).
 pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result<Option<Waiting>, String> {
-    let (d, credential, task) = (state.clone(), caller.credential_id, task_id.to_string());
+    let (d, credential) = (state.clone(), caller.credential_id);
+    let key = TaskKey { surface: Surface::A2a, episode: caller.session.episode.clone(), task_id: task_id.to_string() };
     let found = tokio::task::spawn_blocking(move || -> Result<Option<Waiting>, world_store::ReadError> {
         let snap = d.store.snapshot()?;
-        let open = snap.open_approvals(world_store::APPROVALS_OPEN_MAX as usize)?;
-        let Some((id, row)) =
-            open.into_iter().find(|(_, r)| r.credential == credential && r.task.as_deref() == Some(task.as_str()))
-        else {
+        if snap.task(&key)?.is_some() {
             return Ok(None);
-        };
+        }
+        let Some((id, row)) = snap.awaited_approval(&credential, &key.task_id)? else { return Ok(None) };
         let shown: Value = snap.payload(&row.shown)?.and_then(|p| serde_json::from_slice(&p).ok()).unwrap_or_default();
         let arguments = shown.get("arguments").cloned().filter(Value::is_object).unwrap_or_else(|| json!({}));
         let pending = PendingApproval {
@@ -268,8 +321,8 @@ pub async fn waiting_on(state: &State, caller: &Caller, task_id: &str) -> Result
             budget_left: shown.get("budgetLeft").and_then(Value::as_u64).unwrap_or_default(),
             expires_at: row.expires_at,
         };
-        let state = row.state;
-        Ok(Some(Waiting { id, state, transition: row.transition, arguments, pending, asked_at: row.requested_at }))
+        let stands = Stands::of(&row, clock::now());
+        Ok(Some(Waiting { id, stands, transition: row.transition, arguments, pending, asked_at: row.requested_at }))
     });
     found.await.map_err(|e| e.to_string())?.map_err(|e| e.to_string())
 }

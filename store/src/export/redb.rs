@@ -105,6 +105,9 @@ pub(crate) fn records(
     })?;
     each(snap, RECEIPTS, |k, v| put(Record::Receipt { id: k.to_string(), receipt: row("receipts", &k, v)? }))?;
     each(snap, APPROVALS, |k, v| put(Record::Approval { id: k.to_string(), approval: row("approvals", &k, v)? }))?;
+    each(snap, APPROVAL_WAITS, |k, v| {
+        put(Record::ApprovalWait { credential_id: Ref(k.0), task_id: k.1.to_string(), approval: v.to_string() })
+    })?;
     if with_sessions {
         each(snap, SESSIONS, |k, v| {
             put(Record::Session { credential_id: Ref(k), session: row("sessions", &Ref(k), v)? })

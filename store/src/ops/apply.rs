@@ -722,5 +722,8 @@ pub(crate) fn import(rows: &mut impl Rows, record: Record) -> R<()> {
         X::Receipt { id, receipt } => rows.put_receipt(&id, &receipt),
         X::Session { credential_id, session } => mint_session(rows, &credential_id, &session),
         X::Approval { id, approval } => rows.insert_approval(&id, &approval),
+        X::ApprovalWait { credential_id, task_id, approval } => {
+            rows.put_approval_wait(&credential_id, &task_id, &approval)
+        }
     }
 }

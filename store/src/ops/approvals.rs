@@ -4,7 +4,9 @@
 //! approved one up, in the same transaction as its debit, so an approval
 //! serves once (or, for the session, until it expires). Past its expiry an
 //! approval serves nobody: it closes (a pending one decided expired by the
-//! clock) and holds no room.
+//! clock) and holds no room. An A2A task that waits on an approval (asked
+//! it, or found it open) is indexed by its session and task id in the ask's
+//! transaction, so it stays findable however the approval ends.
 
 use super::*;
 use serde_json::{Value, json};
@@ -42,6 +44,9 @@ pub(crate) trait ApprovalRows {
     fn insert_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()>;
     /// An existing approval row; a closed one is no longer open.
     fn update_approval(&mut self, id: &str, approval: &ApprovalRow) -> R<()>;
+    /// Approval `id` is the one session `credential`'s A2A task `task_id`
+    /// waits on (replacing the one it waited on before, if any).
+    fn put_approval_wait(&mut self, credential: &Ref, task_id: &str, id: &str) -> R<()>;
     /// An object an approval request carries (what was shown, the decision).
     fn insert_approval_object(&mut self, o: &NewObject) -> R<()>;
     /// The store's secrets (the key that seals approval questions).
@@ -171,9 +176,13 @@ pub(super) fn ask(rows: &mut impl ApprovalRows, id: &str, approval: ApprovalRow,
     if shown.hash != approval.shown {
         return Err(WriteError::InvalidCommit("an approval's shown object must come with it".into()));
     }
+    if approval.task.as_ref().is_some_and(|t| t.is_empty() || t.len() > APPROVAL_TASK_ID_MAX) {
+        return Err(WriteError::InvalidCommit(format!("a waiting task's id must be 1-{APPROVAL_TASK_ID_MAX} bytes")));
+    }
     check_objects(std::slice::from_ref(shown))?;
     if let Some(open) = rows.open_approval(&approval.credential, &approval.digest)? {
         let row = existing(rows, &open)?;
+        waits(rows, &approval, &open)?;
         return Ok(reply(&open, row));
     }
     if let Some(row) = rows.approval(id)? {
@@ -189,7 +198,17 @@ pub(super) fn ask(rows: &mut impl ApprovalRows, id: &str, approval: ApprovalRow,
     // Checked above, before any lookup.
     rows.insert_approval_object(shown)?;
     rows.insert_approval(id, &approval)?;
+    waits(rows, &approval, id)?;
     Ok(reply(id, approval))
+}
+
+/// The A2A task that asked `asked` (if one did) waits on approval `id`,
+/// found open or asked anew: its index row, in the ask's own transaction.
+fn waits(rows: &mut impl ApprovalRows, asked: &ApprovalRow, id: &str) -> R<()> {
+    match &asked.task {
+        Some(task) => rows.put_approval_wait(&asked.credential, task, id),
+        None => Ok(()),
+    }
 }
 
 /// A pending approval decided: approved or denied before it expires, or

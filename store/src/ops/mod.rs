@@ -45,6 +45,8 @@ pub const SECRET_NAME_MAX: usize = 64;
 pub const SECRET_BYTES_MAX: usize = 1024;
 /// Longest approval id.
 pub const APPROVAL_ID_MAX: usize = 64;
+/// Longest task id an approval's waiting task may have (A2A's own bound).
+pub const APPROVAL_TASK_ID_MAX: usize = 128;
 
 /// A REST commit: compare-and-append on the selected head.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

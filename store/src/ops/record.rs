@@ -63,6 +63,12 @@ pub enum Record {
         id: String,
         approval: ApprovalRow,
     },
+    /// The approval session `credential_id`'s A2A task `task_id` last waited on.
+    ApprovalWait {
+        credential_id: Ref,
+        task_id: String,
+        approval: String,
+    },
     End {
         records: u64,
     },

@@ -220,6 +220,7 @@ impl Unplaced {
 struct ApprovalTables<'t> {
     approvals: Table<'t, &'static str, &'static [u8]>,
     open_approvals: Table<'t, (Key32, Key32), &'static str>,
+    waits: Table<'t, (Key32, &'static str), &'static str>,
     secrets: Table<'t, &'static str, &'static [u8]>,
 }
 
@@ -355,6 +356,7 @@ impl<'t> W<'t> {
             self.approval_tables = Some(ApprovalTables {
                 approvals: self.txn.open_table(APPROVALS).map_err(storage)?,
                 open_approvals: self.txn.open_table(OPEN_APPROVALS).map_err(storage)?,
+                waits: self.txn.open_table(APPROVAL_WAITS).map_err(storage)?,
                 secrets: self.txn.open_table(SECRETS).map_err(storage)?,
             });
         }
@@ -1310,6 +1312,11 @@ impl ApprovalRows for W<'_> {
         } else {
             self.approval_tables()?.open_approvals.insert(key, id).map_err(storage)?;
         }
+        Ok(())
+    }
+
+    fn put_approval_wait(&mut self, credential: &Ref, task_id: &str, id: &str) -> R<()> {
+        self.approval_tables()?.waits.insert((credential.0, task_id), id).map_err(storage)?;
         Ok(())
     }
 

@@ -1272,6 +1272,15 @@ impl ApprovalRows for PgRows<'_> {
         )
     }
 
+    fn put_approval_wait(&mut self, credential: &Ref, task_id: &str, id: &str) -> R<()> {
+        self.q(
+            "INSERT INTO approval_waits (credential, task_id, approval) VALUES ($1, $2, $3) \
+             ON CONFLICT (credential, task_id) DO UPDATE SET approval = excluded.approval",
+            &[(&credential.0.as_slice(), Type::BYTEA), (&task_id, Type::TEXT), (&id, Type::TEXT)],
+        )?;
+        Ok(())
+    }
+
     fn insert_approval_object(&mut self, o: &NewObject) -> R<()> {
         self.insert_object(o)
     }

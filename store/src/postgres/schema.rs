@@ -9,6 +9,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_world", include_str!("../../migrations/0001_world.sql")),
     ("0002_episodes", include_str!("../../migrations/0002_episodes.sql")),
     ("0003_approvals", include_str!("../../migrations/0003_approvals.sql")),
+    ("0004_approval_waits", include_str!("../../migrations/0004_approval_waits.sql")),
 ];
 
 /// The schema version this binary writes and reads.

@@ -249,6 +249,26 @@ impl View for PgSnapshot {
         approval_rows(&rows)
     }
 
+    fn awaited_approval(&self, credential: &Ref, task_id: &str) -> Result<Option<(String, ApprovalRow)>, ReadError> {
+        let rows = self.q(
+            "SELECT w.approval, a.approval FROM approval_waits w LEFT JOIN approvals a ON a.id = w.approval \
+             WHERE w.credential = $1 AND w.task_id = $2",
+            &[(&credential.0.as_slice(), Type::BYTEA), (&task_id, Type::TEXT)],
+        )?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let id: String = row.get(0);
+        let Some(bytes) = row.get::<_, Option<&[u8]>>(1) else {
+            return Err(rows::Corruption {
+                table: "approval_waits",
+                key: format!("{credential} {task_id}"),
+                detail: format!("names approval {id}, which has no row"),
+            }
+            .into());
+        };
+        let approval = decoded("approvals", &id, bytes)?;
+        Ok(Some((id, approval)))
+    }
+
     fn approvals(&self, after: Option<&str>, limit: usize) -> Result<Vec<(String, ApprovalRow)>, ReadError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.q(
@@ -511,6 +531,14 @@ const SCANS: &[Scan] = &[
             let id: String = row.get(0);
             let approval = decoded("approvals", &id, row.get(1))?;
             Ok(Record::Approval { id, approval })
+        },
+    },
+    Scan {
+        sql: "SELECT credential, task_id, approval FROM approval_waits ORDER BY credential, task_id COLLATE \"C\"",
+        record: |row| {
+            let task_id: String = row.get(1);
+            let credential_id = ref_of("approval_waits", &task_id, row.get(0))?;
+            Ok(Record::ApprovalWait { credential_id, task_id, approval: row.get(2) })
         },
     },
 ];

@@ -3,7 +3,8 @@
 //! (`world/effect-record/v3`) names its approval row's own decision, one that
 //! decided exactly its request (the digest recomputed from the record's
 //! request object), an effect ran only under a yes, and no one-time approval
-//! served twice; and every decision, question and REST commit record is named
+//! served twice; every A2A task's wait names an approval of its own
+//! session; and every decision, question and REST commit record is named
 //! by the row that made it (`owned_objects`).
 
 use super::redb::{Step, Verifier};
@@ -12,7 +13,7 @@ use crate::canonical::{approval_digest, parse_request};
 use crate::model::*;
 use crate::refs::Ref;
 use crate::rows;
-use crate::tables::{APPROVALS, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
+use crate::tables::{APPROVAL_WAITS, APPROVALS, INTENTS, OPEN_APPROVALS, OUTCOMES, SESSIONS};
 use crate::view::View;
 use redb::ReadableTable;
 use serde::Deserialize;
@@ -102,6 +103,42 @@ impl Verifier<'_> {
             let id = v.value();
             if t.get(id).map_err(|e| e.to_string())?.is_none() {
                 self.sink.push("open_approvals", id, FaultKind::Dangling, "names an approval that has no row");
+            }
+        }
+        Ok(())
+    }
+
+    /// Every row of the waits index names an approval that exists, asked
+    /// by the same session (so of the same episode).
+    pub(super) fn approval_waits(&self) -> Step {
+        let Some(waits) = self.table(APPROVAL_WAITS)? else { return Ok(()) };
+        let approvals = self.table(APPROVALS)?;
+        for item in waits.iter().map_err(|e| e.to_string())? {
+            let (k, v) = item.map_err(|e| e.to_string())?;
+            let ((credential, task), id) = (k.value(), v.value());
+            let key = format!("{} {task}", Ref(credential));
+            let found = match &approvals {
+                Some(t) => t.get(id).map_err(|e| e.to_string())?,
+                None => None,
+            };
+            let Some(found) = found else {
+                self.sink.push(
+                    "approval_waits",
+                    key,
+                    FaultKind::Dangling,
+                    format!("names approval {id}, which has no row"),
+                );
+                continue;
+            };
+            match rows::decode::<ApprovalRow>("approvals", &id, found.value()) {
+                Ok(row) if row.credential.0 != credential => self.sink.push(
+                    "approval_waits",
+                    key,
+                    FaultKind::Mismatch,
+                    format!("names approval {id}, asked by another session ({})", row.credential),
+                ),
+                // A row that does not decode is reported by `approval_rows`.
+                Ok(_) | Err(_) => {}
             }
         }
         Ok(())

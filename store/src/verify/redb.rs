@@ -118,6 +118,7 @@ impl<'a> Verifier<'a> {
         self.guarded("intents", |v| v.journal(counts));
         self.guarded("receipts", |v| v.receipts(counts));
         self.guarded("approvals", |v| v.approval_rows());
+        self.guarded("approval_waits", |v| v.approval_waits());
         self.guarded("approvals", |v| v.approved_records());
         self.guarded("objects", |v| v.owned_objects());
         self.guarded("intents", |v| v.asked_intents());
