@@ -21,12 +21,18 @@ fn nodes(n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
 }
 
 fn nodes_on(url: String, n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
+    nodes_with(url, n, &[])
+}
+
+/// `nodes_on`, each node started with `extra` quickstart arguments.
+fn nodes_with(url: String, n: usize, extra: &[&str]) -> (String, tempfile::TempDir, Vec<Node>) {
     let root = tempfile::tempdir().unwrap();
     let nodes = (0..n)
         .map(|i| {
             let dir = root.path().join(format!("node-{i}"));
             let mut cmd = Command::new(WORLDD);
             cmd.args(["quickstart", "--store", &url, "--dir", dir.to_str().unwrap(), "--bind", "127.0.0.1:0"]);
+            cmd.args(extra);
             Node { daemon: Daemon::spawn(cmd), dir }
         })
         .collect();
@@ -589,4 +595,45 @@ fn a_database_password_appears_in_no_line_page_record_or_export() {
     let named = url.split_once('?').map_or(url.as_str(), |(u, _)| u);
     let decision = String::from_utf8_lossy(&exported);
     assert!(decision.contains(named), "the decision names the store without its password ({named})");
+}
+
+#[test]
+fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node_s_task_reads_failed() {
+    use crate::tasks::{a2a_v1, processes_with, send_script, state};
+    let (url, _root, mut nodes) = nodes_with(cluster::fresh_database(), 2, &["--exec-allow", "sh=/bin/sh"]);
+    let more = ["--grant", "world.apply=world:10"];
+    let token = mint_in_with(&url, &nodes, "long", "Workspace.Exec=worktree:10", &more);
+    let (first, second) = (&nodes[0].daemon, &nodes[1].daemon);
+    assert_eq!(state(&send_script(first, &token, "far-1", "echo begun; sleep 353")), "TASK_STATE_WORKING");
+    // Any node answers a poll: working, from the store.
+    let polled = a2a_v1(second, &token, "GetTask", json!({"id": "far-1"}));
+    assert_eq!(state(&polled), "TASK_STATE_WORKING", "{polled}");
+    // A cancel sent to the other node reaches the node that runs the command.
+    let asked = std::time::Instant::now();
+    let cancelled = a2a_v1(second, &token, "CancelTask", json!({"id": "far-1"}));
+    assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled} after {:?}", asked.elapsed());
+    assert!(processes_with("sleep 353").is_empty(), "no process of the command remains");
+    // The node running a command dies: the command dies with it, and once
+    // its lease lapses the other node answers for its task.
+    assert_eq!(state(&send_script(first, &token, "far-2", "sleep 354")), "TASK_STATE_WORKING");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    nodes[0].daemon.signal_and_wait("KILL");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !processes_with("sleep 354").is_empty() {
+        assert!(std::time::Instant::now() < until, "the command outlived its node");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let failed = loop {
+        let r = a2a_v1(&nodes[1].daemon, &token, "GetTask", json!({"id": "far-2"}));
+        if state(&r) != "TASK_STATE_WORKING" {
+            break r;
+        }
+        assert!(std::time::Instant::now() < until, "still working a minute after its node died: {r}");
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    assert_eq!(state(&failed), "TASK_STATE_FAILED", "{failed}");
+    let why = failed["result"]["status"]["message"]["parts"][0]["data"]["failed"].as_str().unwrap_or_default();
+    assert!(why.contains("the daemon stopped while the command ran"), "{failed}");
+    assert_store_verifies(&url);
 }

@@ -20,7 +20,7 @@ fn shell_lab() -> (Lab, Minted) {
     (lab, s)
 }
 
-fn a2a_v1(d: &Daemon, token: &str, method: &str, params: Value) -> Value {
+pub(crate) fn a2a_v1(d: &Daemon, token: &str, method: &str, params: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let auth = format!("Bearer {token}");
     let headers = [("Authorization", auth.as_str()), ("Content-Type", "application/json"), ("A2A-Version", "1.0")];
@@ -28,7 +28,7 @@ fn a2a_v1(d: &Daemon, token: &str, method: &str, params: Value) -> Value {
 }
 
 /// Sends `sh -c script` as task `task`, answered at once.
-fn send_script(d: &Daemon, token: &str, task: &str, script: &str) -> Value {
+pub(crate) fn send_script(d: &Daemon, token: &str, task: &str, script: &str) -> Value {
     let message = json!({"messageId": task, "taskId": task, "role": "ROLE_USER",
         "parts": [{"data": {"command": "sh", "args": ["-c", script]}}]});
     let params = json!({"message": message, "metadata": {"skill_id": "workspace-exec"},
@@ -40,7 +40,7 @@ fn get(d: &Daemon, token: &str, task: &str) -> Value {
     a2a_v1(d, token, "GetTask", json!({"id": task}))
 }
 
-fn state(reply: &Value) -> &str {
+pub(crate) fn state(reply: &Value) -> &str {
     let task = if reply["result"]["task"].is_object() { &reply["result"]["task"] } else { &reply["result"] };
     task["status"]["state"].as_str().unwrap_or_else(|| panic!("a task: {reply}"))
 }
@@ -59,7 +59,7 @@ fn until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
 }
 
 /// Processes on this machine whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
+pub(crate) fn processes_with(marker: &str) -> Vec<String> {
     let mut found = vec![];
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
