@@ -112,8 +112,9 @@ pub struct Call {
     /// ([`tasks::EXTENSION_TASKS`]); always false in the legacy era. Only
     /// then may the server answer [`CallAnswer::Task`] (a durable task the
     /// client polls with `tasks/get`) instead of running the call to its end
-    /// within the POST; otherwise that answer is rendered as the -32021 the
-    /// extension prescribes.
+    /// within the POST. When false the server runs the call synchronously
+    /// (clients that did not declare it get a plain result); a task answered
+    /// anyway is rendered as the -32021 the extension prescribes.
     pub accepts_task: bool,
 }
 

@@ -96,8 +96,12 @@ pub enum TaskMethod {
     /// by [`INPUT_RESPONSES_BYTES_MAX`] and [`INPUT_RESPONSES_DEPTH_MAX`].
     Update { input_responses: Map<String, Value> },
     /// `tasks/cancel`: ask the task to stop (cooperatively), then
-    /// [`TaskAnswer::Acknowledged`]; a task that already ended is
-    /// [`TaskAnswer::Ended`].
+    /// [`TaskAnswer::Acknowledged`]. For a task that already ended the
+    /// server picks: [`TaskAnswer::Acknowledged`] again (cancellation as
+    /// idempotent, which the MCP conformance suite's
+    /// `tasks-cancel-terminal-idempotent-ack` expects, and which the stock
+    /// client's best-effort cancel on close meets) or [`TaskAnswer::Ended`]
+    /// to refuse it naming the status.
     Cancel,
 }
 
@@ -224,7 +228,7 @@ pub enum TaskAnswer {
     NotFound,
     /// `tasks/update` or `tasks/cancel` of a task that already ended, with
     /// its terminal status: -32602, "Cannot cancel task: it already ended
-    /// (completed)".
+    /// (completed)" (see [`TaskMethod::Cancel`] on acknowledging instead).
     Ended(TaskStatus),
     /// Any other JSON-RPC error, sent as given.
     Error { code: i64, message: String, data: Option<Value> },
