@@ -376,3 +376,18 @@ fn an_mcp_task_cancelled_mid_run_stops_its_command_and_reads_cancelled() {
     assert_eq!(task_get(d, &s.token, &id)["result"]["status"], json!("cancelled"));
     assert_eq!(lab.spent(), 1, "the command started: its debit stays");
 }
+
+#[test]
+fn a_command_the_broker_denies_is_answered_in_its_request_and_is_no_task() {
+    let lab = lab(&["--exec-allow", "sh=/bin/sh"]);
+    let s = mint_with(&lab.db, EP, &["Workspace.Exec=worktree:0", "world.apply=world:10"], &[], None);
+    let sent = send_script(&lab.daemon, &s.token, "denied-1", "sleep 359");
+    assert_eq!(state(&sent), "TASK_STATE_COMPLETED", "answered in its request: {sent}");
+    assert_eq!(output(&sent)["world"]["effects"][0]["status"], json!("denied"), "{sent}");
+    let page = lab.daemon.get(&format!("/v1/episodes/{EP}/calls")).ok_json();
+    assert_eq!(page["calls"][0]["run"], Value::Null, "no task to follow: {page}");
+    let created = exec_call(&lab.daemon, &s.token, "sleep 359", true);
+    assert_eq!(created["result"]["resultType"], json!("complete"), "{created}");
+    assert!(processes_with("sleep 359").is_empty());
+    assert_eq!(lab.spent(), 0);
+}

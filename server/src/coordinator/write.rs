@@ -17,7 +17,11 @@ pub(super) struct Queued {
 
 impl Invocation<'_> {
     /// The task row, written in the same batch as whatever needs it first.
-    fn create_op(&self) -> Option<Op> {
+    /// A call run as a task says so in its row when the row comes with its
+    /// intent (the task is then told started); one denied, or ending before
+    /// its effect, was answered in its request.
+    fn create_op(&self, ops: &[Op]) -> Option<Op> {
+        let with_intent = ops.iter().any(|op| matches!(op, Op::RecordIntent(_)));
         (!self.created).then(|| Op::CreateTask {
             task: self.key.clone(),
             request_digest: self.digest,
@@ -25,7 +29,7 @@ impl Invocation<'_> {
             transition: self.d.id.clone(),
             context: self.call.context.clone(),
             message_id: self.call.message_id.clone(),
-            run: self.task.as_ref().map(|t| t.slot.run()),
+            run: self.task.as_ref().filter(|_| with_intent).map(|t| t.slot.run()),
         })
     }
 
@@ -39,7 +43,7 @@ impl Invocation<'_> {
     /// for the writer, behind every write queued before it: the writer applies
     /// and journals requests in the order they were queued.
     pub(super) fn queue(&self, ops: Vec<Op>) -> Queued {
-        let mut all: Vec<Op> = self.create_op().into_iter().collect();
+        let mut all: Vec<Op> = self.create_op(&ops).into_iter().collect();
         let creating = !all.is_empty();
         all.extend(ops);
         Queued { creating, reply: writes::queue(self.host.store(), Op::Sequence(all)) }
