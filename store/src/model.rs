@@ -367,9 +367,11 @@ pub struct Task {
     /// The A2A `messageId` of the request (A2A 0.3 and 1.0 calls).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_id: Option<String>,
-    /// A call its client follows as a task (MCP Tasks, A2A
-    /// `returnImmediately`): set when the row is written, absent on a call
-    /// answered in its own request.
+    /// A call admitted to run as a task its client follows (MCP Tasks, A2A
+    /// `returnImmediately`), set when the row is written with its intent;
+    /// absent on a call answered in its own request. (An intent the store
+    /// then refuses, over budget, leaves it set on a call that was answered
+    /// in its request: its client never had a task id.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<TaskRun>,
 }
