@@ -599,7 +599,8 @@ fn a_database_password_appears_in_no_line_page_record_or_export() {
 
 #[test]
 fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node_s_task_reads_failed() {
-    use crate::tasks::{a2a_v1, processes_with, send_script, state};
+    use crate::tasks::{a2a_v1, eventually, processes_with, send_script, state, until_gone};
+    use std::time::Duration;
     let (url, _root, mut nodes) = nodes_with(cluster::fresh_database(), 2, &["--exec-allow", "sh=/bin/sh"]);
     let more = ["--grant", "world.apply=world:10"];
     let token = mint_in_with(&url, &nodes, "long", "Workspace.Exec=worktree:10", &more);
@@ -618,20 +619,11 @@ fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node
     assert_eq!(state(&send_script(first, &token, "far-2", "sleep 354")), "TASK_STATE_WORKING");
     std::thread::sleep(std::time::Duration::from_millis(500));
     nodes[0].daemon.signal_and_wait("KILL");
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while !processes_with("sleep 354").is_empty() {
-        assert!(std::time::Instant::now() < until, "the command outlived its node");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let failed = loop {
+    until_gone("sleep 354");
+    let failed = eventually(Duration::from_secs(60), Duration::from_millis(500), || {
         let r = a2a_v1(&nodes[1].daemon, &token, "GetTask", json!({"id": "far-2"}));
-        if state(&r) != "TASK_STATE_WORKING" {
-            break r;
-        }
-        assert!(std::time::Instant::now() < until, "still working a minute after its node died: {r}");
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    };
+        if state(&r) == "TASK_STATE_WORKING" { Err(format!("still working after its node died: {r}")) } else { Ok(r) }
+    });
     assert_eq!(state(&failed), "TASK_STATE_FAILED", "{failed}");
     let why = failed["result"]["status"]["message"]["parts"][0]["data"]["failed"].as_str().unwrap_or_default();
     assert!(why.contains("the daemon stopped while the command ran"), "{failed}");

@@ -44,17 +44,33 @@ pub(crate) fn state(reply: &Value) -> &str {
     task_of(reply)["status"]["state"].as_str().unwrap_or_else(|| panic!("a task: {reply}"))
 }
 
-/// Polls the task until its state is no longer working.
-fn until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
+/// Asks `probe` every `gap` until it answers `Ok`, for at most `within`;
+/// past that, fails with its last `Err`.
+pub(crate) fn eventually<T>(within: Duration, gap: Duration, mut probe: impl FnMut() -> Result<T, String>) -> T {
     let until = Instant::now() + within;
     loop {
-        let r = get(d, token, task);
-        if state(&r) != "TASK_STATE_WORKING" {
-            return r;
+        match probe() {
+            Ok(found) => return found,
+            Err(last) => assert!(Instant::now() < until, "not within {within:?}: {last}"),
         }
-        assert!(Instant::now() < until, "still working after {within:?}: {r}");
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(gap);
     }
+}
+
+/// Polls the task until its state is no longer working.
+fn until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
+    eventually(within, Duration::from_millis(200), || {
+        let r = get(d, token, task);
+        if state(&r) == "TASK_STATE_WORKING" { Err(format!("still working: {r}")) } else { Ok(r) }
+    })
+}
+
+/// Waits until no process holds `marker` (a run killed takes a moment to be reaped).
+pub(crate) fn until_gone(marker: &str) {
+    eventually(Duration::from_secs(5), Duration::from_millis(100), || match processes_with(marker).as_slice() {
+        [] => Ok(()),
+        left => Err(format!("still running: {left:?}")),
+    })
 }
 
 /// Processes on this machine whose command line holds `marker`.
@@ -138,11 +154,7 @@ fn a_daemon_killed_mid_task_takes_the_command_with_it_and_the_task_reads_failed_
     std::thread::sleep(Duration::from_millis(1000));
     assert!(!processes_with("sleep 317").is_empty(), "the command runs");
     lab.daemon.signal_and_wait("KILL");
-    let until = Instant::now() + Duration::from_secs(5);
-    while !processes_with("sleep 317").is_empty() {
-        assert!(Instant::now() < until, "the command outlived its daemon: {:?}", processes_with("sleep 317"));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    until_gone("sleep 317");
     lab.daemon = start(&lab.store.db, &lab.root, &["--exec-allow", "sh=/bin/sh"]);
     let after = get(&lab.daemon, &s.token, "orphan-1");
     assert_eq!(state(&after), "TASK_STATE_FAILED", "{after}");
@@ -201,16 +213,11 @@ fn list_tasks_and_metrics_show_running_tasks_working_and_cancelled_ones_canceled
     assert_eq!(state(&a2a_v1(d, &s.token, "CancelTask", json!({"id": "listed-run"}))), "TASK_STATE_CANCELED");
     assert!(processes_with("sleep 331").is_empty() && processes_with("sleep 332").is_empty());
     // A call's end is counted just after its commit, which the reply waited for.
-    let until = Instant::now() + Duration::from_secs(5);
     let ended = ["worldd_tasks_running 0", "worldd_tasks_total{status=\"cancelled\"} 2"];
-    loop {
+    eventually(Duration::from_secs(5), Duration::from_millis(50), || {
         let metrics = d.get("/metrics").text();
-        if ended.iter().all(|l| metrics.contains(l)) {
-            break;
-        }
-        assert!(Instant::now() < until, "{metrics}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        if ended.iter().all(|l| metrics.contains(l)) { Ok(()) } else { Err(metrics) }
+    });
 }
 
 #[test]
@@ -241,16 +248,12 @@ fn the_episode_views_show_a_running_task_with_its_last_output_and_the_command_th
     let sent = send_script(d, &s.token, "shown-1", "echo compiling crate one; echo linking; sleep 341");
     assert_eq!(state(&sent), "TASK_STATE_WORKING", "{sent}");
     let cancel = format!("worldd cancel a2a:{EP}:shown-1");
-    let until = Instant::now() + Duration::from_secs(5);
-    let call = loop {
+    let call = eventually(Duration::from_secs(5), Duration::from_millis(100), || {
         let page = d.get(&format!("/v1/episodes/{EP}/calls")).ok_json();
         let call = page["calls"].as_array().unwrap().iter().find(|c| c["taskId"] == json!("shown-1")).cloned();
         let call = call.unwrap_or_else(|| panic!("{page}"));
-        if call["run"]["lastOutput"] == json!("linking") || Instant::now() > until {
-            break call;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        if call["run"]["lastOutput"] == json!("linking") { Ok(call) } else { Err(call.to_string()) }
+    });
     assert_eq!(call["state"], json!("started"), "{call}");
     assert_eq!(call["run"]["lastOutput"], json!("linking"), "{call}");
     assert_eq!(call["run"]["cancel"], json!(cancel), "{call}");
@@ -309,15 +312,10 @@ fn task_get(d: &Daemon, token: &str, task: &str) -> Value {
 }
 
 fn mcp_until_ended(d: &Daemon, token: &str, task: &str, within: Duration) -> Value {
-    let until = Instant::now() + within;
-    loop {
+    eventually(within, Duration::from_millis(200), || {
         let r = task_get(d, token, task);
-        if r["result"]["status"] != json!("working") {
-            return r;
-        }
-        assert!(Instant::now() < until, "still working after {within:?}: {r}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+        if r["result"]["status"] == json!("working") { Err(format!("still working: {r}")) } else { Ok(r) }
+    })
 }
 
 #[test]
