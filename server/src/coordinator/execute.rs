@@ -7,6 +7,7 @@ use super::plan::{Plan, PlannedEffect, planned};
 use super::{HANDLER_DEADLINE, Invocation, Stop};
 use crate::effects;
 use serde_json::Value;
+use std::path::PathBuf;
 use world_store::*;
 
 /// What the plan's effects came to, in plan order.
@@ -24,7 +25,9 @@ impl Invocation<'_> {
         let mut pending = plan.effects.iter();
         for e in pending.by_ref() {
             let r = match self.broker(e).await? {
-                Brokered::Allowed { request, debit, approval } => self.execute(e, request, debit, approval).await,
+                Brokered::Allowed { request, debit, approval, walked } => {
+                    self.execute(e, request, debit, approval, walked).await
+                }
                 Brokered::Denied(r) => *r,
             };
             let stop = r.status != "ok";
@@ -44,8 +47,15 @@ impl Invocation<'_> {
     }
 
     /// Runs an allowed effect's handler: its record, and its outcome for the commit.
-    async fn execute(&self, e: &PlannedEffect, request: Ref, debit: Debit, approval: Option<Ref>) -> Recorded {
-        let output = self.handle(e).await;
+    async fn execute(
+        &self,
+        e: &PlannedEffect,
+        request: Ref,
+        debit: Debit,
+        approval: Option<Ref>,
+        walked: Option<Vec<PathBuf>>,
+    ) -> Recorded {
+        let output = self.handle(e, walked).await;
         let failed = output.is_none();
         let result = output
             .as_ref()
@@ -79,10 +89,10 @@ impl Invocation<'_> {
 
     /// The handler's output; `None` when it failed, overran its deadline or
     /// answered more than `RESULT_BYTES_MAX`.
-    async fn handle(&self, e: &PlannedEffect) -> Option<Value> {
+    async fn handle(&self, e: &PlannedEffect, walked: Option<Vec<PathBuf>>) -> Option<Value> {
         let ran = tokio::time::timeout(
             HANDLER_DEADLINE,
-            self.host.worktrees().run(&self.call.episode, &e.effect, &e.payload),
+            self.host.worktrees().run_over(&self.call.episode, &e.effect, &e.payload, walked),
         )
         .await;
         match ran {
