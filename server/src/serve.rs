@@ -290,6 +290,9 @@ fn worktrees(opts: &ServeOptions) -> Result<Worktrees, String> {
             ));
         }
         w.root = Some(root);
+        if let Some(open) = w.root_open_to_others() {
+            note!("worldd: warning: {open}");
+        }
     }
     let visible = crate::confine::commands::Visible::of(&opts.confine);
     let search = std::env::var_os("PATH");

@@ -236,6 +236,30 @@ fn serve_prints_the_connections_for_the_address_it_bound() {
 }
 
 #[test]
+fn a_workspace_root_open_to_other_users_is_named_at_start_with_the_chmod_that_closes_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let store = TempStore::new();
+    let root = std::fs::canonicalize(store.dir.path()).unwrap().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let started = |mode: u32| {
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(mode)).unwrap();
+        let daemon = Daemon::start_with(&store.db, &["--workspace-root", root.to_str().unwrap()]);
+        daemon.stderr_lines().into_iter().filter(|l| l.contains("workspace root")).collect::<Vec<_>>()
+    };
+    let warned = started(0o755);
+    let shown = root.display();
+    let line = format!(
+        "worldd: warning: the workspace root {shown} is mode 0755: other users may read the worktrees in it; \
+         `chmod 700 {shown}` makes it its owner's alone"
+    );
+    assert_eq!(warned, [line], "one line, naming the path and the chmod");
+    let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o755, "the operator's directory is left as the operator made it");
+    assert!(started(0o750)[0].contains("is mode 0750"), "open to its group");
+    assert_eq!(started(0o700), Vec::<String>::new(), "its owner's alone: nothing to say");
+}
+
+#[test]
 fn quickstart_ask_gives_the_demo_session_a_grant_that_waits_for_approval() {
     let qs = quickstart(&["--ask", "Workspace.Write"]);
     let waiting = qs.send("w-1", "ailang-write", json!({"path": "asked.txt", "content": "ok"}));
@@ -265,7 +289,7 @@ fn quickstart_ask_retires_the_demo_credential_it_replaces_and_every_file_it_make
         "completed"
     );
     let mode = |p: &str| std::fs::metadata(root.join(p)).unwrap().permissions().mode() & 0o777;
-    for private in ["", "workspace"] {
+    for private in ["", "workspace", "workspace/demo"] {
         assert_eq!(mode(private), 0o700, "{private:?}");
     }
     for private in ["world.db", "world.db.wal", "world.db.payloads", "world.db.writer.lock", "session"] {

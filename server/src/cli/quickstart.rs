@@ -51,10 +51,11 @@ fn demo_grants(asks: &super::session::Asks<'_>) -> Result<Vec<Grant>, String> {
 /// world, the builtin tools); reuses what exists, so that a second node
 /// started the same way joins the same world. Returns whether a session was minted.
 fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, String> {
-    let worktree = dir.join("workspace").join(DEMO_EPISODE);
-    std::fs::create_dir_all(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
     // The worktrees hold the agent's files: its user's alone, as the store is.
+    let worktree = dir.join("workspace").join(DEMO_EPISODE);
+    crate::effects::worktree::create_private(&worktree).map_err(|e| format!("{}: {e}", worktree.display()))?;
     private_dir(&dir.join("workspace"))?;
+    private_dir(&worktree)?;
     let sample = worktree.join("hello.txt");
     if !sample.exists() {
         std::fs::write(&sample, "hello from World\n").map_err(|e| format!("{}: {e}", sample.display()))?;
@@ -129,8 +130,9 @@ pub fn run(
     if let Err(e) = crate::serve::loopback_addr(bind) {
         return fail(2, format!("quickstart: {e}"));
     }
-    if let Err(e) =
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| private_dir(dir))
+    if let Err(e) = crate::effects::worktree::create_private(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))
+        .and_then(|()| private_dir(dir))
     {
         return fail(2, format!("quickstart: {e}"));
     }

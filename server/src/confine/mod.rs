@@ -15,6 +15,7 @@ pub mod commands;
 pub mod helper;
 pub mod policy;
 mod seccomp;
+pub mod walk;
 
 use policy::{Kind, Network, Policy, RealHost, Widening};
 use serde::{Deserialize, Serialize};
@@ -257,15 +258,17 @@ impl Confinement {
         policy::pure(&RealHost, interpreter, &run.work(), &self.widening, deadline.as_millis() as u64)
     }
 
-    /// The policy of a `workspace-exec` command; an error says why it must not run.
+    /// The policy of a `workspace-exec` command over `worktree`, binding
+    /// read-only every `.git` a walk of it found (`git`).
     pub fn exec_policy(
         &self,
         program: &Path,
         args: &[String],
         worktree: &Path,
+        git: &[PathBuf],
         deadline: Duration,
-    ) -> Result<Policy, String> {
-        policy::exec(&RealHost, program, args, worktree, &self.widening, deadline.as_millis() as u64)
+    ) -> Policy {
+        policy::exec(&RealHost, program, args, worktree, git, &self.widening, deadline.as_millis() as u64)
     }
 
     /// Starts a run; the caller wires `stdin`/`stdout`/`stderr` first.

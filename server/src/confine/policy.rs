@@ -263,16 +263,17 @@ pub fn pure(host: &impl Host, interpreter: &Path, work: &Path, widening: &Wideni
 }
 
 /// A `workspace-exec` command: the episode's worktree read-write with every
-/// `.git` in it read-only (see [`git_dirs`]), a private `/tmp`, the system
-/// read-only. An error says why the command must not run.
+/// `.git` in it (`git`, as [`super::walk`] found them) read-only, a private
+/// `/tmp`, the system read-only.
 pub fn exec(
     host: &impl Host,
     program_path: &Path,
     args: &[String],
     worktree: &Path,
+    git: &[PathBuf],
     widening: &Widening,
     deadline_ms: u64,
-) -> Result<Policy, String> {
+) -> Policy {
     let network = if widening.exec_network { Network::Host } else { Network::Loopback };
     let resolver: &[&str] = if network == Network::Host { ETC_NETWORK_ENTRIES } else { &[] };
     let mut mounts = system(host, ETC_ENTRIES.iter().chain(resolver));
@@ -280,12 +281,12 @@ pub fn exec(
     mounts.extend(widening.read_only.iter().map(|p| Mount::Bind { path: p.clone(), writable: false }));
     mounts.push(Mount::Bind { path: worktree.to_path_buf(), writable: true });
     let tree = worktree.to_path_buf();
-    mounts.extend(git_dirs(worktree)?.into_iter().map(|path| Mount::Protect { tree: tree.clone(), path }));
+    mounts.extend(git.iter().map(|path| Mount::Protect { tree: tree.clone(), path: path.clone() }));
     mounts.push(Mount::Tmpfs { path: "/tmp".into(), bytes: EXEC_TMP_BYTES });
     mounts.extend([Mount::Dev, Mount::Tmpfs { path: "/dev/shm".into(), bytes: SHM_BYTES }, Mount::Proc]);
     let mounts = in_mount_order(mounts);
     let home = worktree.display().to_string();
-    Ok(Policy {
+    Policy {
         kind: Kind::Exec,
         argv: std::iter::once(program_path.display().to_string()).chain(args.iter().cloned()).collect(),
         env: vec![
@@ -301,7 +302,7 @@ pub fn exec(
         network,
         limits: Limits { memory: widening.exec_memory.unwrap_or(EXEC_MEMORY_BYTES), ..EXEC_LIMITS },
         deadline_ms,
-    })
+    }
 }
 
 /// The system directories and those `/etc` entries that exist on this host.
@@ -319,55 +320,6 @@ fn system<'a>(host: &impl Host, etc: impl Iterator<Item = &'a &'a str>) -> Vec<M
 fn program(path: &Path) -> Option<Mount> {
     let under_system = SYSTEM_DIRS.iter().any(|d| path.starts_with(d));
     (!under_system).then(|| Mount::Bind { path: path.to_path_buf(), writable: false })
-}
-
-/// Entries of a worktree looked at, at most, to find every `.git` in it
-/// before a command runs; past it the command is refused rather than run
-/// with a `.git` left writable.
-pub const GIT_WALK_ENTRIES_MAX: usize = 200_000;
-/// Directories deep that walk goes, at most (past it, the same refusal).
-pub const GIT_WALK_DEPTH_MAX: usize = 64;
-/// `.git` entries bound read-only for one command, at most (each is a mount;
-/// past it, the same refusal).
-pub const GIT_BINDS_MAX: usize = 256;
-
-/// Every `.git` of the worktree, directory or file, in any case and at any
-/// depth (a submodule's too): each is bound read-only over the writable
-/// tree. The walk follows no symlink and does not enter a `.git`; it is
-/// bounded, and an error when it cannot see the whole worktree.
-fn git_dirs(worktree: &Path) -> Result<Vec<PathBuf>, String> {
-    let unreadable = |dir: &Path, e: std::io::Error| format!("cannot look for .git in {}: {e}", dir.display());
-    let mut queue = std::collections::VecDeque::from([(worktree.to_path_buf(), 0)]);
-    let (mut found, mut seen) = (vec![], 0);
-    while let Some((dir, depth)) = queue.pop_front() {
-        let items = match std::fs::read_dir(&dir) {
-            Ok(items) => items,
-            // Gone (since its parent was read): nothing in it to protect.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(unreadable(&dir, e)),
-        };
-        for item in items {
-            let item = item.map_err(|e| unreadable(&dir, e))?;
-            seen += 1;
-            let Ok(kind) = item.file_type() else { continue };
-            if item.file_name().to_str().is_some_and(|n| n.eq_ignore_ascii_case(".git")) {
-                if kind.is_dir() || kind.is_file() {
-                    found.push(item.path());
-                }
-            } else if kind.is_dir() {
-                queue.push_back((item.path(), depth + 1));
-            }
-            if seen > GIT_WALK_ENTRIES_MAX || found.len() > GIT_BINDS_MAX || depth + 1 > GIT_WALK_DEPTH_MAX {
-                return Err(format!(
-                    "the worktree has more than {GIT_WALK_ENTRIES_MAX} entries, more than {GIT_BINDS_MAX} .git \
-                     or more than {GIT_WALK_DEPTH_MAX} levels of directories: too many to bind every .git in it \
-                     read-only, so no command runs in it"
-                ));
-            }
-        }
-    }
-    found.sort();
-    Ok(found)
 }
 
 #[cfg(test)]
@@ -396,6 +348,12 @@ mod tests {
         m.insert("/etc/shadow".into(), Entry::File);
         m.insert("/etc/resolv.conf".into(), Entry::File);
         FakeHost(m)
+    }
+
+    /// `exec` over `wt`, binding the `.git` one walk of it finds.
+    fn exec_over(program: &str, args: &[String], wt: &Path, widening: &Widening) -> Result<Policy, String> {
+        let walked = super::super::walk::walk(wt, super::super::walk::Look::Git).map_err(|e| e.to_string())?;
+        Ok(exec(&host(), Path::new(program), args, wt, &walked.git, widening, 9000))
     }
 
     fn binds(p: &Policy) -> Vec<(String, bool)> {
@@ -456,7 +414,7 @@ mod tests {
         h.0.insert("/etc/hosts".into(), Entry::File);
         let p = pure(&h, Path::new("/usr/bin/python3"), Path::new("/w"), &Widening::default(), 2000);
         assert!(!binds(&p).iter().any(|(b, _)| b == "/etc/hosts"), "a pure phase looks up no host");
-        let e = exec(&h, Path::new("/usr/bin/sh"), &[], Path::new("/ws/ep"), &Widening::default(), 9000).unwrap();
+        let e = exec(&h, Path::new("/usr/bin/sh"), &[], Path::new("/ws/ep"), &[], &Widening::default(), 9000);
         assert!(binds(&e).iter().any(|(b, _)| b == "/etc/hosts"));
     }
 
@@ -476,7 +434,7 @@ mod tests {
         std::fs::create_dir_all(wt.join("src")).unwrap();
         std::fs::write(wt.join("git"), "not a git dir").unwrap();
         let args = vec!["-m".to_string(), "pytest".to_string()];
-        let p = exec(&host(), Path::new("/usr/bin/python3"), &args, &wt, &Widening::default(), 9000).unwrap();
+        let p = exec_over("/usr/bin/python3", &args, &wt, &Widening::default()).unwrap();
         assert_eq!(p.kind, Kind::Exec);
         assert_eq!(p.argv, ["/usr/bin/python3", "-m", "pytest"]);
         assert_eq!(p.cwd, wt);
@@ -511,7 +469,7 @@ mod tests {
         std::os::unix::fs::symlink("sub/.git", wt.join("c-git")).unwrap();
         std::fs::create_dir_all(wt.join("d")).unwrap();
         std::os::unix::fs::symlink("../sub/.git", wt.join("d/.git")).unwrap();
-        let p = exec(&host(), Path::new("/usr/bin/sh"), &[], &wt, &Widening::default(), 9000).unwrap();
+        let p = exec_over("/usr/bin/sh", &[], &wt, &Widening::default()).unwrap();
         let read_only: Vec<String> = binds(&p)
             .into_iter()
             .filter(|(b, w)| !w && b.starts_with(&*wt.to_string_lossy()))
@@ -524,34 +482,9 @@ mod tests {
     }
 
     #[test]
-    fn a_worktree_too_deep_or_with_too_many_git_runs_no_command() {
-        let dir = tempfile::tempdir().unwrap();
-        let (deep, many) = (dir.path().join("deep"), dir.path().join("many"));
-        std::fs::create_dir_all((0..=GIT_WALK_DEPTH_MAX).fold(deep.clone(), |p, _| p.join("d"))).unwrap();
-        for n in 0..=GIT_BINDS_MAX {
-            std::fs::create_dir_all(many.join(format!("{n}/.git"))).unwrap();
-        }
-        for wt in [&deep, &many] {
-            let why = exec(&host(), Path::new("/usr/bin/sh"), &[], wt, &Widening::default(), 9000).unwrap_err();
-            assert!(why.contains("too many to bind every .git in it read-only, so no command runs in it"), "{why}");
-        }
-        std::fs::remove_dir_all(many.join("0")).unwrap();
-        assert!(
-            exec(&host(), Path::new("/usr/bin/sh"), &[], &many, &Widening::default(), 9000).is_ok(),
-            "at the bound"
-        );
-        let shallow = (0..GIT_WALK_DEPTH_MAX).fold(deep.clone(), |p, _| p.join("d"));
-        std::fs::remove_dir_all(shallow.join("d")).unwrap();
-        assert!(
-            exec(&host(), Path::new("/usr/bin/sh"), &[], &deep, &Widening::default(), 9000).is_ok(),
-            "at the bound"
-        );
-    }
-
-    #[test]
     fn the_operator_widens_exec_with_network_and_extra_read_only_trees() {
         let widening = Widening { read_only: vec!["/opt/tools".into()], exec_network: true, ..Default::default() };
-        let p = exec(&host(), Path::new("/opt/tools/bin/cargo"), &[], Path::new("/ws/ep"), &widening, 9000).unwrap();
+        let p = exec_over("/opt/tools/bin/cargo", &[], Path::new("/ws/ep"), &widening).unwrap();
         assert_eq!(p.network, Network::Host);
         assert!(binds(&p).contains(&("/etc/resolv.conf".into(), false)));
         assert!(binds(&p).contains(&("/opt/tools".into(), false)));
@@ -563,25 +496,18 @@ mod tests {
     #[test]
     fn each_kind_of_run_has_its_memory_bound_and_the_operator_may_change_it() {
         let wt = Path::new("/ws/ep");
-        let exec_default = exec(&host(), Path::new("/usr/bin/sh"), &[], wt, &Widening::default(), 9000).unwrap();
+        let exec_default = exec_over("/usr/bin/sh", &[], wt, &Widening::default()).unwrap();
         let pure_default = pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &Widening::default(), 2000);
         assert_eq!((exec_default.limits.memory, pure_default.limits.memory), (EXEC_MEMORY_BYTES, PURE_MEMORY_BYTES));
         let set = Widening { exec_memory: Some(256 << 20), pure_memory: Some(128 << 20), ..Default::default() };
-        assert_eq!(exec(&host(), Path::new("/usr/bin/sh"), &[], wt, &set, 9000).unwrap().limits.memory, 256 << 20);
+        assert_eq!(exec_over("/usr/bin/sh", &[], wt, &set).unwrap().limits.memory, 256 << 20);
         assert_eq!(pure(&host(), Path::new("/usr/bin/python3"), Path::new("/w"), &set, 2000).limits.memory, 128 << 20);
     }
 
     #[test]
     fn a_policy_travels_as_json_unchanged() {
-        let p = exec(
-            &host(),
-            Path::new("/usr/bin/sh"),
-            &["-c".into(), "true".into()],
-            Path::new("/ws/ep"),
-            &Widening::default(),
-            9000,
-        )
-        .unwrap();
+        let p =
+            exec_over("/usr/bin/sh", &["-c".into(), "true".into()], Path::new("/ws/ep"), &Widening::default()).unwrap();
         let text = serde_json::to_string(&p).unwrap();
         assert_eq!(serde_json::from_str::<Policy>(&text).unwrap(), p);
     }

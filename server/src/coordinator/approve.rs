@@ -44,10 +44,9 @@ impl Invocation<'_> {
         e: &PlannedEffect,
         who: Approver,
         grant_budget: u64,
-        changed: Vec<String>,
     ) -> Result<Approval, Stop> {
         let mut asked = Asked {
-            changed,
+            changed: vec![],
             episode: &self.call.episode,
             credential: self.call.credential,
             transition: &self.d.id,
@@ -76,6 +75,9 @@ impl Invocation<'_> {
             return Ok(Approval::Refused { label: effects::DENIED_BUDGET, decision: None, remaining });
         }
         let ttl = self.host.approval_ttl();
+        // What World's tools changed since the last command is read only for
+        // a question a person is to see: not when an approval is usable.
+        let mut unread = e.effect == effects::worktree::EXEC;
         for round in 0..ASK_ROUNDS_MAX {
             let now = crate::clock::now();
             let open = if round == 0 { found.take() } else { self.standing(&asked, digest).await?.1 };
@@ -85,7 +87,10 @@ impl Invocation<'_> {
             };
             let (id, row) = match open {
                 Some(found) => found,
-                None => match self.store_write(asked.ask(digest, now, ttl)).await? {
+                None => match self
+                    .store_write(self.shown_changes(&mut asked, &mut unread).await?.ask(digest, now, ttl))
+                    .await?
+                {
                     Ok(Reply::Approval(id, row)) => (id, *row),
                     Err(e) => match no_room(&e) {
                         Some(label) => return Ok(Approval::Refused { label, decision: None, remaining }),
@@ -96,7 +101,7 @@ impl Invocation<'_> {
                     }
                 },
             };
-            match self.settled(&id, &row, &asked, now).await? {
+            match self.settled(&id, &row, &mut asked, &mut unread, now).await? {
                 Some(Approval::Refused { label, decision, .. }) => {
                     return Ok(Approval::Refused { label, decision, remaining });
                 }
@@ -135,11 +140,13 @@ impl Invocation<'_> {
         &mut self,
         id: &str,
         row: &ApprovalRow,
-        asked: &Asked<'_>,
+        asked: &mut Asked<'_>,
+        unread: &mut bool,
         now: u64,
     ) -> Result<Option<Approval>, Stop> {
         match row.state {
             ApprovalState::Pending if now < row.expires_at => {
+                let asked = self.shown_changes(asked, unread).await?;
                 Err(Failed(CallError::ApprovalPending(Box::new(PendingApproval {
                     id: id.to_string(),
                     approver: row.approver,
@@ -169,6 +176,28 @@ impl Invocation<'_> {
                 Ok(None)
             }
         }
+    }
+
+    /// `asked`, naming what World's tools changed in the worktree since the
+    /// episode's last command ran, read if `unread` (a command's question,
+    /// about to be shown).
+    async fn shown_changes<'q, 'a>(&self, asked: &'q mut Asked<'a>, unread: &mut bool) -> Result<&'q Asked<'a>, Stop> {
+        if std::mem::take(unread) {
+            let (host, episode) = (self.host.clone(), self.call.episode.clone());
+            let read = tokio::task::spawn_blocking(move || {
+                host.store().snapshot().and_then(|snap| super::changes::since_last_command(&snap, &episode))
+            });
+            asked.changed = match read.await {
+                Ok(Ok(changed)) => changed,
+                Ok(Err(e)) => {
+                    return Err(Failed(CallError::Unavailable(format!("reading the worktree's changes: {e}"))));
+                }
+                Err(join) => {
+                    return Err(Failed(CallError::Unavailable(format!("reading the worktree's changes: {join}"))));
+                }
+            };
+        }
+        Ok(asked)
     }
 
     /// The person's answer carried by this call, written as the decision.

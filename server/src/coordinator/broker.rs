@@ -9,13 +9,15 @@ use super::plan::{PlannedEffect, planned};
 use super::{CallError, Invocation};
 use crate::effects::{self, Decision, Record};
 use serde_json::Value;
+use std::path::PathBuf;
 use world_store::*;
 
 /// The broker's word on one effect.
 pub(super) enum Brokered {
     /// Its intent (which carries the request) and debit are durable: the
-    /// handler runs next.
-    Allowed { request: Ref, debit: Debit, approval: Option<Ref> },
+    /// handler runs next (a command bound to its worktree over the `.git`
+    /// of the walk its request names, `walked`).
+    Allowed { request: Ref, debit: Debit, approval: Option<Ref>, walked: Option<Vec<PathBuf>> },
     /// Denied, by a grant or by the budget.
     Denied(Box<Recorded>),
 }
@@ -55,16 +57,14 @@ impl Invocation<'_> {
     pub(super) async fn broker(&mut self, e: &PlannedEffect) -> Result<Brokered, Stop> {
         let now = crate::clock::now();
         let decision = effects::decide(&self.call.grants, self.call.expires_at, now, &e.effect, &e.scope);
-        let (bound, mut changed);
+        let (mut bound, mut walked) = (None, None);
         let e = match decision {
             Decision::Allow { ask: Some(_), .. } if e.effect == crate::effects::worktree::EXEC => {
-                (bound, changed) = self.bound_to_worktree(e).await?;
-                &bound
+                let (e, git) = self.bound_to_worktree(e).await?;
+                walked = Some(git);
+                &*bound.insert(e)
             }
-            _ => {
-                changed = vec![];
-                e
-            }
+            _ => e,
         };
         let payload = canonical::to_vec(&e.payload);
         let request = NewObject::derived(
@@ -84,7 +84,7 @@ impl Invocation<'_> {
         };
         let approval = match ask {
             None => None,
-            Some(who) => match self.approve(e, who, grant_budget, std::mem::take(&mut changed)).await? {
+            Some(who) => match self.approve(e, who, grant_budget).await? {
                 Approval::Approved { using, decision } => Some((using, decision)),
                 Approval::Refused { label, decision, remaining } => {
                     return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
@@ -129,36 +129,30 @@ impl Invocation<'_> {
             other => return Err(Failed(CallError::NotCommitted(format!("journaling the effect intent: {other:?}")))),
         };
         self.ran = true;
-        Ok(Brokered::Allowed { request: request.hash, debit, approval: approval.map(|(_, d)| d) })
+        let approval = approval.map(|(_, d)| d);
+        Ok(Brokered::Allowed { request: request.hash, debit, approval, walked })
     }
 
     /// A command under a grant that asks, bound to the worktree it would run
     /// over: its request names the worktree's state (`effects::state`), so an
     /// approval of it covers that state alone, and any change since asks
-    /// again. With it, what World's tools changed in the worktree since the
-    /// episode's last command ran, for the question.
-    async fn bound_to_worktree(&self, e: &PlannedEffect) -> Result<(PlannedEffect, Vec<String>), Stop> {
+    /// again. With it, every `.git` the same walk found: the run binds those,
+    /// and walks the worktree no second time.
+    async fn bound_to_worktree(&self, e: &PlannedEffect) -> Result<(PlannedEffect, Vec<PathBuf>), Stop> {
         let wt = self.host.worktrees().worktree(&self.call.episode);
         let dir = wt.map(|w| w.dir).ok_or_else(|| {
             Failed(CallError::NoHandler { missing: format!("episode {} has no worktree", self.call.episode) })
         })?;
-        let (host, episode) = (self.host.clone(), self.call.episode.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            let state = effects::state::worktree_state(&dir).map_err(CallError::ExecutionFailed)?;
-            let snap = host.store().snapshot().map_err(|e| CallError::Unavailable(e.to_string()))?;
-            let changed = super::changes::since_last_command(&snap, &episode)
-                .map_err(|e| CallError::Unavailable(e.to_string()))?;
-            Ok::<_, CallError>((state, changed))
-        });
-        let (state, changed) = read
+        let read = tokio::task::spawn_blocking(move || effects::state::worktree_state(&dir));
+        let bound = read
             .await
             .map_err(|join| Failed(CallError::Unavailable(format!("reading the worktree's state: {join}"))))?
-            .map_err(Failed)?;
+            .map_err(|e| Failed(CallError::ExecutionFailed(e.to_string())))?;
         let mut payload = e.payload.clone();
         if let Some(fields) = payload.as_object_mut() {
-            fields.insert(crate::approvals::WORKTREE_STATE.into(), Value::String(state.to_string()));
+            fields.insert(crate::approvals::WORKTREE_STATE.into(), Value::String(bound.state.to_string()));
         }
-        Ok((PlannedEffect { payload, ..e.clone() }, changed))
+        Ok((PlannedEffect { payload, ..e.clone() }, bound.git))
     }
 
     async fn spent(&self, effect: &str, scope: &str) -> Result<u64, CallError> {

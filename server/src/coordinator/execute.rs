@@ -9,6 +9,7 @@ use super::{HANDLER_DEADLINE, Invocation, Stop};
 use crate::effects;
 use crate::effects::worktree::RunControl;
 use serde_json::Value;
+use std::path::PathBuf;
 use world_store::*;
 
 /// What the plan's effects came to, in plan order.
@@ -26,9 +27,9 @@ impl Invocation<'_> {
         let mut pending = plan.effects.iter();
         for e in pending.by_ref() {
             let r = match self.broker(e).await? {
-                Brokered::Allowed { request, debit, approval } => {
+                Brokered::Allowed { request, debit, approval, walked } => {
                     self.task_started();
-                    self.execute(e, request, debit, approval).await
+                    self.execute(e, request, debit, approval, walked).await
                 }
                 Brokered::Denied(r) => *r,
             };
@@ -65,8 +66,15 @@ impl Invocation<'_> {
     }
 
     /// Runs an allowed effect's handler: its record, and its outcome for the commit.
-    async fn execute(&self, e: &PlannedEffect, request: Ref, debit: Debit, approval: Option<Ref>) -> Recorded {
-        let output = self.handle(e).await;
+    async fn execute(
+        &self,
+        e: &PlannedEffect,
+        request: Ref,
+        debit: Debit,
+        approval: Option<Ref>,
+        walked: Option<Vec<PathBuf>>,
+    ) -> Recorded {
+        let output = self.handle(e, walked).await;
         let failed = output.is_none();
         let cancelled = output.as_ref().is_some_and(|o| o["cancelled"] == true);
         let result = output
@@ -104,7 +112,7 @@ impl Invocation<'_> {
 
     /// The handler's output; `None` when it failed, overran its deadline or
     /// answered more than `RESULT_BYTES_MAX`.
-    async fn handle(&self, e: &PlannedEffect) -> Option<Value> {
+    async fn handle(&self, e: &PlannedEffect, walked: Option<Vec<PathBuf>>) -> Option<Value> {
         let (control, deadline) = match &self.task {
             Some(task) => {
                 let limits = self.host.task_limits();
@@ -114,7 +122,7 @@ impl Invocation<'_> {
         };
         let ran = tokio::time::timeout(
             deadline,
-            self.host.worktrees().run(&self.call.episode, &e.effect, &e.payload, &control),
+            self.host.worktrees().run_over(&self.call.episode, &e.effect, &e.payload, walked, &control),
         )
         .await;
         match ran {

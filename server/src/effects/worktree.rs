@@ -11,6 +11,7 @@
 use super::beneath::{self, Beneath, Refusal};
 use super::quota::{self, Quotas};
 use crate::confine::policy::Policy;
+use crate::confine::walk::{self, Look};
 use crate::confine::{Confinement, Outcome};
 use nix::fcntl::OFlag;
 use serde_json::{Value, json};
@@ -130,6 +131,24 @@ impl Worktrees {
         Some(Worktree { dir: canon, policy_digest, quotas: self.quotas.clone() })
     }
 
+    /// Why the workspace root is open to other users (its mode lets its group
+    /// or others in), with the `chmod` that closes it; `None` when it is its
+    /// owner's alone, or there is none. Said at start: the worktrees hold the
+    /// agents' files, and an operator's directory is not changed behind their back.
+    pub fn root_open_to_others(&self) -> Option<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let root = self.root.as_ref()?;
+        let mode = std::fs::metadata(root).ok()?.permissions().mode() & 0o777;
+        (mode & 0o077 != 0).then(|| {
+            format!(
+                "the workspace root {} is mode {mode:04o}: other users may read the worktrees in it; \
+                 `chmod 700 {}` makes it its owner's alone",
+                root.display(),
+                root.display()
+            )
+        })
+    }
+
     /// R8: what keeps `effect` from having a handler in this episode, said so
     /// that an operator knows what to change; `None` when it has one.
     pub fn missing(&self, episode: &str, effect: &str) -> Option<String> {
@@ -155,11 +174,20 @@ impl Worktrees {
 
     /// Runs one effect. `Ok` is the handler's output object (refusals included,
     /// as `ok:false`); `Err` is a handler failure.
-    pub async fn run(
+    #[cfg(test)]
+    pub async fn run(&self, episode: &str, effect: &str, payload: &Value) -> Result<Value, String> {
+        self.run_over(episode, effect, payload, None, &RunControl::default()).await
+    }
+
+    /// Runs one effect; a command binds read-only the `.git` of `walked`, the
+    /// walk its approval was bound to, or else walks the worktree first, and
+    /// runs as `control` says (its deadline, a stop, its output's tail).
+    pub async fn run_over(
         &self,
         episode: &str,
         effect: &str,
         payload: &Value,
+        walked: Option<Vec<PathBuf>>,
         control: &RunControl,
     ) -> Result<Value, String> {
         let wt = self.worktree(episode).ok_or_else(|| format!("episode {episode} has no worktree"))?;
@@ -170,7 +198,7 @@ impl Worktrees {
             return Err(format!("op {op:?} is not allowed for {effect}"));
         }
         let mut out = if op == "exec" {
-            self.exec(&wt, payload, control).await?
+            self.exec(&wt, payload, walked, control).await?
         } else {
             let (wt2, payload) = (wt.clone(), payload.clone());
             let op = op.to_string();
@@ -185,6 +213,7 @@ impl Worktrees {
         &self,
         wt: &Worktree,
         payload: &Value,
+        walked: Option<Vec<PathBuf>>,
         control: &RunControl,
     ) -> Result<serde_json::Map<String, Value>, String> {
         let command = payload["command"].as_str().unwrap_or_default();
@@ -196,8 +225,9 @@ impl Worktrees {
             return Ok(refusal(format!("command {command:?} is not on this daemon's exec allow-list")));
         };
         let confinement = self.confinement.clone().ok_or("no exec confinement is configured")?;
-        // Walks the worktree for every `.git` to bind read-only, and (once)
-        // to measure it: off the async threads.
+        // Walks the worktree for every `.git` to bind read-only (unless the
+        // approval's walk found them), and (once) to measure it: off the
+        // async threads.
         let (c, program, cwd, quotas) = (confinement.clone(), program.clone(), wt.dir.clone(), wt.quotas.clone());
         let deadline = control.deadline();
         let built = tokio::task::spawn_blocking(move || {
@@ -206,7 +236,11 @@ impl Worktrees {
                 0 => quotas.remeasure_now(&cwd)?,
                 room => room,
             };
-            c.exec_policy(&program, &args, &cwd, deadline).map(|p| (p, room))
+            let git = match walked {
+                Some(git) => git,
+                None => walk::walk(&cwd, Look::Git).map_err(|e| e.to_string())?.git,
+            };
+            Ok::<_, String>((c.exec_policy(&program, &args, &cwd, &git, deadline), room))
         });
         let (mut policy, room) = match built.await.map_err(|e| e.to_string())? {
             Ok(built) => built,
@@ -228,6 +262,14 @@ impl Worktrees {
         }
         ran.map(|(out, _)| out)
     }
+}
+
+/// Makes the directory `dir` (and what is missing above it) mode 0700 from its
+/// creation: a worktree World makes is never open to other users, not even
+/// for a moment. An existing directory is left as it is.
+pub fn create_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// A command that cannot run because its worktree is at its quota: a
@@ -791,17 +833,11 @@ mod tests {
         let (_d, root) = setup();
         let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         for p in [".git/config", ".GIT/HEAD", "src/../.git/x", "sub/.Git/y"] {
-            let out = w
-                .run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"}), &RunControl::default())
-                .await
-                .unwrap();
+            let out = w.run("ep", WRITE, &json!({"op": "write", "path": p, "content": "x"})).await.unwrap();
             assert_eq!(out["ok"], false, "{p}");
         }
         assert!(!root.join("ep/.git/config").exists());
-        let out = w
-            .run("ep", WRITE, &json!({"op": "write", "path": "out", "content": "x"}), &RunControl::default())
-            .await
-            .unwrap();
+        let out = w.run("ep", WRITE, &json!({"op": "write", "path": "out", "content": "x"})).await.unwrap();
         assert_eq!(out["ok"], false);
         assert_eq!(std::fs::read_to_string(root.join("secret")).unwrap(), "outside");
     }
@@ -811,9 +847,9 @@ mod tests {
         let (_d, root) = setup();
         let w = Worktrees { root: Some(root.clone()), tool: "t".into(), ..Default::default() };
         let edit = |old: &str| json!({"op": "edit", "path": "src/a.txt", "old_text": old, "new_text": "bye"});
-        assert_eq!(w.run("ep", WRITE, &edit("hello"), &RunControl::default()).await.unwrap()["ok"], true);
+        assert_eq!(w.run("ep", WRITE, &edit("hello")).await.unwrap()["ok"], true);
         assert_eq!(std::fs::read_to_string(root.join("ep/src/a.txt")).unwrap(), "bye\n");
-        let out = w.run("ep", WRITE, &edit("hello"), &RunControl::default()).await.unwrap();
+        let out = w.run("ep", WRITE, &edit("hello")).await.unwrap();
         assert_eq!(out["refused"], "old_text not found — the file may have changed; read it again");
     }
 
