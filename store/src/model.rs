@@ -387,7 +387,26 @@ pub struct TaskRun {
     /// command stops it once it sees this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cancel_asked_at: Option<u64>,
+    /// How far its command has got, as the node running it last wrote it
+    /// for the others (a store several nodes share); dropped when it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<TaskProgress>,
 }
+
+/// What a running command has written, for the nodes that do not run it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskProgress {
+    /// When it was written, Unix seconds.
+    pub at: u64,
+    /// Every byte of output so far.
+    pub output_bytes: u64,
+    /// The last of it, at most `TASK_PROGRESS_TAIL_MAX` bytes of text.
+    pub tail: String,
+}
+
+/// The most of a running command's output its task row keeps.
+pub const TASK_PROGRESS_TAIL_MAX: usize = 2 << 10;
 
 /// What an ask to cancel a task came to: every answer is a value.
 #[derive(Clone, Debug, PartialEq, Eq)]

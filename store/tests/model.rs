@@ -123,6 +123,11 @@ enum Step {
     Cancel {
         task: u8,
     },
+    /// A running command's progress, its tail `len` bytes (some past the bound).
+    Progress {
+        task: u8,
+        len: u16,
+    },
     Intent {
         task: u8,
         ordinal: u8,
@@ -264,6 +269,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::Begin { task, digest }),
         2 => (0..TASK_POOL, 0..2u8).prop_map(|(task, digest)| Step::CreateRun { task, digest }),
         2 => task.prop_map(|task| Step::Cancel { task }),
+        2 => (task, 0..2200u16).prop_map(|(task, len)| Step::Progress { task, len }),
         5 => (task, 0..3u8, 0..2u8, 0..2u8, 0..4u8, 0..7u8, prop::bool::weighted(0.1), prop::option::weighted(0.3, (any::<u8>(), 0..2u8)))
             .prop_map(|(task, ordinal, effect, scope, cost, budget, bad_request, approval)| Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval }),
         2 => (0..4u8, 0..2u8, 0..2u8, 0..2u8, 0..30u8)
@@ -439,6 +445,18 @@ impl Model {
                 }
                 Ok(begun)
             }
+            Op::TaskProgress { task, progress } => {
+                let run =
+                    self.tasks.get_mut(task).filter(|t| t.state == TaskState::Started).and_then(|t| t.run.as_mut());
+                if let Some(run) = run {
+                    let mut progress = progress.clone();
+                    while progress.tail.len() > TASK_PROGRESS_TAIL_MAX {
+                        progress.tail.remove(0);
+                    }
+                    run.progress = Some(progress);
+                }
+                Ok(Reply::Done)
+            }
             Op::CancelTask { task, at } => {
                 let Some(t) = self.tasks.get_mut(task) else { return Ok(Reply::Cancel(CancelAsk::Unknown)) };
                 if t.state != TaskState::Started {
@@ -483,6 +501,7 @@ impl Model {
                 let effects = self.journaled_effects(task);
                 let t = self.tasks.get_mut(task).expect("started");
                 t.state = *state;
+                drop_progress(t);
                 t.ended_at = Some(*at);
                 t.effects = effects;
                 Ok(Reply::Done)
@@ -794,6 +813,7 @@ impl Model {
         let committed = Committed { entry_index, entry_hash, world_ref: world.world_ref, output_ref: c.state_root };
         self.append(LogEntry { header, entry_hash, transition_ref: c.transition_ref }, world);
         let t = self.tasks.get_mut(&c.task).expect("started");
+        drop_progress(t);
         t.state = TaskState::Committed;
         t.committed = Some(committed.clone());
         t.ended_at = Some(c.at);
@@ -861,6 +881,7 @@ impl Model {
             let effects = self.journaled_effects(&key);
             let task = self.tasks.get_mut(&key).expect("listed");
             task.state = if journaled { TaskState::Uncertain } else { TaskState::NotCommitted };
+            drop_progress(task);
             task.ended_at = Some(at);
             task.effects = effects;
             report.tasks.push((inv, task.state));
@@ -1088,9 +1109,18 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
             transition: TRANSITIONS[*digest as usize % TRANSITIONS.len()].into(),
             context: None,
             message_id: None,
-            run: Some(TaskRun { deadline_at: at + 600, cancel_asked_at: None }),
+            run: Some(TaskRun { deadline_at: at + 600, cancel_asked_at: None, progress: None }),
         },
         Step::Cancel { task } => Op::CancelTask { task: pick_task(m, *task), at: m.now },
+        Step::Progress { task, len } => Op::TaskProgress {
+            task: pick_task(m, *task),
+            // Multi-byte characters, so that a cut falls inside one.
+            progress: TaskProgress {
+                at: m.now,
+                output_bytes: u64::from(*len) * 3,
+                tail: "é".repeat(usize::from(*len) / 2) + "x",
+            },
+        },
         Step::Intent { task, ordinal, effect, scope, cost, budget, bad_request, approval } => {
             let task = pick_task(m, *task);
             let inv = task.invocation_id();
@@ -1258,6 +1288,13 @@ fn concrete_one(m: &Model, step: &Step) -> Op {
     }
 }
 
+/// A task that ends keeps no progress (as the store drops it).
+fn drop_progress(t: &mut Task) {
+    if let Some(run) = t.run.as_mut() {
+        run.progress = None;
+    }
+}
+
 // ------------------------------------------------------------- checking ----
 
 /// How often each (write, reply kind) occurred over one test's cases.
@@ -1278,6 +1315,7 @@ fn op_name(op: &Op) -> &'static str {
         Op::PublishRegistry(_) => "PublishRegistry",
         Op::CreateTask { .. } => "CreateTask",
         Op::CancelTask { .. } => "CancelTask",
+        Op::TaskProgress { .. } => "TaskProgress",
         Op::Sequence(_) => "Sequence",
         Op::AskApproval { .. } => "AskApproval",
         Op::DecideApproval { .. } => "DecideApproval",

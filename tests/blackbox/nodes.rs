@@ -606,8 +606,14 @@ fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node
     let token = mint_in_with(&url, &nodes, "long", "Workspace.Exec=worktree:10", &more);
     let (first, second) = (&nodes[0].daemon, &nodes[1].daemon);
     assert_eq!(state(&send_script(first, &token, "far-1", "echo begun; sleep 353")), "TASK_STATE_WORKING");
-    // Any node answers a poll: working, from the store.
-    let polled = a2a_v1(second, &token, "GetTask", json!({"id": "far-1"}));
+    // Any node answers a poll: working, from the store, with the output the
+    // running node last wrote there.
+    let polled = eventually(Duration::from_secs(8), Duration::from_millis(250), || {
+        let r = a2a_v1(second, &token, "GetTask", json!({"id": "far-1"}));
+        let running = &r["result"]["status"]["message"]["parts"][0]["data"]["running"];
+        let told = running["outputTail"] == json!("begun\n") && running["outputBytes"] == json!(6);
+        if state(&r) == "TASK_STATE_WORKING" && told { Ok(r) } else { Err(r.to_string()) }
+    });
     assert_eq!(state(&polled), "TASK_STATE_WORKING", "{polled}");
     // A cancel sent to the other node reaches the node that runs the command.
     let asked = std::time::Instant::now();

@@ -57,7 +57,7 @@ impl Invocation<'_> {
         let Some(started) = task.started.take() else { return };
         self.held = None;
         let running = &task.slot.running;
-        tasks::watch_for_cancel(self.host, self.key.clone(), std::sync::Arc::downgrade(running));
+        tasks::watch(self.host, self.key.clone(), std::sync::Arc::downgrade(running));
         let _ = started.send(TaskStarted {
             task_id: self.key.task_id.clone(),
             started_at: running.started_at,

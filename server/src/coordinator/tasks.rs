@@ -32,6 +32,9 @@ pub const TASK_POLL_INTERVAL: Duration = Duration::from_secs(2);
 /// How often a running task's node reads its row for a cancel asked of
 /// another node (one asked here stops it at once).
 pub const CANCEL_WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the node running a task writes how far its command has got
+/// into the task's row, for the other nodes of a shared store.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_secs(2);
 /// Past its command's deadline, the steps that record and commit it.
 pub const TASK_FINISH_GRACE: Duration = Duration::from_secs(10);
 
@@ -90,7 +93,7 @@ impl RunningSlot<'_> {
     }
 
     pub(super) fn run(&self) -> TaskRun {
-        TaskRun { deadline_at: self.running.deadline_at, cancel_asked_at: None }
+        TaskRun { deadline_at: self.running.deadline_at, cancel_asked_at: None, progress: None }
     }
 }
 
@@ -135,10 +138,15 @@ impl Coordinator {
 }
 
 /// Stops the task's command once its row says a cancel was asked (of any
-/// node); ends with the task's run.
-pub(super) fn watch_for_cancel(host: &SharedHost, key: TaskKey, running: Weak<Running>) {
+/// node), and on a store other nodes share writes how far the command has
+/// got into the row every `PROGRESS_INTERVAL`; ends with the task's run.
+pub(super) fn watch(host: &SharedHost, key: TaskKey, running: Weak<Running>) {
     let host = host.clone();
+    // One node alone reads an embedded store: its pollers read the tail here.
+    let shared = !host.store().glances_are_local();
+    let every = (PROGRESS_INTERVAL.as_millis() / CANCEL_WATCH_INTERVAL.as_millis()).max(1) as u64;
     tokio::spawn(async move {
+        let (mut tick, mut written) = (0u64, 0u64);
         loop {
             tokio::time::sleep(CANCEL_WATCH_INTERVAL).await;
             let Some(running) = running.upgrade() else { return };
@@ -151,8 +159,29 @@ pub(super) fn watch_for_cancel(host: &SharedHost, key: TaskKey, running: Weak<Ru
                 running.stop.ask();
                 return;
             }
+            tick += 1;
+            if shared && tick.is_multiple_of(every) {
+                written = write_progress(&host, &key, &running, written).await;
+            }
         }
     });
+}
+
+/// Writes the command's progress into its row when it wrote more output
+/// since `written` bytes; the count now written.
+async fn write_progress(host: &SharedHost, key: &TaskKey, running: &Running, written: u64) -> u64 {
+    let (tail, output_bytes) = running.tail.read();
+    if output_bytes == written {
+        return written;
+    }
+    let progress = TaskProgress { at: crate::clock::now(), output_bytes, tail };
+    match crate::writes::write(host.store(), Op::TaskProgress { task: key.clone(), progress }).await {
+        Ok(_) => output_bytes,
+        Err(e) => {
+            tracing::warn!(invocation = %key.invocation_id(), error = %e, "a task's progress was not written");
+            written
+        }
+    }
 }
 
 async fn read_task(host: &SharedHost, key: &TaskKey) -> Result<Option<Task>, CallError> {
@@ -193,7 +222,11 @@ pub async fn follow(host: &SharedHost, key: &TaskKey) -> Result<Option<Followed>
             started_at: task.started_at,
             deadline_at: run.deadline_at,
             cancel_asked_at: run.cancel_asked_at,
-            tail: host.coordinator().running(key).map(|r| r.tail.read()),
+            // Here where it runs; else as the node running it last wrote it.
+            tail: match host.coordinator().running(key) {
+                Some(r) => Some(r.tail.read()),
+                None => run.progress.map(|p| (p.tail, p.output_bytes)),
+            },
         },
         TaskState::Committed => {
             let cancelled = task.effects.iter().any(|e| e.status == EffectStatus::Cancelled);

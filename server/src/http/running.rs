@@ -38,7 +38,7 @@ pub(super) fn working_text(f: &Followed, now: u64) -> String {
     match tail {
         Some((out, bytes)) if *bytes > 0 => text.push_str(&format!("; {bytes} bytes of output, the last:\n{out}")),
         Some(_) => text.push_str("; no output yet"),
-        None => text.push_str("; its output is seen on the node that runs it"),
+        None => text.push_str("; no output reported yet"),
     }
     text
 }

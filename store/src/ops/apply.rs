@@ -173,6 +173,7 @@ pub(crate) fn apply(rows: &mut impl Rows, op: Op) -> R<Reply> {
             }
         }
         Op::CancelTask { task, at } => cancel_task(rows, &task, at).map(Reply::Cancel),
+        Op::TaskProgress { task, progress } => task_progress(rows, &task, progress).map(|_| Reply::Done),
         Op::Sequence(ops) => sequence(rows, ops).map(Reply::Sequence),
         Op::MintSession { credential_id, session } => mint_session(rows, &credential_id, &session).map(|_| Reply::Done),
         Op::RevokeSession { credential_id, at } => revoke_session(rows, &credential_id, at).map(Reply::Revoked),
@@ -399,6 +400,29 @@ fn started(digest: Ref, at: u64, transition: String, context: Option<String>, me
     }
 }
 
+/// A started task's progress replaces the last in its row; for a task that
+/// ended, or is no task, nothing is written. Its tail is cut to its bound.
+fn task_progress(rows: &mut impl Rows, key: &TaskKey, mut progress: TaskProgress) -> R<()> {
+    let Some(mut task) = rows.task(key)? else { return Ok(()) };
+    let Some(run) = task.run.as_mut().filter(|_| task.state == TaskState::Started) else { return Ok(()) };
+    if progress.tail.len() > TASK_PROGRESS_TAIL_MAX {
+        let mut cut = progress.tail.len() - TASK_PROGRESS_TAIL_MAX;
+        while !progress.tail.is_char_boundary(cut) {
+            cut += 1;
+        }
+        progress.tail.drain(..cut);
+    }
+    run.progress = Some(progress);
+    rows.update_task(key, &task)
+}
+
+/// A task that ends keeps no progress: only a running one needs it.
+fn without_progress(task: &mut Task) {
+    if let Some(run) = task.run.as_mut() {
+        run.progress = None;
+    }
+}
+
 /// The first ask to cancel a started task is kept in its row; a later one,
 /// or one for a task that ended or is no task, changes nothing.
 fn cancel_task(rows: &mut impl Rows, key: &TaskKey, at: u64) -> R<CancelAsk> {
@@ -517,6 +541,7 @@ fn commit_invocation(rows: &mut impl Rows, c: InvocationCommit) -> R<Committed> 
         }
     }
     let mut task = task;
+    without_progress(&mut task);
     task.ended_at = Some(c.at);
     task.effects = c.effects.clone();
     if task.transition.is_empty() {
@@ -570,6 +595,7 @@ fn end_task(rows: &mut impl Rows, key: &TaskKey, state: TaskState, at: u64) -> R
 /// A started task leaves `started` without a commit: its effects as
 /// journaled, its end time, the episode's counts.
 fn finish_task(rows: &mut impl Rows, key: &TaskKey, mut task: Task, at: u64) -> R<()> {
+    without_progress(&mut task);
     task.ended_at = Some(at);
     task.effects = effects_from_journal(rows, key)?;
     rows.call_ended(key, &task)?;

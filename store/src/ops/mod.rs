@@ -288,6 +288,12 @@ pub enum Op {
         task: TaskKey,
         at: u64,
     },
+    /// How far a started task's command has got, kept in its row for the
+    /// other nodes; a task that ended (or is no task) keeps none (`Done`).
+    TaskProgress {
+        task: TaskKey,
+        progress: TaskProgress,
+    },
     /// Several requests applied in order within one durable batch, each with
     /// its own checks; the first refusal stops the rest (`Skipped`). Earlier
     /// steps stay applied: a sequence shares an fsync, not atomicity.
