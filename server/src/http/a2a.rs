@@ -1,6 +1,7 @@
 //! `POST /a2a/`: the seed's `tasks/send`, and the A2A 0.3 and 1.0 methods
 //! over the same tasks. The wire logic is `world_protocol::a2a`'s; this
-//! resolves the session, runs the coordinator and reads the caller's tasks.
+//! resolves the session, runs the coordinator and reads the caller's tasks;
+//! a stream's first event is made here, its following ones in `streams`.
 //!
 //! Every task ends within its call, so a cancel always finds a task it
 //! cannot stop: one that ended (an effect that ran is never undone; its
