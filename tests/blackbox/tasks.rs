@@ -458,6 +458,34 @@ fn a_stream_whose_client_goes_away_leaves_its_task_running_to_its_end() {
 }
 
 #[test]
+fn a_streamed_task_cancelled_mid_run_closes_its_live_output_and_ends_canceled() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let script = "echo started; sleep 353";
+    let mut sse = open_stream(d, &s.token, "SendStreamingMessage", script_message("stream-stop", script))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    assert_eq!(member(&sse.next().unwrap()).0, "task");
+    let chunk = sse.next().unwrap();
+    assert_eq!(member(&chunk).1["artifact"]["parts"][0]["text"], json!("started\n"), "{chunk}");
+    let cancelled = a2a_v1(d, &s.token, "CancelTask", json!({"id": "stream-stop"}));
+    assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled}");
+    let events = sse.rest();
+    let statuses: Vec<&Value> =
+        events.iter().map(member).filter(|(n, _)| *n == "statusUpdate").map(|(_, u)| &u["status"]).collect();
+    // A working status comes only if the stream read the task between the
+    // ask and the stop; if it does, it says a cancel was asked.
+    let (last, before) = statuses.split_last().unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(last["state"], json!("TASK_STATE_CANCELED"), "{events:?}");
+    for asked in before {
+        assert_eq!(asked["state"], json!("TASK_STATE_WORKING"), "{events:?}");
+        assert_eq!(asked["message"]["parts"][0]["data"]["running"]["cancelAsked"], json!(true), "{events:?}");
+    }
+    let texts = live_output(&[vec![chunk], events].concat());
+    assert_eq!(texts.concat(), "started\n", "the output came before the cancel: {texts:?}");
+    assert!(processes_with("sleep 353").is_empty(), "no process of the command remains");
+}
+
+#[test]
 fn a_subscription_streams_a_running_task_from_its_state_now_to_its_end_and_an_ended_task_is_refused() {
     let (lab, s) = shell_lab();
     let d = &lab.daemon;
