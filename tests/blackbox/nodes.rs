@@ -21,12 +21,18 @@ fn nodes(n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
 }
 
 fn nodes_on(url: String, n: usize) -> (String, tempfile::TempDir, Vec<Node>) {
+    nodes_with(url, n, &[])
+}
+
+/// `nodes_on`, each node started with `extra` arguments too.
+fn nodes_with(url: String, n: usize, extra: &[&str]) -> (String, tempfile::TempDir, Vec<Node>) {
     let root = tempfile::tempdir().unwrap();
     let nodes = (0..n)
         .map(|i| {
             let dir = root.path().join(format!("node-{i}"));
             let mut cmd = Command::new(WORLDD);
             cmd.args(["quickstart", "--store", &url, "--dir", dir.to_str().unwrap(), "--bind", "127.0.0.1:0"]);
+            cmd.args(extra);
             Node { daemon: Daemon::spawn(cmd), dir }
         })
         .collect();
@@ -589,4 +595,23 @@ fn a_database_password_appears_in_no_line_page_record_or_export() {
     let named = url.split_once('?').map_or(url.as_str(), |(u, _)| u);
     let decision = String::from_utf8_lossy(&exported);
     assert!(decision.contains(named), "the decision names the store without its password ({named})");
+}
+
+#[test]
+fn a_task_running_on_one_node_streams_its_status_and_result_to_a_subscriber_on_another() {
+    use crate::tasks::{member, open_stream, send_script};
+    let (url, _root, nodes) = nodes_with(cluster::fresh_database(), 2, &["--exec-allow", "sh=/bin/sh"]);
+    let token = mint_in(&url, &nodes, "streams", "Workspace.Exec=worktree:10");
+    let sent = send_script(&nodes[0].daemon, &token, "far-1", "echo far; sleep 3; echo done");
+    assert_eq!(sent["result"]["task"]["status"]["state"], json!("TASK_STATE_WORKING"), "{sent}");
+    let mut sse = open_stream(&nodes[1].daemon, &token, "SubscribeToTask", json!({"id": "far-1"}))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    let first = sse.next().unwrap();
+    assert_eq!((member(&first).0, &member(&first).1["status"]["state"]), ("task", &json!("TASK_STATE_WORKING")));
+    let events = sse.rest();
+    let names: Vec<&str> = events.iter().map(|e| member(e).0).collect();
+    // Its output is seen on the node that runs it: here, its result and its end.
+    assert_eq!(names, ["artifactUpdate", "statusUpdate"], "{events:?}");
+    assert_eq!(member(&events[0]).1["artifact"]["parts"][0]["data"]["stdout"], json!("far\ndone\n"));
+    assert_eq!(member(&events[1]).1["status"]["state"], json!("TASK_STATE_COMPLETED"));
 }

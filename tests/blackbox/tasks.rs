@@ -29,7 +29,7 @@ fn a2a_v1(d: &Daemon, token: &str, method: &str, params: Value) -> Value {
 }
 
 /// Sends `sh -c script` as task `task`, answered at once.
-fn send_script(d: &Daemon, token: &str, task: &str, script: &str) -> Value {
+pub(crate) fn send_script(d: &Daemon, token: &str, task: &str, script: &str) -> Value {
     let message = json!({"messageId": task, "taskId": task, "role": "ROLE_USER",
         "parts": [{"data": {"command": "sh", "args": ["-c", script]}}]});
     let params = json!({"message": message, "metadata": {"skill_id": "workspace-exec"},
@@ -274,7 +274,7 @@ const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// An A2A stream read off the wire: the chunked body decoded, its events
 /// parsed, keep-alive comments counted.
-struct Sse {
+pub(crate) struct Sse {
     raw: Raw,
     /// Bytes read and not yet decoded from the chunked framing.
     framed: Vec<u8>,
@@ -286,7 +286,7 @@ struct Sse {
 
 /// Opens a stream (`SendStreamingMessage`, `SubscribeToTask`); a reply that
 /// is not a stream is returned as its JSON.
-fn open_stream(d: &Daemon, token: &str, method: &str, params: Value) -> Result<Sse, Value> {
+pub(crate) fn open_stream(d: &Daemon, token: &str, method: &str, params: Value) -> Result<Sse, Value> {
     let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params})).unwrap();
     let head = format!(
         "Authorization: Bearer {token}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n\
@@ -336,7 +336,7 @@ impl Sse {
 
     /// The next event's data, or `None` once the stream has closed. A
     /// stream silent for longer than a stock client waits fails the test.
-    fn next(&mut self) -> Option<Value> {
+    pub(crate) fn next(&mut self) -> Option<Value> {
         loop {
             let open = self.decode();
             if let Some(end) = self.body.windows(2).position(|w| w == b"\n\n") {
@@ -363,7 +363,7 @@ impl Sse {
     }
 
     /// Every event up to the stream's close.
-    fn rest(&mut self) -> Vec<Value> {
+    pub(crate) fn rest(&mut self) -> Vec<Value> {
         std::iter::from_fn(|| self.next()).collect()
     }
 }
@@ -375,7 +375,7 @@ fn script_message(task: &str, script: &str) -> Value {
 }
 
 /// The one member of an event's StreamResponse, by name.
-fn member(event: &Value) -> (&str, &Value) {
+pub(crate) fn member(event: &Value) -> (&str, &Value) {
     let result = event["result"].as_object().unwrap_or_else(|| panic!("a result: {event}"));
     assert_eq!(result.len(), 1, "exactly one member: {event}");
     let (name, value) = result.iter().next().unwrap();
