@@ -486,6 +486,50 @@ fn a_streamed_task_cancelled_mid_run_closes_its_live_output_and_ends_canceled() 
 }
 
 #[test]
+fn a_stream_that_falls_behind_skips_saying_how_much_and_streams_past_the_limit_wait_for_one_to_end() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    // Ten megabytes at once, then a long wait: far more than a stream keeps.
+    let script = "yes streamed | head -c 10000000; sleep 359";
+    let mut slow = open_stream(d, &s.token, "SendStreamingMessage", script_message("crowd-1", script))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    // The unread stream held nothing back: the command wrote all of it.
+    let running = get(d, &s.token, "crowd-1");
+    assert_eq!(running["result"]["status"]["message"]["parts"][0]["data"]["running"]["outputBytes"], json!(10_000_000));
+    assert_eq!(member(&slow.next().unwrap()).0, "task");
+    let skipped = std::iter::from_fn(|| slow.next())
+        .map(|e| member(&e).1["artifact"].clone())
+        .find(|a| a["metadata"]["skippedBytes"].as_u64().is_some_and(|n| n > 0))
+        .expect("a chunk that says it skipped");
+    let text = skipped["parts"][0]["text"].as_str().unwrap();
+    let n = skipped["metadata"]["skippedBytes"].as_u64().unwrap();
+    assert!(text.starts_with(&format!("… [{n} bytes skipped: the stream fell behind the command] …\n")), "{text:.120}");
+    // 64 streams open at once (this one and 63 subscriptions); the next is refused, as JSON.
+    let mut open: Vec<Sse> = (0..63)
+        .map(|_| {
+            open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})).unwrap_or_else(|r| panic!("{r}"))
+        })
+        .collect();
+    let refused = open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})).err().expect("refused");
+    assert_eq!(refused["error"]["code"], json!(-32603), "{refused}");
+    let detail = refused["error"]["data"][0]["metadata"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("64 streams are open on this daemon"), "{refused}");
+    // One client goes away: its place is taken again.
+    drop(open.pop());
+    let until = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})) {
+            Ok(sse) => break sse,
+            Err(r) => assert!(Instant::now() < until, "no place freed: {r}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(state(&a2a_v1(d, &s.token, "CancelTask", json!({"id": "crowd-1"}))), "TASK_STATE_CANCELED");
+    drop((slow, open, again));
+}
+
+#[test]
 fn a_subscription_streams_a_running_task_from_its_state_now_to_its_end_and_an_ended_task_is_refused() {
     let (lab, s) = shell_lab();
     let d = &lab.daemon;
