@@ -28,6 +28,8 @@ pub struct Daemon {
     pub host_callbacks_max: usize,
     /// Request-body bytes held at once, one permit a byte (`BODY_BYTES_IN_FLIGHT_MAX`).
     pub request_bodies: Arc<Semaphore>,
+    /// A2A streams open at once, one permit a stream (`A2A_STREAMS_MAX`).
+    pub a2a_streams: Arc<Semaphore>,
     /// Session tool views, built once per registry revision and visible set.
     pub tools: crate::tools::ToolsCache,
     /// What `GET /metrics` serves.

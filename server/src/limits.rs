@@ -104,3 +104,18 @@ pub const LIST_TASKS_SCAN_CHUNK: u64 = 256;
 /// reads the open ones, and writes only when one is due: at most
 /// `world_store::APPROVALS_EXPIRED_PER_PASS` of them).
 pub const APPROVAL_SWEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// A2A streams (`SendStreamingMessage`, `SubscribeToTask`) open at once on
+/// one daemon; the next is refused until one ends.
+pub const A2A_STREAMS_MAX: usize = 64;
+/// How often a stream looks for new output of the task it follows.
+pub const A2A_STREAM_POLL: Duration = Duration::from_millis(250);
+/// How often a stream reads its task's row while the task runs (at every
+/// poll once its command has ended here, until the row says how it ended).
+pub const A2A_STREAM_STATE_POLL: Duration = Duration::from_secs(1);
+/// A stream that has sent nothing for this long sends a comment, well
+/// within the 5 s a stock client waits for a byte.
+pub const A2A_STREAM_KEEPALIVE: Duration = Duration::from_secs(2);
+/// Events a stream holds for a client slow to read them; past it the
+/// stream waits, and its output chunks skip what is no longer kept.
+pub const A2A_STREAM_QUEUE: usize = 8;

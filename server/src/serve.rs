@@ -181,6 +181,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         host_callbacks: Arc::new(Semaphore::new(host_callbacks)),
         host_callbacks_max: host_callbacks,
         request_bodies: Arc::new(Semaphore::new(BODY_BYTES_IN_FLIGHT_MAX)),
+        a2a_streams: Arc::new(Semaphore::new(crate::limits::A2A_STREAMS_MAX)),
         tools: Default::default(),
         metrics,
         approval_ttl_s: opts.approval_ttl_s,

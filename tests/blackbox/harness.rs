@@ -340,6 +340,11 @@ impl Raw {
         (status, headers)
     }
 
+    /// What was read past the last response head and not yet taken.
+    pub fn take_buffered(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// Reads one complete response (skipping any `100 Continue`); the body is
     /// read by `Content-Length`.
     pub fn read_reply(&mut self) -> Reply {

@@ -634,4 +634,20 @@ fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node
     let why = failed["result"]["status"]["message"]["parts"][0]["data"]["failed"].as_str().unwrap_or_default();
     assert!(why.contains("the daemon stopped while the command ran"), "{failed}");
     assert_store_verifies(&url);
+fn a_task_running_on_one_node_streams_its_status_and_result_to_a_subscriber_on_another() {
+    use crate::tasks::{member, open_stream, send_script};
+    let (url, _root, nodes) = nodes_with(cluster::fresh_database(), 2, &["--exec-allow", "sh=/bin/sh"]);
+    let token = mint_in(&url, &nodes, "streams", "Workspace.Exec=worktree:10");
+    let sent = send_script(&nodes[0].daemon, &token, "far-1", "echo far; sleep 3; echo done");
+    assert_eq!(sent["result"]["task"]["status"]["state"], json!("TASK_STATE_WORKING"), "{sent}");
+    let mut sse = open_stream(&nodes[1].daemon, &token, "SubscribeToTask", json!({"id": "far-1"}))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    let first = sse.next().unwrap();
+    assert_eq!((member(&first).0, &member(&first).1["status"]["state"]), ("task", &json!("TASK_STATE_WORKING")));
+    let events = sse.rest();
+    let names: Vec<&str> = events.iter().map(|e| member(e).0).collect();
+    // Its output is seen on the node that runs it: here, its result and its end.
+    assert_eq!(names, ["artifactUpdate", "statusUpdate"], "{events:?}");
+    assert_eq!(member(&events[0]).1["artifact"]["parts"][0]["data"]["stdout"], json!("far\ndone\n"));
+    assert_eq!(member(&events[1]).1["status"]["state"], json!("TASK_STATE_COMPLETED"));
 }

@@ -10,6 +10,7 @@ use crate::approvals::{EP, Lab, lab, start};
 use crate::episodes::{Minted, mint_with};
 use crate::harness::*;
 use serde_json::{Value, json};
+use std::io::Read as _;
 use std::time::{Duration, Instant};
 
 const GRANTS: [&str; 2] = ["Workspace.Exec=worktree:10", "world.apply=world:10"];
@@ -271,6 +272,294 @@ fn the_episode_views_show_a_running_task_with_its_last_output_and_the_command_th
     let call = page["calls"].as_array().unwrap().iter().find(|c| c["taskId"] == json!("shown-1")).unwrap().clone();
     assert_eq!(call["run"]["cancel"], Value::Null, "nothing to stop once ended: {call}");
     assert_eq!(call["effects"][0]["status"], json!("cancelled"), "{call}");
+}
+
+// ---- A2A streams ----
+
+/// Longest wait for a byte of a stream: the stock Python client's read timeout.
+const STREAM_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An A2A stream read off the wire: the chunked body decoded, its events
+/// parsed, keep-alive comments counted.
+pub(crate) struct Sse {
+    raw: Raw,
+    /// Bytes read and not yet decoded from the chunked framing.
+    framed: Vec<u8>,
+    /// Decoded bytes not yet parsed into events.
+    body: Vec<u8>,
+    ended: bool,
+    keepalives: usize,
+}
+
+/// Opens a stream (`SendStreamingMessage`, `SubscribeToTask`); a reply that
+/// is not a stream is returned as its JSON.
+pub(crate) fn open_stream(d: &Daemon, token: &str, method: &str, params: Value) -> Result<Sse, Value> {
+    let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": "s-1", "method": method, "params": params})).unwrap();
+    let head = format!(
+        "Authorization: Bearer {token}\r\nContent-Type: application/json\r\nA2A-Version: 1.0\r\n\
+         Accept: text/event-stream\r\nCache-Control: no-store\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    let mut raw = Raw::connect(&d.addr);
+    raw.send(&[raw_head("POST", &d.addr, "/a2a/", head.as_bytes()), body].concat());
+    let (status, headers) = raw.read_head();
+    assert_eq!(status, 200, "{headers:?}");
+    let header = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default();
+    if header("content-type").starts_with("application/json") {
+        let len: usize = header("content-length").parse().unwrap();
+        let mut body = raw.take_buffered();
+        while body.len() < len {
+            let mut chunk = [0u8; 4096];
+            let n = raw.stream.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed inside the body");
+            body.extend_from_slice(&chunk[..n]);
+        }
+        return Err(serde_json::from_slice(&body[..len]).unwrap());
+    }
+    assert_eq!(header("content-type"), "text/event-stream", "{headers:?}");
+    assert_eq!(header("transfer-encoding"), "chunked", "{headers:?}");
+    raw.stream.set_read_timeout(Some(STREAM_READ_TIMEOUT)).unwrap();
+    let framed = raw.take_buffered();
+    Ok(Sse { raw, framed, body: vec![], ended: false, keepalives: 0 })
+}
+
+impl Sse {
+    /// Decodes what chunks are whole; false once the body has ended.
+    fn decode(&mut self) -> bool {
+        loop {
+            let Some(eol) = self.framed.windows(2).position(|w| w == b"\r\n") else { return !self.ended };
+            let size = usize::from_str_radix(std::str::from_utf8(&self.framed[..eol]).unwrap().trim(), 16).unwrap();
+            if size == 0 {
+                self.ended = true;
+                return false;
+            }
+            if self.framed.len() < eol + 2 + size + 2 {
+                return true;
+            }
+            self.body.extend_from_slice(&self.framed[eol + 2..eol + 2 + size]);
+            self.framed.drain(..eol + 2 + size + 2);
+        }
+    }
+
+    /// The next event's data, or `None` once the stream has closed. A
+    /// stream silent for longer than a stock client waits fails the test.
+    pub(crate) fn next(&mut self) -> Option<Value> {
+        loop {
+            let open = self.decode();
+            if let Some(end) = self.body.windows(2).position(|w| w == b"\n\n") {
+                let block = String::from_utf8(self.body.drain(..end + 2).collect()).unwrap();
+                if block.starts_with(':') {
+                    self.keepalives += 1;
+                    continue;
+                }
+                let data =
+                    block.trim_end().strip_prefix("data: ").unwrap_or_else(|| panic!("one data line: {block:?}"));
+                return Some(serde_json::from_str(data).unwrap());
+            }
+            if !open {
+                assert!(self.body.is_empty(), "a partial event at the end: {:?}", String::from_utf8_lossy(&self.body));
+                return None;
+            }
+            let mut chunk = [0u8; 16 << 10];
+            match self.raw.stream.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(n) => self.framed.extend_from_slice(&chunk[..n]),
+                Err(e) => panic!("no byte of the stream within {STREAM_READ_TIMEOUT:?}: {e}"),
+            }
+        }
+    }
+
+    /// Every event up to the stream's close.
+    pub(crate) fn rest(&mut self) -> Vec<Value> {
+        std::iter::from_fn(|| self.next()).collect()
+    }
+}
+
+fn script_message(task: &str, script: &str) -> Value {
+    let message = json!({"messageId": task, "taskId": task, "role": "ROLE_USER",
+        "parts": [{"data": {"command": "sh", "args": ["-c", script]}}]});
+    json!({"message": message, "metadata": {"skill_id": "workspace-exec"}, "configuration": {}})
+}
+
+/// The one member of an event's StreamResponse, by name.
+pub(crate) fn member(event: &Value) -> (&str, &Value) {
+    let result = event["result"].as_object().unwrap_or_else(|| panic!("a result: {event}"));
+    assert_eq!(result.len(), 1, "exactly one member: {event}");
+    let (name, value) = result.iter().next().unwrap();
+    (name.as_str(), value)
+}
+
+/// Checks the live output's chunks (one artifact id, `append` after the
+/// first, `lastChunk` on the last and only there) and returns their texts.
+fn live_output(events: &[Value]) -> Vec<String> {
+    let chunks: Vec<&Value> = events
+        .iter()
+        .map(member)
+        .filter(|(name, u)| *name == "artifactUpdate" && u["artifact"]["artifactId"] == json!("live-output"))
+        .map(|(_, u)| u)
+        .collect();
+    assert!(!chunks.is_empty(), "{events:?}");
+    for (i, c) in chunks.iter().enumerate() {
+        let last = i + 1 == chunks.len();
+        assert_eq!(c["append"].as_bool().unwrap_or(false), i > 0, "append after the first: {c}");
+        assert_eq!(c["lastChunk"].as_bool().unwrap_or(false), last, "lastChunk on the last only: {c}");
+    }
+    chunks.iter().map(|c| c["artifact"]["parts"][0]["text"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_streamed_command_sends_its_task_then_its_output_as_it_comes_then_its_end_and_closes() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let auth = format!("Bearer {}", s.token);
+    let card = d.request("GET", "/.well-known/agent-card.json", &[("Authorization", auth.as_str())], None).ok_json();
+    assert_eq!(card["capabilities"]["streaming"], json!(true), "{card}");
+    let began = Instant::now();
+    let script = "echo one; sleep 2; echo two; sleep 11; echo three";
+    let mut sse = open_stream(d, &s.token, "SendStreamingMessage", script_message("streamed-1", script))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    let first = sse.next().unwrap();
+    let (name, task) = member(&first);
+    assert_eq!(
+        (name, &task["id"], &task["status"]["state"]),
+        ("task", &json!("streamed-1"), &json!("TASK_STATE_WORKING"))
+    );
+    assert_eq!(first["id"], json!("s-1"), "each event answers the request's id");
+    // "one" comes while the command sleeps, long before it ends.
+    let early = sse.next().unwrap();
+    assert_eq!(member(&early).0, "artifactUpdate", "{early}");
+    assert!(began.elapsed() < Duration::from_secs(5), "the first output came at once");
+    let mut events = vec![early];
+    events.extend(sse.rest());
+    assert!(began.elapsed() > Duration::from_secs(12), "the stream lasted as long as the command");
+    assert!(sse.keepalives >= 3, "comments kept the 11 s of silence alive: {}", sse.keepalives);
+    let texts = live_output(&events);
+    assert_eq!(texts.concat(), "one\ntwo\nthree\n", "{texts:?}");
+    let at = |word: &str| texts.iter().position(|t| t.contains(word)).unwrap();
+    assert!(at("one") < at("two") && at("two") < at("three"), "each as it came, in order: {texts:?}");
+    let updates: Vec<(&str, &Value)> = events.iter().map(member).collect();
+    let (last_name, last) = updates[updates.len() - 1];
+    assert_eq!(last_name, "statusUpdate", "{events:?}");
+    assert_eq!((&last["taskId"], &last["contextId"]), (&json!("streamed-1"), &json!("streamed-1")));
+    assert_eq!(last["status"]["state"], json!("TASK_STATE_COMPLETED"), "{last}");
+    let (result_name, result) = updates[updates.len() - 2];
+    assert_eq!((result_name, &result["artifact"]["artifactId"]), ("artifactUpdate", &json!("output")));
+    assert_eq!(result["artifact"]["parts"][0]["data"]["stdout"], json!("one\ntwo\nthree\n"), "{result}");
+    assert_eq!(state(&get(d, &s.token, "streamed-1")), "TASK_STATE_COMPLETED");
+    assert_eq!(lab.spent(), 1, "debited once");
+}
+
+#[test]
+fn a_stream_whose_client_goes_away_leaves_its_task_running_to_its_end() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let mut sse = open_stream(d, &s.token, "SendStreamingMessage", script_message("left-1", "echo a; sleep 3; echo b"))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    assert_eq!(member(&sse.next().unwrap()).0, "task");
+    drop(sse);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(state(&get(d, &s.token, "left-1")), "TASK_STATE_WORKING", "the task runs on");
+    let ended = until_ended(d, &s.token, "left-1", Duration::from_secs(20));
+    assert_eq!(state(&ended), "TASK_STATE_COMPLETED", "{ended}");
+    assert_eq!(output(&ended)["stdout"], json!("a\nb\n"), "{ended}");
+}
+
+#[test]
+fn a_streamed_task_cancelled_mid_run_closes_its_live_output_and_ends_canceled() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    let script = "echo started; sleep 353";
+    let mut sse = open_stream(d, &s.token, "SendStreamingMessage", script_message("stream-stop", script))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    assert_eq!(member(&sse.next().unwrap()).0, "task");
+    let chunk = sse.next().unwrap();
+    assert_eq!(member(&chunk).1["artifact"]["parts"][0]["text"], json!("started\n"), "{chunk}");
+    let cancelled = a2a_v1(d, &s.token, "CancelTask", json!({"id": "stream-stop"}));
+    assert_eq!(state(&cancelled), "TASK_STATE_CANCELED", "{cancelled}");
+    let events = sse.rest();
+    let statuses: Vec<&Value> =
+        events.iter().map(member).filter(|(n, _)| *n == "statusUpdate").map(|(_, u)| &u["status"]).collect();
+    // A working status comes only if the stream read the task between the
+    // ask and the stop; if it does, it says a cancel was asked.
+    let (last, before) = statuses.split_last().unwrap_or_else(|| panic!("{events:?}"));
+    assert_eq!(last["state"], json!("TASK_STATE_CANCELED"), "{events:?}");
+    for asked in before {
+        assert_eq!(asked["state"], json!("TASK_STATE_WORKING"), "{events:?}");
+        assert_eq!(asked["message"]["parts"][0]["data"]["running"]["cancelAsked"], json!(true), "{events:?}");
+    }
+    let texts = live_output(&[vec![chunk], events].concat());
+    assert_eq!(texts.concat(), "started\n", "the output came before the cancel: {texts:?}");
+    assert!(processes_with("sleep 353").is_empty(), "no process of the command remains");
+}
+
+#[test]
+fn a_stream_that_falls_behind_skips_saying_how_much_and_streams_past_the_limit_wait_for_one_to_end() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    // Ten megabytes at once, then a long wait: far more than a stream keeps.
+    let script = "yes streamed | head -c 10000000; sleep 359";
+    let mut slow = open_stream(d, &s.token, "SendStreamingMessage", script_message("crowd-1", script))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    std::thread::sleep(Duration::from_millis(1500));
+    // The unread stream held nothing back: the command wrote all of it.
+    let running = get(d, &s.token, "crowd-1");
+    assert_eq!(running["result"]["status"]["message"]["parts"][0]["data"]["running"]["outputBytes"], json!(10_000_000));
+    assert_eq!(member(&slow.next().unwrap()).0, "task");
+    let skipped = std::iter::from_fn(|| slow.next())
+        .map(|e| member(&e).1["artifact"].clone())
+        .find(|a| a["metadata"]["skippedBytes"].as_u64().is_some_and(|n| n > 0))
+        .expect("a chunk that says it skipped");
+    let text = skipped["parts"][0]["text"].as_str().unwrap();
+    let n = skipped["metadata"]["skippedBytes"].as_u64().unwrap();
+    assert!(text.starts_with(&format!("… [{n} bytes skipped: the stream fell behind the command] …\n")), "{text:.120}");
+    // 64 streams open at once (this one and 63 subscriptions); the next is refused, as JSON.
+    let mut open: Vec<Sse> = (0..63)
+        .map(|_| {
+            open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})).unwrap_or_else(|r| panic!("{r}"))
+        })
+        .collect();
+    let refused = open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})).err().expect("refused");
+    assert_eq!(refused["error"]["code"], json!(-32603), "{refused}");
+    let detail = refused["error"]["data"][0]["metadata"]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("64 streams are open on this daemon"), "{refused}");
+    // One client goes away: its place is taken again.
+    drop(open.pop());
+    let until = Instant::now() + Duration::from_secs(10);
+    let again = loop {
+        match open_stream(d, &s.token, "SubscribeToTask", json!({"id": "crowd-1"})) {
+            Ok(sse) => break sse,
+            Err(r) => assert!(Instant::now() < until, "no place freed: {r}"),
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(state(&a2a_v1(d, &s.token, "CancelTask", json!({"id": "crowd-1"}))), "TASK_STATE_CANCELED");
+    drop((slow, open, again));
+}
+
+#[test]
+fn a_subscription_streams_a_running_task_from_its_state_now_to_its_end_and_an_ended_task_is_refused() {
+    let (lab, s) = shell_lab();
+    let d = &lab.daemon;
+    assert_eq!(state(&send_script(d, &s.token, "sub-1", "echo first; sleep 3; echo second")), "TASK_STATE_WORKING");
+    std::thread::sleep(Duration::from_millis(800));
+    let mut sse = open_stream(d, &s.token, "SubscribeToTask", json!({"id": "sub-1"}))
+        .unwrap_or_else(|refused| panic!("{refused}"));
+    let first = sse.next().unwrap();
+    let (name, task) = member(&first);
+    assert_eq!((name, &task["id"], &task["status"]["state"]), ("task", &json!("sub-1"), &json!("TASK_STATE_WORKING")));
+    let events = sse.rest();
+    let texts = live_output(&events);
+    assert_eq!(texts.concat(), "first\nsecond\n", "the output kept so far, then the rest: {texts:?}");
+    let chunk = events.iter().map(member).find(|(n, _)| *n == "artifactUpdate").unwrap().1;
+    assert_eq!(chunk["artifact"]["metadata"], json!({"fromByte": 0, "skippedBytes": 0}), "{chunk}");
+    let (name, last) = member(events.last().unwrap());
+    assert_eq!((name, &last["status"]["state"]), ("statusUpdate", &json!("TASK_STATE_COMPLETED")));
+    // An ended task has no stream (A2A 1.0 §9.4.6); an unknown one is not found. Both as JSON.
+    let ended = open_stream(d, &s.token, "SubscribeToTask", json!({"id": "sub-1"})).err().expect("refused");
+    assert_eq!(ended["error"]["code"], json!(-32004), "{ended}");
+    assert_eq!(ended["error"]["data"][0]["metadata"]["state"], json!("TASK_STATE_COMPLETED"), "{ended}");
+    let unknown = open_stream(d, &s.token, "SubscribeToTask", json!({"id": "nothing-here"})).err().expect("refused");
+    assert_eq!(unknown["error"]["code"], json!(-32001), "{unknown}");
 }
 
 // ---- MCP 2026-07-28 with the Tasks extension ----

@@ -1,6 +1,8 @@
 """The Python A2A SDK (a2a-sdk 1.3.0) against worldd: the card leads it to the
 A2A 1.0 JSON-RPC interface (`SendMessage`, `GetTask` with history,
-`ListTasks` paged, `CancelTask` refused as the spec says, the extended card).
+`ListTasks` paged, `CancelTask` refused as the spec says, the extended card,
+`SendStreamingMessage` and `SubscribeToTask` under the client's default 5 s
+read timeout).
 
     TOKEN=<64 hex> python a2a_python.py http://127.0.0.1:PORT
 
@@ -24,10 +26,12 @@ from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
-from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 
 BASE = sys.argv[1]
 TOKEN = os.environ["TOKEN"]
@@ -172,6 +176,52 @@ async def main():
             and any("GetExtendedAgentCard" in w for w in wire),
             f"card {show(extended)}",
         )
+
+        await streams(http, client)
+
+
+def python_run(script, return_immediately=False):
+    msg = new_data_message({"command": "python3", "args": ["-c", script]}, role=Role.ROLE_USER)
+    config = SendMessageConfiguration(return_immediately=return_immediately)
+    return SendMessageRequest(message=msg, metadata={"skill_id": "workspace-exec"}, configuration=config)
+
+
+async def streams(http, client):
+    """A command streamed: its task, its output as it comes (a 6 s silence
+    kept alive under the 5 s read timeout), its end; a running task
+    subscribed to; an ended one refused."""
+    streamer = await create_client(BASE, ClientConfig(httpx_client=http, streaming=True))
+    script = "import time; print('one', flush=True); time.sleep(6); print('two', flush=True)"
+    events = [ev async for ev in streamer.send_message(python_run(script))]
+    kinds = [ev.WhichOneof("payload") for ev in events]
+    chunks = [ev.artifact_update for ev in events
+              if ev.HasField("artifact_update") and ev.artifact_update.artifact.artifact_id == "live-output"]
+    text = "".join(p.text for c in chunks for p in c.artifact.parts)
+    check(
+        "stream_command",
+        kinds[0] == "task"
+        and events[0].task.status.state == TaskState.TASK_STATE_WORKING
+        and text == "one\ntwo\n"
+        and chunks[-1].last_chunk
+        and all(c.append for c in chunks[1:])
+        and kinds[-1] == "status_update"
+        and events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED,
+        f"events {show(*[getattr(ev, k) for ev, k in zip(events, kinds)])}",
+    )
+    sent = [ev async for ev in client.send_message(python_run("import time; time.sleep(2)", True))]
+    task_id = sent[0].task.id
+    subscribed = [ev async for ev in streamer.subscribe(SubscribeToTaskRequest(id=task_id))]
+    check(
+        "subscribe",
+        subscribed[0].HasField("task")
+        and subscribed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED,
+        f"events {[ev.WhichOneof('payload') for ev in subscribed]}",
+    )
+    try:
+        _ = [ev async for ev in streamer.subscribe(SubscribeToTaskRequest(id=task_id))]
+        check("subscribe_ended", False, "an ended task was streamed")
+    except UnsupportedOperationError as e:
+        check("subscribe_ended", (e.data or {}).get("state") == "TASK_STATE_COMPLETED", f"data {e.data!r}")
 
 
 try:

@@ -83,12 +83,34 @@ fn the_card_says_what_is_served_and_each_method_it_implies_answers_as_the_card_s
     for m in ["CancelTask", "tasks/cancel"] {
         refused(&rpc(&lab, &token, m, json!({"id": "card-1"})), -32002, None);
     }
-    // What the card says is not offered is refused with the spec's code, in both generations' names.
-    assert_eq!((&caps["streaming"], &caps["pushNotifications"]), (&json!(false), &json!(false)));
-    for m in ["SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"] {
-        let v = rpc(&lab, &token, m, message10("card-4", "tools.echo", json!({})));
+    // Streams are served: a call that ends within its request streams its
+    // completed Task as the one event, and the stream closes; an ended task
+    // has no stream to subscribe to (A2A 1.0 §9.4.6).
+    assert_eq!((&caps["streaming"], &caps["pushNotifications"]), (&json!(true), &json!(false)));
+    for (m, params, wrapped) in [
+        ("SendStreamingMessage", message10("card-4", "tools.echo", json!({})), true),
+        ("message/stream", message03("card-5", "tools.echo", json!({})), false),
+    ] {
+        let body = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 7, "method": m, "params": params})).unwrap();
+        let r = lab.a2a_raw(Some(&token), &body);
+        assert_eq!((r.status, r.header("content-type")), (200, Some("text/event-stream")), "{m}");
+        // The body as sent (chunked, to its last chunk): one event.
+        let text = String::from_utf8(r.body.clone()).unwrap();
+        assert_eq!(text.matches("data: ").count(), 1, "{m}: one event: {text:?}");
+        assert!(text.ends_with("\r\n0\r\n\r\n"), "{m}: the stream closed: {text:?}");
+        let data = text.split("data: ").nth(1).and_then(|e| e.split("\n\n").next()).unwrap();
+        let event: Value = serde_json::from_str(data).unwrap();
+        let task = if wrapped { &event["result"]["task"] } else { &event["result"] };
+        assert_eq!(
+            task["status"]["state"],
+            json!(if wrapped { "TASK_STATE_COMPLETED" } else { "completed" }),
+            "{m}: {event}"
+        );
+    }
+    for (m, id) in [("SubscribeToTask", "card-4"), ("tasks/resubscribe", "card-5")] {
+        let v = rpc(&lab, &token, m, json!({"id": id}));
         assert_eq!(v["error"]["message"], "this operation is not supported");
-        assert!(refused(&v, -32004, None)["detail"].as_str().unwrap().contains("capabilities.streaming false"));
+        assert!(refused(&v, -32004, None)["detail"].as_str().unwrap().contains("the task has ended"), "{v}");
     }
     for m in [
         "CreateTaskPushNotificationConfig",

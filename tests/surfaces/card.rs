@@ -63,7 +63,7 @@ fn the_card_lists_exactly_the_admitted_transitions_in_registry_byte_order() {
     assert_eq!((&ab["name"], &ab["description"]), (&json!("a.b title"), &json!("a.b description")));
     assert_eq!(
         c["capabilities"],
-        json!({"streaming": false, "pushNotifications": false, "stateTransitionHistory": false, "extendedAgentCard": true})
+        json!({"streaming": true, "pushNotifications": false, "stateTransitionHistory": false, "extendedAgentCard": true})
     );
     assert_eq!(
         (&c["defaultInputModes"], &c["defaultOutputModes"]),

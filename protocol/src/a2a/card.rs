@@ -49,10 +49,11 @@ pub fn agent_card(input: CardInput<'_>) -> Value {
         "preferredTransport": CARD_BINDING,
         "additionalInterfaces": [{"url": url, "transport": CARD_BINDING}],
         "supportedInterfaces": [interface(CARD_INTERFACE_VERSIONS[0]), interface(CARD_INTERFACE_VERSIONS[1])],
-        // What is served: no streaming, no push notifications; the extended
-        // card is this card (behind the session already), by JSON-RPC too.
+        // What is served: streams (server-sent events), no push
+        // notifications; the extended card is this card (behind the session
+        // already), by JSON-RPC too.
         "capabilities": {
-            "streaming": false,
+            "streaming": true,
             "pushNotifications": false,
             "stateTransitionHistory": false,
             "extendedAgentCard": true,

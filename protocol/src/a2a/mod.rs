@@ -5,8 +5,9 @@
 //! `tasks/cancel`, `agent/getAuthenticatedExtendedCard`) and A2A 1.0
 //! (`SendMessage`, `GetTask`, `ListTasks`, `CancelTask`,
 //! `GetExtendedAgentCard`); replies use the caller's flavour, and the card
-//! names both interfaces. What the card says is not offered (streaming, push
-//! notifications) is refused with the spec's codes.
+//! names both interfaces. Streams are server-sent events (`stream`); what
+//! the card says is not offered (push notifications) is refused with the
+//! spec's code.
 //! Every reply is a JSON-RPC object inside HTTP 200.
 //!
 //! A refusal of a 0.3 or 1.0 method says why in `error.data`, in the one
@@ -190,8 +191,16 @@ pub enum A2aKind {
         task_id: String,
         history_length: Option<u32>,
     },
-    /// Stop task `task_id` (every task here ends within its call: refused).
+    /// Stop task `task_id`.
     Cancel {
+        task_id: String,
+    },
+    /// A send whose reply is a stream of the task's events.
+    StreamSend(SendRequest),
+    /// An approval answer whose reply is a stream of the task's events.
+    StreamAnswer(AnswerRequest),
+    /// A stream of a running task's events, from its current state.
+    Subscribe {
         task_id: String,
     },
     List(ListQuery),
@@ -301,12 +310,14 @@ mod card;
 mod errors;
 mod parse;
 mod replies;
+mod stream;
 mod tasks;
 
 pub use card::*;
 pub use errors::*;
 pub use parse::*;
 pub use replies::*;
+pub use stream::*;
 pub use tasks::*;
 
 #[cfg(test)]

@@ -264,6 +264,11 @@ fn parse_cancel(params: Option<&Value>) -> Result<A2aKind, Bad> {
     Ok(A2aKind::Cancel { task_id: task_id(params.get("id"), "id")? })
 }
 
+fn parse_subscribe(params: Option<&Value>) -> Result<A2aKind, Bad> {
+    let params = object(params, "params", "an object with the task's id")?;
+    Ok(A2aKind::Subscribe { task_id: task_id(params.get("id"), "id")? })
+}
+
 fn state_names() -> String {
     TaskStateName::ALL.iter().map(|s| s.v10()).collect::<Vec<_>>().join(", ")
 }
@@ -342,7 +347,6 @@ fn parse_list(params: Option<&Value>) -> Result<A2aKind, Bad> {
     }))
 }
 
-const STREAMING_DETAIL: &str = "streaming is not offered (the card says capabilities.streaming false): send with SendMessage (0.3: message/send), read with GetTask (0.3: tasks/get)";
 const PUSH_DETAIL: &str = "push notifications are not offered (the card says capabilities.pushNotifications false): read a task with GetTask (0.3: tasks/get)";
 
 /// The methods served, by name, with the generation that names them.
@@ -380,9 +384,9 @@ fn method(name: &str) -> Option<Flavor> {
 /// a string, number or null → -32600 `invalid JSON-RPC request`; another
 /// method → -32601; a bad shape → -32602 `invalid params` (with `data`
 /// naming the parameter, for the 0.3 and 1.0 methods); a part this agent
-/// cannot take → -32005 (`invalid params` for `tasks/send`); streaming →
-/// -32004 and push notifications → -32003, neither being offered. A missing
-/// id is answered as `null`.
+/// cannot take → -32005 (`invalid params` for `tasks/send`); push
+/// notifications → -32003, not being offered. A missing id is answered as
+/// `null`.
 pub fn parse(body: &[u8]) -> Result<A2aRequest, A2aReply> {
     let invalid_request = |id: &RpcId| A2aError::InvalidRequest.reply(id);
     let obj = rpc::parse_object(body).map_err(|_| invalid_request(&RpcId::Null))?;
@@ -411,9 +415,12 @@ pub fn parse(body: &[u8]) -> Result<A2aRequest, A2aReply> {
         "tasks/cancel" | "CancelTask" => parse_cancel(params.as_ref()),
         "ListTasks" => parse_list(params.as_ref()),
         "agent/getAuthenticatedExtendedCard" | "GetExtendedAgentCard" => Ok(A2aKind::ExtendedCard),
-        "message/stream" | "tasks/resubscribe" | "SendStreamingMessage" | "SubscribeToTask" => {
-            Err(A2aError::UnsupportedOperation.because(Why::new(STREAMING_DETAIL)))
-        }
+        "message/stream" | "SendStreamingMessage" => parse_message_send(params.as_ref(), flavor).map(|k| match k {
+            A2aKind::Send(send) => A2aKind::StreamSend(send),
+            A2aKind::Answer(answer) => A2aKind::StreamAnswer(answer),
+            other => other,
+        }),
+        "tasks/resubscribe" | "SubscribeToTask" => parse_subscribe(params.as_ref()),
         _ => Err(A2aError::PushNotificationNotSupported.because(Why::new(PUSH_DETAIL))),
     }
     .map_err(|e| e.reply(&id, flavor))?;

@@ -76,7 +76,7 @@ pub fn last<T>(mut messages: Vec<T>, n: Option<u32>) -> Vec<T> {
     messages
 }
 
-fn message_value(flavor: Flavor, task_id: &str, context_id: &str, m: &MessageView<'_>) -> Value {
+pub(super) fn message_value(flavor: Flavor, task_id: &str, context_id: &str, m: &MessageView<'_>) -> Value {
     let role = match (flavor, m.role) {
         (Flavor::V10, Role::User) => "ROLE_USER",
         (Flavor::V10, Role::Agent) => "ROLE_AGENT",

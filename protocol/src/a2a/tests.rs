@@ -407,16 +407,130 @@ fn get_methods_take_an_id() {
 }
 
 #[test]
-fn what_the_card_does_not_offer_is_refused_with_the_spec_codes() {
-    for m in ["SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"] {
-        let detail =
-            assert_refused(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{}}}}"#), -32004, None);
-        assert!(detail.contains("capabilities.streaming false"), "{detail}");
-        assert_eq!(
-            refusal(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#)).error_message(),
-            Some("this operation is not supported")
+fn the_streaming_methods_parse_as_their_send_and_subscribe_requests() {
+    let message = r#"{"messageId":"m-1","role":"ROLE_USER","parts":[{"data":{"x":1}}]}"#;
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{{"message":{message},"metadata":{{"skill_id":"s"}},"configuration":{{}}}}}}"#
+    );
+    let r = parse_str(&body).unwrap();
+    let A2aKind::StreamSend(send) = r.kind else { panic!("{:?}", r.kind) };
+    assert_eq!((r.flavor, send.task_id.as_str(), send.skill_id.as_str()), (Flavor::V10, "m-1", "s"));
+    let v03 = r#"{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"kind":"message","messageId":"m-2","role":"user","parts":[{"kind":"data","data":{}}]},"metadata":{"skill_id":"s"}}}"#;
+    let r = parse_str(v03).unwrap();
+    assert!(matches!((r.flavor, &r.kind), (Flavor::V03, A2aKind::StreamSend(s)) if s.task_id == "m-2"), "{r:?}");
+    let answer = r#"{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-3","taskId":"t-1","role":"ROLE_USER","parts":[{"data":{"approval":"approve"}}]}}}"#;
+    assert!(matches!(parse_str(answer).unwrap().kind, A2aKind::StreamAnswer(a) if a.task_id == "t-1"));
+    for (m, flavor) in [("SubscribeToTask", Flavor::V10), ("tasks/resubscribe", Flavor::V03)] {
+        let r = parse_str(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{"id":"t-1"}}}}"#)).unwrap();
+        assert_eq!((r.flavor, r.kind), (flavor, A2aKind::Subscribe { task_id: "t-1".into() }));
+        assert_refused(
+            &format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}","params":{{"id":"a/b"}}}}"#),
+            -32602,
+            Some("id"),
         );
+        assert_refused(&format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{m}"}}"#), -32602, Some("params"));
     }
+}
+
+fn event_json(reply: &A2aReply) -> Value {
+    let event = sse_event(reply);
+    let text = String::from_utf8(event).unwrap();
+    let data = text.strip_prefix("data: ").unwrap_or_else(|| panic!("one data line: {text:?}"));
+    let data = data.strip_suffix("\n\n").unwrap_or_else(|| panic!("a blank line ends it: {text:?}"));
+    assert!(!data.contains('\n'), "{text:?}");
+    serde_json::from_str(data).unwrap()
+}
+
+#[test]
+fn stream_events_are_one_json_rpc_reply_each_with_exactly_one_stream_response_member() {
+    let id = RpcId::Number("7".into());
+    let data = json!({"running": {"cancelAsked": true}});
+    let working = status_update(Flavor::V10, &id, "t", "c", TaskStateName::Working, 0, Some(&data));
+    let v = event_json(&working);
+    assert_eq!((&v["jsonrpc"], &v["id"]), (&json!("2.0"), &json!(7)));
+    let result = v["result"].as_object().unwrap();
+    assert_eq!(result.keys().collect::<Vec<_>>(), ["statusUpdate"]);
+    let update = &result["statusUpdate"];
+    assert_eq!((&update["taskId"], &update["contextId"]), (&json!("t"), &json!("c")));
+    assert_eq!(update["status"]["state"], json!("TASK_STATE_WORKING"));
+    assert_eq!(update["status"]["timestamp"], json!("1970-01-01T00:00:00Z"));
+    assert_eq!(update["status"]["message"]["role"], json!("ROLE_AGENT"));
+    assert_eq!(update["status"]["message"]["parts"][0]["data"], data);
+    assert!(update.get("final").is_none(), "1.0 has no final flag: {update}");
+    let done = event_json(&status_update(Flavor::V10, &id, "t", "c", TaskStateName::Completed, 60, None));
+    assert_eq!(
+        done["result"]["statusUpdate"]["status"],
+        json!({"state": "TASK_STATE_COMPLETED", "timestamp": "1970-01-01T00:01:00Z"})
+    );
+    // Chunks: append and lastChunk only when true, as ProtoJSON writes them.
+    let chunk = |append, last_chunk| Chunk {
+        artifact_id: LIVE_OUTPUT_ARTIFACT_ID,
+        name: Some(LIVE_OUTPUT_NAME),
+        part: ChunkPart::Text("one\n"),
+        append,
+        last_chunk,
+        metadata: Some(json!({"fromByte": 0})),
+    };
+    let first = event_json(&artifact_update(Flavor::V10, &id, "t", "c", &chunk(false, false)));
+    let update = &first["result"]["artifactUpdate"];
+    assert_eq!(first["result"].as_object().unwrap().len(), 1);
+    assert_eq!(update["artifact"]["artifactId"], json!("live-output"));
+    assert_eq!(update["artifact"]["parts"], json!([{"text": "one\n"}]));
+    assert_eq!(update["artifact"]["metadata"], json!({"fromByte": 0}));
+    assert!(update.get("append").is_none() && update.get("lastChunk").is_none(), "{update}");
+    let last = event_json(&artifact_update(Flavor::V10, &id, "t", "c", &chunk(true, true)));
+    assert_eq!(
+        (&last["result"]["artifactUpdate"]["append"], &last["result"]["artifactUpdate"]["lastChunk"]),
+        (&json!(true), &json!(true))
+    );
+    // 0.3: the event itself, tagged by kind; a status says whether it is the last.
+    let v03 = event_json(&artifact_update(Flavor::V03, &id, "t", "c", &chunk(true, false)));
+    assert_eq!(v03["result"]["kind"], json!("artifact-update"));
+    assert_eq!(v03["result"]["artifact"]["parts"], json!([{"kind": "text", "text": "one\n"}]));
+    let v03 = event_json(&status_update(Flavor::V03, &id, "t", "c", TaskStateName::Canceled, 0, None));
+    assert_eq!((&v03["result"]["kind"], &v03["result"]["final"]), (&json!("status-update"), &json!(true)));
+    assert_eq!(v03["result"]["status"]["state"], json!("canceled"));
+    // The first event is the Task, wrapped in 1.0 whether a send or a get made it.
+    let t = TaskView {
+        task_id: "t",
+        context_id: None,
+        state: TaskStateName::Working,
+        timestamp: Some(0),
+        committed: None,
+        history: vec![],
+        status_message: None,
+    };
+    for reply in [task_completed(Flavor::V10, &id, &t), task_snapshot(Flavor::V10, &id, &t)] {
+        let v = event_json(&stream_task(Flavor::V10, reply));
+        assert_eq!(v["result"]["task"]["id"], json!("t"), "{v}");
+        assert_eq!(v["result"].as_object().unwrap().len(), 1);
+    }
+    assert_eq!(
+        event_json(&stream_task(Flavor::V03, task_snapshot(Flavor::V03, &id, &t)))["result"]["kind"],
+        json!("task")
+    );
+    // An error mid-stream is an error event.
+    let refused = A2aError::Unavailable.because(Why::new("x")).reply(&id, Flavor::V10);
+    assert!(String::from_utf8(sse_event(&refused)).unwrap().starts_with("event: error\ndata: {\"error\""));
+}
+
+#[test]
+fn a_character_split_at_a_chunk_s_end_waits_for_the_next_chunk() {
+    let text = "añ€😀".as_bytes();
+    for cut in 0..=text.len() {
+        let sent = complete_utf8_len(&text[..cut]);
+        assert!(std::str::from_utf8(&text[..sent]).is_ok(), "cut {cut}: sent {sent}");
+        assert!(cut - sent < 4, "at most one incomplete character waits");
+        assert!(sent == cut || std::str::from_utf8(&text[..cut]).is_err(), "a whole text is sent whole: {cut}");
+    }
+    // Bytes that can never become a character are not held back.
+    assert_eq!(complete_utf8_len(b"ab\xff"), 3);
+    assert_eq!(complete_utf8_len(b"ab\x80\x80\x80"), 5);
+    assert_eq!(complete_utf8_len(b""), 0);
+}
+
+#[test]
+fn what_the_card_does_not_offer_is_refused_with_the_spec_codes() {
     for m in [
         "CreateTaskPushNotificationConfig",
         "GetTaskPushNotificationConfig",
@@ -795,7 +909,7 @@ fn the_card_names_json_rpc_at_1_0_first_then_0_3_and_keeps_the_0_3_fields() {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
         ],
-        "capabilities": {"streaming": false, "pushNotifications": false, "stateTransitionHistory": false, "extendedAgentCard": true},
+        "capabilities": {"streaming": true, "pushNotifications": false, "stateTransitionHistory": false, "extendedAgentCard": true},
         "supportsAuthenticatedExtendedCard": true,
         "securitySchemes": {"bearer": bearer},
         "security": [{"bearer": []}],

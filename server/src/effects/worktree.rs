@@ -39,9 +39,13 @@ pub const EXEC_HEAD_BYTES: usize = 8 << 10;
 pub const EXEC_TAIL_BYTES: usize = 56 << 10;
 /// Handler results larger than this are a handler failure.
 pub const RESULT_BYTES_MAX: usize = 2 << 20;
-/// The last bytes of a running command's output kept for its task's
-/// pollers (stdout and stderr as they come, interleaved).
+/// The last bytes of a running command's output its task's pollers are
+/// shown (stdout and stderr as they come, interleaved).
 pub const RUNNING_TAIL_BYTES: usize = 2 << 10;
+/// The last bytes of a running command's output kept for its streams: a
+/// stream that falls further behind skips to what is kept, and says so.
+pub const RUNNING_KEPT_BYTES: usize = 64 << 10;
+const _: () = assert!(RUNNING_TAIL_BYTES <= RUNNING_KEPT_BYTES);
 
 /// How a command is run: a call answered in its own request gets
 /// `EXEC_TIMEOUT` and nothing more; a task its own deadline, a stop its
@@ -60,28 +64,58 @@ impl RunControl {
     }
 }
 
-/// The last `RUNNING_TAIL_BYTES` a running command wrote, and how many in all.
+/// The last `RUNNING_KEPT_BYTES` a running command wrote, and how many in
+/// all: a byte's offset is its place in the whole output, so a reader asks
+/// for what came after the last byte it had. Writing never waits on a reader.
 #[derive(Debug, Default)]
 pub struct RunningTail {
     kept: std::sync::Mutex<(std::collections::VecDeque<u8>, u64)>,
+}
+
+/// What a reader gets of a running command's output past an offset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Since {
+    /// The bytes kept past the offset asked for, at most the bound asked for.
+    pub bytes: Vec<u8>,
+    /// The offset of `bytes`' first byte.
+    pub from: u64,
+    /// Bytes past the offset asked for that are no longer kept.
+    pub skipped: u64,
+    /// How many bytes were written in all.
+    pub total: u64,
 }
 
 impl RunningTail {
     fn push(&self, chunk: &[u8]) {
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         kept.1 = kept.1.saturating_add(chunk.len() as u64);
-        let skip = chunk.len().saturating_sub(RUNNING_TAIL_BYTES);
+        let skip = chunk.len().saturating_sub(RUNNING_KEPT_BYTES);
         kept.0.extend(&chunk[skip..]);
-        let over = kept.0.len().saturating_sub(RUNNING_TAIL_BYTES);
+        let over = kept.0.len().saturating_sub(RUNNING_KEPT_BYTES);
         kept.0.drain(..over);
     }
 
-    /// The kept bytes as text (a split character shown as U+FFFD), and the
-    /// count of every byte written.
+    /// The last `RUNNING_TAIL_BYTES` as text (a split character shown as
+    /// U+FFFD), and the count of every byte written.
     pub fn read(&self) -> (String, u64) {
         let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        let (a, b) = kept.0.as_slices();
-        (String::from_utf8_lossy(&[a, b].concat()).into_owned(), kept.1)
+        let skip = kept.0.len().saturating_sub(RUNNING_TAIL_BYTES);
+        let tail: Vec<u8> = kept.0.range(skip..).copied().collect();
+        (String::from_utf8_lossy(&tail).into_owned(), kept.1)
+    }
+
+    /// At most `max` of the bytes written after the first `offset` (an
+    /// offset past the end reads nothing), saying how many of those are no
+    /// longer kept.
+    pub fn since(&self, offset: u64, max: usize) -> Since {
+        let kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        let total = kept.1;
+        let start = total.saturating_sub(kept.0.len() as u64);
+        let from = offset.clamp(start, total);
+        // `from - start` is at most the kept length, a usize.
+        let at = usize::try_from(from - start).unwrap_or(usize::MAX);
+        let bytes = kept.0.range(at.min(kept.0.len())..).take(max).copied().collect();
+        Since { bytes, from, skipped: start.saturating_sub(offset), total }
     }
 }
 
@@ -801,6 +835,30 @@ mod tests {
         std::os::unix::fs::symlink(root.join("secret"), root.join("ep/out")).unwrap();
         std::os::unix::fs::symlink("src", root.join("ep/inner")).unwrap();
         (dir, root)
+    }
+
+    #[test]
+    fn a_reader_of_a_running_output_gets_what_came_after_its_offset_and_is_told_what_was_dropped() {
+        let tail = RunningTail::default();
+        tail.push(b"one\n");
+        let first = tail.since(0, usize::MAX);
+        assert_eq!((first.bytes.as_slice(), first.from, first.skipped, first.total), (&b"one\n"[..], 0, 0, 4));
+        tail.push(b"two\n");
+        let next = tail.since(first.from + first.bytes.len() as u64, usize::MAX);
+        assert_eq!((next.bytes.as_slice(), next.from, next.skipped), (&b"two\n"[..], 4, 0));
+        assert_eq!(tail.since(8, usize::MAX).bytes, b"", "nothing new");
+        assert_eq!(tail.since(u64::MAX, usize::MAX).from, 8, "an offset past the end reads nothing");
+        assert_eq!(tail.since(2, 3).bytes, b"e\nt", "at most what was asked for");
+        // A reader that fell behind the kept bytes skips to them, told how many it lost.
+        let big = vec![b'x'; RUNNING_KEPT_BYTES + 100];
+        tail.push(&big);
+        let behind = tail.since(8, usize::MAX);
+        assert_eq!(behind.skipped, 100, "the bytes from offset 8 to the first one kept");
+        assert_eq!((behind.from, behind.bytes.len()), (108, RUNNING_KEPT_BYTES));
+        assert_eq!(behind.total, 8 + big.len() as u64);
+        // Pollers are still shown only the last bytes.
+        let (shown, total) = tail.read();
+        assert_eq!((shown.len(), total), (RUNNING_TAIL_BYTES, behind.total));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `POST /a2a/`: the seed's `tasks/send`, and the A2A 0.3 and 1.0 methods
 //! over the same tasks. The wire logic is `world_protocol::a2a`'s; this
-//! resolves the session, runs the coordinator and reads the caller's tasks.
+//! resolves the session, runs the coordinator and reads the caller's tasks;
+//! a stream's first event is made here, its following ones in `streams`.
 //!
 //! Every task ends within its call, so a cancel always finds a task it
 //! cannot stop: one that ended (an effect that ran is never undone; its
@@ -51,8 +52,14 @@ pub async fn a2a_post(
         return reply(refused.reply(id, flavor).into_http());
     }
     let out = match req.kind {
-        A2aKind::Send(send) => send_message(&state, &caller, flavor, id, send, None).await,
-        A2aKind::Answer(answer) => answer_task(&state, &caller, flavor, id, answer).await,
+        A2aKind::Send(send) => {
+            let as_task = send.return_immediately && flavor == Flavor::V10;
+            send_message(&state, &caller, flavor, id, send, None, as_task).await.0
+        }
+        A2aKind::Answer(answer) => answer_task(&state, &caller, flavor, id, answer, false).await.0,
+        A2aKind::StreamSend(send) => return stream_send(&state, &caller, flavor, id, Sent::Send(send)).await,
+        A2aKind::StreamAnswer(answer) => return stream_send(&state, &caller, flavor, id, Sent::Answer(answer)).await,
+        A2aKind::Subscribe { task_id } => return subscribe(&state, &caller, flavor, id, &task_id).await,
         A2aKind::Get { task_id, history_length } => {
             get_task(&state, &caller, flavor, id, &task_id, history_length).await
         }
@@ -80,17 +87,25 @@ fn invocation_id(caller: &Caller, task_id: &str) -> String {
 
 /// A person's word on the approval task `a.task_id` waits for: the task's
 /// request runs again under that answer (the same task id: it runs at most once).
-async fn answer_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, a: a2a::AnswerRequest) -> A2aReply {
+async fn answer_task(
+    state: &State,
+    caller: &Caller,
+    flavor: Flavor,
+    id: &RpcId,
+    a: a2a::AnswerRequest,
+    as_task: bool,
+) -> (A2aReply, bool) {
     let waiting = match super::approvals::waiting_on(state, caller, &a.task_id).await {
         Ok(Some(w)) => w,
         Ok(None) => {
             let why = Why::parameter("message.taskId", "a task waiting for approval (input-required) in this session")
                 .with("taskId", &a.task_id);
-            return A2aError::TaskNotFound.because(why).reply(id, flavor);
+            return (A2aError::TaskNotFound.because(why).reply(id, flavor), false);
         }
         Err(why) => {
             note!("worldd: a2a refusal: approval answer on {}: {why:?}", a.task_id);
-            return A2aError::Unavailable.because(Why::new("the cause is in the daemon's log")).reply(id, flavor);
+            let refused = A2aError::Unavailable.because(Why::new("the cause is in the daemon's log")).reply(id, flavor);
+            return (refused, false);
         }
     };
     let verdict = match a.word {
@@ -110,9 +125,11 @@ async fn answer_task(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId,
         history_length: a.history_length,
         return_immediately: false,
     };
-    send_message(state, caller, flavor, id, send, Some(answer)).await
+    send_message(state, caller, flavor, id, send, Some(answer), as_task).await
 }
 
+/// Runs a send: the reply, and whether its command runs on as a task
+/// (`as_task`: a command may).
 async fn send_message(
     state: &State,
     caller: &Caller,
@@ -120,7 +137,8 @@ async fn send_message(
     id: &RpcId,
     send: SendRequest,
     answer: Option<crate::coordinator::Answer>,
-) -> A2aReply {
+    as_task: bool,
+) -> (A2aReply, bool) {
     let SendRequest {
         task_id,
         skill_id,
@@ -129,12 +147,12 @@ async fn send_message(
         context_id,
         message_id,
         history_length,
-        return_immediately,
+        return_immediately: _,
     } = send;
     let pin = match transition_fn.as_deref().map(Ref::parse) {
         Some(Err(_)) => {
             let why = Why::parameter("metadata.transition_fn", "a sha256 ref");
-            return A2aError::InvalidParams.because(why).reply(id, flavor);
+            return (A2aError::InvalidParams.because(why).reply(id, flavor), false);
         }
         Some(Ok(r)) => Some(r),
         None => None,
@@ -157,9 +175,9 @@ async fn send_message(
         answer,
         // The client names A2A task ids: admission looks for the task's row.
         glanced: None,
-        may_run_as_task: return_immediately && flavor == Flavor::V10,
+        may_run_as_task: as_task,
     };
-    match coordinator::invoke_or_start(&(state.clone() as coordinator::SharedHost), call).await {
+    let reply = match coordinator::invoke_or_start(&(state.clone() as coordinator::SharedHost), call).await {
         Ok(Answered::Running(started)) => {
             let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
             let followed = Followed::Working {
@@ -171,7 +189,7 @@ async fn send_message(
             let data = super::running::working_data(&followed, crate::clock::now());
             let t =
                 working_view(&task_id, sent_context.as_deref(), started.started_at, &data, messages, history_length);
-            a2a::task_completed(flavor, id, &t)
+            return (a2a::task_completed(flavor, id, &t), true);
         }
         Ok(Answered::Ended(o)) => {
             let world_ref = o.committed.world_ref.to_string();
@@ -204,6 +222,93 @@ async fn send_message(
         }
         Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
         Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor).reply(id, flavor),
+    };
+    (reply, false)
+}
+
+/// What a stream sends.
+enum Sent {
+    Send(SendRequest),
+    Answer(a2a::AnswerRequest),
+}
+
+/// `SendStreamingMessage` (0.3: `message/stream`): the send's task as the
+/// first event; a command runs as a task, followed to its end; any other
+/// call has ended (or waits for approval) by then, and the stream closes.
+async fn stream_send(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, sent: Sent) -> Response {
+    let permit = match super::streams::admit(state, id, flavor) {
+        Ok(p) => p,
+        Err(refused) => return reply(refused.into_http()),
+    };
+    let (reply_, running, task_id, context) = match sent {
+        Sent::Send(send) => {
+            let (task_id, context) = (send.task_id.clone(), send.context_id.clone());
+            let (r, running) = send_message(state, caller, flavor, id, send, None, true).await;
+            (r, running, task_id, context)
+        }
+        Sent::Answer(answer) => {
+            let (task_id, context) = (answer.task_id.clone(), answer.context_id.clone());
+            let (r, running) = answer_task(state, caller, flavor, id, answer, true).await;
+            (r, running, task_id, context)
+        }
+    };
+    if reply_.error_code().is_some() {
+        return reply(reply_.into_http());
+    }
+    let first = a2a::stream_task(flavor, reply_);
+    if !running {
+        return super::streams::single(&first, permit);
+    }
+    let key = key(caller, &task_id);
+    let tail = state.coordinator.running(&key).map(|r| r.tail.clone());
+    let context_id = context.unwrap_or_else(|| task_id.clone());
+    let following = super::streams::Following { flavor, id: id.clone(), key, context_id, tail };
+    super::streams::follow(state, &first, following, permit)
+}
+
+/// `SubscribeToTask` (0.3: `tasks/resubscribe`): a running task's current
+/// state as the first event, then its events to its end (its output from
+/// what is kept of it now). A task that ended is refused (A2A 1.0 §9.4.6);
+/// one waiting for approval is sent as it stands, and the stream closes.
+async fn subscribe(state: &State, caller: &Caller, flavor: Flavor, id: &RpcId, task_id: &str) -> Response {
+    let permit = match super::streams::admit(state, id, flavor) {
+        Ok(p) => p,
+        Err(refused) => return reply(refused.into_http()),
+    };
+    let key = key(caller, task_id);
+    let row = {
+        let key = key.clone();
+        read(state, move |snap| snap.task(&key).map_err(|e| e.to_string())).await
+    };
+    let task = match row {
+        Ok(task) => task,
+        Err(why) => {
+            note!("worldd: a2a refusal: SubscribeToTask {task_id}: {why:?}");
+            let why = Why::new("the task could not be read; the cause is in the daemon's log").with("taskId", task_id);
+            return reply(A2aError::Unavailable.because(why).reply(id, flavor).into_http());
+        }
+    };
+    if let Some(task) = &task
+        && row_state_name(task).is_terminal()
+    {
+        let why = Why::new("the task has ended: its stream closed with its end; read it with GetTask")
+            .with("taskId", task_id)
+            .with("state", row_state_name(task).name(flavor));
+        return reply(A2aError::UnsupportedOperation.because(why).reply(id, flavor).into_http());
+    }
+    let first = get_task(state, caller, flavor, id, task_id, None).await;
+    if first.error_code().is_some() {
+        return reply(first.into_http());
+    }
+    let first = a2a::stream_task(flavor, first);
+    match task {
+        Some(task) if task.run.is_some() && task.state == TaskState::Started => {
+            let tail = state.coordinator.running(&key).map(|r| r.tail.clone());
+            let context_id = task.context.clone().unwrap_or_else(|| task_id.to_string());
+            let following = super::streams::Following { flavor, id: id.clone(), key, context_id, tail };
+            super::streams::follow(state, &first, following, permit)
+        }
+        _ => super::streams::single(&first, permit),
     }
 }
 

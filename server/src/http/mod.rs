@@ -11,6 +11,7 @@ mod reads;
 pub mod rest;
 mod running;
 pub mod status;
+mod streams;
 pub mod workbench;
 
 use crate::daemon::Daemon;
