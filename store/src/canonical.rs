@@ -297,6 +297,12 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn the_quickstart_goal_is_the_canonical_json_quickstart_always_wrote() {
+        let goal = json!({"world": "genesis", "createdBy": crate::model::QUICKSTART_AUTHOR});
+        assert_eq!(to_vec(&goal), crate::model::QUICKSTART_GOAL);
+    }
+
+    #[test]
     fn strings_are_escaped_like_go() {
         let mut out = Vec::new();
         write_string(&mut out, "a<b>&c\u{2028}\"\\\n\u{1}\u{8}é");

@@ -667,6 +667,38 @@ pub fn is_daemon_author(label: &str) -> bool {
     DAEMON_AUTHOR_PREFIXES.iter().any(|p| label.starts_with(p))
 }
 
+/// What the semantic ids of the daemon's effect records start with; each
+/// is named by a journal outcome, a task or an invocation record the
+/// daemon committed, and `verify` reports any other as `forged`.
+pub const EFFECT_RECORD_PREFIX: &str = "world/effect-record/";
+/// What the semantic ids of the daemon's invocation records start with;
+/// each is the `transitionRef` of an entry a committed task names.
+pub const INVOCATION_RECORD_PREFIX: &str = "world/invocation-record/";
+
+/// The author of the genesis entry `worldd quickstart` commits straight
+/// through the store, the one entry claiming the daemon that no row names.
+pub const QUICKSTART_AUTHOR: &str = "worldd/quickstart";
+/// That genesis entry's goal (its `transitionRef` and state root), as
+/// canonical JSON, and its `transitionFn`'s bytes.
+pub const QUICKSTART_GOAL: &[u8] = br#"{"createdBy":"worldd/quickstart","world":"genesis"}"#;
+pub const QUICKSTART_TRANSITION: &[u8] = b"genesis";
+
+/// Whether entry `index` is the genesis `worldd quickstart` commits: entry
+/// 0 by `QUICKSTART_AUTHOR` carrying `QUICKSTART_GOAL`, so the very bytes
+/// the daemon writes whoever wrote them, and no forgery of anything.
+pub fn is_quickstart_genesis(index: u64, header: &EntryHeader, transition_ref: &Ref) -> bool {
+    index == 0
+        && header.written_by == QUICKSTART_AUTHOR
+        && header.transition_fn == Ref::of(QUICKSTART_TRANSITION)
+        && *transition_ref == Ref::of(QUICKSTART_GOAL)
+}
+
+/// Whether an entry claims the daemon as its author, so that a committed
+/// task must name it (`verify` reports one none names as `forged`).
+pub fn entry_claims_daemon(index: u64, header: &EntryHeader, transition_ref: &Ref) -> bool {
+    is_daemon_author(&header.written_by) && !is_quickstart_genesis(index, header, transition_ref)
+}
+
 /// The durable intent of one effect: written, with its debit, before the handler runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -22,13 +22,17 @@ fn digest(payload: &[u8]) -> Ref {
     approval_digest(&credential(), "tool", EFFECT, SCOPE, 1, payload)
 }
 
-/// A store whose session `credential()` has a grant that asks for `EFFECT` on `SCOPE`.
+/// A store whose session `credential()` has a grant that asks for `EFFECT`
+/// on `SCOPE`, with a world and the echo registry.
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(&dir.path().join("world.db"), 1).unwrap();
     let grant = Grant { ask: Some(Approver::Anyone), ..Grant::new(EFFECT, SCOPE, 10) };
     let session = Session { episode: task("-").episode, grants: vec![grant], created_at: 1, expires_at: 1000 };
     store.call(Op::MintSession { credential_id: credential(), session }).unwrap();
+    // A world and the registry a call commits under.
+    store.call(Op::CommitWorld(common::genesis())).unwrap();
+    common::publish_echo(&store);
     (dir, store)
 }
 
@@ -87,8 +91,22 @@ fn ran(store: &Store, t: &str, payload: &[u8], approval: Option<Ref>, allowed: b
         let outcome = OutcomeRequest { task: key, ordinal: 0, status: OutcomeStatus::Ok, record, result: None, at: 4 };
         store.call(Op::RecordOutcome(outcome)).unwrap();
     } else {
-        store.call(Op::PutObjects(vec![request, record])).unwrap();
-        store.call(Op::EndTask { task: key, state: TaskState::NotCommitted, at: 4 }).unwrap();
+        // A denial travels with its call's commit, which tells it.
+        let mut commit = common::invocation(&key, common::echo_registry().entries[0].1, t.as_bytes());
+        commit.objects.extend([request, record]);
+        commit.effects = vec![CallEffect {
+            id: "e1".into(),
+            effect: EFFECT.into(),
+            scope: SCOPE.into(),
+            cost: 1,
+            status: EffectStatus::Denied,
+            denial: Some("denied:approval".into()),
+            budget_before: 10,
+            budget_after: 10,
+            record: Some(hash),
+            request: None,
+        }];
+        store.call(Op::CommitInvocation(commit)).unwrap();
     }
     hash
 }

@@ -924,5 +924,171 @@ fn an_a2a_task_s_wait_survives_a_reopen_and_verify_reports_one_naming_no_approva
         };
         assert_eq!(report.faults.iter().filter(dangling).count(), 1, "{engine:?}: {:#?}", report.faults);
         assert_eq!(report.fault_count, 1, "{engine:?}: {:#?}", report.faults);
+
+/// The report's `forged` faults' keys, sorted.
+fn forged_keys(store: &dyn WorldStore) -> Vec<String> {
+    let report = world_store::verify::verify(&store.snapshot().unwrap(), &Default::default());
+    let mut keys: Vec<String> = report
+        .faults
+        .iter()
+        .filter(|f| f.kind == world_store::verify::FaultKind::Forged)
+        .map(|f| f.key.clone())
+        .collect();
+    keys.sort();
+    keys
+}
+
+/// The engines a scenario that expects faults runs on: PostgreSQL too where
+/// `WORLD_TEST_POSTGRES` names a cluster.
+fn engines() -> Vec<Engine> {
+    match std::env::var_os("WORLD_TEST_POSTGRES") {
+        Some(_) => vec![Engine::Embedded, Engine::Postgres],
+        None => vec![Engine::Embedded],
+    }
+}
+
+/// An effect record of effect `ordinal` of `key`, as the broker spells the
+/// fields the verifier reads (v1: naming no invocation).
+fn effect_record(key: &TaskKey, ordinal: u32, semantic_id: &str, allowed: bool) -> NewObject {
+    let invocation = key.invocation_id();
+    let payload = match semantic_id {
+        "world/effect-record/v1" => format!("{{\"allowed\":{allowed},\"of\":\"{invocation}#{ordinal}\"}}"),
+        _ => format!("{{\"allowed\":{allowed},\"invocationId\":\"{invocation}\",\"ordinal\":{ordinal}}}"),
+    };
+    NewObject::derived(semantic_id, "host/broker", payload.into_bytes())
+}
+
+/// How the episode view tells an effect that ran (`record` journaled) or was denied.
+fn told(id: &str, status: EffectStatus, record: Ref) -> CallEffect {
+    CallEffect {
+        id: id.into(),
+        effect: "Workspace.Read".into(),
+        scope: "worktree".into(),
+        cost: 1,
+        status,
+        denial: (status == EffectStatus::Denied).then(|| "denied:scope".into()),
+        budget_before: 10,
+        budget_after: if status == EffectStatus::Denied { 10 } else { 9 },
+        record: Some(record),
+        request: None,
+    }
+}
+
+/// A call as the coordinator commits it: effect 0 ran (intent, then its
+/// outcome carrying its record), effect 1 was denied (its record travels
+/// with the commit), and the invocation record (v2) lists both. Its task
+/// row tells the effects only if `tells` (rows written before they were
+/// kept do not); `denied_as` is the denial's record's semantic id.
+fn effectful_call(store: &dyn WorldStore, f: Ref, id: &str, tells: bool, denied_as: &str) {
+    let key = task(id);
+    begin(store, &key);
+    store.call(Op::RecordIntent(intent(&key, 0, "Workspace.Read", 10, id.as_bytes()))).unwrap();
+    let ran = effect_record(&key, 0, "world/effect-record/v2", true);
+    store.call(Op::RecordOutcome(outcome(&key, 0, ran.clone()))).unwrap();
+    let denied = effect_record(&key, 1, denied_as, false);
+    let mut c = invocation(&key, f, id.as_bytes());
+    let record =
+        format!("{{\"invocationId\":\"{}\",\"effects\":[\"{}\",\"{}\"]}}", key.invocation_id(), ran.hash, denied.hash);
+    let record = NewObject::derived("world/invocation-record/v2", "coordinator:a2a", record.into_bytes());
+    c.transition_ref = record.hash;
+    c.objects.retain(|o| o.semantic_id != "world/invocation-record/v1");
+    c.objects.extend([record, denied.clone()]);
+    if tells {
+        c.effects = vec![told("read", EffectStatus::Ok, ran.hash), told("denied", EffectStatus::Denied, denied.hash)];
+    }
+    assert!(matches!(store.call(Op::CommitInvocation(c)).unwrap(), Reply::Committed(_)));
+}
+
+/// What the daemon writes, each way it writes it: REST commits (one paid,
+/// with its commit record), calls committed with and without effects, a
+/// denial told by its task row or listed only by its invocation record (v1
+/// and v2 records), and a call left uncertain with its effect journaled.
+fn the_daemon_s_writes(store: &dyn WorldStore) -> Ref {
+    let g = genesis();
+    store.call(Op::CommitWorld(g.clone())).unwrap();
+    let mut paid = next_commit(&g.next_world, "paid");
+    paid.invocation_id = Some("rest:paid".into());
+    paid.charge = Some(Box::new(commit_charge(&paid, 1, 5)));
+    store.call(Op::CommitWorld(paid)).unwrap();
+    let f = publish_echo(store);
+    begin_and_commit(store, &task("pure"), f, b"pure");
+    effectful_call(store, f, "told", true, "world/effect-record/v2");
+    effectful_call(store, f, "untold", false, "world/effect-record/v2");
+    effectful_call(store, f, "untold-v1", false, "world/effect-record/v1");
+    let uncertain = task("uncertain");
+    begin(store, &uncertain);
+    store.call(Op::RecordIntent(intent(&uncertain, 0, "Workspace.Read", 10, b"u"))).unwrap();
+    let record = effect_record(&uncertain, 0, "world/effect-record/v2", true);
+    store.call(Op::RecordOutcome(outcome(&uncertain, 0, record))).unwrap();
+    store.call(Op::EndTask { task: uncertain, state: TaskState::Uncertain, at: 3 }).unwrap();
+    f
+}
+
+on_both_engines! {
+    fn every_write_of_the_daemon_s_is_owned_by_a_row_of_its_own_and_none_is_reported_forged(store) {
+        the_daemon_s_writes(store);
+        assert_eq!(forged_keys(store), Vec::<String>::new());
+    }
+
+    fn the_sample_calls_the_benches_write_verify_clean(store) {
+        for op in world_store::sample::genesis("bench") {
+            store.call(op).unwrap();
+        }
+        for n in 0..20 {
+            let key = TaskKey { surface: Surface::Mcp, episode: "bench".into(), task_id: format!("call-{n}") };
+            store.call(world_store::sample::pure_call(key, &format!("{{\"n\":{n}}}"), "coordinator:mcp")).unwrap();
+        }
+    }
+
+    fn the_genesis_quickstart_commits_claims_the_daemon_and_verifies_clean(store) {
+        let goal = NewObject::derived("world/genesis/v1", QUICKSTART_AUTHOR, QUICKSTART_GOAL.to_vec());
+        let c = RestCommit::genesis(goal, Ref::of(QUICKSTART_TRANSITION), Ref::of(b"interp"), 1, QUICKSTART_AUTHOR);
+        store.call(Op::CommitWorld(c)).unwrap();
+    }
+}
+
+#[test]
+fn verify_reports_entries_and_records_claiming_the_daemon_that_no_row_of_the_daemon_s_names() {
+    for engine in engines() {
+        let fresh = fresh(engine);
+        let store = fresh.store.as_ref();
+        let f = the_daemon_s_writes(store);
+        let head = store.snapshot().unwrap().head_world().unwrap().unwrap();
+        // What a REST commit could write before the daemon's names were
+        // reserved: an entry by "the coordinator" carrying an invocation
+        // record no task committed, which lists an effect record no journal
+        // item carries, naming a real call that does not list it.
+        let effect = effect_record(&task("told"), 7, "world/effect-record/v2", true);
+        let record = format!("{{\"invocationId\":\"a2a:ep1:never\",\"effects\":[\"{}\"]}}", effect.hash);
+        let record = NewObject::derived("world/invocation-record/v2", "coordinator:x", record.into_bytes());
+        let mut forged = RestCommit::next(Some(&head), record.clone(), record.hash, f, f, 1, "coordinator:x");
+        forged.objects.push(effect.clone());
+        let index = forged.entry.header.entry_index;
+        store.call(Op::CommitWorld(forged)).unwrap();
+        let mut expected = vec![index.to_string(), record.hash.to_string(), effect.hash.to_string()];
+        expected.sort();
+        assert_eq!(forged_keys(store), expected, "{engine:?}");
+    }
+}
+
+#[test]
+fn an_entry_by_the_quickstart_s_author_that_is_not_its_genesis_is_reported_forged() {
+    for engine in engines() {
+        let fresh = fresh(engine);
+        let store = fresh.store.as_ref();
+        let goal = NewObject::derived("world/genesis/v1", QUICKSTART_AUTHOR, b"{\"world\":\"mine\"}".to_vec());
+        let c = RestCommit::genesis(goal, Ref::of(QUICKSTART_TRANSITION), Ref::of(b"interp"), 1, QUICKSTART_AUTHOR);
+        store.call(Op::CommitWorld(c.clone())).unwrap();
+        let next = RestCommit::next(
+            Some(&c.next_world),
+            NewObject::derived("demo/step", "test", b"2".to_vec()),
+            Ref::of(b"2"),
+            Ref::of(QUICKSTART_TRANSITION),
+            Ref::of(b"interp"),
+            1,
+            "host/anything",
+        );
+        store.call(Op::CommitWorld(next)).unwrap();
+        assert_eq!(forged_keys(store), vec!["0".to_string(), "1".to_string()], "{engine:?}");
     }
 }

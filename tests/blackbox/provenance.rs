@@ -234,3 +234,42 @@ fn admin_line(socket: &std::path::Path, line: &str) -> String {
     std::io::BufReader::new(stream).read_line(&mut answer).unwrap();
     answer
 }
+
+/// What a REST commit could write before the daemon's names were reserved,
+/// written here through the store itself: an entry by "the coordinator"
+/// carrying an invocation record of a call that never was. `why` fails the
+/// link to its task, and `verify` reports both as forged.
+#[test]
+fn an_entry_posing_as_the_coordinator_that_no_task_committed_fails_why_and_verify() {
+    use world_store::{NewObject, Op, WorldStore};
+    let store = TempStore::new();
+    let payload = br#"{"invocationId":"a2a:bb:never","effects":[]}"#.to_vec();
+    let record = NewObject::derived("world/invocation-record/v2", "coordinator:a2a", payload);
+    fixture::with_store(&store.db, |s| {
+        let g = fixture::genesis("g");
+        s.call(Op::CommitWorld(g.rest_commit())).unwrap();
+        let mut posing = fixture::step_by(Some(&g.world), "posing", record.clone(), "coordinator:a2a").rest_commit();
+        // A coordinator's entry names objects as its transitionFn and interpreter.
+        let named = [&b"blackbox transition"[..], b"blackbox interpreter"];
+        posing.objects.extend(named.map(|p| NewObject::derived("demo/fn", "me", p.to_vec())));
+        s.call(Op::CommitWorld(posing)).unwrap();
+    });
+    let d = Daemon::start(&store.db);
+    let o = worldd(&["why", "1", "--addr", &d.base_url()]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("task a2a:bb:never committed entry 1 (no such task)"), "{}", stdout(&o));
+    let o = worldd(&["verify", "--db", store.db.to_str().unwrap(), "--json"]);
+    let report: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let mut forged: Vec<&str> = report["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "forged")
+        .map(|f| f["key"].as_str().unwrap())
+        .collect();
+    forged.sort();
+    let record = record.hash.to_string();
+    let mut expected = vec!["1", record.as_str()];
+    expected.sort();
+    assert_eq!(forged, expected, "{report}");
+}

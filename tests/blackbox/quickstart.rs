@@ -137,6 +137,14 @@ fn quickstart_prints_ready_to_paste_connections_and_runs_an_allowed_command_for_
     let out = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-c", "print(6 * 7)"]}));
     let out = &out["result"]["artifacts"][0]["parts"][0]["data"];
     assert_eq!((&out["ok"], &out["exit_code"], &out["stdout"]), (&json!(true), &json!(0), &json!("42\n")), "{out}");
+    // Its genesis (by the daemon, named by no row) and its call walk and verify.
+    let base = format!("http://{}", qs.addr);
+    for target in ["0", "head"] {
+        let o = worldd(&["why", target, "--addr", &base]);
+        assert!(o.status.success(), "why {target}: {}{}", stdout(&o), stderr(&o));
+    }
+    let o = worldd(&["verify", "--db", qs.dir.join("world.db").to_str().unwrap()]);
+    assert!(o.status.success() && stdout(&o).ends_with("; 0 fault(s)\n"), "{}{}", stdout(&o), stderr(&o));
 }
 
 /// A version manager's shim, first on PATH: a script under a tree no

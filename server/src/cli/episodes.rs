@@ -110,7 +110,7 @@ fn print_text(lines: &[String]) -> ExitCode {
 }
 
 /// An episode as one path segment: every byte but the unreserved ones escaped.
-fn encode_segment(s: &str) -> String {
+pub(super) fn encode_segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),

@@ -8,26 +8,25 @@ use crate::sessions::{self, MintRequest};
 use crate::stores::StoreSpec;
 use std::path::Path;
 use std::process::ExitCode;
-use world_store::{Grant, NewObject, Op, Ref, RestCommit, WriteError, canonical};
+use world_store::{
+    Grant, NewObject, Op, QUICKSTART_AUTHOR, QUICKSTART_GOAL, QUICKSTART_TRANSITION, Ref, RestCommit, WriteError,
+};
 
 /// The demo episode and its sessions' lifetime (30 days).
 pub const DEMO_EPISODE: &str = "demo";
 pub const DEMO_TTL_S: u64 = 30 * 24 * 3600;
 pub const DEMO_BUDGET: u64 = 1000;
 
-/// An honest genesis commit: entry 0, world revision 0.
-pub fn genesis(written_by: &str) -> RestCommit {
-    let goal = NewObject::derived(
-        "world/genesis/v1",
-        written_by,
-        canonical::to_vec(&serde_json::json!({"world": "genesis", "createdBy": written_by})),
-    );
+/// The genesis commit: entry 0, world revision 0, by `QUICKSTART_AUTHOR`
+/// (`verify` knows it by its bytes: no row names it).
+pub fn genesis() -> RestCommit {
+    let goal = NewObject::derived("world/genesis/v1", QUICKSTART_AUTHOR, QUICKSTART_GOAL.to_vec());
     RestCommit::genesis(
         goal,
-        Ref::of(b"genesis"),
+        Ref::of(QUICKSTART_TRANSITION),
         crate::registry::builtin_interpreter().hash,
         crate::registry::SEMANTICS_EPOCH,
-        written_by,
+        QUICKSTART_AUTHOR,
     )
 }
 
@@ -69,7 +68,7 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     let opened = spec.open(crate::clock::now(), None, None).map_err(|e| e.to_string())?;
     let store = opened.store.as_ref();
     if store.snapshot().and_then(|s| s.selected_head()).map_err(|e| e.to_string())?.is_none() {
-        match store.call(Op::CommitWorld(genesis("worldd/quickstart"))) {
+        match store.call(Op::CommitWorld(genesis())) {
             Ok(_) => say!("committed the genesis world"),
             // Another node committed it first.
             Err(WriteError::HeadConflict { observed: None, selected: Some(_) }) => {}

@@ -270,7 +270,8 @@ impl Walk<'_> {
             return self.walk_record(&tref, &obj);
         }
         let written_by = e["header"]["writtenBy"].as_str().unwrap_or("");
-        if world_store::is_daemon_author(written_by) {
+        let header: Option<EntryHeader> = serde_json::from_value(e["header"].clone()).ok();
+        if header.is_some_and(|h| world_store::entry_claims_daemon(index, &h, &tref)) {
             self.link(
                 false,
                 format!("entry {index} claims the daemon ({written_by}) as its author but carries no invocation record: not the daemon's"),
@@ -365,6 +366,7 @@ impl Walk<'_> {
             e["transitionRef"].as_str() == Some(&rec_ref.to_string()),
             format!("entry {index} carries the record (transitionRef)"),
         );
+        self.committed_by_task(index, record["invocationId"].as_str().unwrap_or(""))?;
         for (field, header_field) in
             [("transitionFn", "transitionFn"), ("interpreter", "interpreter"), ("semanticsEpoch", "semanticsEpoch")]
         {
@@ -420,6 +422,43 @@ impl Walk<'_> {
         );
         self.chain.insert("committed".into(), json!(true));
         Ok(Found::Yes)
+    }
+
+    /// The task the invocation record names committed this very entry: a
+    /// task names only the daemon's own commits (`verify` reports an entry
+    /// claiming the daemon that none names as `forged`). Found among its
+    /// episode's calls, a page at a time.
+    fn committed_by_task(&mut self, index: u64, invocation_id: &str) -> Result<(), String> {
+        let Some(key) = world_store::TaskKey::from_invocation_id(invocation_id) else {
+            self.link(false, format!("the record names a task ({invocation_id:?})"));
+            return Ok(());
+        };
+        let episode = super::episodes::encode_segment(&key.episode);
+        let (mut from, mut entry) = (Some(0), None);
+        while let Some(at) = from {
+            let path = format!("/v1/episodes/{episode}/calls?from={at}&limit={}", crate::episodes::CALLS_PAGE_MAX);
+            let page = match self.get(&path) {
+                Ok(Some(page)) => page,
+                Ok(None) => break,
+                Err(e) => {
+                    self.notes.push(format!("the task of entry {index} is not checked: {e}"));
+                    return Ok(());
+                }
+            };
+            let calls = page["calls"].as_array().map(Vec::as_slice).unwrap_or_default();
+            if let Some(call) = calls.iter().find(|c| c["invocationId"] == json!(invocation_id)) {
+                entry = Some(call["entryIndex"].as_u64());
+                break;
+            }
+            from = page["next"].as_u64();
+        }
+        let told = match entry {
+            None => "no such task".to_string(),
+            Some(None) => "it committed none".to_string(),
+            Some(Some(i)) => format!("it committed entry {i}"),
+        };
+        self.link(entry == Some(Some(index)), format!("task {invocation_id} committed entry {index} ({told})"));
+        Ok(())
     }
 
     /// Checks one effect record with its request and result.

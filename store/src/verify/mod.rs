@@ -14,6 +14,7 @@
 mod approvals;
 pub mod derived;
 mod objects;
+mod owners;
 pub(crate) mod redb;
 pub(crate) mod report;
 

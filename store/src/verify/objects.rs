@@ -3,10 +3,10 @@
 //! (both are keyed by it), and the payload file in file order through one
 //! reused buffer per thread, over ranges of sequence numbers in parallel.
 
-use super::redb::{RowSum, Step, Verifier};
+use super::redb::{Held, RowSum, Step, Verifier};
 use super::report::{Counts, FaultKind, Options};
 use crate::media::WalIo;
-use crate::model::ObjectRow;
+use crate::model::{EFFECT_RECORD_PREFIX, INVOCATION_RECORD_PREFIX, ObjectRow};
 use crate::payloads::META_PAYLOAD_LEN;
 use crate::refs::Ref;
 use crate::rows;
@@ -27,14 +27,16 @@ struct Pass<'p> {
 }
 
 /// What one range held: its first object's number and where the range's
-/// payloads start and end in the file (to check that ranges meet), and the
-/// semantic index rows its objects call for.
+/// payloads start and end in the file (to check that ranges meet), the
+/// semantic index rows its objects call for, and its records claiming the
+/// daemon that the journal does not name.
 #[derive(Default)]
 struct Walked {
     span: Option<(u64, u64, u64)>,
     semantic: RowSum,
     objects: u64,
     bytes: u64,
+    held: Held,
 }
 
 impl Verifier<'_> {
@@ -42,8 +44,16 @@ impl Verifier<'_> {
     /// checks each object row: it has a number, it names its own sequence
     /// number, and its payload starts where the one before it ended, within
     /// the file; the rows end where `meta` says the file does. Sums the
-    /// semantic index rows the objects call for (checked by `semantic_index`).
-    pub(super) fn objects(&self, opts: &Options<'_>, counts: &mut Counts, semantic: &mut RowSum) -> Step {
+    /// semantic index rows the objects call for (checked by `semantic_index`),
+    /// and keeps in `held` the invocation records and the effect records no
+    /// journal row names (checked by `owned_records`).
+    pub(super) fn objects(
+        &self,
+        opts: &Options<'_>,
+        counts: &mut Counts,
+        semantic: &mut RowSum,
+        held: &mut Held,
+    ) -> Step {
         let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
         let total = objects.len().map_err(|e| e.to_string())?;
         let end = objects.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value() + 1).unwrap_or(0);
@@ -57,6 +67,8 @@ impl Verifier<'_> {
             counts.payload_bytes += walked.bytes;
             semantic.rows += walked.semantic.rows;
             semantic.sum = semantic.sum.wrapping_add(walked.semantic.sum);
+            held.invocations.extend(walked.held.invocations);
+            held.effects.extend(walked.held.effects);
             let Some((seq, from, to)) = walked.span else { continue };
             let expected = ended.unwrap_or(0);
             if from != expected {
@@ -87,6 +99,12 @@ impl Verifier<'_> {
         let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
         let numbers = self.table(OBJECT_SEQ)?;
         let mut numbers = match &numbers {
+            Some(t) => Some(t.range(range.clone()).map_err(|e| e.to_string())?.peekable()),
+            None => None,
+        };
+        // The journal's rows by record number, walked beside the objects.
+        let journal = self.table(RECORD_JOURNAL)?;
+        let mut journaled = match &journal {
             Some(t) => Some(t.range(range.clone()).map_err(|e| e.to_string())?.peekable()),
             None => None,
         };
@@ -134,6 +152,11 @@ impl Verifier<'_> {
                 continue;
             };
             walked.semantic.add(&semantic_key(&row.semantic_id, &r), seq);
+            if row.semantic_id.starts_with(INVOCATION_RECORD_PREFIX) {
+                walked.held.invocations.push(seq);
+            } else if row.semantic_id.starts_with(EFFECT_RECORD_PREFIX) && !has_row(&mut journaled, seq)? {
+                walked.held.effects.push(r);
+            }
             match window.bytes(row.at, row.size) {
                 Ok(Some(payload)) => {
                     let actual = Ref::of(payload);
@@ -158,6 +181,25 @@ impl Verifier<'_> {
         {
             let detail = format!("payload starts at {}, the object before it ends at {expected}", row.at);
             self.sink.push("object_rows", seq, FaultKind::Mismatch, detail);
+        }
+    }
+}
+
+/// Whether a walk forward over rows keyed by object number has one for
+/// `seq` (asked in ascending order).
+fn has_row<V: redb::Value + 'static>(
+    rows: &mut Option<std::iter::Peekable<redb::Range<'_, u64, V>>>,
+    seq: u64,
+) -> Result<bool, String> {
+    let Some(rows) = rows.as_mut() else { return Ok(false) };
+    loop {
+        match rows.peek() {
+            Some(Ok((k, _))) if k.value() < seq => {
+                rows.next();
+            }
+            Some(Ok((k, _))) => return Ok(k.value() == seq),
+            Some(Err(e)) => return Err(e.to_string()),
+            None => return Ok(false),
         }
     }
 }

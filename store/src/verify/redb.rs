@@ -48,13 +48,19 @@ pub(crate) fn verify(snapshot: &RedbSnapshot, opts: &Options<'_>) -> Report {
     let sink = Sink { faults: Mutex::new(vec![]), count: AtomicU64::new(0) };
     let (mut counts, mut log_side) = (Counts::default(), Counts::default());
     let mut tables = vec![];
+    let (mut held, mut trusted) = (None, None);
     std::thread::scope(|s| {
         let objects_side = Verifier { snap: snapshot, sink: &sink };
-        let (counts, tables) = (&mut counts, &mut tables);
-        s.spawn(move || objects_side.objects_and_journal(opts, counts, tables));
-        Verifier { snap: snapshot, sink: &sink }.log_and_calls(opts.threads, &mut log_side);
+        let (counts, tables, held) = (&mut counts, &mut tables, &mut held);
+        s.spawn(move || *held = objects_side.objects_and_journal(opts, counts, tables));
+        trusted = Verifier { snap: snapshot, sink: &sink }.log_and_calls(opts.threads, &mut log_side);
     });
     counts.add(&log_side);
+    // Only when both sides read all they needed: a pass cut short by the
+    // engine (reported) would leave records looking unnamed.
+    if let (Some(held), Some(trusted)) = (held, trusted) {
+        Verifier { snap: snapshot, sink: &sink }.guarded("objects", |v| v.owned_records(&held, &trusted));
+    }
     let mut faults = sink.faults.into_inner().unwrap_or_else(|p| p.into_inner());
     faults.sort_by(|a, b| (a.table, &a.key).cmp(&(b.table, &b.key)));
     Report { counts, tables, fault_count: sink.count.load(Ordering::Relaxed), faults }
@@ -78,6 +84,33 @@ impl RowSum {
         self.rows += 1;
         self.sum = self.sum.wrapping_add(u128::from_le_bytes(low));
     }
+}
+
+/// An entry's record's object number where it names no object.
+pub(super) const NO_OBJECT: u64 = u64::MAX;
+
+/// The records claiming the daemon that the object pass found and the
+/// journal does not name, to be owned by a row of the daemon's
+/// (`owned_records`).
+#[derive(Default)]
+pub(super) struct Held {
+    /// The object numbers of the invocation records, ascending.
+    pub(super) invocations: Vec<u64>,
+    /// The effect records no journal outcome carries (the denied ones).
+    pub(super) effects: Vec<Ref>,
+}
+
+/// The object numbers of the records carried by the entries a committed
+/// task names, ascending.
+fn trusted_records(committed: &[bool], record_seqs: &[u64]) -> Vec<u64> {
+    let mut trusted: Vec<u64> = committed
+        .iter()
+        .zip(record_seqs)
+        .filter(|(named, seq)| **named && **seq != NO_OBJECT)
+        .map(|(_, seq)| *seq)
+        .collect();
+    trusted.sort_unstable();
+    trusted
 }
 
 /// Most refs the log walk remembers as present before it forgets them all.
@@ -110,10 +143,17 @@ pub(super) type Step = Result<(), String>;
 
 impl<'a> Verifier<'a> {
     /// Payloads, object rows and their index, the journal and the approvals
-    /// it names, and each table's footprint.
-    fn objects_and_journal(mut self, opts: &Options<'_>, counts: &mut Counts, tables: &mut Vec<TableFootprint>) {
-        let mut semantic = RowSum::default();
-        self.guarded("objects", |v| v.objects(opts, counts, &mut semantic));
+    /// it names, and each table's footprint; returns the records claiming
+    /// the daemon that the journal does not name (none: the object pass
+    /// was cut short).
+    fn objects_and_journal(
+        mut self,
+        opts: &Options<'_>,
+        counts: &mut Counts,
+        tables: &mut Vec<TableFootprint>,
+    ) -> Option<Held> {
+        let (mut semantic, mut held) = (RowSum::default(), Held::default());
+        let walked = self.guarded("objects", |v| v.objects(opts, counts, &mut semantic, &mut held));
         self.guarded("semantic", |v| v.semantic_index(&semantic));
         self.guarded("intents", |v| v.journal(counts));
         self.guarded("receipts", |v| v.receipts(counts));
@@ -126,31 +166,37 @@ impl<'a> Verifier<'a> {
             *tables = v.footprint()?;
             Ok(())
         });
+        walked.then_some(held)
     }
 
     /// The log's chain, then the worlds, heads, registry, tasks, sessions and
-    /// episodes, which are checked against it.
-    fn log_and_calls(mut self, threads: usize, counts: &mut Counts) {
-        let (mut entry_hashes, mut records) = (vec![], vec![]);
-        self.guarded("log", |v| {
-            (entry_hashes, records) = v.log(counts, threads)?;
+    /// episodes, which are checked against it; then the entries claiming the
+    /// daemon against the tasks that committed them. Returns the object
+    /// numbers of the invocation records the committed tasks' entries carry
+    /// (none: a pass they come from was cut short).
+    fn log_and_calls(mut self, threads: usize, counts: &mut Counts) -> Option<Vec<u64>> {
+        let mut logged = Logged::default();
+        let log_read = self.guarded("log", |v| {
+            logged = v.log(counts, threads)?;
             Ok(())
         });
-        let mut world_refs = vec![];
-        self.guarded("worlds", |v| {
-            world_refs = v.worlds(&entry_hashes, std::mem::take(&mut records), counts, threads)?;
+        let Logged { hashes: entry_hashes, records, claimed } = logged;
+        let (mut world_refs, mut record_seqs) = (vec![], vec![]);
+        let worlds_read = self.guarded("worlds", |v| {
+            (world_refs, record_seqs) = v.worlds(&entry_hashes, records, counts, threads)?;
             Ok(())
         });
         // The place index beside the rest, which shares no step with it.
-        let mut calls = Counts::default();
+        let (mut calls, mut committed) = (Counts::default(), vec![false; entry_hashes.len()]);
+        let mut tasks_read = false;
         let (snap, sink) = (self.snap, self.sink);
         std::thread::scope(|s| {
-            let (hashes, calls) = (&entry_hashes, &mut calls);
+            let (hashes, calls, committed, tasks_read) = (&entry_hashes, &mut calls, &mut committed, &mut tasks_read);
             s.spawn(move || {
                 let mut v = Verifier { snap, sink };
                 v.guarded("heads", |v| v.heads(hashes.len() as u64, calls));
                 v.guarded("registry_entries", |v| v.registry_entries());
-                v.guarded("tasks", |v| v.tasks(hashes, calls));
+                *tasks_read = v.guarded("tasks", |v| v.tasks(hashes, calls, committed));
                 v.guarded("sessions", |v| v.sessions(calls));
                 v.guarded("episodes", |v| v.episodes(calls));
                 v.guarded("meta", |v| v.referrers_indexed());
@@ -158,6 +204,11 @@ impl<'a> Verifier<'a> {
             self.guarded("places", |v| v.places(&entry_hashes, &world_refs, counts));
         });
         counts.add(&calls);
+        if !(log_read && worlds_read && tasks_read) {
+            return None;
+        }
+        self.forged_entries(&claimed, &committed);
+        Some(trusted_records(&committed, &record_seqs))
     }
 
     /// The referrer index has got no further than the rows go: past its
@@ -171,10 +222,15 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) {
+    /// Runs one step, an engine error or panic reported as a fault; says
+    /// whether it ran to its end.
+    fn guarded(&mut self, table: &'static str, f: impl FnOnce(&mut Self) -> Step) -> bool {
         match guard_panic(|| f(self)) {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) | Err(e) => self.sink.engine(table, e),
+            Ok(Ok(())) => true,
+            Ok(Err(e)) | Err(e) => {
+                self.sink.engine(table, e);
+                false
+            }
         }
     }
 
@@ -274,9 +330,10 @@ impl<'a> Verifier<'a> {
 
     /// The log's entries and its hash chain, walked in ranges of indexes on
     /// `threads` threads and joined where the ranges meet; returns each
-    /// entry's hash by index (zero where an entry is missing or unreadable).
-    fn log(&self, counts: &mut Counts, threads: usize) -> Result<(Vec<Ref>, Vec<Wanted>), String> {
-        let Some(log) = self.table(LOG)? else { return Ok((vec![], vec![])) };
+    /// entry's hash by index (zero where an entry is missing or unreadable),
+    /// the records to resolve and the entries claiming the daemon.
+    fn log(&self, counts: &mut Counts, threads: usize) -> Result<Logged, String> {
+        let Some(log) = self.table(LOG)? else { return Ok(Logged::default()) };
         let end = log.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value().saturating_add(1)).unwrap_or(0);
         drop(log);
         let parts = in_ranges(end, threads, |range| {
@@ -286,13 +343,14 @@ impl<'a> Verifier<'a> {
             }
             walked
         });
-        let (mut hashes, mut records): (Vec<Ref>, Vec<Wanted>) = (vec![], vec![]);
+        let (mut hashes, mut records, mut claimed): (Vec<Ref>, Vec<Wanted>, Vec<u64>) = (vec![], vec![], vec![]);
         for part in parts {
             if let Some(e) = part.error {
                 return Err(e);
             }
             counts.log_entries += part.entries;
             records.extend(part.records);
+            claimed.extend(part.claimed);
             let Some((index, prev_entry_hash)) = part.first else { continue };
             let expected = hashes.len() as u64;
             if index != expected {
@@ -309,7 +367,7 @@ impl<'a> Verifier<'a> {
             }
             hashes.extend(part.hashes);
         }
-        Ok((hashes, records))
+        Ok(Logged { hashes, records, claimed })
     }
 
     /// The entries with indexes in `range`.
@@ -338,6 +396,9 @@ impl<'a> Verifier<'a> {
                 }
             };
             self.entry(index, &entry, prev, &mut present, &mut walked.records);
+            if entry_claims_daemon(index, &entry.header, &entry.transition_ref) {
+                walked.claimed.push(index);
+            }
             walked.hashes.resize(at, Ref([0; 32]));
             walked.hashes.push(entry.entry_hash);
             prev = Some((index, entry.entry_hash));
@@ -402,14 +463,16 @@ impl<'a> Verifier<'a> {
     }
 
     /// The worlds, each against the entry it heads; returns each world's ref
-    /// by revision. Ranges of revisions are walked on `threads` threads.
+    /// by revision, and the object number of each entry's record by index
+    /// (`NO_OBJECT` where it names none). Ranges of revisions are walked on
+    /// `threads` threads.
     fn worlds(
         &self,
         entry_hashes: &[Ref],
         records: Vec<Wanted>,
         counts: &mut Counts,
         threads: usize,
-    ) -> Result<Vec<Ref>, String> {
+    ) -> Result<(Vec<Ref>, Vec<u64>), String> {
         // No world rows still leaves the log's records to resolve.
         let end = match self.table(WORLD_ROWS)? {
             Some(worlds) => worlds.last().map_err(|e| e.to_string())?.map(|(k, _)| k.value().saturating_add(1)),
@@ -445,17 +508,24 @@ impl<'a> Verifier<'a> {
                 self.sink.push("log", i, FaultKind::Missing, "no world has this entry as its logHead");
             }
         }
+        let mut record_seqs = vec![NO_OBJECT; entry_hashes.len()];
         for (wanted, seq) in self.resolve_objects(wanted)? {
-            match wanted.world {
-                None if seq.is_none() => {
+            match (wanted.world, seq) {
+                (None, None) => {
                     let detail = format!("transitionRef {} names no object", wanted.r);
                     self.sink.push("log", wanted.owner, FaultKind::Dangling, detail);
                 }
-                None => {}
-                Some(world) => self.world_referrer(wanted.r, seq.map(|seq| (TARGET_OBJECT, seq)), wanted.owner, world),
+                (None, Some(seq)) => {
+                    if let Some(at) = usize::try_from(wanted.owner).ok().and_then(|at| record_seqs.get_mut(at)) {
+                        *at = seq;
+                    }
+                }
+                (Some(world), seq) => {
+                    self.world_referrer(wanted.r, seq.map(|seq| (TARGET_OBJECT, seq)), wanted.owner, world)
+                }
             }
         }
-        Ok(refs)
+        Ok((refs, record_seqs))
     }
 
     /// Every wanted object ref with its sequence number (none: the store
@@ -892,7 +962,9 @@ impl<'a> Verifier<'a> {
         Ok(())
     }
 
-    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts) -> Step {
+    /// Each task row against the entry it committed; marks in `committed`
+    /// each entry a committed task names (by index and hash).
+    fn tasks(&self, entry_hashes: &[Ref], counts: &mut Counts, committed: &mut [bool]) -> Step {
         let Some(tasks) = self.table(TASKS)? else { return Ok(()) };
         let open = self.table(OPEN_TASKS)?;
         for item in tasks.iter().map_err(|e| e.to_string())? {
@@ -918,7 +990,11 @@ impl<'a> Verifier<'a> {
             }
             match (&task.state, &task.committed) {
                 (TaskState::Committed, Some(c)) => {
-                    if entry_hashes.get(c.entry_index as usize) != Some(&c.entry_hash) {
+                    let at =
+                        usize::try_from(c.entry_index).ok().filter(|at| entry_hashes.get(*at) == Some(&c.entry_hash));
+                    if let Some(named) = at.and_then(|at| committed.get_mut(at)) {
+                        *named = true;
+                    } else {
                         self.sink.push(
                             "tasks",
                             &key,
@@ -1126,7 +1202,21 @@ struct LogWalked {
     hashes: Vec<Ref>,
     /// Each entry's record, to be resolved (`resolve_objects`).
     records: Vec<Wanted>,
+    /// The indexes of the entries claiming the daemon as their author.
+    claimed: Vec<u64>,
     error: Option<String>,
+}
+
+/// What the log walk gives the checks after it.
+#[derive(Default)]
+struct Logged {
+    /// Each entry's hash by index (zero: missing or unreadable).
+    hashes: Vec<Ref>,
+    /// Each entry's record, to be resolved (`resolve_objects`).
+    records: Vec<Wanted>,
+    /// The indexes of the entries claiming the daemon as their author
+    /// (`model::entry_claims_daemon`), ascending.
+    claimed: Vec<u64>,
 }
 
 /// An object ref a check needs resolved: an entry's record (`owner` is the
