@@ -634,6 +634,9 @@ fn a_task_started_on_one_node_is_polled_and_cancelled_on_another_and_a_dead_node
     let why = failed["result"]["status"]["message"]["parts"][0]["data"]["failed"].as_str().unwrap_or_default();
     assert!(why.contains("the daemon stopped while the command ran"), "{failed}");
     assert_store_verifies(&url);
+}
+
+#[test]
 fn a_task_running_on_one_node_streams_its_status_and_result_to_a_subscriber_on_another() {
     use crate::tasks::{member, open_stream, send_script};
     let (url, _root, nodes) = nodes_with(cluster::fresh_database(), 2, &["--exec-allow", "sh=/bin/sh"]);
