@@ -924,6 +924,8 @@ fn an_a2a_task_s_wait_survives_a_reopen_and_verify_reports_one_naming_no_approva
         };
         assert_eq!(report.faults.iter().filter(dangling).count(), 1, "{engine:?}: {:#?}", report.faults);
         assert_eq!(report.fault_count, 1, "{engine:?}: {:#?}", report.faults);
+    }
+}
 
 /// The report's `forged` faults' keys, sorted.
 fn forged_keys(store: &dyn WorldStore) -> Vec<String> {
