@@ -4,7 +4,10 @@
 # the legacy era and for 2026-07-28 (through authproxy.py), and the Python and
 # JavaScript A2A SDKs at A2A 1.0; and grants that ask a person, answered in-band
 # by the clients that can be asked and by `worldd approve` / `deny` for those
-# that cannot (approvals_python.py, approvals_ts_v2.mjs). Every check prints
+# that cannot (approvals_python.py, approvals_ts_v2.mjs); and commands that
+# outlast their request, run as tasks the stock clients poll and cancel (MCP
+# Tasks through @modelcontextprotocol/ext-tasks, A2A through a2a-sdk:
+# tasks_ts_v2.mjs, tasks_python.py). Every check prints
 # `ok NAME` or `FAIL NAME: reason`; the last line is `N passed, M failed`, and
 # the exit status is 1 if any failed.
 #
@@ -14,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cache=${WORLD_CLIENTS_CACHE:-$HOME/.cache/world-clients}
 py_pkgs="mcp==2.3.0 a2a-sdk==1.3.0 httpx"
-npm_pkgs="@modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/client@2.4.0 @a2a-js/sdk@1.3.0 @modelcontextprotocol/conformance@0.1.16"
+npm_pkgs="@modelcontextprotocol/sdk@1.32.2 @modelcontextprotocol/client@2.4.0 @a2a-js/sdk@1.3.0 @modelcontextprotocol/conformance@0.1.16 @modelcontextprotocol/ext-tasks@0.2.2"
 # The 2026-07-28 requirements exist only in the 0.2.0 alphas (a folder of their own).
 npm_modern_conformance="@modelcontextprotocol/conformance@0.2.0-alpha.12"
 
@@ -54,6 +57,9 @@ cleanup() {
   # shellcheck disable=SC2086
   [[ -n $proxy_pid ]] && kill $proxy_pid 2>/dev/null
   [[ -n $daemon_pid ]] && kill "$daemon_pid" 2>/dev/null
+  for pid in "$tmp"/*.pid; do # clients started and not collected
+    if [[ -f $pid ]]; then kill "$(cat "$pid")" 2>/dev/null || true; fi
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -66,7 +72,8 @@ fail_setup() { # REASON LOG: nothing can run without the daemon
 }
 
 port=$(free_port)
-"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" --exec-allow python3=/usr/bin/python3 >"$tmp/daemon.log" 2>&1 &
+"$worldd" quickstart --dir "$tmp/qs" --bind "127.0.0.1:$port" --exec-allow python3=/usr/bin/python3 \
+  --exec-allow sh=/bin/sh >"$tmp/daemon.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do
   grep -q 'worldd listening on' "$tmp/daemon.log" && break
@@ -94,18 +101,27 @@ tally() { # LINE: print a check line and count it
   echo "$1"
   if [[ $1 == ok* ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 }
-run() { # NAME COMMAND...: prints ok/FAIL lines (other lines are shown as they are), non-zero exit on a failure
-  local name=$1 out line rc=0 n=0 bad=0 && shift
-  out=$("$@" 2>"$tmp/$name.err") || rc=$?
+start_client() { # NAME COMMAND...: runs a client in the background; `collect NAME` counts what it printed
+  local name=$1 && shift
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  echo $! >"$tmp/$name.pid"
+}
+collect() { # NAME: waits for a started client; prints its ok/FAIL lines (other lines as they are)
+  local name=$1 line rc=0 n=0 bad=0
+  wait "$(cat "$tmp/$name.pid")" || rc=$?
+  rm "$tmp/$name.pid"
   while IFS= read -r line; do
     case $line in
       ok\ *) tally "$line" && n=$((n + 1)) ;;
       FAIL\ *) tally "$line" && n=$((n + 1)) bad=1 ;;
       *) if [[ -n $line ]]; then echo "$line"; fi ;;
     esac
-  done <<<"$out"
+  done <"$tmp/$name.out"
   ((rc == 0 && n > 0)) || ((bad)) || tally "FAIL $name: exited $rc after $n checks"
   ((rc == 0)) || sed 's/^/    /' "$tmp/$name.err" | tail -30
+}
+run() { # NAME COMMAND...: a client in the foreground, its lines counted
+  start_client "$@" && collect "$1"
 }
 
 conformance() { # NAME PACKAGE_DIR BASELINE [ARGS...]: one run of `conformance server` through the
@@ -156,6 +172,12 @@ start_proxy() { # TOKEN_FILE: starts a proxy adding that session's bearer; its p
 start_proxy "$tmp/conformance.session" && proxy_port=$started_port
 start_proxy "$tmp/qs/session" && demo_proxy_port=$started_port
 
+# The task clients wait some 30 s on their commands: they run alongside the others.
+start_client tasks_python "$py" "$here/tasks_python.py" "http://127.0.0.1:$port" "$worldd" "$tmp/qs/world.db" \
+  "$tmp/qs/workspace"
+start_client tasks_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/tasks_ts_v2.mjs" \
+  "http://127.0.0.1:$port" "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
+
 run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
 run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
 run mcp_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts_v2.mjs" "http://127.0.0.1:$port/mcp/"
@@ -174,6 +196,8 @@ run coding_agent "$py" "$root/examples/agent/coding_agent.py" "http://127.0.0.1:
 run approvals_python "$py" "$here/approvals_python.py" "http://127.0.0.1:$port" "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
 run approvals_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/approvals_ts_v2.mjs" "http://127.0.0.1:$port" \
   "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
+collect tasks_python
+collect tasks_ts_v2
 
 # --- (f) stop the daemon; the store it leaves must verify -------------------------
 rc=0
