@@ -90,9 +90,11 @@ mod layers {
     /// above every layer, only declares the modules and `main`.
     const LAYERS: &[&[&str]] = &[
         &["registry::descriptor", "limits", "clock", "metrics"],
-        &["runtime::builtin", "sessions", "operator", "stores", "report", "writes", "glances", "approvals"],
+        &["sessions", "operator", "stores", "report", "writes", "glances", "approvals"],
+        &["confine"],
+        &["runtime"],
         &["registry"],
-        &["effects", "runtime", "publish", "confine"],
+        &["effects", "publish"],
         &["coordinator"],
         &["tools", "episodes"],
         &["daemon"],

@@ -52,5 +52,5 @@ pub use model::*;
 pub use ops::*;
 pub use read::{PAGE_DEFAULT, PAGE_MAX, page_limit};
 pub use refs::{Ref, RefError};
-pub use view::{Reads, Snapshot, View};
+pub use view::{Reads, Snapshot, View, Walks};
 pub use writer::{BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, WRITE_QUEUE_MAX};

@@ -414,10 +414,6 @@ impl RedbSnapshot {
 }
 
 impl View for RedbSnapshot {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
         let Some(seq) = self.object_seq(r)? else { return Ok(None) };
         let row = self.object_row(seq)?.ok_or_else(|| rows::Corruption {

@@ -4,13 +4,16 @@
 //! derived here once, so both engines answer them the same way.
 
 use crate::error::ReadError;
+use crate::export::stream::ExportError;
 use crate::model::*;
+use crate::ops::record::Record;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, SELECTED_HEAD};
+use crate::verify::report::{Options, Report};
 
 /// A read snapshot of whichever engine the store runs on.
-pub type Snapshot = Box<dyn View>;
+pub type Snapshot = Box<dyn Walks>;
 
 /// Anything that can take a read snapshot.
 pub trait Reads {
@@ -20,11 +23,6 @@ pub trait Reads {
 /// One consistent snapshot of the store. Paged reads return at most
 /// `read::PAGE_MAX` items.
 pub trait View: Send + Sync {
-    /// The engine's own snapshot, for the few readers that walk an engine's
-    /// own tables (the verifier's index checks, the export's table scans):
-    /// they downcast it, so that this trait, below the engines, names none.
-    fn as_any(&self) -> &dyn std::any::Any;
-
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError>;
     /// The object's sequence number: its place in the order objects were first written.
     fn object_seq(&self, r: &Ref) -> Result<Option<u64>, ReadError>;
@@ -164,4 +162,21 @@ pub trait View: Send + Sync {
         let item = self.journal_of(&key.invocation_id)?.into_iter().find(|i| i.ordinal == key.ordinal);
         Ok(item.map(|i| (key, i)))
     }
+}
+
+/// The walks over a whole snapshot that only the engine holding its rows can
+/// make: the verifier's checks of its own tables and indexes, and the
+/// export's stream of every record. Each engine answers them beside its own
+/// code (`verify::redb`, `postgres::verify`), so the modules that serve them
+/// (`verify`, `export`) name no engine, and nothing below an engine reaches
+/// up into one.
+pub trait Walks: View {
+    /// Everything this snapshot holds, verified.
+    fn verify(&self, opts: &Options<'_>) -> Report;
+    /// Every record of the snapshot, in the order every engine streams them.
+    fn records(
+        &self,
+        with_sessions: bool,
+        put: &mut dyn FnMut(Record) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError>;
 }

@@ -11,9 +11,10 @@ use std::path::Path;
 
 /// The store's layers, bottom to top, one module each. A module sits in the
 /// layer of its longest entry (`ops` holds `ops::apply`), so one module's
-/// parts may sit apart: `export::stream` (the stream format) lies below the
-/// engines, `export` (which engine's records to stream) above them. The crate
-/// root is above every layer.
+/// parts may sit apart: `export::stream` (the stream format) and `export`
+/// (which streams a snapshot through its engine's own walk) lie below the
+/// engines, `export::redb` (the embedded engine's tables) among them. The
+/// crate root is above every layer.
 const LAYERS: &[&[&str]] = &[
     &["keys"],
     &["refs"],
@@ -30,21 +31,21 @@ const LAYERS: &[&[&str]] = &[
     &["referrers"],
     &["ops"],
     &["wal"],
+    &["export::stream"],
+    &["verify::report"],
     &["view"],
+    &["export"],
+    &["verify"],
     &["backend"],
     &["engine"],
     &["writer"],
     &["read"],
-    &["export::stream"],
     &["export::redb"],
     &["embedded"],
-    &["verify::report"],
     &["verify::derived"],
-    &["verify::redb"],
+    &["verify::redb", "verify::approvals", "verify::owners"],
     &["verify::objects"],
     &["postgres"],
-    &["export"],
-    &["verify"],
     &["fuzz"],
     &["sample"],
 ];

@@ -71,12 +71,15 @@ mod tests {
     #[tokio::test]
     async fn a_call_whose_caller_goes_away_runs_to_its_end() {
         let (tx, rx) = oneshot::channel();
+        let (go, wait) = oneshot::channel::<()>();
         let call = RunsToEnd::new(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = wait.await;
             let _ = tx.send("ended");
         });
-        // The caller's deadline passes first, and it drops the call.
+        // The caller's deadline passes first (the call cannot end before
+        // `go`, however slow the machine), and it drops the call.
         assert!(tokio::time::timeout(Duration::from_millis(5), call).await.is_err());
+        go.send(()).expect("the dropped call still waits, spawned");
         assert_eq!(tokio::time::timeout(Duration::from_secs(5), rx).await.ok().and_then(|r| r.ok()), Some("ended"));
     }
 

@@ -4,7 +4,7 @@
 pub mod builtin;
 pub mod exec;
 
-use crate::registry::{Descriptor, RuntimeSpec};
+use crate::registry::descriptor::{Descriptor, RuntimeSpec};
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;

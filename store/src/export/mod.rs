@@ -8,8 +8,8 @@
 //!
 //! `stream` and `redb` lie below the PostgreSQL engine, which uses them (its
 //! records are framed by `stream`; its verifier imports into an embedded copy
-//! through `redb`); only this module, which picks a snapshot's engine, lies
-//! above both engines.
+//! through `redb`); this module names no engine: each streams its own
+//! records (`view::Walks`).
 
 pub(crate) mod redb;
 pub(crate) mod stream;
@@ -20,21 +20,11 @@ pub use stream::{
     EXPORT_FORMAT, ExportError, FRAME_BODY_MAX, FrameError, ImportError, MAGIC, encode_records, is_export, read_frames,
 };
 
-use crate::error::ReadError;
-use crate::postgres::PgSnapshot;
-use crate::read::RedbSnapshot;
 use crate::view::Snapshot;
 use std::io::Write;
 
-/// Writes the whole snapshot; returns the number of records. Both engines
-/// write the same records in the same order.
+/// Writes the whole snapshot; returns the number of records. Each engine
+/// streams its own records (`view::Walks`), all in the same order.
 pub fn export(snap: &Snapshot, out: &mut impl Write, with_sessions: bool, now: u64) -> Result<u64, ExportError> {
-    let engine = snap.as_any();
-    if let Some(snap) = engine.downcast_ref::<RedbSnapshot>() {
-        stream::write(out, with_sessions, now, |put| redb::records(snap, with_sessions, put))
-    } else if let Some(snap) = engine.downcast_ref::<PgSnapshot>() {
-        stream::write(out, with_sessions, now, |put| snap.records(with_sessions, put))
-    } else {
-        Err(ReadError::Storage("the snapshot is of no engine the export knows".into()).into())
-    }
+    stream::write(out, with_sessions, now, |put| snap.records(with_sessions, put))
 }

@@ -12,7 +12,24 @@ use crate::error::WriteError;
 use crate::export::stream::{self, ExportError, ImportError};
 use crate::read::RedbSnapshot;
 use crate::verify::report::{Fault, FaultKind, Options, Report};
+use crate::view::Walks;
 use std::io::{BufReader, BufWriter, Write};
+
+/// A PostgreSQL store is verified through an embedded copy, and streams its
+/// records straight from its tables.
+impl Walks for PgSnapshot {
+    fn verify(&self, opts: &Options<'_>) -> Report {
+        verify(self, opts)
+    }
+
+    fn records(
+        &self,
+        with_sessions: bool,
+        put: &mut dyn FnMut(crate::ops::record::Record) -> Result<(), ExportError>,
+    ) -> Result<(), ExportError> {
+        PgSnapshot::records(self, with_sessions, put)
+    }
+}
 
 pub(crate) fn verify(snap: &PgSnapshot, opts: &Options<'_>) -> Report {
     let dir = std::env::temp_dir().join(format!(

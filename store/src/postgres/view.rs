@@ -94,10 +94,6 @@ fn meta(row: &Row, key: &Ref) -> Result<ObjectMeta, ReadError> {
 }
 
 impl View for PgSnapshot {
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-
     fn object_meta(&self, r: &Ref) -> Result<Option<ObjectMeta>, ReadError> {
         self.one(
             "SELECT interface_hash, semantic_id, provenance, size FROM objects WHERE hash = $1",

@@ -7,9 +7,9 @@
 //! panics while reading are reported as faults, never a crash of the tool.
 //!
 //! An embedded store is walked (`redb`); a PostgreSQL store is verified
-//! through an embedded copy (`postgres::verify`). What they report
-//! (`report`) lies below both; this module, which picks a snapshot's
-//! engine, lies above them.
+//! through an embedded copy (`postgres::verify`). Each engine answers for
+//! its own walk (`view::Walks`); what they report (`report`) lies below
+//! both, and so does this module, which names no engine.
 
 mod approvals;
 pub mod derived;
@@ -20,23 +20,9 @@ pub(crate) mod report;
 
 pub use report::{Counts, FAULTS_KEPT_MAX, Fault, FaultKind, Options, Report, TableFootprint};
 
-use crate::postgres::PgSnapshot;
-use crate::read::RedbSnapshot;
 use crate::view::Snapshot;
 
-/// Verifies everything visible in `snapshot`.
+/// Verifies everything visible in `snapshot`, by its own engine's walk.
 pub fn verify(snapshot: &Snapshot, opts: &Options<'_>) -> Report {
-    let engine = snapshot.as_any();
-    if let Some(snap) = engine.downcast_ref::<PgSnapshot>() {
-        return crate::postgres::verify::verify(snap, opts);
-    }
-    let Some(snap) = engine.downcast_ref::<RedbSnapshot>() else {
-        let detail = "the snapshot is of no engine the verifier knows".into();
-        return Report {
-            fault_count: 1,
-            faults: vec![Fault { table: "-", key: "-".into(), kind: FaultKind::Engine, detail }],
-            ..Report::default()
-        };
-    };
-    redb::verify(snap, opts)
+    snapshot.verify(opts)
 }

@@ -10,7 +10,7 @@ use crate::refs::Ref;
 use crate::rows;
 use crate::tables::*;
 use crate::tiered;
-use crate::view::View;
+use crate::view::{View, Walks};
 use redb::{ReadOnlyTable, ReadableTable, ReadableTableMetadata, TableDefinition};
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
@@ -37,6 +37,21 @@ impl Sink {
 
     pub(super) fn corrupt(&self, c: rows::Corruption) {
         self.push(c.table, c.key, FaultKind::Decode, c.detail);
+    }
+}
+
+/// The embedded engine walks its own tables, for the verifier and the export.
+impl Walks for RedbSnapshot {
+    fn verify(&self, opts: &Options<'_>) -> Report {
+        verify(self, opts)
+    }
+
+    fn records(
+        &self,
+        with_sessions: bool,
+        put: &mut dyn FnMut(crate::ops::record::Record) -> Result<(), crate::export::stream::ExportError>,
+    ) -> Result<(), crate::export::stream::ExportError> {
+        crate::export::redb::records(self, with_sessions, put)
     }
 }
 
