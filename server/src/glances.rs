@@ -2,8 +2,10 @@
 //! a call's admission): in place where the store's glances are local (the
 //! embedded engine: a few point reads of cached pages cost less than the hop
 //! to the blocking pool and back, about 60 µs of a 0.2 ms `ping` on the
-//! 2-core machine BENCHMARKS.md measures), else on the blocking pool under a
-//! deadline (a remote database waits on the network and its pool).
+//! 2-core machine the benches run on: `docs/benchmarks-journal.md`, "Task
+//! rows written once, sessions and admission read in place (store format
+//! 7)"), else on the blocking pool under a deadline (a remote database waits
+//! on the network and its pool).
 
 use std::time::Duration;
 use world_store::WorldStore;
