@@ -5,9 +5,10 @@
 //! its output. The handlers' payloads are in `crate::runtime::builtin` (what
 //! is asked) and `crate::effects::worktree` (what comes back).
 
-use super::{DASH, esc, obj_link_short};
+use super::{dash, obj_link_short};
 use crate::effects::worktree::{EXEC, WRITE};
 use crate::episodes::{self, Call, CallsPage, Effect};
+use maud::{Markup, html};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 use std::collections::HashMap;
@@ -147,7 +148,7 @@ fn positions(at: &[u64]) -> String {
 }
 
 /// The note and the diff of one file effect of the page, given what its path held.
-fn change_body(op: &FileOp, ended: &Ended, before: Option<&Known>, lookback_from: u64) -> (String, String) {
+fn change_body(op: &FileOp, ended: &Ended, before: Option<&Known>, lookback_from: u64) -> (String, Markup) {
     match (ended, op) {
         (Ended::Changed, FileOp::Edit { old, new, .. }) => {
             ("replaced its one occurrence of old_text".into(), diff_html(old, new))
@@ -169,38 +170,39 @@ fn change_body(op: &FileOp, ended: &Ended, before: Option<&Known>, lookback_from
                 diff_html("", content),
             ),
         },
-        (Ended::Refused(why) | Ended::NotRun(why) | Ended::Unknown(why), _) => (why.clone(), String::new()),
+        (Ended::Refused(why) | Ended::NotRun(why) | Ended::Unknown(why), _) => (why.clone(), html! {}),
     }
 }
 
 /// `old` to `new` line by line, with a few lines of context around each change.
-fn diff_html(old: &str, new: &str) -> String {
+fn diff_html(old: &str, new: &str) -> Markup {
     if old.len() > DIFF_BYTES_MAX || new.len() > DIFF_BYTES_MAX {
-        return format!(
-            "<p class=\"diff-too-large muted\">{} bytes before, {} after: larger than the {DIFF_BYTES_MAX} bytes \
-             diffed on a page</p>",
-            old.len(),
-            new.len()
-        );
+        return html! {
+            p.diff-too-large.muted {
+                (old.len()) " bytes before, " (new.len()) " after: larger than the " (DIFF_BYTES_MAX)
+                " bytes diffed on a page"
+            }
+        };
     }
     let diff = TextDiff::configure().timeout(DIFF_TIMEOUT).diff_lines(old, new);
     let groups = diff.grouped_ops(DIFF_CONTEXT);
     if groups.is_empty() {
-        return "<pre class=\"diff\"><span class=\"same\">no change</span></pre>".into();
+        return html! { pre.diff { span.same { "no change" } } };
     }
     // A missing last newline is worth saying only where one side has it (an
     // edit's texts are fragments, which seldom end in one).
     let mark_eol = !old.is_empty() && old.ends_with('\n') != new.ends_with('\n');
-    let (mut out, mut shown, mut more) = (String::from("<pre class=\"diff\">"), 0, 0);
+    let (mut lines, mut shown, mut more) = (vec![], 0, 0);
     for group in &groups {
         let (Some(first), Some(last)) = (group.first(), group.last()) else { continue };
         let range =
             |start: usize, end: usize| format!("{},{}", if end > start { start + 1 } else { start }, end - start);
-        out.push_str(&format!(
-            "<span class=\"hunk\">@@ -{} +{} @@</span>",
+        let hunk = format!(
+            "@@ -{} +{} @@",
             range(first.old_range().start, last.old_range().end),
             range(first.new_range().start, last.new_range().end)
-        ));
+        );
+        lines.push(html! { span.hunk { (hunk) } });
         for change in group.iter().flat_map(|op| diff.iter_changes(op)) {
             if shown == DIFF_LINES_MAX {
                 more += 1;
@@ -213,22 +215,21 @@ fn diff_html(old: &str, new: &str) -> String {
                 ChangeTag::Equal => ("ctx", ' '),
             };
             let line = change.value();
-            let eol = if mark_eol && change.missing_newline() {
-                "<span class=\"eol\"> (no newline at end)</span>"
-            } else {
-                ""
-            };
-            out.push_str(&format!(
-                "<span class=\"{class}\">{sign}{}{eol}</span>",
-                esc(line.strip_suffix('\n').unwrap_or(line))
-            ));
+            let eol = mark_eol && change.missing_newline();
+            lines.push(html! {
+                span class=(class) {
+                    (sign) (line.strip_suffix('\n').unwrap_or(line))
+                    @if eol { span.eol { " (no newline at end)" } }
+                }
+            });
         }
     }
-    if more > 0 {
-        out.push_str(&format!("<span class=\"more\">… {more} more lines not shown</span>"));
+    html! {
+        pre.diff {
+            @for l in &lines { (l) }
+            @if more > 0 { span.more { "… " (more) " more lines not shown" } }
+        }
     }
-    out.push_str("</pre>");
-    out
 }
 
 /// The calls just before `page` (for what its writes replaced).
@@ -242,7 +243,7 @@ fn lookback(s: &Snapshot, episode: &str, page: &CallsPage) -> Result<(u64, Vec<C
 }
 
 /// `what changed`: every file effect of the page, as a diff or a note.
-pub(super) fn what_changed(s: &Snapshot, episode: &str, page: &CallsPage) -> Result<String, ReadError> {
+pub(super) fn what_changed(s: &Snapshot, episode: &str, page: &CallsPage) -> Result<Markup, ReadError> {
     let (lookback_from, earlier) = lookback(s, episode, page)?;
     let mut files = HashMap::new();
     for c in &earlier {
@@ -253,7 +254,7 @@ pub(super) fn what_changed(s: &Snapshot, episode: &str, page: &CallsPage) -> Res
             }
         }
     }
-    let mut out = String::new();
+    let mut out = vec![];
     for c in &page.calls {
         for (i, e) in c.effects.iter().enumerate().filter(|(_, e)| e.effect == WRITE) {
             let o = objects(s, e, e.status == "ok")?;
@@ -261,31 +262,38 @@ pub(super) fn what_changed(s: &Snapshot, episode: &str, page: &CallsPage) -> Res
             let end = ended(e, o.result.as_ref());
             let (path, (note, diff)) = match &op {
                 Some(op) => (op.path(), change_body(op, &end, files.get(op.path()), lookback_from)),
-                None => ("?", ("its request is not readable".into(), String::new())),
+                None => ("?", ("its request is not readable".into(), html! {})),
             };
-            let request = o.request.map_or_else(|| DASH.into(), |r| obj_link_short(&r, "request-link"));
-            out.push_str(&format!(
-                "<div class=\"change\" id=\"change-{pos}-{i}\"><p class=\"change-head\"><a href=\"#call-{pos}\">#{pos}</a> \
-                 <span class=\"tool\">{}</span> <code class=\"path\">{}</code> <span class=\"change-note\">{}</span> \
-                 <span class=\"muted\">request</span> {request}</p>{diff}</div>",
-                esc(&c.transition),
-                esc(path),
-                esc(&note),
-                pos = c.position,
-            ));
+            let request = o.request.map_or_else(dash, |r| obj_link_short(&r, "request-link"));
+            out.push(html! {
+                div.change id={ "change-" (c.position) "-" (i) } {
+                    p.change-head {
+                        a href={ "#call-" (c.position) } { "#" (c.position) } " "
+                        span.tool { (c.transition) } " "
+                        code.path { (path) } " "
+                        span.change-note { (note) } " "
+                        span.muted { "request" } " " (request)
+                    }
+                    (diff)
+                }
+            });
             if let Some(op) = &op {
                 apply(&mut files, c.position, op, &end);
             }
         }
     }
-    if out.is_empty() {
-        out = "<p id=\"changes-none\" class=\"muted\">no call shown wrote a file</p>".into();
-    }
-    Ok(format!(
-        "<h2 id=\"what-changed\">What changed</h2><p class=\"muted\">Each write is compared with what World last \
-         wrote to the same path (its later edits applied) within the {WRITE_LOOKBACK_CALLS} calls before this page \
-         and the page itself; a command run in between may have changed the file too.</p><div id=\"changes\">{out}</div>"
-    ))
+    Ok(html! {
+        h2 #what-changed { "What changed" }
+        p.muted {
+            "Each write is compared with what World last wrote to the same path (its later edits applied) within the "
+            (WRITE_LOOKBACK_CALLS) " calls before this page and the page itself; a command run in between may have \
+             changed the file too."
+        }
+        div #changes {
+            @for c in &out { (c) }
+            @if out.is_empty() { p #changes-none.muted { "no call shown wrote a file" } }
+        }
+    })
 }
 
 /// At most `max` bytes of `text`, cut at a character boundary.
@@ -309,16 +317,16 @@ fn argv(payload: Option<&Value>, result: Option<&Value>) -> Vec<String> {
     asked
 }
 
-/// How a command ended, as HTML, and the class its cell takes.
-fn exit(e: &Effect, result: Option<&Value>) -> (String, &'static str) {
+/// How a command ended, and the class its cell takes.
+fn exit(e: &Effect, result: Option<&Value>) -> (Markup, &'static str) {
     let Some(r) = result else {
         return match e.status.as_str() {
-            "denied" => (format!("denied ({})", esc(e.denial.as_deref().unwrap_or("?"))), "denied"),
-            status => (format!("{}: no result", esc(status)), "failed"),
+            "denied" => (html! { "denied (" (e.denial.as_deref().unwrap_or("?")) ")" }, "denied"),
+            status => (html! { (status) ": no result" }, "failed"),
         };
     };
     if let Some(why) = r["refused"].as_str() {
-        return (format!("refused: {}", esc(why)), "failed");
+        return (html! { "refused: " (why) }, "failed");
     }
     let mut notes = vec![];
     for (flag, said) in
@@ -332,16 +340,15 @@ fn exit(e: &Effect, result: Option<&Value>) -> (String, &'static str) {
         notes.push(format!("signal {sig}"));
     }
     let code = r["exit_code"].as_i64();
-    let text = match code {
-        Some(c) => format!("<span class=\"exit-code\">{c}</span>"),
-        None => DASH.into(),
+    let how = html! {
+        @if let Some(c) = code { span.exit-code { (c) } } @else { (dash()) }
+        @if !notes.is_empty() { " (" (notes.join(", ")) ")" }
     };
-    let said = if notes.is_empty() { String::new() } else { format!(" ({})", esc(&notes.join(", "))) };
-    (format!("{text}{said}"), if code == Some(0) { "ok" } else { "failed" })
+    (how, if code == Some(0) { "ok" } else { "failed" })
 }
 
-fn output(r: &Value) -> String {
-    let mut out = String::new();
+fn output(r: &Value) -> Markup {
+    let mut streams = vec![];
     for stream in ["stdout", "stderr"] {
         let text = r[stream].as_str().unwrap_or_default();
         let total = r[format!("{stream}_bytes")].as_u64().unwrap_or(text.len() as u64);
@@ -349,48 +356,57 @@ fn output(r: &Value) -> String {
             continue;
         }
         let shown = head(text, OUTPUT_HEAD_BYTES);
-        out.push_str(&format!(
-            "<div class=\"stream\"><span class=\"muted\">{stream}, {total} bytes{}</span><pre class=\"{stream}\">{}</pre></div>",
-            if (shown.len() as u64) < total { format!(", the first {} shown", shown.len()) } else { String::new() },
-            esc(shown)
-        ));
+        streams.push(html! {
+            div.stream {
+                span.muted {
+                    (stream) ", " (total) " bytes"
+                    @if (shown.len() as u64) < total { ", the first " (shown.len()) " shown" }
+                }
+                pre class=(stream) { (shown) }
+            }
+        });
     }
-    if out.is_empty() { "<span class=\"muted\">no output</span>".into() } else { out }
+    html! {
+        @for s in &streams { (s) }
+        @if streams.is_empty() { span.muted { "no output" } }
+    }
 }
 
 /// `what ran`: every command of the page.
-pub(super) fn what_ran(s: &Snapshot, page: &CallsPage) -> Result<String, ReadError> {
-    let mut rows = String::new();
+pub(super) fn what_ran(s: &Snapshot, page: &CallsPage) -> Result<Markup, ReadError> {
+    let mut rows = vec![];
     for c in &page.calls {
         for (i, e) in c.effects.iter().enumerate().filter(|(_, e)| e.effect == EXEC) {
             let o = objects(s, e, true)?;
-            let words: Vec<String> = argv(o.payload.as_ref(), o.result.as_ref())
-                .iter()
-                .map(|w| format!("<code class=\"arg\">{}</code>", esc(w)))
-                .collect();
+            let words = argv(o.payload.as_ref(), o.result.as_ref());
             let (how, class) = exit(e, o.result.as_ref());
             let took = o.result.as_ref().and_then(|r| r["duration_ms"].as_u64());
-            rows.push_str(&format!(
-                "<tr class=\"run\" id=\"run-{pos}-{i}\"><td><a href=\"#call-{pos}\">#{pos}</a></td>\
-                 <td class=\"argv\">{}</td><td class=\"exit {class}\">{how}</td><td class=\"duration\">{}</td>\
-                 <td class=\"output\">{}</td><td class=\"ref\">{}</td></tr>",
-                if words.is_empty() { DASH.to_string() } else { words.join(" ") },
-                took.map_or_else(|| DASH.into(), |ms| format!("{ms} ms")),
-                o.result.as_ref().map_or_else(|| DASH.into(), output),
-                o.result_ref.map_or_else(|| DASH.into(), |r| obj_link_short(&r, "result-link")),
-                pos = c.position,
-            ));
+            rows.push(html! {
+                tr.run id={ "run-" (c.position) "-" (i) } {
+                    td { a href={ "#call-" (c.position) } { "#" (c.position) } }
+                    td.argv {
+                        @for (n, w) in words.iter().enumerate() { @if n > 0 { " " } code.arg { (w) } }
+                        @if words.is_empty() { (dash()) }
+                    }
+                    td class={ "exit " (class) } { (how) }
+                    td.duration { @if let Some(ms) = took { (ms) " ms" } @else { (dash()) } }
+                    td.output { @if let Some(r) = &o.result { (output(r)) } @else { (dash()) } }
+                    td.ref { @if let Some(r) = &o.result_ref { (obj_link_short(r, "result-link")) } @else { (dash()) } }
+                }
+            });
         }
     }
-    let body = if rows.is_empty() {
-        "<p id=\"runs-none\" class=\"muted\">no command ran in the calls shown</p>".into()
-    } else {
-        format!(
-            "<table id=\"runs\"><tr><th>#</th><th>command line</th><th>exit</th><th>took</th>\
-             <th>output (head)</th><th>result</th></tr>{rows}</table>"
-        )
-    };
-    Ok(format!("<h2 id=\"what-ran\">What ran</h2>{body}"))
+    Ok(html! {
+        h2 #what-ran { "What ran" }
+        @if rows.is_empty() {
+            p #runs-none.muted { "no command ran in the calls shown" }
+        } @else {
+            table #runs {
+                tr { th { "#" } th { "command line" } th { "exit" } th { "took" } th { "output (head)" } th { "result" } }
+                @for r in &rows { (r) }
+            }
+        }
+    })
 }
 
 #[cfg(test)]
@@ -399,8 +415,9 @@ mod tests {
     use serde_json::json;
 
     /// The diff's lines as text, one a line, as a reader sees them.
-    fn lines(html: &str) -> Vec<String> {
-        html.split("<span class=\"")
+    fn lines(html: &Markup) -> Vec<String> {
+        html.0
+            .split("<span class=\"")
             .skip(1)
             .filter(|l| !l.starts_with("eol"))
             .map(|l| {
@@ -435,11 +452,12 @@ mod tests {
     #[test]
     fn new_content_is_all_added_and_hostile_text_is_escaped() {
         let html = diff_html("", "<script>alert(1)</script>\nx");
+        let text = &html.0;
         assert_eq!(lines(&html), ["hunk:@@ -0,0 +1,2 @@", "add:+&lt;script&gt;alert(1)&lt;/script&gt;", "add:+x"]);
-        assert!(!html.contains("<script") && !html.contains("newline"), "{html}");
+        assert!(!text.contains("<script") && !text.contains("newline"), "{text}");
         let html = diff_html("x\n", "x");
         assert_eq!(lines(&html), ["hunk:@@ -1,1 +1,1 @@", "del:-x", "add:+x"]);
-        assert!(html.contains("+x<span class=\"eol\"> (no newline at end)</span>"), "{html}");
+        assert!(html.0.contains("+x<span class=\"eol\"> (no newline at end)</span>"), "{}", html.0);
         assert_eq!(lines(&diff_html("same\n", "same\n")), ["same:no change"]);
     }
 
@@ -447,10 +465,10 @@ mod tests {
     fn a_long_diff_is_cut_and_says_so() {
         let new: String = (0..DIFF_LINES_MAX + 7).map(|i| format!("{i}\n")).collect();
         let html = diff_html("", &new);
-        assert_eq!(html.matches("<span class=\"add\">").count(), DIFF_LINES_MAX);
-        assert!(html.contains("… 7 more lines not shown"), "{html}");
+        assert_eq!(html.0.matches("<span class=\"add\">").count(), DIFF_LINES_MAX);
+        assert!(html.0.contains("… 7 more lines not shown"), "{}", html.0);
         let big = "x".repeat(DIFF_BYTES_MAX + 1);
-        assert!(diff_html("", &big).contains("diff-too-large"));
+        assert!(diff_html("", &big).0.contains("diff-too-large"));
     }
 
     fn effect(status: &'static str, denial: Option<&str>) -> Effect {
@@ -521,7 +539,7 @@ mod tests {
         assert_eq!(lines(&diff), ["hunk:@@ -1,1 +1,1 @@", "del:-print(x)", "add:+print(x)"]);
         let (note, diff) =
             change_body(&rewrite, &Ended::NotRun("denied (denied:budget): nothing written".into()), None, 0);
-        assert_eq!((note.as_str(), diff.as_str()), ("denied (denied:budget): nothing written", ""));
+        assert_eq!((note.as_str(), diff.0.as_str()), ("denied (denied:budget): nothing written", ""));
 
         apply(&mut files, 7, &write("a.py", "?"), &Ended::Unknown("failed".into()));
         assert!(matches!(files.get("a.py"), Some(Known::Lost { at: 7, .. })));
@@ -536,18 +554,22 @@ mod tests {
         assert_eq!(argv(Some(&asked), Some(&result)), ["/usr/bin/python3", "-c", "<x>"]);
         assert_eq!(argv(Some(&asked), None), ["python3", "-c", "<x>"]);
         let ran = effect("ok", None);
-        assert_eq!(exit(&ran, Some(&result)), ("<span class=\"exit-code\">3</span>".to_string(), "failed"));
+        let said = |(how, class): (Markup, &str)| (how.into_string(), class.to_string());
+        assert_eq!(said(exit(&ran, Some(&result))), ("<span class=\"exit-code\">3</span>".into(), "failed".into()));
         let killed = json!({"exit_code": null, "signal": 9, "timed_out": true});
-        assert_eq!(exit(&ran, Some(&killed)).0, format!("{DASH} (timed out, signal 9)"));
-        assert_eq!(exit(&ran, Some(&json!({"ok": false, "refused": "not allowed"}))).0, "refused: not allowed");
-        assert_eq!(exit(&effect("denied", Some("denied:budget")), None), ("denied (denied:budget)".into(), "denied"));
-        let out = output(&result);
+        assert_eq!(said(exit(&ran, Some(&killed))).0, format!("{} (timed out, signal 9)", dash().into_string()));
+        assert_eq!(said(exit(&ran, Some(&json!({"ok": false, "refused": "not allowed"})))).0, "refused: not allowed");
+        assert_eq!(
+            said(exit(&effect("denied", Some("denied:budget")), None)),
+            ("denied (denied:budget)".into(), "denied".into())
+        );
+        let out = output(&result).into_string();
         assert!(
             out.contains("stdout, 5 bytes</span><pre class=\"stdout\">boom\n</pre>") && !out.contains("stderr"),
             "{out}"
         );
         let long = json!({"stdout": "é".repeat(OUTPUT_HEAD_BYTES), "stdout_bytes": 2 * OUTPUT_HEAD_BYTES});
-        assert!(output(&long).contains(&format!("the first {OUTPUT_HEAD_BYTES} shown")));
+        assert!(output(&long).0.contains(&format!("the first {OUTPUT_HEAD_BYTES} shown")));
         assert_eq!(head("aé", 2), "a");
     }
 }
