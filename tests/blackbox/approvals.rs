@@ -155,6 +155,31 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
 }
 
 #[test]
+fn the_workbench_counts_only_the_approvals_that_still_wait() {
+    let lab = lab(&["--approval-ttl", "2"]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    let count = |page: &str| {
+        let after = page.split("id=\"waiting-count\">").nth(1)?;
+        after.split('<').next().map(String::from)
+    };
+    // One nobody answered in time, one approved and not yet used, one that waits.
+    waiting_id(&lab.write(&s, "too late\n"));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let approved = waiting_id(&lab.write(&s, "approved\n"));
+    lab.worldd_ok(&["approve", &approved]);
+    let waits = waiting_id(&lab.write(&s, "waits\n"));
+    let page = lab.daemon.get("/workbench/episodes").text();
+    assert_eq!(count(&page).as_deref(), Some("1"), "{page}");
+    assert!(page.contains(&format!("<code>worldd approve {waits}</code>")), "{page}");
+    assert!(page.contains("1 approved and not yet used"), "{page}");
+    // The approved one runs, and is used: one still waits.
+    assert_eq!(effect(&lab.write(&s, "approved\n"))["status"], json!("ok"));
+    let page = lab.daemon.get(&format!("/workbench/episodes/{EP}")).text();
+    assert_eq!(count(&page).as_deref(), Some("1"), "{page}");
+    assert!(!page.contains("approved and not yet used"), "{page}");
+}
+
+#[test]
 fn a_denial_is_recorded_under_its_decision_and_costs_nothing() {
     let lab = lab(&[]);
     let s = lab.session(&["--ask-operator", "Workspace.Write=worktree"]);

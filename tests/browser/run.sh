@@ -71,11 +71,14 @@ call() {
     fi
     printf '%s\n' "$reply" >>"$replies"
 }
-call read-hello ailang-read '{"path":"hello.txt"}'
+# The first with a task id as long as some clients make theirs (64 hex digits):
+# the pages show it short, whole on hover, and still fit the window.
+long_task=$(printf 'read-hello' | sha256sum | cut -c1-64)
+call "$long_task" ailang-read '{"path":"hello.txt"}'
 call write-page ailang-write '{"path":"page.html","content":"<h1>hi</h1><script>alert(1)</script>\n"}'
 call read-page ailang-read '{"path":"page.html"}'
 
-export WORKBENCH_BASE=$base WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache
+export WORKBENCH_LONG_TASK=$long_task WORKBENCH_BASE=$base WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache
 (cd "$here" && WORKBENCH_CALLS=$tmp/calls.jsonl WORKBENCH_DB=$tmp/qs/world.db timeout 300 node workbench.mjs)
 
 # The agent session episodes.mjs reads, in the same episode after those three calls.

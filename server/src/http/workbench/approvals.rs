@@ -11,16 +11,36 @@ use maud::{Markup, html};
 use std::collections::HashMap;
 use world_store::{ReadError, Ref, Snapshot};
 
-/// The open approvals (of `episode`, or all), each with its commands.
+/// Whether `l` still waits for a person's word: pending, and not expired.
+fn waits(l: &Listed, now: u64) -> bool {
+    l.state == "pending" && now < l.expires_at
+}
+
+/// The open approvals (of `episode`, or all), each with its commands: the
+/// ones that wait first, counted in the heading; then those approved and not
+/// yet used, and those that expired undecided, said apart.
 pub fn waiting_html(s: &Snapshot, episode: Option<&str>, now: u64) -> Result<Markup, ReadError> {
-    let open: Vec<Listed> =
+    let mut open: Vec<Listed> =
         approvals::listed(s)?.into_iter().filter(|l| episode.is_none_or(|e| l.episode == e)).collect();
     if open.is_empty() {
         return Ok(html! {});
     }
+    // Stable: within each group, oldest first as listed.
+    open.sort_by_key(|l| !waits(l, now));
+    let waiting = open.iter().filter(|l| waits(l, now)).count();
+    let expired = open.iter().filter(|l| l.state == "pending" && !waits(l, now)).count();
+    let approved = open.len() - waiting - expired;
+    let mut also = vec![];
+    if approved > 0 {
+        also.push(format!("{approved} approved and not yet used"));
+    }
+    if expired > 0 {
+        also.push(format!("{expired} expired before anyone decided"));
+    }
     Ok(html! {
-        h2 #approvals { "Waiting for a person: " (open.len()) }
+        h2 #approvals { "Waiting for a person: " span #waiting-count { (waiting) } }
         p.muted {
+            @if !also.is_empty() { "Also listed: " (also.join(", ")) ". " }
             "Decide with the commands shown, as the store's owner; the agent's next identical call then runs once \
              (or records the denial)."
         }
@@ -70,7 +90,7 @@ pub fn decisions(s: &Snapshot, page: &CallsPage) -> Result<HashMap<String, Strin
     Ok(out)
 }
 
-fn approval_of(s: &Snapshot, record: &Ref) -> Result<Option<String>, ReadError> {
+pub fn approval_of(s: &Snapshot, record: &Ref) -> Result<Option<String>, ReadError> {
     let json = |r: &Ref| -> Result<Option<serde_json::Value>, ReadError> {
         Ok(s.payload(r)?.and_then(|p| serde_json::from_slice(&p).ok()))
     };

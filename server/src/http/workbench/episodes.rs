@@ -187,15 +187,14 @@ fn episode_view(
     let end = page_end(&page);
     let tail = if end < summary.calls { episodes::calls(s, episode, end, SPEND_TAIL_CALLS)? } else { None };
     let decided = approvals::decisions(s, &page)?;
+    let told = changes::told(s, episode, &page)?;
     let body = html! {
         h1 { "Episode " span #episode-name { (episode) } }
         (summary_html(&summary))
         (approvals::waiting_html(s, Some(episode), now)?)
+        (timeline_html(&page, &decided, &told))
         (spend_html(&summary, &page, tail.as_ref()))
         (denials_html(&summary))
-        (timeline_html(&page, &decided))
-        (changes::what_changed(s, episode, &page)?)
-        (changes::what_ran(s, &page)?)
     };
     Ok(Page::ok(format!("episode {episode}"), body))
 }
@@ -311,7 +310,19 @@ fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) ->
     let limit = g.budget.map(|b| (b, format!("budget {b} (the largest a live session holds)")));
     let (from, to) = ((w.from.0, w.from.1.as_str()), (w.to.0, w.to.1.as_str()));
     let chart = svg::steps(&Steps { title: &title, from, to, start, points: &points, limit });
-    html! { figure.spend-chart { (chart) figcaption { (g.effect) " " span.muted { (g.scope) } } } }
+    let end = points.last().map_or(start, |(_, m)| m.value);
+    html! {
+        figure.spend-chart {
+            (chart)
+            figcaption {
+                span.spend-name { (g.effect) " " span.muted { (g.scope) } }
+                div.spend-words {
+                    (start) " → " (end) " over these calls"
+                    @if let (Some(b), Some(r)) = (g.budget, g.remaining) { "; " (g.spent) " of " (b) " spent, " (r) " left" }
+                }
+            }
+        }
+    }
 }
 
 /// Spend per grant over the page's calls; `tail`: the calls after them, all of
@@ -334,7 +345,8 @@ fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> 
     }
     let said = if known {
         format!(
-            "Running totals over the calls shown (#{}–#{}), by when each call ended; the dashed line is the budget.",
+            "Running totals over the calls shown (#{}–#{}), by when each call ended; each chart spans what was spent \
+             then, with the budget written above it (and drawn, dashed, when it is near).",
             w.first, w.last
         )
     } else {
@@ -373,20 +385,29 @@ fn denials_html(summary: &Summary) -> Markup {
     }
 }
 
-/// Links to the other pages of calls.
+/// `#5–#9`, or `#5` alone.
+fn range(first: u64, last: u64) -> String {
+    if first == last { format!("#{first}") } else { format!("#{first}–#{last}") }
+}
+
+/// Links to the other pages of calls, each saying which calls it shows.
 fn calls_pager(page: &CallsPage) -> Markup {
     let href = |from: u64| format!("{}?from={from}", episode_href(&page.episode));
     let end = page_end(page);
     let earlier = page.from.saturating_sub(CALLS_SHOWN);
+    let newest = newest_from(page.total);
+    let later_end = end.saturating_add(CALLS_SHOWN).min(page.total);
     html! {
         p.pager {
-            @if page.from > 0 {
-                a #first-calls href=(href(0)) { "« first" }
-                a #earlier-calls href=(href(earlier)) { "‹ calls from #" (earlier) }
-            }
             @if end < page.total {
-                a #later-calls href=(href(end)) { "calls from #" (end) " ›" }
-                a #newest-calls href=(episode_href(&page.episode)) { "newest »" }
+                a #newest-calls href=(episode_href(&page.episode)) {
+                    "« newest (" (range(newest, page.total - 1)) ")"
+                }
+                a #later-calls href=(href(end)) { "‹ newer: " (range(end, later_end - 1)) }
+            }
+            @if page.from > 0 {
+                a #earlier-calls href=(href(earlier)) { "older: " (range(earlier, page.from - 1)) " ›" }
+                a #first-calls href=(href(0)) { "oldest (" (range(0, CALLS_SHOWN.min(page.total) - 1)) ") »" }
             }
         }
     }
@@ -406,7 +427,7 @@ fn run_note(c: &Call) -> Markup {
     let Some(run) = c.run.as_ref().filter(|r| r.cancel.is_some()) else { return html! {} };
     html! {
         div.run.muted {
-            "stops at " (utc(run.deadline_at)) " UTC"
+            "stops at " span.when { (utc(run.deadline_at)) " UTC" }
             @if run.cancel_asked_at.is_some() { " · cancel asked" }
             @if let Some(cancel) = &run.cancel { br; code.cancel { (cancel) } }
             @if let Some(line) = &run.last_output { br; code.last-output { (line) } }
@@ -414,55 +435,84 @@ fn run_note(c: &Call) -> Markup {
     }
 }
 
-fn call_row(c: &Call, decided: &HashMap<String, String>) -> Markup {
-    let took = c.ended_at.map_or_else(|| "running".to_string(), |e| format!("{} s", e.saturating_sub(c.started_at)));
+/// What the call did, one line per effect, each with what it showed a click away.
+fn story(c: &Call, told: &HashMap<changes::At, changes::Told>) -> Markup {
+    let tool = if c.transition.is_empty() { "a tool" } else { c.transition.as_str() };
+    html! {
+        @for (i, e) in c.effects.iter().enumerate() {
+            div.said {
+                @match told.get(&(c.position, i)) {
+                    Some(t) => {
+                        (t.said)
+                        @if let Some((what, more)) = &t.more { details { summary { (what) } (more) } }
+                    }
+                    None => { (tool) ": " (e.effect) " on " (e.scope) }
+                }
+            }
+        }
+        @if c.effects.is_empty() { div.said { "called " (tool) ", which asked for no effect" } }
+        (run_note(c))
+    }
+}
+
+fn call_row(c: &Call, decided: &HashMap<String, String>, told: &HashMap<changes::At, changes::Told>) -> Markup {
+    let took =
+        c.ended_at.map_or_else(|| "running".to_string(), |e| format!("took {} s", e.saturating_sub(c.started_at)));
     html! {
         tr.call id={ "call-" (c.position) } {
             td.position { (c.position) }
-            td { (utc(c.started_at)) }
-            td { (took) }
-            td.tool { @if c.transition.is_empty() { (dash()) } @else { (c.transition) } }
-            td.task { (c.task_id) }
-            td { (c.surface) }
-            td class={ "state " (c.state) } { (c.state) (run_note(c)) }
-            td.call-effect { (per_effect(c, |e| html! { (e.effect) " " span.muted { (e.scope) } })) }
-            td.call-status {
-                (per_effect(c, |e| html! {
-                    span class=(e.status) { (e.status) }
-                    @if let Some(label) = &e.denial { " " (label) }
-                    @if let Some(by) = e.record.as_ref().and_then(|r| decided.get(r)) { div.approval.muted { (by) } }
-                }))
+            td.when { (utc(c.started_at)) div.muted { (took) } }
+            td.story { (story(c, told)) }
+            td.outcome {
+                span class={ "state " (c.state) } { (c.state) }
+                div.call-status {
+                    (per_effect(c, |e| html! {
+                        span class=(e.status) { (e.status) }
+                        @if let Some(label) = &e.denial { " " (label) }
+                        @if let Some(by) = e.record.as_ref().and_then(|r| decided.get(r)) { div.approval.muted { (by) } }
+                    }))
+                }
             }
             td.call-cost { (per_effect(c, |e| html! { (e.cost) })) }
             td.call-budget { (per_effect(c, |e| html! { (e.budget_after) })) }
-            td.ref {
+            td.task-cell { (super::short_id("task", &c.task_id)) div.muted { (c.surface) " · " (c.transition) } }
+            td.links {
                 (per_effect(c, |e| match e.record.as_deref().and_then(|r| world_store::Ref::parse(r).ok()) {
                     Some(r) => obj_link_short(&r, "effect-link"),
                     None => dash(),
                 }))
+                div { "entry " @if let Some(i) = c.entry_index { (entry_link(i)) } @else { (dash()) } }
             }
-            td { @if let Some(i) = c.entry_index { (entry_link(i)) } @else { (dash()) } }
         }
     }
 }
 
-fn timeline_html(page: &CallsPage, decided: &HashMap<String, String>) -> Markup {
+fn timeline_html(
+    page: &CallsPage,
+    decided: &HashMap<String, String>,
+    told: &HashMap<changes::At, changes::Told>,
+) -> Markup {
     let end = page_end(page);
     let heading = if page.calls.is_empty() {
         format!("Calls: none from #{} ({} in all)", page.from, page.total)
     } else {
-        format!("Calls #{}–#{} of {}", page.from, end - 1, page.total)
+        format!("Calls {} of {}, newest first", range(page.from, end - 1), page.total)
     };
     html! {
         h2 #calls { (heading) }
+        p.muted {
+            "What each call did, in words; its diff or its output opens under it. A write is compared with what \
+             World last wrote to the same path (its later edits applied) within the "
+            (changes::WRITE_LOOKBACK_CALLS) " calls before this page and the page itself; a command run in between \
+             may have changed the file too."
+        }
         (calls_pager(page))
         table #timeline {
             tr {
-                th { "#" } th { "started (UTC)" } th { "took" } th { "tool" } th { "task" } th { "surface" }
-                th { "state" } th { "effect" } th { "status" } th { "cost" } th { "budget after" } th { "record" }
-                th { "entry" }
+                th { "#" } th { "started (UTC)" } th { "what happened" } th { "outcome" } th { "cost" }
+                th { "budget left" } th { "task" } th { "record, entry" }
             }
-            @for c in &page.calls { (call_row(c, decided)) }
+            @for c in page.calls.iter().rev() { (call_row(c, decided, told)) }
         }
     }
 }
@@ -580,6 +630,7 @@ mod tests {
         assert!(html.contains("<title>#5 ailang-write ended 1970-01-01 00:01:41: 5 spent (+1)</title>"), "{html}");
         assert!(html.contains("<title>#6 ailang-edit ended 1970-01-01 00:02:01: 6 spent (+1)</title>"), "{html}");
         assert!(html.contains("<title>budget 10 (the largest a live session holds)</title>"), "{html}");
+        assert!(html.contains("4 → 6 over these calls; 7 of 10 spent, 3 left"), "{html}");
         assert_eq!(html.matches("<svg class=\"steps\"").count(), 1, "a chart only for a grant the page spent on");
         assert!(html.contains("Running totals over the calls shown (#5–#7)"), "{html}");
 
@@ -597,13 +648,13 @@ mod tests {
     fn the_pager_reaches_the_first_earlier_later_and_newest_calls() {
         let calls: Vec<Call> = (50..100).map(|p| call(p, 100, "x", vec![])).collect();
         let p = calls_pager(&page(50, calls, Some(100), 130)).into_string();
-        for (id, href) in [
-            ("first-calls", "?from=0"),
-            ("earlier-calls", "?from=0"),
-            ("later-calls", "?from=100"),
-            ("newest-calls", "\""),
+        for (id, href, says) in [
+            ("first-calls", "?from=0", "oldest (#0–#49) »"),
+            ("earlier-calls", "?from=0", "older: #0–#49 ›"),
+            ("later-calls", "?from=100", "‹ newer: #100–#129"),
+            ("newest-calls", "", "« newest (#80–#129)"),
         ] {
-            assert!(p.contains(&format!("id=\"{id}\" href=\"/workbench/episodes/ep{href}")), "{id}: {p}");
+            assert!(p.contains(&format!("id=\"{id}\" href=\"/workbench/episodes/ep{href}\">{says}</a>")), "{id}: {p}");
         }
         let newest =
             calls_pager(&page(80, (80..130).map(|p| call(p, 1, "x", vec![])).collect(), None, 130)).into_string();
@@ -627,12 +678,16 @@ mod tests {
         s.episode = EVIL.into();
         // A decision shown beside an effect is escaped too.
         let decided = HashMap::from([(world_store::Ref::of(b"r").to_string(), EVIL.to_string())]);
+        let told = HashMap::from([(
+            (4, 0),
+            changes::Told { said: html! { "wrote " code { (EVIL) } }, more: Some(("diff", html! { pre { (EVIL) } })) },
+        )]);
         let parts = [
             episode_row(&s),
             summary_html(&s),
             spend_html(&s, &shown, None),
             denials_html(&s),
-            timeline_html(&shown, &decided),
+            timeline_html(&shown, &decided, &told),
         ]
         .map(Markup::into_string);
         for p in &parts {
@@ -650,7 +705,16 @@ mod tests {
         assert_eq!(cell(&parts[3], "\"denial-label\">denied:budget", "denial-count"), "1");
         assert_eq!(cell(&parts[3], &format!("\"denial-label\">{EVIL_ESCAPED}"), "denial-count"), "2");
         let timeline = &parts[4];
-        assert!(timeline.contains("Calls #3–#4 of 5"), "{timeline}");
+        assert!(timeline.contains("Calls #3–#4 of 5, newest first"), "{timeline}");
+        assert!(timeline.find("id=\"call-4\"") < timeline.find("id=\"call-3\""), "newest first: {timeline}");
+        // The task id is short on the page and whole in its title and text.
+        assert!(timeline.contains(&format!("<code class=\"id task\" title=\"{EVIL_ESCAPED}\">{EVIL_ESCAPED}</code>")));
+        // A told effect, with what it showed a click away; an untold one in the words it has.
+        assert!(
+            timeline.contains(&format!("wrote <code>{EVIL_ESCAPED}</code><details><summary>diff</summary><pre>")),
+            "{timeline}"
+        );
+        assert!(timeline.contains(&format!("{EVIL_ESCAPED}: {EVIL_ESCAPED} on worktree")), "{timeline}");
         assert!(timeline.contains(&format!("<div class=\"approval muted\">{EVIL_ESCAPED}</div>")), "{timeline}");
         assert_eq!(cell(timeline, "id=\"call-4\"", "call-budget"), "8");
         assert!(timeline.contains(&format!("href=\"/workbench?object={}\"", world_store::Ref::of(b"r"))));

@@ -14,6 +14,7 @@
 //! (`svg.rs`) and its calls' diffs and commands (`changes.rs`).
 
 mod approvals;
+
 mod changes;
 mod episodes;
 mod svg;
@@ -40,6 +41,8 @@ pub fn routes() -> Router<State> {
 
 /// Log entries per page.
 const LOG_PAGE: u64 = 50;
+/// The most recently active episodes the first page shows.
+const HOME_EPISODES: usize = 5;
 /// Referrers per page.
 const REFS_PAGE: usize = 50;
 /// Payload bytes shown at most; the rest is left to `GET /v1/objects/{ref}?payload=true`.
@@ -49,12 +52,21 @@ const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'
                    form-action 'none'; frame-ancestors 'none'";
 const RECORD_V1: &str = "world/invocation-record/v1";
 const RECORD_V2: &str = "world/invocation-record/v2";
+/// What every effect record's semantic id starts with (v1, v2 and v3).
+const EFFECT_RECORD: &str = "world/effect-record/";
 
 #[derive(Debug, PartialEq, Eq)]
 enum View {
-    Log { from: u64 },
+    /// A page of the log from `from`, or the newest page.
+    Log {
+        from: Option<u64>,
+    },
     Entry(u64),
-    Object { target: Ref, payload: bool, refs_after: Option<(u8, Ref)> },
+    Object {
+        target: Ref,
+        payload: bool,
+        refs_after: Option<(u8, Ref)>,
+    },
     World(Ref),
 }
 
@@ -120,7 +132,7 @@ fn parse_view(pairs: &[(String, String)]) -> Result<View, String> {
         let refs_after = get("refsAfter").map(parse_refs_after).transpose()?;
         return Ok(View::Object { target: parse_ref("object", r)?, payload, refs_after });
     }
-    Ok(View::Log { from: get("from").map(|f| index("from", f)).transpose()?.unwrap_or(0) })
+    Ok(View::Log { from: get("from").map(|f| index("from", f)).transpose()? })
 }
 
 /// What health shows, copied out of the daemon for the blocking read.
@@ -152,8 +164,9 @@ async fn workbench(AxState(state): AxState<State>, RawQuery(query): RawQuery) ->
         Err(m) => return html(Page::error(StatusCode::BAD_REQUEST, &m)),
     };
     let health = Health { db_path: state.db_path.clone(), interpreter: state.interpreter_ref };
+    let now = crate::clock::now();
     let rendered = read(&state, "/workbench", move |s| match view {
-        View::Log { from } => log_view(s, &health, from),
+        View::Log { from } => log_view(s, &health, from, now),
         View::Entry(n) => entry_view(s, n),
         View::Object { target, payload, refs_after } => object_view(s, &target, payload, refs_after),
         View::World(r) => world_view(s, &r),
@@ -196,7 +209,11 @@ pre.diff span{display:block}pre.diff .add{background:#e6ffec;color:#116329}\
 pre.diff .del{background:#ffebe9;color:#82071e}pre.diff .hunk,pre.diff .more,pre.diff .same{color:#6b7280}\
 pre.diff span.eol{display:inline;color:#6b7280}.change{margin:1em 0}.change-head{margin:.25em 0}\
 .output pre{max-height:12em;margin:.2em 0}.charts{margin-bottom:1em}\
-code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}";
+code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}.when{white-space:nowrap}\
+code.id{display:inline-block;max-width:10ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;\
+vertical-align:bottom}td.story{min-width:22em}.said+.said{margin-top:.3em}details{margin:.15em 0}\
+summary{cursor:pointer;color:#0b5cad;font-size:12.5px}td.story pre{max-height:20em}.lines{color:#52606d}\
+figcaption .spend-words{font-size:12.5px;color:#52606d}svg text.budget{fill:#b42318}";
 
 /// The whole document around a page's body.
 fn document(page: &Page) -> Markup {
@@ -241,6 +258,21 @@ fn html(page: Page) -> Response {
 /// An empty value.
 fn dash() -> Markup {
     html! { span.muted { "—" } }
+}
+
+/// A long id in little room: the page shows its first characters, the
+/// whole id is its title (on hover) and its text (so it copies whole).
+fn short_id(class: &str, id: &str) -> Markup {
+    html! { code class={ "id " (class) } title=(id) { (id) } }
+}
+
+/// An episode's name, linked to its page when it is a valid name.
+fn episode_link(episode: &str) -> Markup {
+    if crate::sessions::validate_episode(episode).is_ok() {
+        html! { a.episode-link href={ "/workbench/episodes/" (episode) } { (episode) } }
+    } else {
+        html! { (episode) }
+    }
 }
 
 fn a(href: &str, class: &str, text: &str) -> Markup {
@@ -332,8 +364,17 @@ fn json_payload(s: &Snapshot, r: &Ref) -> Result<Option<Value>, ReadError> {
 
 // ---- views ----
 
-fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError> {
+/// `#5–#9`, or `#5` alone.
+fn range(first: u64, last: u64) -> String {
+    if first == last { format!("#{first}") } else { format!("#{first}–#{last}") }
+}
+
+/// The first page: the newest episodes, then a page of the log (the newest
+/// by default), newest first, then the head and the daemon's health.
+fn log_view(s: &Snapshot, health: &Health, from: Option<u64>, now: u64) -> Result<Page, ReadError> {
     let len = s.log_len()?;
+    let newest = len.saturating_sub(LOG_PAGE);
+    let from = from.unwrap_or(newest);
     let head = match s.head_world()? {
         Some(w) => kv(
             "head",
@@ -360,54 +401,90 @@ fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError>
             ("registry heads", lines(heads)),
         ],
     );
+    let episodes = crate::episodes::list(s, None, HOME_EPISODES, now)?;
     let mut rows = vec![];
     let entries = s.log_range(from, LOG_PAGE as usize)?;
-    for e in &entries {
+    for e in entries.iter().rev() {
         let meta = s.object_meta(&e.transition_ref)?;
-        let skill = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
-            Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?.map(|v| text(&v["skillId"])),
+        let record = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
+            Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?,
             _ => None,
+        };
+        let (skill, episode) = match &record {
+            Some(v) => (text(&v["skillId"]), text(&v["episodeId"])),
+            None => (String::new(), String::new()),
         };
         rows.push(html! {
             tr {
                 td { (entry_link(e.header.entry_index)) }
+                td.skill { (skill) }
+                td.episode { @if episode.is_empty() { (dash()) } @else { (episode_link(&episode)) } }
                 td { (e.header.written_by) }
                 td { (meta.map(|m| m.semantic_id).unwrap_or_default()) }
-                td { (skill.unwrap_or_default()) }
                 td.ref { (obj_link_short(&e.transition_ref, "ref-link")) }
             }
         });
     }
-    let last = len.saturating_sub(1) / LOG_PAGE * LOG_PAGE;
-    let prev = from.saturating_sub(LOG_PAGE).min(last);
+    let heading = match (entries.first(), entries.last()) {
+        (Some(f), Some(l)) => {
+            format!("Log entries {} of {len}, newest first", range(f.header.entry_index, l.header.entry_index))
+        }
+        _ => format!("Log: no entries from #{from} ({len} in all)"),
+    };
+    let older = from.saturating_sub(LOG_PAGE);
     // `from` is the reader's: no sum with it may wrap.
-    let next = from.checked_add(LOG_PAGE).filter(|next| *next < len);
+    let newer = from.checked_add(LOG_PAGE).filter(|next| *next < len);
     let body = html! {
         h1 { "World" }
+        h2 #newest-episodes { "Most recently active episodes" }
+        table #home-episodes {
+            tr { th { "episode" } th { "calls" } th { "effects" } th { "last active (UTC)" } }
+            @for e in &episodes.episodes {
+                tr {
+                    td { (episode_link(&e.episode)) }
+                    td { (e.calls) }
+                    td { @for (i, (k, n)) in e.effects.iter().enumerate() { @if i > 0 { " · " } (k) " " (n) } }
+                    td.when { (crate::clock::utc(e.last_at)) }
+                }
+            }
+            @if episodes.episodes.is_empty() { tr { td.muted colspan="4" { "no episode has made a call yet" } } }
+        }
         p {
-            a #episodes-link href="/workbench/episodes" { "Episodes" }
+            a #episodes-link href="/workbench/episodes" { "All episodes" }
             ": what each episode did and paid, its calls, what they changed and ran."
+        }
+        h2 #log-heading { (heading) }
+        (log_pager(from, newest, older, newer))
+        table #log {
+            tr {
+                th { "#" } th { "skill" } th { "episode" } th { "written by" } th { "transitionRef kind" }
+                th { "transitionRef" }
+            }
+            @for row in &rows { (row) }
+            @if entries.is_empty() { tr { td.muted colspan="6" { "no entries from " (from) } } }
         }
         h2 { "Head" } (head)
         h2 { "Health" } (health)
-        h2 { "Log from " (from) }
-        table #log {
-            tr { th { "#" } th { "written by" } th { "transitionRef kind" } th { "skill" } th { "transitionRef" } }
-            @for row in &rows { (row) }
-            @if entries.is_empty() { tr { td.muted colspan="5" { "no entries from " (from) } } }
-        }
-        p.pager {
-            @if from > 0 {
-                a #first-page href="/workbench" { "« first" }
-                a #prev-page href={ "/workbench?from=" (prev) } { "‹ entries from " (prev) }
-            }
-            @if let Some(next) = next {
-                a #next-page href={ "/workbench?from=" (next) } { "entries from " (next) " ›" }
-                a #last-page href={ "/workbench?from=" (last) } { "newest »" }
-            }
-        }
     };
     Ok(Page::ok("log", body))
+}
+
+/// Links to the other pages of the log, each saying which entries it shows.
+fn log_pager(from: u64, newest: u64, older: u64, newer: Option<u64>) -> Markup {
+    html! {
+        p.pager {
+            @if let Some(newer) = newer {
+                a #last-page href="/workbench" { "« newest" }
+                a #next-page href={ "/workbench?from=" (newer) } {
+                    "‹ newer: " (range(newer, newer.saturating_add(LOG_PAGE - 1).min(newest + LOG_PAGE - 1)))
+                }
+            }
+            @if from > 0 {
+                a #prev-page href={ "/workbench?from=" (older) } { "older: " (range(older, from - 1)) " ›" }
+                a #first-page href="/workbench?from=0" { "oldest »" }
+            }
+        }
+    }
 }
 
 fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
@@ -453,7 +530,10 @@ fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
     };
     let mut rows: Vec<(&str, Markup)> = ["invocationId", "episodeId", "skillId", "semanticsEpoch"]
         .iter()
-        .map(|k| (*k, html! { span id={ "record-" (k) } { (text(&rec[*k])) } }))
+        .map(|k| match *k {
+            "episodeId" => (*k, html! { span #record-episodeId { (episode_link(&text(&rec[*k]))) } }),
+            _ => (*k, html! { span id={ "record-" (k) } { (text(&rec[*k])) } }),
+        })
         .collect();
     for (k, class) in [("transitionFn", "ref-link"), ("interpreter", "ref-link")] {
         rows.push((k, ref_cell(&rec[k], class, false)));
@@ -479,7 +559,7 @@ fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<Markup, ReadError> {
     let mut rows = vec![];
     for e in effects {
         let Some(r) = e.as_str().and_then(|t| Ref::parse(t).ok()) else {
-            rows.push(html! { tr.effect-row { td colspan="9" { (text(e)) } } });
+            rows.push(html! { tr.effect-row { td colspan="10" { (text(e)) } } });
             continue;
         };
         let v = json_payload(s, &r)?.unwrap_or(Value::Null);
@@ -490,6 +570,7 @@ fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<Markup, ReadError> {
             _ => "unreadable",
         };
         let denial = text(&v["denial"]);
+        let approved = approvals::approval_of(s, &r)?;
         rows.push(html! {
             tr.effect-row {
                 td.ref { (obj_link_short(&r, "effect-link")) }
@@ -499,6 +580,7 @@ fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<Markup, ReadError> {
                 td.effect-cost { (text(&v["cost"])) }
                 td.effect-budget { (text(&v["budgetBefore"])) " → " (text(&v["budgetAfter"])) }
                 td { @if denial.is_empty() { (dash()) } @else { (denial) } }
+                td.effect-approval { @if let Some(by) = approved { (by) } @else { span.muted { "not asked" } } }
                 td.ref { (ref_cell(&v["requestRef"], "request-link", true)) }
                 td.ref { (ref_cell(&v["resultRef"], "result-link", true)) }
             }
@@ -509,7 +591,7 @@ fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<Markup, ReadError> {
         table #effect-records {
             tr {
                 th { "record" } th { "effect" } th { "scope" } th { "status" } th { "cost" }
-                th { "budget before → after" } th { "denial" } th { "request" } th { "result" }
+                th { "budget before → after" } th { "denial" } th { "approved by" } th { "request" } th { "result" }
             }
             @for row in &rows { (row) }
         }
@@ -547,6 +629,10 @@ fn object_view(s: &Snapshot, target: &Ref, payload: bool, after: Option<(u8, Ref
             html! { p #meta { (note) } }
         }
     };
+    let happened = match &meta {
+        Some(m) if m.semantic_id.starts_with(EFFECT_RECORD) => what_happened(s, target)?,
+        _ => html! {},
+    };
     let mut refs = s.referrers(target, after, REFS_PAGE + 1)?;
     let more = refs.len() > REFS_PAGE;
     refs.truncate(REFS_PAGE);
@@ -574,6 +660,7 @@ fn object_view(s: &Snapshot, target: &Ref, payload: bool, after: Option<(u8, Ref
     let body = html! {
         h1 { "Object" }
         p.ref #object-ref { (target) }
+        (happened)
         (about)
         h2 { "Referrers" }
         table #referrers {
@@ -585,6 +672,69 @@ fn object_view(s: &Snapshot, target: &Ref, payload: bool, after: Option<(u8, Ref
         (shown)
     };
     Ok(Page::ok(format!("object {target}"), body))
+}
+
+/// An effect record told: what was asked and decided, what it cost, who
+/// approved it, and the call, entry and episode it belongs to.
+fn what_happened(s: &Snapshot, record: &Ref) -> Result<Markup, ReadError> {
+    let Some(v) = json_payload(s, record)? else { return Ok(html! {}) };
+    // The invocation record that lists it, and the entry that commits that.
+    let mut call = None;
+    for r in s.referrers(record, None, REFS_PAGE)?.iter().filter(|r| r.kind == REFERRER_OBJECT) {
+        let kind = s.object_meta(&r.referrer)?.map(|m| m.semantic_id);
+        if matches!(kind.as_deref(), Some(RECORD_V1 | RECORD_V2)) {
+            call = Some(r.referrer);
+            break;
+        }
+    }
+    let (invocation, entry) = match call {
+        Some(c) => {
+            let rec = json_payload(s, &c)?.unwrap_or(Value::Null);
+            let entry = s.referrers(&c, None, REFS_PAGE)?.into_iter().find_map(|r| match (r.kind, r.entry_index) {
+                (REFERRER_ENTRY, Some(i)) => Some(i),
+                _ => None,
+            });
+            (Some((c, rec)), entry)
+        }
+        None => (None, None),
+    };
+    let decision = match (&v["allowed"], &v["failed"]) {
+        (Value::Bool(false), _) => format!("denied ({})", text(&v["denial"])),
+        (_, Value::Bool(true)) => "allowed; it failed".into(),
+        (Value::Bool(true), _) => "allowed; it ran".into(),
+        _ => "unreadable".into(),
+    };
+    let episode = invocation.as_ref().map(|(_, rec)| text(&rec["episodeId"])).unwrap_or_default();
+    let approved = approvals::approval_of(s, record)?;
+    Ok(html! {
+        h2 { "What happened" }
+        (kv(
+            "what-happened",
+            &[
+                ("effect", html! { span #happened-effect { (text(&v["effect"])) } " on " (text(&v["scope"])) }),
+                ("decision", html! { span #happened-decision { (decision) } }),
+                ("cost", html! { span #happened-cost { (text(&v["cost"])) } }),
+                ("budget", html! {
+                    span #happened-budget { (text(&v["budgetBefore"])) " → " (text(&v["budgetAfter"])) }
+                }),
+                ("approved by", html! {
+                    span #happened-approval { @if let Some(by) = approved { (by) } @else { "no approval was asked" } }
+                }),
+                ("call", match &invocation {
+                    Some((c, rec)) => html! {
+                        span #happened-call { (text(&rec["invocationId"])) } " (" (text(&rec["skillId"])) ") "
+                        (obj_link_short(c, "call-link"))
+                    },
+                    None => html! { (text(&v["invocationId"])) },
+                }),
+                ("entry", entry.map_or_else(dash, entry_link)),
+                ("episode", if episode.is_empty() { dash() } else { html! { span #happened-episode { (episode_link(&episode)) } } }),
+                ("request", ref_cell(&v["requestRef"], "request-link", false)),
+                ("result", ref_cell(&v["resultRef"], "result-link", false)),
+            ],
+        ))
+        h2 { "Object" }
+    })
 }
 
 /// Pretty JSON when it parses as JSON, else UTF-8 text (lossy); refs become links.
@@ -655,8 +805,8 @@ mod tests {
     #[test]
     fn the_query_picks_one_view() {
         let r = Ref::of(b"x");
-        assert_eq!(parse_view(&pairs("")), Ok(View::Log { from: 0 }));
-        assert_eq!(parse_view(&pairs("from=50")), Ok(View::Log { from: 50 }));
+        assert_eq!(parse_view(&pairs("")), Ok(View::Log { from: None }));
+        assert_eq!(parse_view(&pairs("from=50")), Ok(View::Log { from: Some(50) }));
         assert_eq!(parse_view(&pairs("entry=3")), Ok(View::Entry(3)));
         assert_eq!(parse_view(&pairs(&format!("world={r}"))), Ok(View::World(r)));
         assert_eq!(
@@ -805,7 +955,7 @@ mod tests {
         let s = store.snapshot().unwrap();
         let health = Health { db_path: PathBuf::from(EVIL), interpreter: None };
         let pages = [
-            log_view(&s, &health, 0).unwrap(),
+            log_view(&s, &health, None, 0).unwrap(),
             entry_view(&s, 0).unwrap(),
             object_view(&s, &rec, true, None).unwrap(),
             object_view(&s, &eff, true, None).unwrap(),
@@ -825,6 +975,15 @@ mod tests {
         assert!(bodies[1].contains("class=\"effect-status denied\""), "{}", bodies[1]);
         assert!(bodies[1].contains("7 → 6"));
         assert!(bodies[2].contains("href=\"/workbench?entry=0\""), "the record names its entry");
+        // The effect record's page tells it, its hostile texts inert, and names its entry.
+        assert!(bodies[3].contains("id=\"happened-decision\">denied (&lt;script&gt;"), "{}", bodies[3]);
+        assert!(
+            bodies[3].contains("<th>entry</th><td><a class=\"entry-link\" href=\"/workbench?entry=0\">"),
+            "{}",
+            bodies[3]
+        );
+        // A hostile episode name is text, never a link whose path it would break.
+        assert!(!bodies[1].contains("href=\"/workbench/episodes/&lt;"), "{}", bodies[1]);
         assert!(bodies[3].contains(&format!("href=\"/workbench?object={rec}\"")), "the effect names its record");
         assert_eq!(entry_view(&s, 1).unwrap().status, StatusCode::NOT_FOUND);
         assert_eq!(object_view(&s, &Ref::of(b"none"), false, None).unwrap().status, StatusCode::NOT_FOUND);

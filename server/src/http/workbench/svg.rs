@@ -99,7 +99,7 @@ pub struct Steps<'a> {
     pub start: u64,
     /// The total after each step, in time order.
     pub points: &'a [(u64, Mark)],
-    /// The line the total runs against, with its title.
+    /// The limit the total runs against, with its title.
     pub limit: Option<(u64, String)>,
 }
 
@@ -107,16 +107,30 @@ const STEPS_W: f64 = 360.0;
 const STEPS_H: f64 = 150.0;
 const STEPS_LEFT: f64 = 48.0;
 const STEPS_RIGHT: f64 = 10.0;
-const STEPS_TOP: f64 = 10.0;
+const STEPS_TOP: f64 = 18.0;
 const STEPS_BOTTOM: f64 = 22.0;
+
+/// The values a step chart's plot spans, bottom to top: from the total it
+/// starts at to the highest it reaches, so the steps fill the plot whatever
+/// the budget; the limit joins the span only when it lies within one more
+/// span's height of it (else a dashed line at the top would flatten the steps
+/// to the floor), and is written as a number either way.
+fn steps_span(c: &Steps) -> (u64, u64, bool) {
+    let last = c.points.last().map_or(c.start, |(_, m)| m.value);
+    let (lo, hi) = (c.start.min(last), c.start.max(last));
+    let hi = hi.max(lo + 1);
+    match c.limit.as_ref().map(|(l, _)| *l) {
+        Some(l) if l >= lo && l <= hi + (hi - lo) => (lo, hi.max(l), true),
+        _ => (lo, hi, false),
+    }
+}
 
 pub fn steps(c: &Steps) -> Markup {
     let (pw, ph) = (STEPS_W - STEPS_LEFT - STEPS_RIGHT, STEPS_H - STEPS_TOP - STEPS_BOTTOM);
-    let last = c.points.last().map_or(c.start, |(_, m)| m.value);
-    let top = c.limit.as_ref().map_or(0, |(l, _)| *l).max(last).max(c.start).max(1);
+    let (lo, top, limit_drawn) = steps_span(c);
     let span = c.to.0.saturating_sub(c.from.0).max(1) as f64;
     let x = |t: u64| STEPS_LEFT + (t.clamp(c.from.0, c.to.0) - c.from.0) as f64 / span * pw;
-    let y = |v: u64| STEPS_TOP + ph - v as f64 / top as f64 * ph;
+    let y = |v: u64| STEPS_TOP + ph - (v.saturating_sub(lo)) as f64 / (top - lo) as f64 * ph;
     let (bottom, right, l) = (px(STEPS_TOP + ph), px(STEPS_LEFT + pw), px(STEPS_LEFT));
     let (lx, xy) = (px(STEPS_LEFT - 4.0), px(STEPS_H - 6.0));
     // Flat until each step's time, then up to its total.
@@ -130,16 +144,20 @@ pub fn steps(c: &Steps) -> Markup {
     let inner = html! {
         line.axis x1=(l) y1=(px(STEPS_TOP)) x2=(l) y2=(bottom) {}
         line.axis x1=(l) y1=(bottom) x2=(right) y2=(bottom) {}
-        text.lbl x=(lx) y=(bottom) text-anchor="end" { "0" }
+        text.lbl x=(lx) y=(bottom) text-anchor="end" { (lo) }
         text.lbl x=(lx) y=(px(STEPS_TOP + 8.0)) text-anchor="end" { (top) }
         text.lbl x=(l) y=(xy) { (c.from.1) }
         text.lbl x=(right) y=(xy) text-anchor="end" { (c.to.1) }
         @if let Some((limit, title)) = &c.limit {
-            line.limit x1=(l) y1=(px(y(*limit))) x2=(right) y2=(px(y(*limit))) { title { (title) } }
+            @if limit_drawn {
+                line.limit x1=(l) y1=(px(y(*limit))) x2=(right) y2=(px(y(*limit))) { title { (title) } }
+            }
+            // The budget as a number, in the corner above the plot.
+            text.lbl.budget x=(right) y="11" text-anchor="end" { "budget " (limit) title { (title) } }
         }
         polyline.line points=(line) {}
-        // The total at the end, written where the line ends (it may hug the axis).
-        text.lbl.end x=(px(x(c.to.0))) y=(px(y(level) - 4.0)) text-anchor="end" { (level) }
+        // The total at the end, written where the line ends.
+        text.lbl.end x=(px(x(c.to.0))) y=(px((y(level) - 4.0).max(STEPS_TOP + 8.0))) text-anchor="end" { (level) }
         @for (at, m) in c.points {
             circle.dot cx=(px(x(*at))) cy=(px(y(m.value))) r="3" { title { (m.title) } }
         }
@@ -203,27 +221,37 @@ mod tests {
     }
 
     #[test]
-    fn a_step_chart_climbs_at_each_point_and_draws_its_limit() {
+    fn a_step_chart_spans_what_was_spent_and_writes_a_far_budget_as_a_number() {
         let points = [
             (110, Mark { value: 3, title: "#4: 3 spent".into() }),
             (150, Mark { value: 5, title: "#9: 5 spent".into() }),
         ];
-        let s = steps(&Steps {
-            title: "spend",
-            from: (100, "t0"),
-            to: (200, "t1"),
-            start: 2,
-            points: &points,
-            limit: Some((10, "budget 10".into())),
-        })
-        .into_string();
+        let chart = |limit: u64| {
+            steps(&Steps {
+                title: "spend",
+                from: (100, "t0"),
+                to: (200, "t1"),
+                start: 2,
+                points: &points,
+                limit: Some((limit, format!("budget {limit}"))),
+            })
+            .into_string()
+        };
+        let s = chart(1000);
         well_formed(&s);
-        assert_eq!(titles(&s), ["spend", "budget 10", "#4: 3 spent", "#9: 5 spent"]);
-        // y: 10 + 118 - v/10*118; x: 48 + (t-100)/100*302.
-        assert!(s.contains("points=\"48.0,104.4 78.2,104.4 78.2,92.6 199.0,92.6 199.0,69.0 350.0,69.0\""), "{s}");
-        assert!(s.contains("y1=\"10.0\" x2=\"350.0\" y2=\"10.0\"><title>budget 10"), "{s}");
-        assert!(s.contains(">10</text>") && s.contains(">t0</text>") && s.contains(">t1</text>"), "{s}");
-        assert!(s.contains("y=\"65.0\" text-anchor=\"end\">5</text>"), "the end total is written: {s}");
+        assert_eq!(titles(&s), ["spend", "budget 1000", "#4: 3 spent", "#9: 5 spent"]);
+        // From 2 at the floor (y 128) to 5 at the top (y 18); x: 48 + (t-100)/100*302.
+        assert!(s.contains("points=\"48.0,128.0 78.2,128.0 78.2,91.3 199.0,91.3 199.0,18.0 350.0,18.0\""), "{s}");
+        assert!(!s.contains("class=\"limit\""), "a budget far above is not drawn: {s}");
+        assert!(s.contains(">budget 1000<title>"), "it is written: {s}");
+        assert!(s.contains(">2</text>") && s.contains(">5</text>") && s.contains(">t0</text>"), "{s}");
+        // A budget near the spend is drawn, and the plot reaches up to it.
+        let near = chart(6);
+        assert!(
+            near.contains("class=\"limit\" x1=\"48.0\" y1=\"18.0\" x2=\"350.0\" y2=\"18.0\"><title>budget 6"),
+            "{near}"
+        );
+        assert!(near.contains("199.0,45.5 350.0,45.5"), "{near}");
         // One instant, nothing spent, no limit: still a drawing.
         let flat = steps(&Steps { title: "x", from: (5, "a"), to: (5, "a"), start: 0, points: &[], limit: None })
             .into_string();
