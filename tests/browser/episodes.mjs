@@ -156,6 +156,7 @@ await step('timeline', async () => {
   check('timeline: the denial leaves the small session nothing', (await text(over, '.call-budget')) === '0');
   const fix = page.locator(`#call-${position['w-fix']}`);
   check('timeline: a write costs 1', (await text(fix, '.call-cost')) === '1');
+  check('timeline: the denied write paid nothing', (await text(over, '.call-cost')) === '0 of 1 asked', await text(over, '.call-cost'));
   check('timeline: budget after the third write', (await text(fix, '.call-budget')) === '997', await text(fix, '.call-budget'));
   await fix.locator('a.effect-link').click();
   await page.waitForLoadState();

@@ -46,7 +46,7 @@ export async function fits(page, name) {
     scroll: document.documentElement.scrollWidth,
     inner: window.innerWidth,
   }));
-  check(`${name}: no horizontal overflow at ${inner} px`, inner === 1280 && scroll <= inner, `scrollWidth ${scroll}`);
+  check(`${name}: no horizontal overflow at ${inner} px (scrollWidth ${scroll})`, inner === 1280 && scroll <= inner);
 }
 // Opens every <details> (a diff, an output), as a reader's clicks would.
 export const openDetails = (page) => page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));

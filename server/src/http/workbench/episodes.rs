@@ -140,7 +140,10 @@ fn episode_row(e: &Summary) -> Markup {
             td.states { (counts(&e.states)) }
             td.effects { (counts(&e.effects)) }
             td.grants { (grants_html(e)) }
-            td.activity { (activity_svg(&e.activity, e.calls)) div.muted { "last active " (utc(e.last_at)) } }
+            td.activity {
+                (activity_svg(&e.activity, e.calls))
+                div.muted { "last active " span.when { (utc(e.last_at)) } }
+            }
         }
     }
 }
@@ -473,7 +476,12 @@ fn call_row(c: &Call, decided: &HashMap<String, String>, told: &HashMap<changes:
                     }))
                 }
             }
-            td.call-cost { (per_effect(c, |e| html! { (e.cost) })) }
+            // What was debited; a denied effect asked for its cost and paid nothing.
+            td.call-cost {
+                (per_effect(c, |e| html! {
+                    (e.debited) @if e.debited != e.cost { " " span.muted { "of " (e.cost) " asked" } }
+                }))
+            }
             td.call-budget { (per_effect(c, |e| html! { (e.budget_after) })) }
             td.task-cell { (super::short_id("task", &c.task_id)) div.muted { (c.surface) " · " (c.transition) } }
             td.links {
@@ -509,7 +517,7 @@ fn timeline_html(
         (calls_pager(page))
         table #timeline {
             tr {
-                th { "#" } th { "started (UTC)" } th { "what happened" } th { "outcome" } th { "cost" }
+                th { "#" } th { "started (UTC)" } th { "what happened" } th { "outcome" } th { "paid" }
                 th { "budget left" } th { "task" } th { "record, entry" }
             }
             @for c in page.calls.iter().rev() { (call_row(c, decided, told)) }

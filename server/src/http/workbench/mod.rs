@@ -204,6 +204,7 @@ svg{vertical-align:middle}svg .track{fill:#e5e7eb}svg .fill,svg .col,svg .dot{fi
 svg.meter.full .fill,svg .bar{fill:#b42318}svg .line{fill:none;stroke:#2f6fb0;stroke-width:2}\
 svg .limit{stroke:#b42318;stroke-width:1.5;stroke-dasharray:5 3}svg .axis{stroke:#9aa5b1}\
 svg text{font:11px system-ui,sans-serif;fill:#52606d}.grant{white-space:nowrap}\
+.grant-effect{display:inline-block;min-width:9em}.grant-scope{display:inline-block;min-width:4.5em}\
 .charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;background:#fff;border:1px solid #d9dee3;padding:.5em}\
 pre.diff span{display:block}pre.diff .add{background:#e6ffec;color:#116329}\
 pre.diff .del{background:#ffebe9;color:#82071e}pre.diff .hunk,pre.diff .more,pre.diff .same{color:#6b7280}\
