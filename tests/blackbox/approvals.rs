@@ -141,6 +141,12 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
 
     let page = lab.daemon.get(&format!("/workbench/episodes/{EP}")).text();
     assert!(page.contains("approved by the operator (uid ") && page.contains(&format!("({id})</div>")), "{page}");
+    // The record's page, and its entry's beside the effect, say who approved it.
+    let page = lab.daemon.get(&format!("/workbench?object={}", effect(&ran)["record"].as_str().unwrap())).text();
+    assert!(page.contains("id=\"happened-approval\">approved by the operator (uid "), "{page}");
+    let entry = page.split("href=\"/workbench?entry=").nth(1).and_then(|t| t.split('"').next()).unwrap().to_string();
+    let page = lab.daemon.get(&format!("/workbench?entry={entry}")).text();
+    assert!(page.contains("<td class=\"effect-approval\">approved by the operator (uid "), "{page}");
     // Used once: the same request asks afresh.
     let again = waiting_id(&lab.write(&s, "one\n"));
     assert_ne!(again, id);

@@ -67,7 +67,7 @@ fn row(l: &Listed, with_episode: bool, now: u64) -> Markup {
             @if with_episode { td { a href={ "/workbench/episodes/" (l.episode) } { (l.episode) } } }
             td { (state) }
             td { (who) }
-            td { (utc(l.expires_at)) }
+            td.when { (utc(l.expires_at)) }
             td.approval-summary { (l.summary) }
             td.approval-commands {
                 @if l.state == "pending" {
