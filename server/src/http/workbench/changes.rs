@@ -488,7 +488,11 @@ fn exec_said(e: &Effect, line: &[String], result: Option<&Value>) -> Markup {
             let notes = exit_notes(r);
             html! {
                 "ran " (line) " → "
-                @match r["exit_code"].as_i64() { Some(code) => { "exit " (code) } None => { "stopped" } }
+                @match r["exit_code"].as_i64() {
+                    Some(0) => { span.ok { "exit 0" } }
+                    Some(code) => { span.failed { "exit " (code) } }
+                    None => { span.failed { "stopped" } }
+                }
                 @if !notes.is_empty() { " (" (notes.join(", ")) ")" }
                 @if let Some(ms) = r["duration_ms"].as_u64() { " in " (duration(ms)) }
             }
@@ -736,12 +740,14 @@ mod tests {
         let ran = json!({"exit_code": 1, "duration_ms": 412});
         assert_eq!(
             said(exec_said(&effect("ok", None), &line, Some(&ran))),
-            format!("ran <code class=\"cmdline\">python3 {EVIL_ESCAPED}</code> → exit 1 in 412 ms")
+            format!(
+                "ran <code class=\"cmdline\">python3 {EVIL_ESCAPED}</code> → <span class=\"failed\">exit 1</span> in 412 ms"
+            )
         );
         let killed = json!({"exit_code": null, "signal": 9, "timed_out": true, "duration_ms": 9000});
         assert!(
             said(exec_said(&effect("ok", None), &line, Some(&killed)))
-                .ends_with("→ stopped (timed out, signal 9) in 9.0 s")
+                .ends_with("→ <span class=\"failed\">stopped</span> (timed out, signal 9) in 9.0 s")
         );
         assert!(said(exec_said(&denied, &line, None)).ends_with("</code> — denied: budget"));
 
