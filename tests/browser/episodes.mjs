@@ -58,6 +58,9 @@ await step('episodes list', async () => {
   const box = await row.locator('svg.meter').first().boundingBox();
   check('list: meters are drawn', box && box.width >= 100 && box.height > 0, JSON.stringify(box));
   check('list: no script element', (await scripts()) === 0);
+  check('list: one approval waits for a person', (await text(page, '#waiting-count')) === '1');
+  const decide = await text(page, '#waiting .approval-commands');
+  check('list: the commands that decide it', /^worldd approve ap-[0-9a-f]{16} · worldd deny ap-[0-9a-f]{16}$/.test(decide), decide);
   await fits(page, 'episodes list');
   await page.screenshot({ path: join(artifacts, 'workbench-episodes.png'), fullPage: true });
   await row.locator('a.episode-link').click();
@@ -70,6 +73,7 @@ await step('episode summary, spend and denials', async () => {
   check('episode status 200', resp.status() === 200, String(resp.status()));
   check('episode strict csp', resp.headers()['content-security-policy'] === CSP);
   check('summary: calls', (await text(page, '#summary-calls')) === String(CALLS));
+  check('episode: one approval waits for a person', (await text(page, '#waiting-count')) === '1');
   const write = page.locator('#spend-table tr.spend-row', { hasText: 'Workspace.Write' });
   const figures = await Promise.all(
     ['before', 'page', 'after', 'total', 'budget', 'remaining'].map((c) => text(write, `.spend-${c}`)),

@@ -212,7 +212,7 @@ pre.diff span.eol{display:inline;color:#6b7280}.change{margin:1em 0}.change-head
 .output pre{max-height:12em;margin:.2em 0}.charts{margin-bottom:1em}\
 code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}.when{white-space:nowrap}\
 code.id{display:inline-block;max-width:10ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;\
-vertical-align:bottom}td.story{min-width:22em}td.links,td.links .ref,td.call-cost{white-space:nowrap;word-break:normal}.said+.said{margin-top:.3em}details{margin:.15em 0}\
+vertical-align:bottom}td.approval-id,td.approval-commands code{white-space:nowrap}td.story{min-width:22em}td.links,td.links .ref,td.call-cost{white-space:nowrap;word-break:normal}.said+.said{margin-top:.3em}details{margin:.15em 0}\
 summary{cursor:pointer;color:#0b5cad;font-size:12.5px}td.story pre{max-height:20em}.lines{color:#52606d}\
 figcaption .spend-words{font-size:12.5px;color:#52606d}svg text.budget{fill:#b42318}";
 
