@@ -821,6 +821,17 @@ mod tests {
     }
 
     #[test]
+    fn the_log_pager_says_which_entries_each_page_shows() {
+        // 130 entries, the page from #30: newer from #80 (the newest page), older from #0.
+        let p = log_pager(30, 80, 0, Some(80)).into_string();
+        assert!(p.contains("<a id=\"next-page\" href=\"/workbench?from=80\">‹ newer: #80–#129</a>"), "{p}");
+        assert!(p.contains("<a id=\"prev-page\" href=\"/workbench?from=0\">older: #0–#29 ›</a>"), "{p}");
+        assert!(p.contains("id=\"last-page\" href=\"/workbench\"") && p.contains("id=\"first-page\""), "{p}");
+        // The newest page of 4 entries has neither.
+        assert_eq!(log_pager(0, 0, 0, None).into_string(), "<p class=\"pager\"></p>");
+    }
+
+    #[test]
     fn unknown_repeated_and_malformed_parameters_are_refused() {
         let r = Ref::of(b"x");
         let refused = [
