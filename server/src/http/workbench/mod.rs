@@ -4,14 +4,17 @@
 //! as it is written, and only the style sheet is written as is.
 //!
 //! Views, chosen by the query (an unknown or repeated parameter is a 400):
-//! - none, or `from=N`: the head, health and a page of the log;
-//! - `entry=N`: the entry, its invocation record with its effect records, its world;
-//! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): metadata, referrers, payload;
+//! - none, or `from=N`: the most recently active episodes, a page of the log
+//!   (the newest, or from entry N), newest first, the head and health;
+//! - `entry=N`: the entry, its invocation record with its effect records (who
+//!   approved each), its world;
+//! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): for an effect
+//!   record what happened, then metadata, referrers, payload;
 //! - `world=REF`: the world row.
 //!
 //! `/workbench/episodes` and `/workbench/episodes/<episode>` tell what each
 //! episode did and paid (`episodes.rs`), with charts drawn as inline SVG
-//! (`svg.rs`) and its calls' diffs and commands (`changes.rs`).
+//! (`svg.rs`) and each call told in words with its diff or output (`changes.rs`).
 
 mod approvals;
 
@@ -467,7 +470,7 @@ fn log_view(s: &Snapshot, health: &Health, from: Option<u64>, now: u64) -> Resul
         h2 { "Head" } (head)
         h2 { "Health" } (health)
     };
-    Ok(Page::ok("log", body))
+    Ok(Page::ok("home", body))
 }
 
 /// Links to the other pages of the log, each saying which entries it shows.
