@@ -141,6 +141,12 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
 
     let page = lab.daemon.get(&format!("/workbench/episodes/{EP}")).text();
     assert!(page.contains("approved by the operator (uid ") && page.contains(&format!("({id})</div>")), "{page}");
+    // The record's page, and its entry's beside the effect, say who approved it.
+    let page = lab.daemon.get(&format!("/workbench?object={}", effect(&ran)["record"].as_str().unwrap())).text();
+    assert!(page.contains("id=\"happened-approval\">approved by the operator (uid "), "{page}");
+    let entry = page.split("href=\"/workbench?entry=").nth(1).and_then(|t| t.split('"').next()).unwrap().to_string();
+    let page = lab.daemon.get(&format!("/workbench?entry={entry}")).text();
+    assert!(page.contains("<td class=\"effect-approval\">approved by the operator (uid "), "{page}");
     // Used once: the same request asks afresh.
     let again = waiting_id(&lab.write(&s, "one\n"));
     assert_ne!(again, id);
@@ -152,6 +158,31 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
     assert!(told.contains("approved by the operator (uid ") && told.contains(&id), "{told}");
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
+#[test]
+fn the_workbench_counts_only_the_approvals_that_still_wait() {
+    let lab = lab(&["--approval-ttl", "2"]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    let count = |page: &str| {
+        let after = page.split("id=\"waiting-count\">").nth(1)?;
+        after.split('<').next().map(String::from)
+    };
+    // One nobody answered in time, one approved and not yet used, one that waits.
+    waiting_id(&lab.write(&s, "too late\n"));
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let approved = waiting_id(&lab.write(&s, "approved\n"));
+    lab.worldd_ok(&["approve", &approved]);
+    let waits = waiting_id(&lab.write(&s, "waits\n"));
+    let page = lab.daemon.get("/workbench/episodes").text();
+    assert_eq!(count(&page).as_deref(), Some("1"), "{page}");
+    assert!(page.contains(&format!("<code>worldd approve {waits}</code>")), "{page}");
+    assert!(page.contains("1 approved and not yet used"), "{page}");
+    // The approved one runs, and is used: one still waits.
+    assert_eq!(effect(&lab.write(&s, "approved\n"))["status"], json!("ok"));
+    let page = lab.daemon.get(&format!("/workbench/episodes/{EP}")).text();
+    assert_eq!(count(&page).as_deref(), Some("1"), "{page}");
+    assert!(!page.contains("approved and not yet used"), "{page}");
 }
 
 #[test]

@@ -40,6 +40,16 @@ export function worldBlock(result) {
   return { entry: result.metadata?.entry_index, record: data?.world?.effects?.[0]?.record };
 }
 export const text = (page, sel) => page.locator(sel).first().innerText({ timeout: 5000 });
+// Nothing on the page scrolls sideways in the 1280 px window every test opens.
+export async function fits(page, name) {
+  const { scroll, inner } = await page.evaluate(() => ({
+    scroll: document.documentElement.scrollWidth,
+    inner: window.innerWidth,
+  }));
+  check(`${name}: no horizontal overflow at ${inner} px (scrollWidth ${scroll})`, inner === 1280 && scroll <= inner);
+}
+// Opens every <details> (a diff, an output), as a reader's clicks would.
+export const openDetails = (page) => page.evaluate(() => document.querySelectorAll('details').forEach((d) => (d.open = true)));
 
 // A fresh profile (its own directory under WORKBENCH_PROFILE) and one page.
 export async function open(profile) {

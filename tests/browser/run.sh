@@ -4,7 +4,8 @@
 # with curl and drives Debian's headless Chromium through `/workbench`
 # (workbench.mjs); then a scripted agent session in the same episode (writes,
 # a rewrite, an edit, a failing and a passing command, a write denied over
-# the budget of a second session) and through `/workbench/episodes` (episodes.mjs).
+# the budget of a second session, a write left waiting for a person's approval)
+# and through `/workbench/episodes` (episodes.mjs).
 # Installs what it needs: chromium and chromium-driver (apt-get), playwright-core
 # (npm, cached in ${WORLD_CLIENTS_CACHE:-$HOME/.cache/world-clients}/browser).
 # Screenshots go to ${WORLD_ARTIFACTS:-target/artifacts}. All traffic is to 127.0.0.1.
@@ -71,11 +72,14 @@ call() {
     fi
     printf '%s\n' "$reply" >>"$replies"
 }
-call read-hello ailang-read '{"path":"hello.txt"}'
+# The first with a task id as long as some clients make theirs (64 hex digits):
+# the pages show it short, whole on hover, and still fit the window.
+long_task=$(printf 'read-hello' | sha256sum | cut -c1-64)
+call "$long_task" ailang-read '{"path":"hello.txt"}'
 call write-page ailang-write '{"path":"page.html","content":"<h1>hi</h1><script>alert(1)</script>\n"}'
 call read-page ailang-read '{"path":"page.html"}'
 
-export WORKBENCH_BASE=$base WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache
+export WORKBENCH_LONG_TASK=$long_task WORKBENCH_BASE=$base WORKBENCH_PROFILE=$tmp/chromium-profile WORLD_ARTIFACTS=$artifacts PLAYWRIGHT_FROM=$cache
 (cd "$here" && WORKBENCH_CALLS=$tmp/calls.jsonl WORKBENCH_DB=$tmp/qs/world.db timeout 300 node workbench.mjs)
 
 # The agent session episodes.mjs reads, in the same episode after those three calls.
@@ -91,4 +95,12 @@ call x-pass workspace-exec '{"command":"python3","args":["app.py"]}'
     --out "$tmp/qs/small-session" --yes 2>>"$tmp/worldd.log"
 token=$(cat "$tmp/qs/small-session")
 call w-over ailang-write '{"path":"app.py","content":"gone\n"}'
+# A third session whose writes wait for a person: one waits, unanswered, so
+# the pages show what waits (and how to decide it) beside everything else.
+"$worldd" session mint --db "$tmp/qs/world.db" --episode demo --grant Workspace.Write=worktree:5 \
+    --ask Workspace.Write=worktree --out "$tmp/qs/asking-session" --yes 2>>"$tmp/worldd.log"
+token=$(cat "$tmp/qs/asking-session")
+body='{"jsonrpc":"2.0","id":1,"method":"tasks/send","params":{"id":"w-ask","metadata":{"skill_id":"ailang-write"},"message":{"role":"user","parts":[{"type":"data","data":{"path":"later.txt","content":"later\n"}}]}}}'
+reply=$(curl -sS --max-time 30 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$body" "$base/a2a/")
+printf '%s' "$reply" | grep -q 'input-required' || { say "the asking write did not wait: $reply"; exit 1; }
 (cd "$here" && WORKBENCH_SESSION=$tmp/episode.jsonl timeout 300 node episodes.mjs)

@@ -5,7 +5,7 @@
 // and what harness.mjs reads.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CSP, artifacts, base, check, open, step, text, worldBlock } from './harness.mjs';
+import { CSP, artifacts, base, check, fits, open, step, text, worldBlock } from './harness.mjs';
 
 const calls = readFileSync(process.env.WORKBENCH_CALLS, 'utf8').trim().split('\n').map((l) => JSON.parse(l).result);
 const [readHello, writePage, readPage] = calls;
@@ -26,8 +26,17 @@ await step('home', async () => {
   const head = await text(page, '#head');
   check('head shows revision 3 of a 4-entry log', /revision\s+3/.test(head) && /log length\s+4/.test(head), head);
   const indices = await page.locator('#log a.entry-link').allInnerTexts();
-  check('log lists entries 0-3', indices.join(',') === '0,1,2,3', indices.join(','));
-  check('no next page for 4 entries', (await page.locator('#next-page').count()) === 0);
+  check('log lists entries 3-0, newest first', indices.join(',') === '3,2,1,0', indices.join(','));
+  check('the log heading says what it shows', (await text(page, '#log-heading')) === 'Log entries #0–#3 of 4, newest first');
+  check('no newer or older page for 4 entries', (await page.locator('#next-page, #prev-page').count()) === 0);
+  // It opens on the newest episodes, each linked, above the log.
+  const episodes = await page.locator('#home-episodes a.episode-link').allInnerTexts();
+  check('home: the newest episodes first', episodes.join(',') === 'demo', episodes.join(','));
+  const order = await page.evaluate(() => [...document.querySelectorAll('h2')].map((h) => h.id || h.textContent));
+  check('home: episodes, then the log, then head and health', order.slice(0, 2).join(',') === 'newest-episodes,log-heading', order.join(','));
+  const episodeCells = await page.locator('#log td.episode').allInnerTexts();
+  check('home: each call entry names its episode', episodeCells.join(',') === 'demo,demo,demo,—', episodeCells.join(','));
+  await fits(page, 'home');
   await page.screenshot({ path: join(artifacts, 'workbench-log.png'), fullPage: true });
 });
 
@@ -46,6 +55,11 @@ await step('log to entry', async () => {
   const inv = await text(page, '#record-invocationId');
   check('invocation id shown', inv === 'a2a:demo:write-page', inv);
   check('writtenBy coordinator:a2a', (await text(page, '#entry')).includes('coordinator:a2a'));
+  const episodeHref = await page.locator('#record-episodeId a.episode-link').getAttribute('href');
+  check('entry: the episode is a link', episodeHref === '/workbench/episodes/demo', episodeHref);
+  const approval = await text(page, '#effect-records .effect-approval');
+  check('entry: who approved, beside the effect', approval === 'not asked', approval);
+  await fits(page, 'entry');
   check('input, output and plan linked', (await page.locator('#record a.input-link, #record a.output-link, #record a.plan-link').count()) === 3);
   check('entry names its world', (await page.locator('#entry a.world-link').count()) === 1);
   const rows = page.locator('#effect-records tr.effect-row');
@@ -68,6 +82,19 @@ await step('entry to effect record to payload', async () => {
   await page.locator('#effect-records a.effect-link').click();
   await page.waitForLoadState();
   check('effect record page', (await text(page, '#semantic-id')) === 'world/effect-record/v2');
+  // The record says what happened, in words, with what it belongs to linked.
+  const happened = {};
+  for (const k of ['effect', 'decision', 'cost', 'budget', 'approval', 'call', 'episode']) {
+    happened[k] = await text(page, `#happened-${k}`);
+  }
+  check('record: the effect and its decision', happened.effect === 'Workspace.Write' && happened.decision === 'allowed; it ran', JSON.stringify(happened));
+  check('record: cost and budget before → after', happened.budget === budget && Number(happened.cost) >= 1, JSON.stringify(happened));
+  check('record: no approval asked', happened.approval === 'no approval was asked', happened.approval);
+  check('record: its call', happened.call === 'a2a:demo:write-page', happened.call);
+  const links = await page.locator('#what-happened a.entry-link, #what-happened a.episode-link').evaluateAll((as) => as.map((a) => a.getAttribute('href')));
+  check('record: its entry and episode linked', links.join(' ') === `/workbench?entry=${write.entry} /workbench/episodes/demo`, links.join(' '));
+  await fits(page, 'record');
+  await page.screenshot({ path: join(artifacts, 'workbench-record.png'), fullPage: true });
   const referrers = await text(page, '#referrers');
   check('referrers name the invocation record', referrers.includes('world/invocation-record/v2'), referrers);
   await page.locator('a.payload-link').click();
@@ -133,7 +160,8 @@ if (resultRef) {
 await step('paging', async () => {
   await page.goto(`${base}/workbench?from=2`);
   const indices = await page.locator('#log a.entry-link').allInnerTexts();
-  check('from=2 starts at entry 2', indices.join(',') === '2,3', indices.join(','));
+  check('from=2 shows entries 3 and 2', indices.join(',') === '3,2', indices.join(','));
+  check('the older page says which entries it shows', (await text(page, '#prev-page')) === 'older: #0–#1 ›');
   await page.locator('#prev-page').click();
   await page.waitForLoadState();
   check('previous page', page.url() === `${base}/workbench?from=0`, page.url());

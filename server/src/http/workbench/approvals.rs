@@ -3,57 +3,79 @@
 //! authenticated), and beside each effect decided under an approval, who
 //! decided and when.
 
-use super::{DASH, esc};
+use super::dash;
 use crate::approvals::{self, ApprovalObject, Listed};
 use crate::clock::utc;
 use crate::episodes::CallsPage;
+use maud::{Markup, html};
 use std::collections::HashMap;
 use world_store::{ReadError, Ref, Snapshot};
 
-/// The open approvals (of `episode`, or all), each with its commands.
-pub fn waiting_html(s: &Snapshot, episode: Option<&str>, now: u64) -> Result<String, ReadError> {
-    let open: Vec<Listed> =
-        approvals::listed(s)?.into_iter().filter(|l| episode.is_none_or(|e| l.episode == e)).collect();
-    if open.is_empty() {
-        return Ok(String::new());
-    }
-    let rows: String = open.iter().map(|l| row(l, episode.is_none(), now)).collect();
-    let episode_th = if episode.is_none() { "<th>episode</th>" } else { "" };
-    Ok(format!(
-        "<h2 id=\"approvals\">Waiting for a person: {}</h2><p class=\"muted\">Decide with the commands shown, as the \
-         store's owner; the agent's next identical call then runs once (or records the denial).</p>\
-         <table id=\"waiting\"><tr><th>approval</th>{episode_th}<th>state</th><th>who decides</th><th>until (UTC)</th>\
-         <th>what it would do</th><th>decide with</th></tr>{rows}</table>",
-        open.len()
-    ))
+/// Whether `l` still waits for a person's word: pending, and not expired.
+fn waits(l: &Listed, now: u64) -> bool {
+    l.state == "pending" && now < l.expires_at
 }
 
-fn row(l: &Listed, with_episode: bool, now: u64) -> String {
+/// The open approvals (of `episode`, or all), each with its commands: the
+/// ones that wait first, counted in the heading; then those approved and not
+/// yet used, and those that expired undecided, said apart.
+pub fn waiting_html(s: &Snapshot, episode: Option<&str>, now: u64) -> Result<Markup, ReadError> {
+    let mut open: Vec<Listed> =
+        approvals::listed(s)?.into_iter().filter(|l| episode.is_none_or(|e| l.episode == e)).collect();
+    if open.is_empty() {
+        return Ok(html! {});
+    }
+    // Stable: within each group, oldest first as listed.
+    open.sort_by_key(|l| !waits(l, now));
+    let waiting = open.iter().filter(|l| waits(l, now)).count();
+    let expired = open.iter().filter(|l| l.state == "pending" && !waits(l, now)).count();
+    let approved = open.len() - waiting - expired;
+    let mut also = vec![];
+    if approved > 0 {
+        also.push(format!("{approved} approved and not yet used"));
+    }
+    if expired > 0 {
+        also.push(format!("{expired} expired before anyone decided"));
+    }
+    Ok(html! {
+        h2 #approvals { "Waiting for a person: " span #waiting-count { (waiting) } }
+        p.muted {
+            @if !also.is_empty() { "Also listed: " (also.join(", ")) ". " }
+            "Decide with the commands shown, as the store's owner; the agent's next identical call then runs once \
+             (or records the denial)."
+        }
+        table #waiting {
+            tr {
+                th { "approval" } @if episode.is_none() { th { "episode" } } th { "state" } th { "who decides" }
+                th { "until (UTC)" } th { "what it would do" } th { "decide with" }
+            }
+            @for l in &open { (row(l, episode.is_none(), now)) }
+        }
+    })
+}
+
+fn row(l: &Listed, with_episode: bool, now: u64) -> Markup {
     let state = match l.state.as_str() {
         "pending" if now >= l.expires_at => "expired (told at the next call)",
         "approved" if l.for_session => "approved for the session",
         s => s,
     };
     let who = if l.approver == "operator" { "the operator only" } else { "anyone asked" };
-    let commands = if l.state == "pending" {
-        format!("<code>worldd approve {id}</code> · <code>worldd deny {id}</code>", id = esc(&l.id))
-    } else {
-        DASH.into()
-    };
-    let episode = if with_episode {
-        format!("<td><a href=\"/workbench/episodes/{e}\">{e}</a></td>", e = esc(&l.episode))
-    } else {
-        String::new()
-    };
-    format!(
-        "<tr class=\"waiting\" id=\"approval-{id}\"><td class=\"approval-id\">{id}</td>{episode}<td>{}</td><td>{}</td>\
-         <td>{}</td><td class=\"approval-summary\">{}</td><td class=\"approval-commands\">{commands}</td></tr>",
-        esc(state),
-        esc(who),
-        esc(&utc(l.expires_at)),
-        esc(&l.summary),
-        id = esc(&l.id),
-    )
+    html! {
+        tr.waiting id={ "approval-" (l.id) } {
+            td.approval-id { (l.id) }
+            @if with_episode { td { a href={ "/workbench/episodes/" (l.episode) } { (l.episode) } } }
+            td { (state) }
+            td { (who) }
+            td.when { (utc(l.expires_at)) }
+            td.approval-summary { (l.summary) }
+            td.approval-commands {
+                @if l.state == "pending" {
+                    code { "worldd approve " (l.id) } " · " code { "worldd deny " (l.id) }
+                } @else { (dash()) }
+            }
+        }
+    }
 }
 
 /// For each effect record of `page` decided under an approval: who decided, and when.
@@ -68,7 +90,7 @@ pub fn decisions(s: &Snapshot, page: &CallsPage) -> Result<HashMap<String, Strin
     Ok(out)
 }
 
-fn approval_of(s: &Snapshot, record: &Ref) -> Result<Option<String>, ReadError> {
+pub fn approval_of(s: &Snapshot, record: &Ref) -> Result<Option<String>, ReadError> {
     let json = |r: &Ref| -> Result<Option<serde_json::Value>, ReadError> {
         Ok(s.payload(r)?.and_then(|p| serde_json::from_slice(&p).ok()))
     };

@@ -8,7 +8,7 @@
 use super::approvals;
 use super::changes;
 use super::svg::{self, Mark, Steps};
-use super::{DASH, Page, check_params, entry_link, esc, index, obj_link_short, respond};
+use super::{Page, check_params, dash, entry_link, index, obj_link_short, respond};
 use crate::clock::utc;
 use crate::episodes::{self, Activity, Call, CallsPage, Summary};
 use crate::http::{State, query_pairs, read};
@@ -16,6 +16,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State as AxState};
 use axum::http::StatusCode;
 use axum::response::Response;
+use maud::{Markup, html};
 use std::collections::{BTreeMap, HashMap};
 use world_store::{ReadError, Snapshot};
 
@@ -83,12 +84,11 @@ fn span(seconds: u64) -> String {
 }
 
 /// `committed 5 · not-committed 1`, or a dash.
-fn counts(map: &BTreeMap<String, u64>) -> String {
+fn counts(map: &BTreeMap<String, u64>) -> Markup {
     if map.is_empty() {
-        return DASH.into();
+        return dash();
     }
-    let parts: Vec<String> = map.iter().map(|(k, n)| format!("{} {n}", esc(k))).collect();
-    parts.join(" · ")
+    html! { @for (i, (k, n)) in map.iter().enumerate() { @if i > 0 { " · " } (k) " " (n) } }
 }
 
 fn episode_href(episode: &str) -> String {
@@ -100,7 +100,7 @@ fn calls_word(n: u64) -> &'static str {
 }
 
 /// Calls over the episode's life, one column per bucket.
-fn activity_svg(a: &Activity, calls: u64) -> String {
+fn activity_svg(a: &Activity, calls: u64) -> Markup {
     let marks: Vec<Mark> = a
         .counts
         .iter()
@@ -114,65 +114,63 @@ fn activity_svg(a: &Activity, calls: u64) -> String {
 }
 
 /// One line per grant: its name, its meter, its figures.
-fn grants_html(summary: &Summary) -> String {
-    let mut out = String::new();
-    for g in &summary.spend {
-        let budget = g.budget.map_or_else(|| "no live grant".to_string(), |b| b.to_string());
-        let title = format!("{} on {}: {} spent of {budget}", g.effect, g.scope, g.spent);
-        out.push_str(&format!(
-            "<div class=\"grant\"><span class=\"grant-effect\">{}</span> <span class=\"grant-scope muted\">{}</span> {} \
-             <span class=\"grant-spent\">{}</span> / <span class=\"grant-budget\">{}</span></div>",
-            esc(&g.effect),
-            esc(&g.scope),
-            svg::meter(g.spent, g.budget, &title),
-            g.spent,
-            esc(&budget),
-        ));
+fn grants_html(summary: &Summary) -> Markup {
+    if summary.spend.is_empty() {
+        return dash();
     }
-    if out.is_empty() { DASH.into() } else { out }
+    html! {
+        @for g in &summary.spend {
+            @let budget = g.budget.map_or_else(|| "no live grant".to_string(), |b| b.to_string());
+            @let title = format!("{} on {}: {} spent of {budget}", g.effect, g.scope, g.spent);
+            div.grant {
+                span.grant-effect { (g.effect) } " "
+                span.grant-scope.muted { (g.scope) } " "
+                (svg::meter(g.spent, g.budget, &title)) " "
+                span.grant-spent { (g.spent) } " / " span.grant-budget { (budget) }
+            }
+        }
+    }
 }
 
-fn episode_row(e: &Summary) -> String {
-    format!(
-        "<tr class=\"episode\" id=\"episode-{ep}\"><td><a class=\"episode-link\" href=\"{}\">{ep}</a></td>\
-         <td class=\"calls\">{}</td><td class=\"states\">{}</td><td class=\"effects\">{}</td>\
-         <td class=\"grants\">{}</td><td class=\"activity\">{}<div class=\"muted\">last active {}</div></td></tr>",
-        esc(&episode_href(&e.episode)),
-        e.calls,
-        counts(&e.states),
-        counts(&e.effects),
-        grants_html(e),
-        activity_svg(&e.activity, e.calls),
-        esc(&utc(e.last_at)),
-        ep = esc(&e.episode),
-    )
+fn episode_row(e: &Summary) -> Markup {
+    html! {
+        tr.episode id={ "episode-" (e.episode) } {
+            td { a.episode-link href=(episode_href(&e.episode)) { (e.episode) } }
+            td.calls { (e.calls) }
+            td.states { (counts(&e.states)) }
+            td.effects { (counts(&e.effects)) }
+            td.grants { (grants_html(e)) }
+            td.activity {
+                (activity_svg(&e.activity, e.calls))
+                div.muted { "last active " span.when { (utc(e.last_at)) } }
+            }
+        }
+    }
 }
 
 fn list_view(s: &Snapshot, after: Option<(u64, String)>, now: u64) -> Result<Page, ReadError> {
     let first = after.is_none();
     let page = episodes::list(s, after, EPISODES_SHOWN, now)?;
-    let mut rows: String = page.episodes.iter().map(episode_row).collect();
-    if page.episodes.is_empty() {
-        rows = "<tr><td colspan=\"6\" class=\"muted\">no episode has made a call yet</td></tr>".into();
-    }
-    let mut pager = String::from("<p class=\"pager\">");
-    if !first {
-        pager.push_str("<a id=\"newest-episodes\" href=\"/workbench/episodes\">« most recent</a>");
-    }
-    if let Some(next) = &page.next {
-        let href = format!(
-            "/workbench/episodes?after={}",
-            form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>()
-        );
-        pager.push_str(&format!("<a id=\"older-episodes\" href=\"{}\">less recent ›</a>", esc(&href)));
-    }
-    pager.push_str("</p>");
-    let waiting = approvals::waiting_html(s, None, now)?;
-    let body = format!(
-        "<h1>Episodes</h1>{waiting}<p class=\"muted\">Most recently active first. Spend is against the largest budget a live \
-         session of the episode holds.</p><table id=\"episodes\"><tr><th>episode</th><th>calls</th><th>states</th>\
-         <th>effects</th><th>grants: spent / budget</th><th>activity</th></tr>{rows}</table>{pager}"
-    );
+    let older = page.next.as_ref().map(|next| {
+        format!("/workbench/episodes?after={}", form_urlencoded::byte_serialize(next.as_bytes()).collect::<String>())
+    });
+    let body = html! {
+        h1 { "Episodes" }
+        (approvals::waiting_html(s, None, now)?)
+        p.muted { "Most recently active first. Spend is against the largest budget a live session of the episode holds." }
+        table #episodes {
+            tr {
+                th { "episode" } th { "calls" } th { "states" } th { "effects" } th { "grants: spent / budget" }
+                th { "activity" }
+            }
+            @for e in &page.episodes { (episode_row(e)) }
+            @if page.episodes.is_empty() { tr { td.muted colspan="6" { "no episode has made a call yet" } } }
+        }
+        p.pager {
+            @if !first { a #newest-episodes href="/workbench/episodes" { "« most recent" } }
+            @if let Some(href) = older { a #older-episodes href=(href) { "less recent ›" } }
+        }
+    };
     Ok(Page::ok("episodes", body))
 }
 
@@ -192,17 +190,16 @@ fn episode_view(
     let end = page_end(&page);
     let tail = if end < summary.calls { episodes::calls(s, episode, end, SPEND_TAIL_CALLS)? } else { None };
     let decided = approvals::decisions(s, &page)?;
-    let body = [
-        format!("<h1>Episode <span id=\"episode-name\">{}</span></h1>", esc(episode)),
-        summary_html(&summary),
-        approvals::waiting_html(s, Some(episode), now)?,
-        spend_html(&summary, &page, tail.as_ref()),
-        denials_html(&summary),
-        timeline_html(&page, &decided),
-        changes::what_changed(s, episode, &page)?,
-        changes::what_ran(s, &page)?,
-    ];
-    Ok(Page::ok(format!("episode {episode}"), body.concat()))
+    let told = changes::told(s, episode, &page)?;
+    let body = html! {
+        h1 { "Episode " span #episode-name { (episode) } }
+        (summary_html(&summary))
+        (approvals::waiting_html(s, Some(episode), now)?)
+        (timeline_html(&page, &decided, &told))
+        (spend_html(&summary, &page, tail.as_ref()))
+        (denials_html(&summary))
+    };
+    Ok(Page::ok(format!("episode {episode}"), body))
 }
 
 /// Where the newest page of an episode of `calls` calls starts.
@@ -210,16 +207,16 @@ fn newest_from(calls: u64) -> u64 {
     calls.saturating_sub(CALLS_SHOWN)
 }
 
-fn summary_html(summary: &Summary) -> String {
+fn summary_html(summary: &Summary) -> Markup {
     super::kv(
         "summary",
         &[
-            ("calls", format!("<span id=\"summary-calls\">{}</span>", summary.calls)),
+            ("calls", html! { span #summary-calls { (summary.calls) } }),
             ("states", counts(&summary.states)),
             ("effects", counts(&summary.effects)),
-            ("sessions", format!("{} live of {}", summary.sessions.live, summary.sessions.total)),
-            ("first call", esc(&utc(summary.first_at))),
-            ("last active", esc(&utc(summary.last_at))),
+            ("sessions", html! { (summary.sessions.live) " live of " (summary.sessions.total) }),
+            ("first call", html! { (utc(summary.first_at)) }),
+            ("last active", html! { (utc(summary.last_at)) }),
             ("calls over time", activity_svg(&summary.activity, summary.calls)),
         ],
     )
@@ -278,62 +275,81 @@ impl Window {
     }
 }
 
+/// A figure, or a dash when it is not known.
+fn figure(v: Option<u64>) -> Markup {
+    match v {
+        Some(v) => html! { (v) },
+        None => dash(),
+    }
+}
+
 /// One grant's figures; `before`: what was spent before the page, if known.
-fn spend_row(g: &episodes::Spend, before: Option<u64>, page_units: u64) -> String {
-    let figure = |v: Option<u64>| v.map_or_else(|| DASH.to_string(), |v| v.to_string());
-    format!(
-        "<tr class=\"spend-row\"><td class=\"spend-effect\">{}{}</td><td class=\"spend-scope\">{}</td>\
-         <td class=\"spend-before\">{}</td><td class=\"spend-page\">{page_units}</td><td class=\"spend-after\">{}</td>\
-         <td class=\"spend-total\">{}</td><td class=\"spend-budget\">{}</td><td class=\"spend-remaining\">{}</td></tr>",
-        esc(&g.effect),
-        match g.asks.as_deref() {
-            Some("operator") => " <span class=\"asks\">asks the operator</span>",
-            Some(_) => " <span class=\"asks\">asks a person</span>",
-            None => "",
-        },
-        esc(&g.scope),
-        figure(before),
-        figure(before.map(|b| b + page_units)),
-        g.spent,
-        figure(g.budget),
-        figure(g.remaining),
-    )
+fn spend_row(g: &episodes::Spend, before: Option<u64>, page_units: u64) -> Markup {
+    html! {
+        tr.spend-row {
+            td.spend-effect {
+                (g.effect)
+                @match g.asks.as_deref() {
+                    Some("operator") => { " " span.asks { "asks the operator" } }
+                    Some(_) => { " " span.asks { "asks a person" } }
+                    None => {}
+                }
+            }
+            td.spend-scope { (g.scope) }
+            td.spend-before { (figure(before)) }
+            td.spend-page { (page_units) }
+            td.spend-after { (figure(before.map(|b| b + page_units))) }
+            td.spend-total { (g.spent) }
+            td.spend-budget { (figure(g.budget)) }
+            td.spend-remaining { (figure(g.remaining)) }
+        }
+    }
 }
 
 /// One grant's running total over the page, from `start`, against its budget.
-fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) -> String {
+fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) -> Markup {
     let points = spend_points(page, &g.effect, &g.scope, start);
     let title = format!("{} on {}: spent over calls #{}–#{}", g.effect, g.scope, w.first, w.last);
     let limit = g.budget.map(|b| (b, format!("budget {b} (the largest a live session holds)")));
     let (from, to) = ((w.from.0, w.from.1.as_str()), (w.to.0, w.to.1.as_str()));
     let chart = svg::steps(&Steps { title: &title, from, to, start, points: &points, limit });
-    format!(
-        "<figure class=\"spend-chart\">{chart}<figcaption>{} <span class=\"muted\">{}</span></figcaption></figure>",
-        esc(&g.effect),
-        esc(&g.scope)
-    )
+    let end = points.last().map_or(start, |(_, m)| m.value);
+    html! {
+        figure.spend-chart {
+            (chart)
+            figcaption {
+                span.spend-name { (g.effect) " " span.muted { (g.scope) } }
+                div.spend-words {
+                    (start) " → " (end) " over these calls"
+                    @if let (Some(b), Some(r)) = (g.budget, g.remaining) { "; " (g.spent) " of " (b) " spent, " (r) " left" }
+                }
+            }
+        }
+    }
 }
 
 /// Spend per grant over the page's calls; `tail`: the calls after them, all of
 /// them (its `next` is none) or the first of many.
-fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> String {
-    let out = String::from("<h2 id=\"spend\">Spend</h2>");
-    let Some(w) = Window::of(page) else { return out + "<p class=\"muted\">no calls on this page</p>" };
+fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> Markup {
+    let Some(w) = Window::of(page) else {
+        return html! { h2 #spend { "Spend" } p.muted { "no calls on this page" } };
+    };
     let known = tail.is_none_or(|t| t.next.is_none());
     let (on_page, after) = (debits(&page.calls), debits(tail.iter().flat_map(|t| &t.calls)));
-    let (mut charts, mut rows) = (String::new(), String::new());
+    let (mut charts, mut rows) = (vec![], vec![]);
     for g in &summary.spend {
         let units = |of: &HashMap<(String, String), u64>| of.get(&(g.effect.clone(), g.scope.clone())).copied();
         let (page_units, after_units) = (units(&on_page).unwrap_or(0), units(&after).unwrap_or(0));
         let before = known.then(|| g.spent.saturating_sub(page_units + after_units));
-        rows.push_str(&spend_row(g, before, page_units));
+        rows.push(spend_row(g, before, page_units));
         if page_units > 0 {
-            charts.push_str(&spend_chart(g, &w, page, before.unwrap_or(0)));
+            charts.push(spend_chart(g, &w, page, before.unwrap_or(0)));
         }
     }
     let said = if known {
         format!(
-            "Running totals over the calls shown (#{}–#{}), by when each call ended; the dashed line is the budget.",
+            "Running totals over the calls shown (#{}–#{}), by when each call ended; each chart spans what was spent \
+             then, with the budget written above it (and drawn, dashed, when it is near).",
             w.first, w.last
         )
     } else {
@@ -343,129 +359,170 @@ fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> 
             w.first, w.last
         )
     };
-    out + &format!(
-        "<p class=\"muted\" id=\"spend-said\">{}</p><div class=\"charts\">{charts}</div><table id=\"spend-table\"><tr>\
-         <th>effect</th><th>scope</th><th>before #{}</th><th>on this page</th><th>after #{}</th><th>spent now</th>\
-         <th>budget</th><th>remaining</th></tr>{rows}</table>",
-        esc(&said),
-        w.first,
-        w.last
-    )
+    html! {
+        h2 #spend { "Spend" }
+        p.muted #spend-said { (said) }
+        div.charts { @for c in &charts { (c) } }
+        table #spend-table {
+            tr {
+                th { "effect" } th { "scope" } th { "before #" (w.first) } th { "on this page" } th { "after #" (w.last) }
+                th { "spent now" } th { "budget" } th { "remaining" }
+            }
+            @for r in &rows { (r) }
+        }
+    }
 }
 
-fn denials_html(summary: &Summary) -> String {
-    let mut out = String::from("<h2 id=\"denials\">Denials</h2>");
+fn denials_html(summary: &Summary) -> Markup {
     if summary.denials.is_empty() {
-        return out + "<p id=\"denials-none\" class=\"muted\">no effect of this episode was denied</p>";
+        return html! { h2 #denials { "Denials" } p #denials-none.muted { "no effect of this episode was denied" } };
     }
     let rows: Vec<(String, u64)> = summary.denials.iter().map(|(k, n)| (k.clone(), *n)).collect();
-    out.push_str(&svg::bars(&rows, "denied effects by the broker's label"));
-    out.push_str("<table id=\"denials-table\"><tr><th>label</th><th>denied effects</th></tr>");
-    for (label, n) in &rows {
-        out.push_str(&format!(
-            "<tr class=\"denial\"><td class=\"denial-label\">{}</td><td class=\"denial-count\">{n}</td></tr>",
-            esc(label)
-        ));
+    html! {
+        h2 #denials { "Denials" }
+        (svg::bars(&rows, "denied effects by the broker's label"))
+        table #denials-table {
+            tr { th { "label" } th { "denied effects" } }
+            @for (label, n) in &rows { tr.denial { td.denial-label { (label) } td.denial-count { (n) } } }
+        }
     }
-    out.push_str("</table>");
-    out
 }
 
-/// Links to the other pages of calls.
-fn calls_pager(page: &CallsPage) -> String {
-    let href = |from: u64| esc(&format!("{}?from={from}", episode_href(&page.episode)));
+/// `#5–#9`, or `#5` alone.
+fn range(first: u64, last: u64) -> String {
+    if first == last { format!("#{first}") } else { format!("#{first}–#{last}") }
+}
+
+/// Links to the other pages of calls, each saying which calls it shows.
+fn calls_pager(page: &CallsPage) -> Markup {
+    let href = |from: u64| format!("{}?from={from}", episode_href(&page.episode));
     let end = page_end(page);
-    let mut out = String::from("<p class=\"pager\">");
-    if page.from > 0 {
-        out.push_str(&format!("<a id=\"first-calls\" href=\"{}\">« first</a>", href(0)));
-        let earlier = page.from.saturating_sub(CALLS_SHOWN);
-        out.push_str(&format!("<a id=\"earlier-calls\" href=\"{}\">‹ calls from #{earlier}</a>", href(earlier)));
+    let earlier = page.from.saturating_sub(CALLS_SHOWN);
+    let newest = newest_from(page.total);
+    let later_end = end.saturating_add(CALLS_SHOWN).min(page.total);
+    html! {
+        p.pager {
+            @if end < page.total {
+                a #newest-calls href=(episode_href(&page.episode)) {
+                    "« newest (" (range(newest, page.total - 1)) ")"
+                }
+                a #later-calls href=(href(end)) { "‹ newer: " (range(end, later_end - 1)) }
+            }
+            @if page.from > 0 {
+                a #earlier-calls href=(href(earlier)) { "older: " (range(earlier, page.from - 1)) " ›" }
+                a #first-calls href=(href(0)) { "oldest (" (range(0, CALLS_SHOWN.min(page.total) - 1)) ") »" }
+            }
+        }
     }
-    if end < page.total {
-        out.push_str(&format!("<a id=\"later-calls\" href=\"{}\">calls from #{end} ›</a>", href(end)));
-        out.push_str(&format!("<a id=\"newest-calls\" href=\"{}\">newest »</a>", esc(&episode_href(&page.episode))));
-    }
-    out.push_str("</p>");
-    out
 }
 
 /// One cell's lines, one per effect of the call.
-fn per_effect(c: &Call, f: impl Fn(&episodes::Effect) -> String) -> String {
+fn per_effect(c: &Call, f: impl Fn(&episodes::Effect) -> Markup) -> Markup {
     if c.effects.is_empty() {
-        return DASH.into();
+        return dash();
     }
-    c.effects.iter().map(f).collect::<Vec<_>>().join("<br>")
+    super::lines(c.effects.iter().map(f))
 }
 
 /// A running task's word under its state: when it stops, how to stop it,
 /// its last line of output.
-fn run_note(c: &Call) -> String {
-    let Some(run) = c.run.as_ref().filter(|r| r.cancel.is_some()) else { return String::new() };
-    let mut note = format!("<div class=\"run muted\">stops at {} UTC", esc(&utc(run.deadline_at)));
-    if run.cancel_asked_at.is_some() {
-        note.push_str(" · cancel asked");
+fn run_note(c: &Call) -> Markup {
+    let Some(run) = c.run.as_ref().filter(|r| r.cancel.is_some()) else { return html! {} };
+    html! {
+        div.run.muted {
+            "stops at " span.when { (utc(run.deadline_at)) " UTC" }
+            @if run.cancel_asked_at.is_some() { " · cancel asked" }
+            @if let Some(cancel) = &run.cancel { br; code.cancel { (cancel) } }
+            @if let Some(line) = &run.last_output { br; code.last-output { (line) } }
+        }
     }
-    if let Some(cancel) = &run.cancel {
-        note.push_str(&format!("<br><code class=\"cancel\">{}</code>", esc(cancel)));
-    }
-    if let Some(line) = &run.last_output {
-        note.push_str(&format!("<br><code class=\"last-output\">{}</code>", esc(line)));
-    }
-    note.push_str("</div>");
-    note
 }
 
-fn call_row(c: &Call, decided: &HashMap<String, String>) -> String {
-    let took = c.ended_at.map_or_else(|| "running".to_string(), |e| format!("{} s", e.saturating_sub(c.started_at)));
-    format!(
-        "<tr class=\"call\" id=\"call-{pos}\"><td class=\"position\">{pos}</td><td>{}</td><td>{}</td>\
-         <td class=\"tool\">{}</td><td class=\"task\">{}</td><td>{}</td><td class=\"state {state}\">{state}{}</td>\
-         <td class=\"call-effect\">{}</td><td class=\"call-status\">{}</td><td class=\"call-cost\">{}</td>\
-         <td class=\"call-budget\">{}</td><td class=\"ref\">{}</td><td>{}</td></tr>",
-        esc(&utc(c.started_at)),
-        esc(&took),
-        if c.transition.is_empty() { DASH.into() } else { esc(&c.transition) },
-        esc(&c.task_id),
-        esc(&c.surface),
-        run_note(c),
-        per_effect(c, |e| format!("{} <span class=\"muted\">{}</span>", esc(&e.effect), esc(&e.scope))),
-        per_effect(c, |e| {
-            let status = match &e.denial {
-                Some(label) => format!("<span class=\"{s}\">{s}</span> {}", esc(label), s = esc(&e.status)),
-                None => format!("<span class=\"{s}\">{s}</span>", s = esc(&e.status)),
-            };
-            match e.record.as_ref().and_then(|r| decided.get(r)) {
-                Some(by) => format!("{status}<div class=\"approval muted\">{}</div>", esc(by)),
-                None => status,
+/// What the call did, one line per effect, each with what it showed a click away.
+fn story(c: &Call, told: &HashMap<changes::At, changes::Told>) -> Markup {
+    let tool = if c.transition.is_empty() { "a tool" } else { c.transition.as_str() };
+    html! {
+        @for (i, e) in c.effects.iter().enumerate() {
+            div.said {
+                @match told.get(&(c.position, i)) {
+                    Some(t) => {
+                        (t.said)
+                        @if let Some((what, more)) = &t.more { details { summary { (what) } (more) } }
+                    }
+                    None => { (tool) ": " (e.effect) " on " (e.scope) }
+                }
             }
-        }),
-        per_effect(c, |e| e.cost.to_string()),
-        per_effect(c, |e| e.budget_after.to_string()),
-        per_effect(c, |e| match e.record.as_deref().and_then(|r| world_store::Ref::parse(r).ok()) {
-            Some(r) => obj_link_short(&r, "effect-link"),
-            None => DASH.into(),
-        }),
-        c.entry_index.map_or_else(|| DASH.into(), entry_link),
-        pos = c.position,
-        state = esc(&c.state),
-    )
+        }
+        @if c.effects.is_empty() { div.said { "called " (tool) ", which asked for no effect" } }
+        (run_note(c))
+    }
 }
 
-fn timeline_html(page: &CallsPage, decided: &HashMap<String, String>) -> String {
+fn call_row(c: &Call, decided: &HashMap<String, String>, told: &HashMap<changes::At, changes::Told>) -> Markup {
+    let took =
+        c.ended_at.map_or_else(|| "running".to_string(), |e| format!("took {} s", e.saturating_sub(c.started_at)));
+    html! {
+        tr.call id={ "call-" (c.position) } {
+            td.position { (c.position) }
+            td.when { (utc(c.started_at)) div.muted { (took) } }
+            td.story { (story(c, told)) }
+            td.outcome {
+                span class={ "state " (c.state) } { (c.state) }
+                div.call-status {
+                    (per_effect(c, |e| html! {
+                        span class=(e.status) { (e.status) }
+                        @if let Some(label) = &e.denial { " " (label) }
+                        @if let Some(by) = e.record.as_ref().and_then(|r| decided.get(r)) { div.approval.muted { (by) } }
+                    }))
+                }
+            }
+            // What was debited; a denied effect asked for its cost and paid nothing.
+            td.call-cost {
+                (per_effect(c, |e| html! {
+                    (e.debited) @if e.debited != e.cost { " " span.muted { "of " (e.cost) " asked" } }
+                }))
+            }
+            td.call-budget { (per_effect(c, |e| html! { (e.budget_after) })) }
+            td.task-cell { (super::short_id("task", &c.task_id)) div.muted { (c.surface) " · " (c.transition) } }
+            td.links {
+                (per_effect(c, |e| match e.record.as_deref().and_then(|r| world_store::Ref::parse(r).ok()) {
+                    Some(r) => obj_link_short(&r, "effect-link"),
+                    None => dash(),
+                }))
+                div { "entry " @if let Some(i) = c.entry_index { (entry_link(i)) } @else { (dash()) } }
+            }
+        }
+    }
+}
+
+fn timeline_html(
+    page: &CallsPage,
+    decided: &HashMap<String, String>,
+    told: &HashMap<changes::At, changes::Told>,
+) -> Markup {
     let end = page_end(page);
     let heading = if page.calls.is_empty() {
         format!("Calls: none from #{} ({} in all)", page.from, page.total)
     } else {
-        format!("Calls #{}–#{} of {}", page.from, end - 1, page.total)
+        format!("Calls {} of {}, newest first", range(page.from, end - 1), page.total)
     };
-    let rows: String = page.calls.iter().map(|c| call_row(c, decided)).collect();
-    format!(
-        "<h2 id=\"calls\">{}</h2>{}<table id=\"timeline\"><tr><th>#</th><th>started (UTC)</th><th>took</th>\
-         <th>tool</th><th>task</th><th>surface</th><th>state</th><th>effect</th><th>status</th><th>cost</th>\
-         <th>budget after</th><th>record</th><th>entry</th></tr>{rows}</table>",
-        esc(&heading),
-        calls_pager(page)
-    )
+    html! {
+        h2 #calls { (heading) }
+        p.muted {
+            "What each call did, in words; its diff or its output opens under it. A write is compared with what \
+             World last wrote to the same path (its later edits applied) within the "
+            (changes::WRITE_LOOKBACK_CALLS) " calls before this page and the page itself; a command run in between \
+             may have changed the file too."
+        }
+        (calls_pager(page))
+        table #timeline {
+            tr {
+                th { "#" } th { "started (UTC)" } th { "what happened" } th { "outcome" } th { "paid" }
+                th { "budget left" } th { "task" } th { "record, entry" }
+            }
+            @for c in page.calls.iter().rev() { (call_row(c, decided, told)) }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -477,7 +534,7 @@ mod tests {
     }
 
     const EVIL: &str = "<script>alert('x')</script>\"&";
-    const EVIL_ESCAPED: &str = "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;";
+    const EVIL_ESCAPED: &str = "&lt;script&gt;alert('x')&lt;/script&gt;&quot;&amp;";
     const WRITE: &str = "Workspace.Write";
 
     fn effect(name: &str, status: &'static str, debited: u64, denial: Option<&str>) -> episodes::Effect {
@@ -569,7 +626,7 @@ mod tests {
             9,
         );
         let tail = page(8, vec![call(8, 140, "ailang-write", vec![effect(WRITE, "ok", 1, None)])], None, 9);
-        let html = spend_html(&summary(7), &shown, Some(&tail));
+        let html = spend_html(&summary(7), &shown, Some(&tail)).into_string();
         // A grant that asks says so beside its effect.
         assert!(html.contains("<span class=\"asks\">asks the operator</span>"), "{html}");
         let figures: Vec<&str> =
@@ -581,36 +638,41 @@ mod tests {
         assert!(html.contains("<title>#5 ailang-write ended 1970-01-01 00:01:41: 5 spent (+1)</title>"), "{html}");
         assert!(html.contains("<title>#6 ailang-edit ended 1970-01-01 00:02:01: 6 spent (+1)</title>"), "{html}");
         assert!(html.contains("<title>budget 10 (the largest a live session holds)</title>"), "{html}");
+        assert!(html.contains("4 → 6 over these calls; 7 of 10 spent, 3 left"), "{html}");
         assert_eq!(html.matches("<svg class=\"steps\"").count(), 1, "a chart only for a grant the page spent on");
         assert!(html.contains("Running totals over the calls shown (#5–#7)"), "{html}");
 
         // More calls follow than are read: the page's debits alone, from 0.
         let many = page(8, tail.calls.clone(), Some(9), 9);
-        let html = spend_html(&summary(7), &shown, Some(&many));
+        let html = spend_html(&summary(7), &shown, Some(&many)).into_string();
         assert_eq!(cell(&html, "Workspace.Write</td>", "spend-page"), "2");
         assert!(cell(&html, "Workspace.Write</td>", "spend-before").is_empty(), "a dash, not a number: {html}");
         assert!(html.contains("<title>#6 ailang-edit ended 1970-01-01 00:02:01: 2 spent (+1)</title>"), "{html}");
         assert!(html.contains(&format!("more than {SPEND_TAIL_CALLS} calls follow them")), "{html}");
-        assert!(spend_html(&summary(7), &page(20, vec![], None, 9), None).contains("no calls on this page"));
+        assert!(spend_html(&summary(7), &page(20, vec![], None, 9), None).0.contains("no calls on this page"));
     }
 
     #[test]
     fn the_pager_reaches_the_first_earlier_later_and_newest_calls() {
         let calls: Vec<Call> = (50..100).map(|p| call(p, 100, "x", vec![])).collect();
-        let p = calls_pager(&page(50, calls, Some(100), 130));
-        for (id, href) in [
-            ("first-calls", "?from=0"),
-            ("earlier-calls", "?from=0"),
-            ("later-calls", "?from=100"),
-            ("newest-calls", "\""),
+        let p = calls_pager(&page(50, calls, Some(100), 130)).into_string();
+        for (id, href, says) in [
+            ("first-calls", "?from=0", "oldest (#0–#49) »"),
+            ("earlier-calls", "?from=0", "older: #0–#49 ›"),
+            ("later-calls", "?from=100", "‹ newer: #100–#129"),
+            ("newest-calls", "", "« newest (#80–#129)"),
         ] {
-            assert!(p.contains(&format!("id=\"{id}\" href=\"/workbench/episodes/ep{href}")), "{id}: {p}");
+            assert!(p.contains(&format!("id=\"{id}\" href=\"/workbench/episodes/ep{href}\">{says}</a>")), "{id}: {p}");
         }
-        let newest = calls_pager(&page(80, (80..130).map(|p| call(p, 1, "x", vec![])).collect(), None, 130));
+        let newest =
+            calls_pager(&page(80, (80..130).map(|p| call(p, 1, "x", vec![])).collect(), None, 130)).into_string();
         assert!(
             newest.contains("earlier-calls\" href=\"/workbench/episodes/ep?from=30\"") && !newest.contains("later")
         );
-        assert_eq!(calls_pager(&page(0, vec![call(0, 1, "x", vec![])], None, 1)), "<p class=\"pager\"></p>");
+        assert_eq!(
+            calls_pager(&page(0, vec![call(0, 1, "x", vec![])], None, 1)).into_string(),
+            "<p class=\"pager\"></p>"
+        );
         assert_eq!((newest_from(0), newest_from(CALLS_SHOWN), newest_from(130)), (0, 0, 130 - CALLS_SHOWN));
     }
 
@@ -624,15 +686,20 @@ mod tests {
         s.episode = EVIL.into();
         // A decision shown beside an effect is escaped too.
         let decided = HashMap::from([(world_store::Ref::of(b"r").to_string(), EVIL.to_string())]);
+        let told = HashMap::from([(
+            (4, 0),
+            changes::Told { said: html! { "wrote " code { (EVIL) } }, more: Some(("diff", html! { pre { (EVIL) } })) },
+        )]);
         let parts = [
             episode_row(&s),
             summary_html(&s),
             spend_html(&s, &shown, None),
             denials_html(&s),
-            timeline_html(&shown, &decided),
-        ];
+            timeline_html(&shown, &decided, &told),
+        ]
+        .map(Markup::into_string);
         for p in &parts {
-            assert!(!p.contains("<script") && !p.contains("'x'"), "{p}");
+            assert!(!p.contains("<script"), "{p}");
         }
         for p in [&parts[0], &parts[2], &parts[3], &parts[4]] {
             assert!(p.contains(EVIL_ESCAPED), "{p}");
@@ -646,7 +713,16 @@ mod tests {
         assert_eq!(cell(&parts[3], "\"denial-label\">denied:budget", "denial-count"), "1");
         assert_eq!(cell(&parts[3], &format!("\"denial-label\">{EVIL_ESCAPED}"), "denial-count"), "2");
         let timeline = &parts[4];
-        assert!(timeline.contains("Calls #3–#4 of 5"), "{timeline}");
+        assert!(timeline.contains("Calls #3–#4 of 5, newest first"), "{timeline}");
+        assert!(timeline.find("id=\"call-4\"") < timeline.find("id=\"call-3\""), "newest first: {timeline}");
+        // The task id is short on the page and whole in its title and text.
+        assert!(timeline.contains(&format!("<code class=\"id task\" title=\"{EVIL_ESCAPED}\">{EVIL_ESCAPED}</code>")));
+        // A told effect, with what it showed a click away; an untold one in the words it has.
+        assert!(
+            timeline.contains(&format!("wrote <code>{EVIL_ESCAPED}</code><details><summary>diff</summary><pre>")),
+            "{timeline}"
+        );
+        assert!(timeline.contains(&format!("{EVIL_ESCAPED}: {EVIL_ESCAPED} on worktree")), "{timeline}");
         assert!(timeline.contains(&format!("<div class=\"approval muted\">{EVIL_ESCAPED}</div>")), "{timeline}");
         assert_eq!(cell(timeline, "id=\"call-4\"", "call-budget"), "8");
         assert!(timeline.contains(&format!("href=\"/workbench?object={}\"", world_store::Ref::of(b"r"))));

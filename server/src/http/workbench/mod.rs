@@ -1,18 +1,23 @@
 //! `GET /workbench`: a read-only HTML view for operators. Server-rendered from
 //! one store snapshot per request; no scripts, no external assets, a strict
-//! Content-Security-Policy. Every value reaches the page through [`esc`].
+//! Content-Security-Policy. Pages are `maud` templates: every value is escaped
+//! as it is written, and only the style sheet is written as is.
 //!
 //! Views, chosen by the query (an unknown or repeated parameter is a 400):
-//! - none, or `from=N`: the head, health and a page of the log;
-//! - `entry=N`: the entry, its invocation record with its effect records, its world;
-//! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): metadata, referrers, payload;
+//! - none, or `from=N`: the most recently active episodes, a page of the log
+//!   (the newest, or from entry N), newest first, the head and health;
+//! - `entry=N`: the entry, its invocation record with its effect records (who
+//!   approved each), its world;
+//! - `object=REF` (`payload=0|1`, `refsAfter=<kind>:<ref>`): for an effect
+//!   record what happened, then metadata, referrers, payload;
 //! - `world=REF`: the world row.
 //!
 //! `/workbench/episodes` and `/workbench/episodes/<episode>` tell what each
 //! episode did and paid (`episodes.rs`), with charts drawn as inline SVG
-//! (`svg.rs`) and its calls' diffs and commands (`changes.rs`).
+//! (`svg.rs`) and each call told in words with its diff or output (`changes.rs`).
 
 mod approvals;
+
 mod changes;
 mod episodes;
 mod svg;
@@ -24,6 +29,7 @@ use axum::extract::{RawQuery, State as AxState};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
 use serde_json::Value;
 use std::path::PathBuf;
 use world_store::tables::{REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD};
@@ -38,6 +44,8 @@ pub fn routes() -> Router<State> {
 
 /// Log entries per page.
 const LOG_PAGE: u64 = 50;
+/// The most recently active episodes the first page shows.
+const HOME_EPISODES: usize = 5;
 /// Referrers per page.
 const REFS_PAGE: usize = 50;
 /// Payload bytes shown at most; the rest is left to `GET /v1/objects/{ref}?payload=true`.
@@ -45,31 +53,23 @@ const PAYLOAD_SHOWN_MAX: usize = 1 << 20;
 const PARAMS: &[&str] = &["world", "object", "from", "entry", "payload", "refsAfter"];
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; \
                    form-action 'none'; frame-ancestors 'none'";
-const DASH: &str = "<span class=\"muted\">—</span>";
 const RECORD_V1: &str = "world/invocation-record/v1";
 const RECORD_V2: &str = "world/invocation-record/v2";
-
-/// The one escaping function: text to HTML text or attribute value.
-pub fn esc(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// What every effect record's semantic id starts with (v1, v2 and v3).
+const EFFECT_RECORD: &str = "world/effect-record/";
 
 #[derive(Debug, PartialEq, Eq)]
 enum View {
-    Log { from: u64 },
+    /// A page of the log from `from`, or the newest page.
+    Log {
+        from: Option<u64>,
+    },
     Entry(u64),
-    Object { target: Ref, payload: bool, refs_after: Option<(u8, Ref)> },
+    Object {
+        target: Ref,
+        payload: bool,
+        refs_after: Option<(u8, Ref)>,
+    },
     World(Ref),
 }
 
@@ -135,7 +135,7 @@ fn parse_view(pairs: &[(String, String)]) -> Result<View, String> {
         let refs_after = get("refsAfter").map(parse_refs_after).transpose()?;
         return Ok(View::Object { target: parse_ref("object", r)?, payload, refs_after });
     }
-    Ok(View::Log { from: get("from").map(|f| index("from", f)).transpose()?.unwrap_or(0) })
+    Ok(View::Log { from: get("from").map(|f| index("from", f)).transpose()? })
 }
 
 /// What health shows, copied out of the daemon for the blocking read.
@@ -147,17 +147,16 @@ struct Health {
 struct Page {
     status: StatusCode,
     title: String,
-    /// Already HTML.
-    body: String,
+    body: Markup,
 }
 
 impl Page {
-    fn ok(title: impl Into<String>, body: String) -> Page {
+    fn ok(title: impl Into<String>, body: Markup) -> Page {
         Page { status: StatusCode::OK, title: title.into(), body }
     }
 
     fn error(status: StatusCode, message: &str) -> Page {
-        let body = format!("<h1>{}</h1><p id=\"error\">{}</p>", status.as_u16(), esc(message));
+        let body = html! { h1 { (status.as_u16()) } p #error { (message) } };
         Page { status, title: format!("{status}"), body }
     }
 }
@@ -168,8 +167,9 @@ async fn workbench(AxState(state): AxState<State>, RawQuery(query): RawQuery) ->
         Err(m) => return html(Page::error(StatusCode::BAD_REQUEST, &m)),
     };
     let health = Health { db_path: state.db_path.clone(), interpreter: state.interpreter_ref };
+    let now = crate::clock::now();
     let rendered = read(&state, "/workbench", move |s| match view {
-        View::Log { from } => log_view(s, &health, from),
+        View::Log { from } => log_view(s, &health, from, now),
         View::Entry(n) => entry_view(s, n),
         View::Object { target, payload, refs_after } => object_view(s, &target, payload, refs_after),
         View::World(r) => world_view(s, &r),
@@ -207,23 +207,42 @@ svg{vertical-align:middle}svg .track{fill:#e5e7eb}svg .fill,svg .col,svg .dot{fi
 svg.meter.full .fill,svg .bar{fill:#b42318}svg .line{fill:none;stroke:#2f6fb0;stroke-width:2}\
 svg .limit{stroke:#b42318;stroke-width:1.5;stroke-dasharray:5 3}svg .axis{stroke:#9aa5b1}\
 svg text{font:11px system-ui,sans-serif;fill:#52606d}.grant{white-space:nowrap}\
+.grant-effect{display:inline-block;min-width:9em}.grant-scope{display:inline-block;min-width:4.5em}\
 .charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;background:#fff;border:1px solid #d9dee3;padding:.5em}\
 pre.diff span{display:block}pre.diff .add{background:#e6ffec;color:#116329}\
 pre.diff .del{background:#ffebe9;color:#82071e}pre.diff .hunk,pre.diff .more,pre.diff .same{color:#6b7280}\
 pre.diff span.eol{display:inline;color:#6b7280}.change{margin:1em 0}.change-head{margin:.25em 0}\
 .output pre{max-height:12em;margin:.2em 0}.charts{margin-bottom:1em}\
-code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}";
+code.arg{background:#eef1f4;padding:0 .3em;border-radius:3px}.when{white-space:nowrap}\
+code.id{display:inline-block;max-width:10ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;\
+vertical-align:bottom}td.approval-id,td.approval-commands code{white-space:nowrap}td.story{min-width:22em}td.links,td.links .ref,td.call-cost{white-space:nowrap;word-break:normal}.said+.said{margin-top:.3em}details{margin:.15em 0}\
+summary{cursor:pointer;color:#0b5cad;font-size:12.5px}td.story pre{max-height:20em}.lines{color:#52606d}\
+figcaption .spend-words{font-size:12.5px;color:#52606d}svg text.budget{fill:#b42318}";
+
+/// The whole document around a page's body.
+fn document(page: &Page) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (page.title) " · worldd workbench" }
+                style { (PreEscaped(STYLE)) }
+            }
+            body {
+                header {
+                    a #home href="/workbench" { "worldd workbench" }
+                    a #nav-episodes href="/workbench/episodes" { "episodes" }
+                }
+                main { (page.body) }
+            }
+        }
+    }
+}
 
 fn html(page: Page) -> Response {
-    let doc = format!(
-        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <title>{} · worldd workbench</title><style>{STYLE}</style></head>\
-         <body><header><a href=\"/workbench\" id=\"home\">worldd workbench</a>\
-         <a href=\"/workbench/episodes\" id=\"nav-episodes\">episodes</a></header><main>{}</main></body></html>\n",
-        esc(&page.title),
-        page.body
-    );
+    let doc = document(&page).into_string() + "\n";
     (
         page.status,
         [
@@ -238,43 +257,67 @@ fn html(page: Page) -> Response {
         .into_response()
 }
 
-// ---- small HTML pieces; each escapes what it is given ----
+// ---- small HTML pieces ----
 
-fn a(href: &str, class: &str, text: &str) -> String {
-    format!("<a class=\"{}\" href=\"{}\">{}</a>", esc(class), esc(href), esc(text))
+/// An empty value.
+fn dash() -> Markup {
+    html! { span.muted { "—" } }
+}
+
+/// A long id in little room: the page shows its first characters, the
+/// whole id is its title (on hover) and its text (so it copies whole).
+fn short_id(class: &str, id: &str) -> Markup {
+    html! { code class={ "id " (class) } title=(id) { (id) } }
+}
+
+/// An episode's name, linked to its page when it is a valid name.
+fn episode_link(episode: &str) -> Markup {
+    if crate::sessions::validate_episode(episode).is_ok() {
+        html! { a.episode-link href={ "/workbench/episodes/" (episode) } { (episode) } }
+    } else {
+        html! { (episode) }
+    }
+}
+
+fn a(href: &str, class: &str, text: &str) -> Markup {
+    html! { a class=(class) href=(href) { (text) } }
 }
 
 /// A ref as a link, in full, or shortened to 12 hex digits (the full ref in its title).
-fn ref_a(href: &str, class: &str, r: &Ref, short: bool) -> String {
+fn ref_a(href: &str, class: &str, r: &Ref, short: bool) -> Markup {
     let full = r.to_string();
     let shown = if short { format!("{}…", &full[..19]) } else { full.clone() };
-    format!("<a class=\"ref {}\" href=\"{}\" title=\"{}\">{}</a>", esc(class), esc(href), esc(&full), esc(&shown))
+    html! { a class={ "ref " (class) } href=(href) title=(full) { (shown) } }
 }
 
-fn obj_link(r: &Ref, class: &str) -> String {
+fn obj_link(r: &Ref, class: &str) -> Markup {
     ref_a(&format!("/workbench?object={r}"), class, r, false)
 }
 
-fn obj_link_short(r: &Ref, class: &str) -> String {
+fn obj_link_short(r: &Ref, class: &str) -> Markup {
     ref_a(&format!("/workbench?object={r}"), class, r, true)
 }
 
-fn entry_link(n: u64) -> String {
+fn entry_link(n: u64) -> Markup {
     a(&format!("/workbench?entry={n}"), "entry-link", &n.to_string())
 }
 
-fn world_link(r: &Ref) -> String {
+fn world_link(r: &Ref) -> Markup {
     ref_a(&format!("/workbench?world={r}"), "world-link", r, false)
 }
 
-/// Key–value rows; the values are HTML already.
-fn kv(id: &str, rows: &[(&str, String)]) -> String {
-    let mut out = format!("<table class=\"kv\" id=\"{}\">", esc(id));
-    for (k, v) in rows {
-        out.push_str(&format!("<tr><th>{}</th><td>{v}</td></tr>", esc(k)));
+/// Key–value rows.
+fn kv(id: &str, rows: &[(&str, Markup)]) -> Markup {
+    html! {
+        table.kv id=(id) {
+            @for (k, v) in rows { tr { th { (k) } td { (v) } } }
+        }
     }
-    out.push_str("</table>");
-    out
+}
+
+/// Items one a line.
+fn lines(items: impl IntoIterator<Item = Markup>) -> Markup {
+    html! { @for (i, item) in items.into_iter().enumerate() { @if i > 0 { br; } (item) } }
 }
 
 /// A JSON value as plain text: strings bare, everything else as JSON.
@@ -287,38 +330,36 @@ fn text(v: &Value) -> String {
 }
 
 /// A JSON field holding a ref: a link when it is one, a dash when empty.
-fn ref_cell(v: &Value, class: &str, short: bool) -> String {
+fn ref_cell(v: &Value, class: &str, short: bool) -> Markup {
     match v {
-        Value::Null => DASH.into(),
-        Value::String(t) if t.is_empty() => DASH.into(),
+        Value::Null => dash(),
+        Value::String(t) if t.is_empty() => dash(),
         Value::String(t) => match Ref::parse(t) {
             Ok(r) => ref_a(&format!("/workbench?object={r}"), class, &r, short),
-            Err(_) => esc(t),
+            Err(_) => html! { (t) },
         },
-        other => esc(&other.to_string()),
+        other => html! { (other.to_string()) },
     }
 }
 
-/// Wraps every `sha256:<64 hex>` of escaped text in an object link (the hex is safe as is).
-fn link_refs(escaped: &str) -> String {
-    let mut out = String::with_capacity(escaped.len());
-    let mut rest = escaped;
+/// Text with every `sha256:<64 hex>` in it as an object link.
+fn link_refs(text: &str) -> Markup {
+    let mut parts = vec![];
+    let mut rest = text;
     while let Some(at) = rest.find("sha256:") {
-        let candidate = rest.get(at..at + 71).and_then(|c| Ref::parse(c).ok());
-        match candidate {
+        match rest.get(at..at + 71).and_then(|c| Ref::parse(c).ok()) {
             Some(r) => {
-                out.push_str(&rest[..at]);
-                out.push_str(&obj_link(&r, "ref-link"));
+                parts.push((&rest[..at], Some(r)));
                 rest = &rest[at + 71..];
             }
             None => {
-                out.push_str(&rest[..at + 7]);
+                parts.push((&rest[..at + 7], None));
                 rest = &rest[at + 7..];
             }
         }
     }
-    out.push_str(rest);
-    out
+    parts.push((rest, None));
+    html! { @for (t, r) in parts { (t) @if let Some(r) = r { (obj_link(&r, "ref-link")) } } }
 }
 
 fn json_payload(s: &Snapshot, r: &Ref) -> Result<Option<Value>, ReadError> {
@@ -327,105 +368,157 @@ fn json_payload(s: &Snapshot, r: &Ref) -> Result<Option<Value>, ReadError> {
 
 // ---- views ----
 
-fn log_view(s: &Snapshot, health: &Health, from: u64) -> Result<Page, ReadError> {
+/// `#5–#9`, or `#5` alone.
+fn range(first: u64, last: u64) -> String {
+    if first == last { format!("#{first}") } else { format!("#{first}–#{last}") }
+}
+
+/// The first page: the newest episodes, then a page of the log (the newest
+/// by default), newest first, then the head and the daemon's health.
+fn log_view(s: &Snapshot, health: &Health, from: Option<u64>, now: u64) -> Result<Page, ReadError> {
     let len = s.log_len()?;
+    let newest = len.saturating_sub(LOG_PAGE);
+    let from = from.unwrap_or(newest);
     let head = match s.head_world()? {
         Some(w) => kv(
             "head",
             &[
                 ("selected world", world_link(&w.world_ref)),
-                ("revision", esc(&w.revision.to_string())),
-                ("log length", esc(&len.to_string())),
+                ("revision", html! { (w.revision) }),
+                ("log length", html! { (len) }),
             ],
         ),
-        None => "<p id=\"head\">no world head has been selected yet</p>".into(),
+        None => html! { p #head { "no world head has been selected yet" } },
     };
-    let heads: Vec<String> = s
+    let heads: Vec<Markup> = s
         .heads()?
         .into_iter()
         .filter(|(name, _)| name != world_store::tables::SELECTED_HEAD)
-        .map(|(name, r)| format!("{} {}", esc(&name), obj_link(&r, "head-link")))
+        .map(|(name, r)| html! { (name) " " (obj_link(&r, "head-link")) })
         .collect();
     let health = kv(
         "health",
         &[
-            ("daemon version", esc(DAEMON_VERSION)),
-            ("store", format!("<code>{}</code>", esc(&health.db_path.display().to_string()))),
-            ("interpreter", health.interpreter.map(|r| obj_link(&r, "ref-link")).unwrap_or_else(|| DASH.into())),
-            ("registry heads", heads.join("<br>")),
+            ("daemon version", html! { (DAEMON_VERSION) }),
+            ("store", html! { code { (health.db_path.display()) } }),
+            ("interpreter", health.interpreter.map(|r| obj_link(&r, "ref-link")).unwrap_or_else(dash)),
+            ("registry heads", lines(heads)),
         ],
     );
-    let mut rows = String::new();
+    let episodes = crate::episodes::list(s, None, HOME_EPISODES, now)?;
+    let mut rows = vec![];
     let entries = s.log_range(from, LOG_PAGE as usize)?;
-    for e in &entries {
+    for e in entries.iter().rev() {
         let meta = s.object_meta(&e.transition_ref)?;
-        let skill = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
-            Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?.map(|v| text(&v["skillId"])),
+        let record = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
+            Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?,
             _ => None,
         };
-        rows.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"ref\">{}</td></tr>",
-            entry_link(e.header.entry_index),
-            esc(&e.header.written_by),
-            esc(&meta.map(|m| m.semantic_id).unwrap_or_default()),
-            esc(&skill.unwrap_or_default()),
-            obj_link_short(&e.transition_ref, "ref-link"),
-        ));
+        let (skill, episode) = match &record {
+            Some(v) => (text(&v["skillId"]), text(&v["episodeId"])),
+            None => (String::new(), String::new()),
+        };
+        rows.push(html! {
+            tr {
+                td { (entry_link(e.header.entry_index)) }
+                td.skill { (skill) }
+                td.episode { @if episode.is_empty() { (dash()) } @else { (episode_link(&episode)) } }
+                td { (e.header.written_by) }
+                td { (meta.map(|m| m.semantic_id).unwrap_or_default()) }
+                td.ref { (obj_link_short(&e.transition_ref, "ref-link")) }
+            }
+        });
     }
-    if entries.is_empty() {
-        rows = format!("<tr><td colspan=\"5\" class=\"muted\">no entries from {from}</td></tr>");
-    }
-    let last = len.saturating_sub(1) / LOG_PAGE * LOG_PAGE;
-    let mut pager = String::from("<p class=\"pager\">");
-    if from > 0 {
-        pager.push_str("<a id=\"first-page\" href=\"/workbench\">« first</a>");
-        let prev = from.saturating_sub(LOG_PAGE).min(last);
-        pager.push_str(&format!("<a id=\"prev-page\" href=\"/workbench?from={prev}\">‹ entries from {prev}</a>"));
-    }
+    let heading = match (entries.first(), entries.last()) {
+        (Some(f), Some(l)) => {
+            format!("Log entries {} of {len}, newest first", range(f.header.entry_index, l.header.entry_index))
+        }
+        _ => format!("Log: no entries from #{from} ({len} in all)"),
+    };
+    let older = from.saturating_sub(LOG_PAGE);
     // `from` is the reader's: no sum with it may wrap.
-    if let Some(next) = from.checked_add(LOG_PAGE).filter(|next| *next < len) {
-        pager.push_str(&format!("<a id=\"next-page\" href=\"/workbench?from={next}\">entries from {next} ›</a>"));
-        pager.push_str(&format!("<a id=\"last-page\" href=\"/workbench?from={last}\">newest »</a>"));
+    let newer = from.checked_add(LOG_PAGE).filter(|next| *next < len);
+    let body = html! {
+        h1 { "World" }
+        h2 #newest-episodes { "Most recently active episodes" }
+        table #home-episodes {
+            tr { th { "episode" } th { "calls" } th { "effects" } th { "last active (UTC)" } }
+            @for e in &episodes.episodes {
+                tr {
+                    td { (episode_link(&e.episode)) }
+                    td { (e.calls) }
+                    td { @for (i, (k, n)) in e.effects.iter().enumerate() { @if i > 0 { " · " } (k) " " (n) } }
+                    td.when { (crate::clock::utc(e.last_at)) }
+                }
+            }
+            @if episodes.episodes.is_empty() { tr { td.muted colspan="4" { "no episode has made a call yet" } } }
+        }
+        p {
+            a #episodes-link href="/workbench/episodes" { "All episodes" }
+            ": what each episode did and paid, its calls, what they changed and ran."
+        }
+        h2 #log-heading { (heading) }
+        (log_pager(from, newest, older, newer))
+        table #log {
+            tr {
+                th { "#" } th { "skill" } th { "episode" } th { "written by" } th { "transitionRef kind" }
+                th { "transitionRef" }
+            }
+            @for row in &rows { (row) }
+            @if entries.is_empty() { tr { td.muted colspan="6" { "no entries from " (from) } } }
+        }
+        h2 { "Head" } (head)
+        h2 { "Health" } (health)
+    };
+    Ok(Page::ok("home", body))
+}
+
+/// Links to the other pages of the log, each saying which entries it shows.
+fn log_pager(from: u64, newest: u64, older: u64, newer: Option<u64>) -> Markup {
+    html! {
+        p.pager {
+            @if let Some(newer) = newer {
+                a #last-page href="/workbench" { "« newest" }
+                a #next-page href={ "/workbench?from=" (newer) } {
+                    "‹ newer: " (range(newer, newer.saturating_add(LOG_PAGE - 1).min(newest + LOG_PAGE - 1)))
+                }
+            }
+            @if from > 0 {
+                a #prev-page href={ "/workbench?from=" (older) } { "older: " (range(older, from - 1)) " ›" }
+                a #first-page href="/workbench?from=0" { "oldest »" }
+            }
+        }
     }
-    pager.push_str("</p>");
-    let body = format!(
-        "<h1>World</h1><p><a id=\"episodes-link\" href=\"/workbench/episodes\">Episodes</a>: what each \
-         episode did and paid, its calls, what they changed and ran.</p><h2>Head</h2>{head}<h2>Health</h2>{health}<h2>Log from {from}</h2>\
-         <table id=\"log\"><tr><th>#</th><th>written by</th><th>transitionRef kind</th><th>skill</th>\
-         <th>transitionRef</th></tr>{rows}</table>{pager}"
-    );
-    Ok(Page::ok("log", body))
 }
 
 fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
     let Some(e) = s.log_entry(n)? else { return Ok(Page::error(StatusCode::NOT_FOUND, "log entry not found")) };
     let h = &e.header;
     let prev = match n {
-        0 => format!("<span class=\"ref\">{}</span>", esc(&h.prev_entry_hash.to_string())),
-        _ => format!("{} (entry {})", obj_link(&h.prev_entry_hash, "ref-link"), entry_link(n - 1)),
+        0 => html! { span.ref { (h.prev_entry_hash) } },
+        _ => html! { (obj_link(&h.prev_entry_hash, "ref-link")) " (entry " (entry_link(n - 1)) ")" },
     };
     // Referrers are ordered by kind: start past every entry-kind one to reach the worlds.
-    let worlds: Vec<String> = s
+    let worlds: Vec<Markup> = s
         .referrers(&e.entry_hash, Some((REFERRER_WORLD - 1, Ref([0xff; 32]))), 8)?
         .into_iter()
         .filter(|r| r.kind == REFERRER_WORLD)
         .map(|r| world_link(&r.referrer))
         .collect();
-    let mut body = format!("<h1>Entry {n}</h1>");
-    body.push_str(&kv(
+    let entry = kv(
         "entry",
         &[
-            ("entryIndex", format!("<span id=\"entry-index\">{}</span>", esc(&h.entry_index.to_string()))),
-            ("semanticsEpoch", esc(&h.semantics_epoch.to_string())),
+            ("entryIndex", html! { span #entry-index { (h.entry_index) } }),
+            ("semanticsEpoch", html! { (h.semantics_epoch) }),
             ("transitionFn", obj_link(&h.transition_fn, "ref-link")),
             ("interpreter", obj_link(&h.interpreter, "ref-link")),
             ("prevEntryHash", prev),
-            ("writtenBy", esc(&h.written_by)),
-            ("entryHash", format!("<span class=\"ref\">{}</span>", esc(&e.entry_hash.to_string()))),
+            ("writtenBy", html! { (h.written_by) }),
+            ("entryHash", html! { span.ref { (e.entry_hash) } }),
             ("transitionRef", obj_link(&e.transition_ref, "transition-link")),
-            ("world", if worlds.is_empty() { DASH.into() } else { worlds.join("<br>") }),
+            ("world", if worlds.is_empty() { dash() } else { lines(worlds) }),
         ],
-    ));
+    );
     let meta = s.object_meta(&e.transition_ref)?;
     let record = match meta.as_ref().map(|m| m.semantic_id.as_str()) {
         Some(RECORD_V1 | RECORD_V2) => json_payload(s, &e.transition_ref)?,
@@ -433,16 +526,18 @@ fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
     };
     let Some(rec) = record else {
         let kind = meta.map(|m| m.semantic_id).unwrap_or_else(|| "absent".into());
-        body.push_str(&format!(
-            "<p id=\"no-record\">transitionRef is not an invocation record (its object: {}).</p>",
-            esc(&kind)
-        ));
+        let body = html! {
+            h1 { "Entry " (n) } (entry)
+            p #no-record { "transitionRef is not an invocation record (its object: " (kind) ")." }
+        };
         return Ok(Page::ok(format!("entry {n}"), body));
     };
-    body.push_str("<h2>Invocation record</h2>");
-    let mut rows: Vec<(&str, String)> = ["invocationId", "episodeId", "skillId", "semanticsEpoch"]
+    let mut rows: Vec<(&str, Markup)> = ["invocationId", "episodeId", "skillId", "semanticsEpoch"]
         .iter()
-        .map(|k| (*k, format!("<span id=\"record-{}\">{}</span>", esc(k), esc(&text(&rec[*k])))))
+        .map(|k| match *k {
+            "episodeId" => (*k, html! { span #record-episodeId { (episode_link(&text(&rec[*k]))) } }),
+            _ => (*k, html! { span id={ "record-" (k) } { (text(&rec[*k])) } }),
+        })
         .collect();
     for (k, class) in [("transitionFn", "ref-link"), ("interpreter", "ref-link")] {
         rows.push((k, ref_cell(&rec[k], class, false)));
@@ -452,23 +547,23 @@ fn entry_view(s: &Snapshot, n: u64) -> Result<Page, ReadError> {
             rows.push((k, ref_cell(&rec[k], &format!("{k}-link"), false)));
         }
     }
-    body.push_str(&kv("record", &rows));
-    if let Some(effects) = rec["effects"].as_array() {
-        body.push_str(&effects_table(s, effects)?);
-    }
+    let effects = match rec["effects"].as_array() {
+        Some(effects) => effects_table(s, effects)?,
+        None => html! {},
+    };
+    let body = html! {
+        h1 { "Entry " (n) } (entry)
+        h2 { "Invocation record" } (kv("record", &rows))
+        (effects)
+    };
     Ok(Page::ok(format!("entry {n}"), body))
 }
 
-fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<String, ReadError> {
-    let mut out = format!(
-        "<h2>Effects ({})</h2><table id=\"effect-records\"><tr><th>record</th><th>effect</th>\
-         <th>scope</th><th>status</th><th>cost</th><th>budget before → after</th><th>denial</th><th>request</th>\
-         <th>result</th></tr>",
-        effects.len()
-    );
+fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<Markup, ReadError> {
+    let mut rows = vec![];
     for e in effects {
         let Some(r) = e.as_str().and_then(|t| Ref::parse(t).ok()) else {
-            out.push_str(&format!("<tr class=\"effect-row\"><td colspan=\"9\">{}</td></tr>", esc(&text(e))));
+            rows.push(html! { tr.effect-row { td colspan="10" { (text(e)) } } });
             continue;
         };
         let v = json_payload(s, &r)?.unwrap_or(Value::Null);
@@ -478,30 +573,38 @@ fn effects_table(s: &Snapshot, effects: &[Value]) -> Result<String, ReadError> {
             (Value::Bool(true), _) => "ok",
             _ => "unreadable",
         };
-        out.push_str(&format!(
-            "<tr class=\"effect-row\"><td class=\"ref\">{}</td><td>{}</td><td>{}</td>\
-             <td class=\"effect-status {status}\">{status}</td><td class=\"effect-cost\">{}</td>\
-             <td class=\"effect-budget\">{} → {}</td><td>{}</td><td class=\"ref\">{}</td><td class=\"ref\">{}</td></tr>",
-            obj_link_short(&r, "effect-link"),
-            esc(&text(&v["effect"])),
-            esc(&text(&v["scope"])),
-            esc(&text(&v["cost"])),
-            esc(&text(&v["budgetBefore"])),
-            esc(&text(&v["budgetAfter"])),
-            if text(&v["denial"]).is_empty() { DASH.into() } else { esc(&text(&v["denial"])) },
-            ref_cell(&v["requestRef"], "request-link", true),
-            ref_cell(&v["resultRef"], "result-link", true),
-        ));
+        let denial = text(&v["denial"]);
+        let approved = approvals::approval_of(s, &r)?;
+        rows.push(html! {
+            tr.effect-row {
+                td.ref { (obj_link_short(&r, "effect-link")) }
+                td { (text(&v["effect"])) }
+                td { (text(&v["scope"])) }
+                td class={ "effect-status " (status) } { (status) }
+                td.effect-cost { (text(&v["cost"])) }
+                td.effect-budget { (text(&v["budgetBefore"])) " → " (text(&v["budgetAfter"])) }
+                td { @if denial.is_empty() { (dash()) } @else { (denial) } }
+                td.effect-approval { @if let Some(by) = approved { (by) } @else { span.muted { "not asked" } } }
+                td.ref { (ref_cell(&v["requestRef"], "request-link", true)) }
+                td.ref { (ref_cell(&v["resultRef"], "result-link", true)) }
+            }
+        });
     }
-    out.push_str("</table>");
-    Ok(out)
+    Ok(html! {
+        h2 { "Effects (" (effects.len()) ")" }
+        table #effect-records {
+            tr {
+                th { "record" } th { "effect" } th { "scope" } th { "status" } th { "cost" }
+                th { "budget before → after" } th { "denial" } th { "approved by" } th { "request" } th { "result" }
+            }
+            @for row in &rows { (row) }
+        }
+    })
 }
 
-fn referrer_link(r: &world_store::Referrer) -> String {
+fn referrer_link(r: &world_store::Referrer) -> Markup {
     match (r.kind, r.entry_index) {
-        (REFERRER_ENTRY, Some(i)) => {
-            format!("entry {} <span class=\"ref muted\">{}</span>", entry_link(i), esc(&r.referrer.to_string()))
-        }
+        (REFERRER_ENTRY, Some(i)) => html! { "entry " (entry_link(i)) " " span.ref.muted { (r.referrer) } },
         (REFERRER_WORLD, _) => world_link(&r.referrer),
         _ => obj_link(&r.referrer, "referrer-link"),
     }
@@ -509,104 +612,172 @@ fn referrer_link(r: &world_store::Referrer) -> String {
 
 fn object_view(s: &Snapshot, target: &Ref, payload: bool, after: Option<(u8, Ref)>) -> Result<Page, ReadError> {
     let meta = s.object_meta(target)?;
-    let mut body = format!("<h1>Object</h1><p class=\"ref\" id=\"object-ref\">{}</p>", esc(&target.to_string()));
-    match &meta {
-        Some(m) => body.push_str(&kv(
+    let about = match &meta {
+        Some(m) => kv(
             "meta",
             &[
-                ("semanticId", format!("<span id=\"semantic-id\">{}</span>", esc(&m.semantic_id))),
-                ("interfaceHash", format!("<span class=\"ref\">{}</span>", esc(&m.interface_hash.to_string()))),
-                ("provenance", esc(&m.provenance)),
-                ("size", format!("{} bytes", esc(&m.size.to_string()))),
+                ("semanticId", html! { span #semantic-id { (m.semantic_id) } }),
+                ("interfaceHash", html! { span.ref { (m.interface_hash) } }),
+                ("provenance", html! { (m.provenance) }),
+                ("size", html! { (m.size) " bytes" }),
             ],
-        )),
+        ),
         None => {
             let note = match (s.entry_index_of(target)?, s.world(target)?) {
-                (Some(i), _) => format!("not an object: the hash of log entry {}", entry_link(i)),
-                (None, Some(w)) => format!("not an object: the world {}", world_link(&w.world_ref)),
+                (Some(i), _) => html! { "not an object: the hash of log entry " (entry_link(i)) },
+                (None, Some(w)) => html! { "not an object: the world " (world_link(&w.world_ref)) },
                 (None, None) => {
                     return Ok(Page::error(StatusCode::NOT_FOUND, "not an object, entry hash or world in this store"));
                 }
             };
-            body.push_str(&format!("<p id=\"meta\">{note}</p>"));
+            html! { p #meta { (note) } }
         }
-    }
+    };
+    let happened = match &meta {
+        Some(m) if m.semantic_id.starts_with(EFFECT_RECORD) => what_happened(s, target)?,
+        _ => html! {},
+    };
     let mut refs = s.referrers(target, after, REFS_PAGE + 1)?;
     let more = refs.len() > REFS_PAGE;
     refs.truncate(REFS_PAGE);
-    body.push_str("<h2>Referrers</h2><table id=\"referrers\"><tr><th>kind</th><th>referrer</th><th>what</th></tr>");
+    let mut rows = vec![];
     for r in &refs {
         let what = match r.kind {
             REFERRER_OBJECT => s.object_meta(&r.referrer)?.map(|m| m.semantic_id).unwrap_or_default(),
             _ => String::new(),
         };
-        body.push_str(&format!(
-            "<tr class=\"referrer\"><td>{}</td><td class=\"ref\">{}</td><td>{}</td></tr>",
-            esc(r.kind_name()),
-            referrer_link(r),
-            esc(&what)
-        ));
+        rows.push(html! { tr.referrer { td { (r.kind_name()) } td.ref { (referrer_link(r)) } td { (what) } } });
     }
-    if refs.is_empty() {
-        body.push_str("<tr><td colspan=\"3\" class=\"muted\">none</td></tr>");
-    }
-    body.push_str("</table>");
     let p = if payload { "&payload=1" } else { "" };
-    if let Some(last) = refs.last().filter(|_| more) {
-        let href = format!("/workbench?object={target}{p}&refsAfter={}:{}", last.kind_name(), last.referrer);
-        body.push_str(&format!(
-            "<p class=\"pager\"><a id=\"next-refs\" href=\"{}\">more referrers →</a></p>",
-            esc(&href)
-        ));
-    }
-    if meta.is_some() {
-        body.push_str("<h2>Payload</h2>");
-        if payload {
-            body.push_str(&payload_html(&s.payload(target)?.unwrap_or_default()));
-        } else {
-            let href = format!("/workbench?object={target}&payload=1");
-            body.push_str(&format!("<p>{}</p>", a(&href, "payload-link", "show the payload")));
+    let next_refs = refs
+        .last()
+        .filter(|_| more)
+        .map(|last| format!("/workbench?object={target}{p}&refsAfter={}:{}", last.kind_name(), last.referrer));
+    let shown = match (&meta, payload) {
+        (None, _) => html! {},
+        (Some(_), true) => html! { h2 { "Payload" } (payload_html(&s.payload(target)?.unwrap_or_default())) },
+        (Some(_), false) => html! {
+            h2 { "Payload" }
+            p { (a(&format!("/workbench?object={target}&payload=1"), "payload-link", "show the payload")) }
+        },
+    };
+    let body = html! {
+        h1 { "Object" }
+        p.ref #object-ref { (target) }
+        (happened)
+        (about)
+        h2 { "Referrers" }
+        table #referrers {
+            tr { th { "kind" } th { "referrer" } th { "what" } }
+            @for row in &rows { (row) }
+            @if refs.is_empty() { tr { td.muted colspan="3" { "none" } } }
         }
-    }
+        @if let Some(href) = next_refs { p.pager { a #next-refs href=(href) { "more referrers →" } } }
+        (shown)
+    };
     Ok(Page::ok(format!("object {target}"), body))
 }
 
+/// An effect record told: what was asked and decided, what it cost, who
+/// approved it, and the call, entry and episode it belongs to.
+fn what_happened(s: &Snapshot, record: &Ref) -> Result<Markup, ReadError> {
+    let Some(v) = json_payload(s, record)? else { return Ok(html! {}) };
+    // The invocation record that lists it, and the entry that commits that.
+    let mut call = None;
+    for r in s.referrers(record, None, REFS_PAGE)?.iter().filter(|r| r.kind == REFERRER_OBJECT) {
+        let kind = s.object_meta(&r.referrer)?.map(|m| m.semantic_id);
+        if matches!(kind.as_deref(), Some(RECORD_V1 | RECORD_V2)) {
+            call = Some(r.referrer);
+            break;
+        }
+    }
+    let (invocation, entry) = match call {
+        Some(c) => {
+            let rec = json_payload(s, &c)?.unwrap_or(Value::Null);
+            let entry = s.referrers(&c, None, REFS_PAGE)?.into_iter().find_map(|r| match (r.kind, r.entry_index) {
+                (REFERRER_ENTRY, Some(i)) => Some(i),
+                _ => None,
+            });
+            (Some((c, rec)), entry)
+        }
+        None => (None, None),
+    };
+    let decision = match (&v["allowed"], &v["failed"]) {
+        (Value::Bool(false), _) => format!("denied ({})", text(&v["denial"])),
+        (_, Value::Bool(true)) => "allowed; it failed".into(),
+        (Value::Bool(true), _) => "allowed; it ran".into(),
+        _ => "unreadable".into(),
+    };
+    let episode = invocation.as_ref().map(|(_, rec)| text(&rec["episodeId"])).unwrap_or_default();
+    let approved = approvals::approval_of(s, record)?;
+    Ok(html! {
+        h2 { "What happened" }
+        (kv(
+            "what-happened",
+            &[
+                ("effect", html! { span #happened-effect { (text(&v["effect"])) } " on " (text(&v["scope"])) }),
+                ("decision", html! { span #happened-decision { (decision) } }),
+                ("cost", html! { span #happened-cost { (text(&v["cost"])) } }),
+                ("budget", html! {
+                    span #happened-budget { (text(&v["budgetBefore"])) " → " (text(&v["budgetAfter"])) }
+                }),
+                ("approved by", html! {
+                    span #happened-approval { @if let Some(by) = approved { (by) } @else { "no approval was asked" } }
+                }),
+                ("call", match &invocation {
+                    Some((c, rec)) => html! {
+                        span #happened-call { (text(&rec["invocationId"])) } " (" (text(&rec["skillId"])) ") "
+                        (obj_link_short(c, "call-link"))
+                    },
+                    None => html! { (text(&v["invocationId"])) },
+                }),
+                ("entry", entry.map_or_else(dash, entry_link)),
+                ("episode", if episode.is_empty() { dash() } else { html! { span #happened-episode { (episode_link(&episode)) } } }),
+                ("request", ref_cell(&v["requestRef"], "request-link", false)),
+                ("result", ref_cell(&v["resultRef"], "result-link", false)),
+            ],
+        ))
+        h2 { "Object" }
+    })
+}
+
 /// Pretty JSON when it parses as JSON, else UTF-8 text (lossy); refs become links.
-fn payload_html(bytes: &[u8]) -> String {
+fn payload_html(bytes: &[u8]) -> Markup {
     let shown = &bytes[..bytes.len().min(PAYLOAD_SHOWN_MAX)];
     let json = (shown.len() == bytes.len()).then(|| serde_json::from_slice::<Value>(bytes).ok()).flatten();
     let (kind, text) = match json {
         Some(v) => ("JSON", serde_json::to_string_pretty(&v).unwrap_or_default()),
         None => ("not JSON; shown as UTF-8 text", String::from_utf8_lossy(shown).into_owned()),
     };
-    let cut = if shown.len() < bytes.len() { format!(", first {} shown", shown.len()) } else { String::new() };
-    format!(
-        "<p id=\"payload-info\">{} bytes, {kind}{cut}</p><pre id=\"payload\">{}</pre>",
-        bytes.len(),
-        link_refs(&esc(&text))
-    )
+    html! {
+        p #payload-info {
+            (bytes.len()) " bytes, " (kind)
+            @if shown.len() < bytes.len() { ", first " (shown.len()) " shown" }
+        }
+        pre #payload { (link_refs(&text)) }
+    }
 }
 
 fn world_view(s: &Snapshot, r: &Ref) -> Result<Page, ReadError> {
     let Some(w) = s.world(r)? else { return Ok(Page::error(StatusCode::NOT_FOUND, "world not found")) };
     let entry = match s.entry_index_of(&w.log_head)? {
-        Some(i) => format!("{} (entry {})", obj_link(&w.log_head, "ref-link"), entry_link(i)),
+        Some(i) => html! { (obj_link(&w.log_head, "ref-link")) " (entry " (entry_link(i)) ")" },
         None => obj_link(&w.log_head, "ref-link"),
     };
     let selected = if s.selected_head()? == Some(w.world_ref) { "yes" } else { "no" };
-    let body = format!(
-        "<h1>World</h1>{}",
-        kv(
+    let body = html! {
+        h1 { "World" }
+        (kv(
             "world",
             &[
-                ("ref", format!("<span class=\"ref\">{}</span>", esc(&w.world_ref.to_string()))),
-                ("revision", esc(&w.revision.to_string())),
+                ("ref", html! { span.ref { (w.world_ref) } }),
+                ("revision", html! { (w.revision) }),
                 ("stateRoot", obj_link(&w.state_root, "state-link")),
                 ("logHead", entry),
-                ("selected head", esc(selected)),
+                ("selected head", html! { (selected) }),
             ],
-        )
-    );
+        ))
+    };
     Ok(Page::ok(format!("world {r}"), body))
 }
 
@@ -619,21 +790,27 @@ mod tests {
         query_pairs(Some(q))
     }
 
+    /// What the templates write for a value: text, never markup, in an element and in an attribute.
     #[test]
-    fn esc_escapes_the_five_characters_and_nothing_else() {
+    fn a_value_is_text_in_an_element_and_in_an_attribute() {
+        let hostile = r#""><script>alert(1)</script>&amp;"#;
         assert_eq!(
-            esc(r#"<a href="x" title='y'>&amp;</a>"#),
-            "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;amp;&lt;/a&gt;"
+            a(hostile, hostile, hostile).into_string(),
+            "<a class=\"&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;\" \
+             href=\"&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;\">\
+             &quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&amp;amp;</a>"
         );
-        assert_eq!(esc("plain é ✓ sha256:00"), "plain é ✓ sha256:00");
-        assert_eq!(esc(""), "");
+        assert_eq!(
+            kv("k", &[("plain é ✓", html! { "sha256:00" })]).into_string(),
+            "<table class=\"kv\" id=\"k\"><tr><th>plain é ✓</th><td>sha256:00</td></tr></table>"
+        );
     }
 
     #[test]
     fn the_query_picks_one_view() {
         let r = Ref::of(b"x");
-        assert_eq!(parse_view(&pairs("")), Ok(View::Log { from: 0 }));
-        assert_eq!(parse_view(&pairs("from=50")), Ok(View::Log { from: 50 }));
+        assert_eq!(parse_view(&pairs("")), Ok(View::Log { from: None }));
+        assert_eq!(parse_view(&pairs("from=50")), Ok(View::Log { from: Some(50) }));
         assert_eq!(parse_view(&pairs("entry=3")), Ok(View::Entry(3)));
         assert_eq!(parse_view(&pairs(&format!("world={r}"))), Ok(View::World(r)));
         assert_eq!(
@@ -644,6 +821,17 @@ mod tests {
             parse_view(&pairs(&format!("payload=0&object={r}"))),
             Ok(View::Object { target: r, payload: false, refs_after: None })
         );
+    }
+
+    #[test]
+    fn the_log_pager_says_which_entries_each_page_shows() {
+        // 130 entries, the page from #30: newer from #80 (the newest page), older from #0.
+        let p = log_pager(30, 80, 0, Some(80)).into_string();
+        assert!(p.contains("<a id=\"next-page\" href=\"/workbench?from=80\">‹ newer: #80–#129</a>"), "{p}");
+        assert!(p.contains("<a id=\"prev-page\" href=\"/workbench?from=0\">older: #0–#29 ›</a>"), "{p}");
+        assert!(p.contains("id=\"last-page\" href=\"/workbench\"") && p.contains("id=\"first-page\""), "{p}");
+        // The newest page of 4 entries has neither.
+        assert_eq!(log_pager(0, 0, 0, None).into_string(), "<p class=\"pager\"></p>");
     }
 
     #[test]
@@ -682,7 +870,7 @@ mod tests {
 
     #[test]
     fn every_page_carries_the_strict_headers() {
-        for page in [Page::ok("<t>", String::new()), Page::error(StatusCode::NOT_FOUND, "x")] {
+        for page in [Page::ok("<t>", html! {}), Page::error(StatusCode::NOT_FOUND, "x")] {
             let status = page.status;
             let r = html(page);
             assert_eq!(r.status(), status);
@@ -699,31 +887,33 @@ mod tests {
     #[test]
     fn an_error_page_escapes_what_the_caller_sent() {
         let m = parse_view(&pairs("%3Cscript%3Ealert(1)%3C%2Fscript%3E=1")).unwrap_err();
-        let page = Page::error(StatusCode::BAD_REQUEST, &m);
-        assert!(page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{}", page.body);
-        assert!(!page.body.contains("<script"));
+        let page = document(&Page::error(StatusCode::BAD_REQUEST, &m)).into_string();
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), "{page}");
+        assert!(!page.contains("<script"));
     }
 
     #[test]
     fn refs_in_payload_text_become_links_and_nothing_else_does() {
+        let out = link_refs("<b>sha256:</b>").into_string();
+        assert_eq!(out, "&lt;b&gt;sha256:&lt;/b&gt;");
         let r = Ref::of(b"x");
         let text = format!("a {r} b sha256:short sha256:");
-        let out = link_refs(&esc(&text));
+        let out = link_refs(&text).into_string();
         let link = format!("<a class=\"ref ref-link\" href=\"/workbench?object={r}\" title=\"{r}\">{r}</a>");
         assert_eq!(out, format!("a {link} b sha256:short sha256:"));
     }
 
     #[test]
     fn payloads_are_pretty_json_or_escaped_text() {
-        let out = payload_html(br#"{"content":"<script>alert(1)</script>","n":1}"#);
+        let out = payload_html(br#"{"content":"<script>alert(1)</script>","n":1}"#).into_string();
         assert!(out.contains("45 bytes, JSON"), "{out}");
         assert!(
             out.contains("{\n  &quot;content&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;,\n  &quot;n"),
             "{out}"
         );
-        let out = payload_html(b"5:x<y>\xff'");
+        let out = payload_html(b"5:x<y>\xff'").into_string();
         assert!(out.contains("8 bytes, not JSON"), "{out}");
-        assert!(out.contains("5:x&lt;y&gt;\u{fffd}&#39;"), "{out}");
+        assert!(out.contains("5:x&lt;y&gt;\u{fffd}'"), "{out}");
         assert!(!out.contains("<y>"));
     }
 
@@ -780,7 +970,7 @@ mod tests {
         let s = store.snapshot().unwrap();
         let health = Health { db_path: PathBuf::from(EVIL), interpreter: None };
         let pages = [
-            log_view(&s, &health, 0).unwrap(),
+            log_view(&s, &health, None, 0).unwrap(),
             entry_view(&s, 0).unwrap(),
             object_view(&s, &rec, true, None).unwrap(),
             object_view(&s, &eff, true, None).unwrap(),
@@ -788,18 +978,28 @@ mod tests {
             object_view(&s, &entry_hash, false, None).unwrap(),
             world_view(&s, &w).unwrap(),
         ];
-        for (i, p) in pages.iter().enumerate() {
-            assert_eq!(p.status, StatusCode::OK, "{}", p.body);
-            assert!(!p.body.contains("<script") && !p.body.contains("'x'"), "{}", p.body);
+        let bodies: Vec<String> = pages.iter().map(|p| p.body.clone().into_string()).collect();
+        for (i, (p, body)) in pages.iter().zip(&bodies).enumerate() {
+            assert_eq!(p.status, StatusCode::OK, "{body}");
+            assert!(!body.contains("<script") && !body.contains("\"&\""), "{body}");
             // The entry-hash and world pages show only refs and numbers.
             if i < 5 {
-                assert!(p.body.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&quot;&amp;"), "{}", p.body);
+                assert!(body.contains("&lt;script&gt;alert('x')&lt;/script&gt;&quot;&amp;"), "{body}");
             }
         }
-        assert!(pages[1].body.contains("class=\"effect-status denied\""), "{}", pages[1].body);
-        assert!(pages[1].body.contains("7 → 6"));
-        assert!(pages[2].body.contains("href=\"/workbench?entry=0\""), "the record names its entry");
-        assert!(pages[3].body.contains(&format!("href=\"/workbench?object={rec}\"")), "the effect names its record");
+        assert!(bodies[1].contains("class=\"effect-status denied\""), "{}", bodies[1]);
+        assert!(bodies[1].contains("7 → 6"));
+        assert!(bodies[2].contains("href=\"/workbench?entry=0\""), "the record names its entry");
+        // The effect record's page tells it, its hostile texts inert, and names its entry.
+        assert!(bodies[3].contains("id=\"happened-decision\">denied (&lt;script&gt;"), "{}", bodies[3]);
+        assert!(
+            bodies[3].contains("<th>entry</th><td><a class=\"entry-link\" href=\"/workbench?entry=0\">"),
+            "{}",
+            bodies[3]
+        );
+        // A hostile episode name is text, never a link whose path it would break.
+        assert!(!bodies[1].contains("href=\"/workbench/episodes/&lt;"), "{}", bodies[1]);
+        assert!(bodies[3].contains(&format!("href=\"/workbench?object={rec}\"")), "the effect names its record");
         assert_eq!(entry_view(&s, 1).unwrap().status, StatusCode::NOT_FOUND);
         assert_eq!(object_view(&s, &Ref::of(b"none"), false, None).unwrap().status, StatusCode::NOT_FOUND);
         assert_eq!(world_view(&s, &Ref::of(b"none")).unwrap().status, StatusCode::NOT_FOUND);
