@@ -194,6 +194,17 @@ impl Refusal {
         r
     }
 
+    /// As [`Refusal::reply`], but with `data` in every flavour: for what the
+    /// seed's `tasks/send` does not define (a continuation of a task waiting
+    /// for approval), whose refusals keep the table's code and message.
+    pub fn reply_explained(&self, jsonrpc_id: &RpcId, flavor: Flavor) -> A2aReply {
+        let mut r = self.reply(jsonrpc_id, flavor);
+        if let Err(e) = &mut r.outcome {
+            e.data = Some(self.data());
+        }
+        r
+    }
+
     /// `error.data`: the ErrorInfo, then a BadRequest when a parameter is named.
     pub fn data(&self) -> Value {
         let mut metadata = Map::new();
