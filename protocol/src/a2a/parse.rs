@@ -111,7 +111,7 @@ fn parse_tasks_send(params: Option<&Value>) -> Result<A2aKind, Bad> {
     if metadata_str(&[("metadata", metadata)], "skill_id")?.is_none()
         && let Some(message) = params.get("message").and_then(Value::as_object)
         && let Ok(data) = single_data_part(message, Some("type"))
-        && let Some(word) = approval_word(&data)?
+        && let Some(word) = approval_word(&data).map_err(Refusal::beyond_the_seed)?
     {
         return Ok(A2aKind::Answer(AnswerRequest {
             task_id,

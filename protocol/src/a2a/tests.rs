@@ -1018,9 +1018,14 @@ fn a_tasks_send_naming_no_skill_whose_data_is_an_approval_word_continues_its_tas
         let A2aKind::Answer(a) = req.kind else { panic!("{word}: not an answer") };
         assert_eq!((a.task_id.as_str(), a.word), ("write-1", want));
     }
-    // Anything else naming no skill is the seed's `invalid params`, as before.
-    for data in [r#"{"approval":"maybe"}"#, r#"{"approval":"approve","more":1}"#, r#"{"path":"a"}"#] {
-        assert_eq!(refusal(&answer(data)).error_message(), Some("invalid params"), "{data}");
+    // A word it does not know: the seed's `invalid params`, saying why.
+    let detail = assert_refused(&answer(r#"{"approval":"maybe"}"#), -32602, Some("message.parts[0].data.approval"));
+    assert!(detail.contains(r#""approve", "approve-for-session", "deny""#), "{detail}");
+    assert_eq!(refusal(&answer(r#"{"approval":"maybe"}"#)).error_message(), Some("invalid params"));
+    // Anything else naming no skill is the seed's bare `invalid params`, as before.
+    for data in [r#"{"approval":"approve","more":1}"#, r#"{"path":"a"}"#] {
+        let r = refusal(&answer(data));
+        assert_eq!((r.error_message(), r.error_data()), (Some("invalid params"), None), "{data}");
     }
     // A send that names its skill is a call, whatever its data.
     let call = tasks_send(
