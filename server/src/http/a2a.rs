@@ -381,7 +381,7 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavo
             (
                 A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect()),
                 Why::new(
-                    "effects ran and are journaled, but the invocation was not committed; the effect records name what ran",
+                    "effects ran and are recorded, but the call was not committed to the log; the effect records name what ran",
                 ),
             )
         }
@@ -406,7 +406,7 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavo
         }
         CallError::Deadline => (
             A2aError::DeadlineExceeded,
-            Why::new("the invocation passed its 20 s deadline; send the same request again to learn how it ended"),
+            Why::new("the call passed its 20 s deadline; send the same request again to learn how it ended"),
         ),
         CallError::Unconfirmed => (
             A2aError::OutcomeUnconfirmed,
