@@ -100,6 +100,11 @@ fn a_budget_denial_says_its_label_and_the_episode_s_spend_across_its_sessions() 
         json!({"message": message, "metadata": {"skill_id": "ailang-write"}}),
     );
     assert_eq!(a2a_effect(&v1["result"]["task"])["reason"], json!(said), "{v1}");
+    // Read back later, the task says the same: the reason is in the committed output.
+    let got = a2a_v1(&lab.daemon, &second.token, "GetTask", json!({"id": "over-budget-1"}));
+    assert_eq!(a2a_effect(&got["result"])["reason"], json!(said), "{got}");
+    let replayed = a2a(&lab.daemon, &second.token, "over-budget", "ailang-write", write_args("a2a"));
+    assert_eq!(replayed["result"], sent["result"], "a resend answers the committed result");
 
     // The legacy eras keep the seed's bytes: `id`, `record`, `status` alone.
     let legacy = legacy_bytes(&lab.daemon, &second.token, "ailang-write", write_args("legacy"));
