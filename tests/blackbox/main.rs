@@ -26,3 +26,4 @@ mod reads;
 mod rest;
 mod sessions;
 mod tasks;
+mod told;

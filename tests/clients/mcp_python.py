@@ -2,7 +2,11 @@
 its default auto mode, which probes `server/discover` and must settle on
 2026-07-28, and pinned to the legacy era, which must initialize at 2025-11-25.
 
-    TOKEN=<64 hex> python mcp_python.py http://127.0.0.1:PORT/mcp/
+    TOKEN=<64 hex> GHOST_TOKEN=<64 hex> python mcp_python.py http://127.0.0.1:PORT/mcp/
+
+GHOST_TOKEN is a session of an episode with no worktree: a tool it calls
+cannot run on this daemon, which the modern era says in a tool result and
+the legacy era in the seed's envelope; the client goes on either way.
 
 Prints one `ok <check>` or `FAIL <check>: reason` line per check.
 """
@@ -19,6 +23,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 URL = sys.argv[1]
 TOKEN = os.environ["TOKEN"]
+GHOST_TOKEN = os.environ["GHOST_TOKEN"]
 REF = re.compile(r"^sha256:[0-9a-f]{64}$")
 failed = False
 
@@ -44,6 +49,28 @@ async def mcp_error(call):
 async def main():
     await session("auto", MODERN)
     await session("legacy", LEGACY)
+    await cannot_run("auto", MODERN)
+    await cannot_run("legacy", LEGACY)
+
+
+async def cannot_run(mode, version):
+    """A tool this daemon cannot run: a result naming what is missing (modern),
+    the seed's -32603 (legacy); the same client calls on afterwards."""
+    era = "modern" if version == MODERN else "legacy"
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {GHOST_TOKEN}"})
+    async with http, Client(streamable_http_client(URL, http_client=http), mode=mode) as c:
+        if era == "modern":
+            r = await c.call_tool("ailang-read", {"path": "hello.txt"})
+            text = r.content[0].text if r.content else ""
+            told = r.is_error and text.startswith("Not run: this daemon cannot run ailang-read: ")
+            told = told and "episode ghost has no worktree" in text
+            check(f"{mode}.cannot_run_is_a_tool_result", told, f"result {r}")
+        else:
+            e = await mcp_error(c.call_tool("ailang-read", {"path": "hello.txt"}))
+            told = e is not None and e.code == -32603 and e.message == "host callback failed"
+            check(f"{mode}.cannot_run_is_the_seed_envelope", told, f"raised {e!r}")
+        tools = [t.name for t in (await c.list_tools()).tools]
+        check(f"{mode}.cannot_run_then_lists", "ailang-read" in tools, f"tools {tools}")
 
 
 async def session(mode, version):

@@ -90,6 +90,9 @@ mkdir -p "$tmp/qs/workspace/agent" && echo "hello from the agent's worktree" >"$
 "$worldd" session mint --db "$tmp/qs/world.db" --episode agent --grant Workspace.Read=worktree:100 \
   --grant Workspace.Write=worktree:100 --grant Workspace.Exec=worktree:100 --yes --out "$tmp/agent.session" \
   >"$tmp/mint.log" 2>&1 || fail_setup "minting the agent's session failed" "$tmp/mint.log"
+# A session of an episode with no worktree: its tools cannot run on this daemon.
+"$worldd" session mint --db "$tmp/qs/world.db" --episode ghost --grant Workspace.Read=worktree:10 --yes \
+  --out "$tmp/ghost.session" >"$tmp/mint.log" 2>&1 || fail_setup "minting the ghost session failed" "$tmp/mint.log"
 # The conformance suites get a session that sees only the pure tools, so the
 # first tool listed (conformance_secho, a fixture) takes the `{}` the 2026-07-28
 # header-validation scenario calls it with.
@@ -178,7 +181,7 @@ start_client tasks_python "$py" "$here/tasks_python.py" "http://127.0.0.1:$port"
 start_client tasks_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/tasks_ts_v2.mjs" \
   "http://127.0.0.1:$port" "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
 
-run mcp_python "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
+run mcp_python env GHOST_TOKEN="$(cat "$tmp/ghost.session")" "$py" "$here/mcp_python.py" "http://127.0.0.1:$port/mcp/"
 run mcp_ts env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts.mjs" "http://127.0.0.1:$port/mcp/"
 run mcp_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/mcp_ts_v2.mjs" "http://127.0.0.1:$port/mcp/"
 via_port=$proxy_port

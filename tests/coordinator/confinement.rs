@@ -81,7 +81,7 @@ fn hostile_paths_are_refused_and_nothing_outside_the_worktree_changes() {
     let e = |p: &str| json!({"path": p, "old_text": "canary", "new_text": "pwned"});
     let plan = |p: &str| Expect::Plan(plan_path_refusal(p));
     const ESCAPES: &str = "escapes sandbox";
-    const GIT: &str = ".git/ is read-only to the lane's tools";
+    const GIT: &str = ".git/ is read-only to World's tools";
     let table: Vec<(&str, Value, Expect)> = vec![
         // The plan law: relative, non-empty, no "..", no leading "-" (NUL and > 4096 bytes too).
         ("ailang-read", r("/etc/passwd"), plan("/etc/passwd")),

@@ -181,20 +181,40 @@ fn modern_protocol_errors_carry_their_status_and_echo_the_id() {
     assert_eq!(post(&h, call), (400, json!(5), -32020), "Mcp-Name is required for tools/call");
 }
 
+const EXITS: &str = "import sys\nsys.stdin.read()\nsys.exit(3)\n";
+
 #[test]
 fn a_host_failure_in_the_modern_era_is_the_seed_envelope_with_the_cause_on_stderr() {
+    let (lab, token) = lab();
+    let m = lab.manifest("exits", &[("exits.py", EXITS)], json!([exec_entry("t.exits", "exits.py", None, None)]));
+    lab.publish_ok(&m, false);
+    let log_len = lab.log_len();
+    let r = modern(&lab, &token, json!("h"), "tools/call", json!({"name": "t_dexits", "arguments": {}}));
+    assert_json_reply(&r, 200, &host_failure("\"h\"", "host callback failed"));
+    lab.daemon.wait_stderr("worldd: mcp refusal: tools/call mcp:mod:");
+    assert_eq!(lab.log_len(), log_len);
+}
+
+#[test]
+fn a_tool_this_daemon_cannot_run_is_a_tool_error_naming_what_is_missing_in_the_modern_era() {
     let (lab, _) = lab();
     let ghost = lab.mint("ghost", &["world.apply=world:5", "Workspace.Read=worktree:5"]);
     let log_len = lab.log_len();
-    let r = modern(
-        &lab,
+    let call = json!({"name": "ailang-read", "arguments": {"path": "hello.txt"}});
+    let told = result(&modern(&lab, &ghost, json!("h"), "tools/call", call.clone()));
+    assert_eq!((&told["resultType"], &told["isError"]), (&json!("complete"), &json!(true)), "{told}");
+    let text = told["content"][0]["text"].as_str().unwrap();
+    let missing = "episode ghost has no worktree: create the directory";
+    assert!(text.starts_with("Not run: this daemon cannot run ailang-read: ") && text.contains(missing), "{text}");
+    // The stderr line says it in the same words.
+    assert!(lab.daemon.wait_stderr("worldd: mcp refusal: tools/call mcp:ghost:").contains(missing));
+    // The legacy eras keep the seed's envelope.
+    let legacy = lab.mcp_version(
         &ghost,
-        json!("h"),
-        "tools/call",
-        json!({"name": "ailang-read", "arguments": {"path": "hello.txt"}}),
+        Some("2025-11-25"),
+        &json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}),
     );
-    assert_json_reply(&r, 200, &host_failure("\"h\"", "host callback failed"));
-    lab.daemon.wait_stderr("worldd: mcp refusal: tools/call mcp:ghost:");
+    assert_json_reply(&legacy, 200, &host_failure("3", "host callback failed"));
     assert_eq!(lab.log_len(), log_len);
 }
 

@@ -140,7 +140,7 @@ impl A2aError {
 
     /// This error refusing a request of `flavor`, for the reason `why`.
     pub fn because(self, why: Why) -> Refusal {
-        Refusal { error: self, why }
+        Refusal { error: self, why, beyond_the_seed: false }
     }
 }
 
@@ -173,6 +173,9 @@ impl Why {
 pub struct Refusal {
     pub error: A2aError,
     pub why: Why,
+    /// Refuses what the seed's `tasks/send` does not define (a continuation
+    /// of a task waiting for approval): `data` says why there too.
+    pub beyond_the_seed: bool,
 }
 
 impl Refusal {
@@ -180,18 +183,34 @@ impl Refusal {
     /// table's reply exactly (a part it cannot take is `invalid params`
     /// there); the 0.3 and 1.0 methods get `data` saying why.
     pub fn reply(&self, jsonrpc_id: &RpcId, flavor: Flavor) -> A2aReply {
-        if flavor == Flavor::Legacy01 {
+        let mut r = if flavor == Flavor::Legacy01 {
             let seed = match &self.error {
                 A2aError::ContentTypeNotSupported => &A2aError::InvalidParams,
                 e => e,
             };
-            return seed.reply(jsonrpc_id);
+            seed.reply(jsonrpc_id)
+        } else {
+            self.error.reply(jsonrpc_id)
+        };
+        if flavor == Flavor::Legacy01 && !self.beyond_the_seed {
+            return r;
         }
-        let mut r = self.error.reply(jsonrpc_id);
         if let Err(e) = &mut r.outcome {
             e.data = Some(self.data());
         }
         r
+    }
+
+    /// This refusal of what the seed's `tasks/send` does not define: it keeps
+    /// the table's code and message there, and says why in `data`.
+    pub fn beyond_the_seed(mut self) -> Refusal {
+        self.beyond_the_seed = true;
+        self
+    }
+
+    /// As [`Refusal::reply`], for a refusal [beyond the seed](Refusal::beyond_the_seed).
+    pub fn reply_explained(&self, jsonrpc_id: &RpcId, flavor: Flavor) -> A2aReply {
+        self.clone().beyond_the_seed().reply(jsonrpc_id, flavor)
     }
 
     /// `error.data`: the ErrorInfo, then a BadRequest when a parameter is named.

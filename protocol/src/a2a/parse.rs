@@ -106,6 +106,21 @@ fn parse_tasks_send(params: Option<&Value>) -> Result<A2aKind, Bad> {
     let params = object(params, "params", "an object")?;
     let task_id = task_id(params.get("id"), "id")?;
     let metadata = params.get("metadata");
+    // A continuation of a task waiting for approval names no skill: its one
+    // data part is `{"approval": WORD}` (as `SendMessage` takes it).
+    if metadata_str(&[("metadata", metadata)], "skill_id")?.is_none()
+        && let Some(message) = params.get("message").and_then(Value::as_object)
+        && let Ok(data) = single_data_part(message, Some("type"))
+        && let Some(word) = approval_word(&data).map_err(Refusal::beyond_the_seed)?
+    {
+        return Ok(A2aKind::Answer(AnswerRequest {
+            task_id,
+            word,
+            context_id: None,
+            message_id: None,
+            history_length: None,
+        }));
+    }
     if metadata.is_none() {
         return Err(invalid("metadata", SKILL_ID_REQUIRED));
     }

@@ -1006,6 +1006,35 @@ fn a_message_on_a_task_naming_no_skill_whose_data_is_an_approval_word_is_an_answ
 }
 
 #[test]
+fn a_tasks_send_naming_no_skill_whose_data_is_an_approval_word_continues_its_task() {
+    let answer = |data: &str| {
+        tasks_send(&format!(
+            r#"{{"id":"write-1","message":{{"role":"user","parts":[{{"type":"data","data":{data}}}]}}}}"#
+        ))
+    };
+    for (word, want) in ApprovalWord::ALL {
+        let req = parse_str(&answer(&format!(r#"{{"approval":"{word}"}}"#))).unwrap();
+        assert_eq!(req.flavor, Flavor::Legacy01);
+        let A2aKind::Answer(a) = req.kind else { panic!("{word}: not an answer") };
+        assert_eq!((a.task_id.as_str(), a.word), ("write-1", want));
+    }
+    // A word it does not know: the seed's `invalid params`, saying why.
+    let detail = assert_refused(&answer(r#"{"approval":"maybe"}"#), -32602, Some("message.parts[0].data.approval"));
+    assert!(detail.contains(r#""approve", "approve-for-session", "deny""#), "{detail}");
+    assert_eq!(refusal(&answer(r#"{"approval":"maybe"}"#)).error_message(), Some("invalid params"));
+    // Anything else naming no skill is the seed's bare `invalid params`, as before.
+    for data in [r#"{"approval":"approve","more":1}"#, r#"{"path":"a"}"#] {
+        let r = refusal(&answer(data));
+        assert_eq!((r.error_message(), r.error_data()), (Some("invalid params"), None), "{data}");
+    }
+    // A send that names its skill is a call, whatever its data.
+    let call = tasks_send(
+        r#"{"id":"t1","metadata":{"skill_id":"s"},"message":{"role":"user","parts":[{"type":"data","data":{"approval":"approve"}}]}}"#,
+    );
+    assert!(matches!(parse_str(&call).unwrap().kind, A2aKind::Send(_)));
+}
+
+#[test]
 fn return_immediately_is_read_from_the_configuration_and_must_be_a_boolean() {
     let send = |configuration: &str| {
         format!(

@@ -169,10 +169,34 @@ struct ToolError {
 }
 
 fn call_response(id: &RpcId, output: &Value) -> Vec<u8> {
+    let output = &as_the_seed_tells(output);
     match call_output(output) {
         Ok(()) => rpc::result_bytes(id, &CallResult { content: [TextContent::of(output)], structured_content: output }),
         Err(message) => rpc::error_bytes(id, CODE_INTERNAL_ERROR, message),
     }
+}
+
+/// The keys a denied effect of the `world` block carries beyond the seed's
+/// `id`, `status` and `record`: the modern era and A2A tell them.
+pub const DENIAL_KEYS: [&str; 2] = ["denial", "reason"];
+
+/// The output as the seed fixes these eras' bytes: each effect of its
+/// `world` block with `id`, `status` and `record` alone.
+pub fn as_the_seed_tells(output: &Value) -> std::borrow::Cow<'_, Value> {
+    let effects = output.pointer("/world/effects").and_then(Value::as_array);
+    let told = |e: &Value| e.as_object().is_some_and(|e| DENIAL_KEYS.iter().any(|k| e.contains_key(*k)));
+    if !effects.is_some_and(|effects| effects.iter().any(told)) {
+        return std::borrow::Cow::Borrowed(output);
+    }
+    let mut output = output.clone();
+    if let Some(effects) = output.pointer_mut("/world/effects").and_then(Value::as_array_mut) {
+        for e in effects.iter_mut().filter_map(Value::as_object_mut) {
+            for k in DENIAL_KEYS {
+                e.remove(k);
+            }
+        }
+    }
+    std::borrow::Cow::Owned(output)
 }
 
 /// One SSE event whose data is the response object, or the array of

@@ -474,6 +474,21 @@ fn call_result_is_text_and_structured_content() {
 }
 
 #[test]
+fn a_denied_effect_keeps_the_seeds_bytes_here_its_label_and_reason_left_to_the_modern_era() {
+    let body = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ailang-read"}}"#;
+    let effect = json!({"id": "e1", "status": "denied", "record": "sha256:00"});
+    let seed = json!({"world": {"effects": [effect.clone()], "plan": "sha256:11"}});
+    let mut told = effect;
+    told["denial"] = json!("denied:budget");
+    told["reason"] = json!("Workspace.Read on worktree: 2 of 2 spent in episode demo, across its sessions");
+    let with_reason = json!({"world": {"effects": [told], "plan": "sha256:11"}});
+    let seed_bytes = finish(run(&headers(None), body).unwrap(), vec![Ok(seed.into())]).body_text();
+    let r = finish(run(&headers(None), body).unwrap(), vec![Ok(with_reason.into())]);
+    assert_eq!(r.body_text(), seed_bytes);
+    assert!(!seed_bytes.contains("denial") && seed_bytes.contains(r#"\"status\":\"denied\""#), "{seed_bytes}");
+}
+
+#[test]
 fn non_object_output_is_a_per_item_error() {
     let body = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ailang-read"}}"#;
     let r = finish(run(&headers(None), body).unwrap(), vec![Ok(Value::Null.into())]);

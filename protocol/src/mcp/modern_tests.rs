@@ -374,6 +374,18 @@ fn a_denied_or_failed_effect_is_the_tools_own_failure_and_ok_or_skipped_is_not()
 }
 
 #[test]
+fn a_denied_effect_tells_its_label_and_reason_in_the_modern_era() {
+    let denied = json!({"world": {"effects": [{"id": "e1", "status": "denied", "record": "sha256:00",
+        "denial": "denied:budget", "reason": "Workspace.Read on worktree: 2 of 2 spent in episode demo"}],
+        "plan": "sha256:11"}});
+    let (_, body) = modern_call(Ok(denied.clone().into()));
+    assert_eq!(body["result"]["isError"], true);
+    assert_eq!(body["result"]["structuredContent"], denied);
+    let text: Value = serde_json::from_str(body["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text["world"]["effects"][0]["denial"], "denied:budget");
+}
+
+#[test]
 fn a_host_failure_keeps_the_seed_envelope_in_the_modern_era() {
     for f in [HostFailure::Failed, HostFailure::TimedOut, HostFailure::Canceled, HostFailure::CapacityExceeded] {
         let (status, body) = modern_call(Err(f));

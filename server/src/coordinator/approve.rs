@@ -15,16 +15,16 @@ use super::{Answer, CallError, Invocation, PendingApproval};
 use crate::approvals::{
     self, Asked, DENIED_APPROVAL, DENIED_NO_ROOM_EPISODE, DENIED_NO_ROOM_SESSION, DENIED_NO_ROOM_STORE,
 };
-use crate::effects;
+use crate::effects::{self, Denial};
 use world_store::*;
 
 /// The approval phase's word on one effect.
 pub(super) enum Approval {
     /// Run it under this approval (the intent checks and uses it).
     Approved { using: ApprovalUse, decision: Ref },
-    /// Record it denied with `label`, naming the decision if there was one
-    /// (`remaining`: what the grant has left).
-    Refused { label: &'static str, decision: Option<Ref>, remaining: u64 },
+    /// Record it denied as `denial` says, naming the decision if there was
+    /// one (`remaining`: what the grant has left).
+    Refused { denial: Denial, decision: Option<Ref>, remaining: u64 },
 }
 
 /// What the episode spent on an effect, the open approval of its request,
@@ -72,7 +72,8 @@ impl Invocation<'_> {
         asked.budget_left = grant_budget.saturating_sub(spent);
         let remaining = asked.budget_left;
         if e.cost > remaining {
-            return Ok(Approval::Refused { label: effects::DENIED_BUDGET, decision: None, remaining });
+            let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining);
+            return Ok(Approval::Refused { denial, decision: None, remaining });
         }
         let ttl = self.host.approval_ttl();
         // What World's tools changed since the last command is read only for
@@ -93,7 +94,10 @@ impl Invocation<'_> {
                 {
                     Ok(Reply::Approval(id, row)) => (id, *row),
                     Err(e) => match no_room(&e) {
-                        Some(label) => return Ok(Approval::Refused { label, decision: None, remaining }),
+                        Some(label) => {
+                            let denial = Denial { label, reason: no_room_reason(&e) };
+                            return Ok(Approval::Refused { denial, decision: None, remaining });
+                        }
                         None => return Err(Failed(CallError::NotCommitted(format!("asking for approval: {e:?}")))),
                     },
                     Ok(other) => {
@@ -102,8 +106,8 @@ impl Invocation<'_> {
                 },
             };
             match self.settled(&id, &row, &mut asked, &mut unread, now).await? {
-                Some(Approval::Refused { label, decision, .. }) => {
-                    return Ok(Approval::Refused { label, decision, remaining });
+                Some(Approval::Refused { denial, decision, .. }) => {
+                    return Ok(Approval::Refused { denial, decision, remaining });
                 }
                 Some(approval) => return Ok(approval),
                 None => continue,
@@ -167,7 +171,12 @@ impl Invocation<'_> {
             }
             ApprovalState::Denied if now < row.expires_at => {
                 self.close(id, now).await?;
-                Ok(Some(Approval::Refused { label: DENIED_APPROVAL, decision: row.decision, remaining: 0 }))
+                let reason = format!(
+                    "approval {id} of this exact request was denied, and the denial is recorded. \
+                     Nothing ran and nothing was debited."
+                );
+                let denial = Denial { label: DENIED_APPROVAL, reason };
+                Ok(Some(Approval::Refused { denial, decision: row.decision, remaining: 0 }))
             }
             // Past its expiry (a pending one is decided expired by the
             // store), or spent: it serves nobody, and the call asks afresh.
@@ -287,6 +296,14 @@ fn no_room(e: &WriteError) -> Option<&'static str> {
         WriteError::ApprovalsFull(_) => Some(DENIED_NO_ROOM_STORE),
         _ => None,
     }
+}
+
+/// Why nobody was asked: the bound the store named. No person said no.
+fn no_room_reason(e: &WriteError) -> String {
+    format!(
+        "nobody was asked for approval: {e}. No person said no: nothing ran and nothing was debited, \
+         and once open approvals are decided the same call asks again."
+    )
 }
 
 /// The approval as a decision left it (`None`: the request never ran).

@@ -7,7 +7,7 @@ use super::Stop::{self, Failed};
 use super::approve::Approval;
 use super::plan::{PlannedEffect, planned};
 use super::{CallError, Invocation};
-use crate::effects::{self, Decision, Record};
+use crate::effects::{self, Decision, Denial, Record};
 use serde_json::Value;
 use std::path::PathBuf;
 use world_store::*;
@@ -29,6 +29,8 @@ pub(super) struct Recorded {
     pub(super) status: &'static str,
     pub(super) record: Ref,
     pub(super) output: Option<Value>,
+    /// A denied effect's label and reason, as the agent is told them.
+    pub(super) denial: Option<Denial>,
     /// Objects the commit must carry (denials are journaled nowhere else).
     pub(super) objects: Vec<NewObject>,
     /// The outcome still to be made durable (with the commit, when possible).
@@ -78,7 +80,8 @@ impl Invocation<'_> {
                     Some(b) => b.saturating_sub(self.spent(&e.effect, &e.scope).await?),
                     None => 0,
                 };
-                return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, None))));
+                let denial = self.denial(e, label, grant_budget, remaining);
+                return Ok(Brokered::Denied(Box::new(self.denied(e, request, denial, remaining, None))));
             }
             Decision::Allow { grant_budget, ask } => (grant_budget, ask),
         };
@@ -86,8 +89,8 @@ impl Invocation<'_> {
             None => None,
             Some(who) => match self.approve(e, who, grant_budget).await? {
                 Approval::Approved { using, decision } => Some((using, decision)),
-                Approval::Refused { label, decision, remaining } => {
-                    return Ok(Brokered::Denied(Box::new(self.denied(e, request, label, remaining, decision))));
+                Approval::Refused { denial, decision, remaining } => {
+                    return Ok(Brokered::Denied(Box::new(self.denied(e, request, denial, remaining, decision))));
                 }
             },
         };
@@ -110,13 +113,8 @@ impl Invocation<'_> {
             Some(Ok(Reply::Debited(d))) => d,
             Some(Err(WriteError::BudgetExhausted { remaining })) => {
                 let decision = approval.map(|(_, d)| d);
-                return Ok(Brokered::Denied(Box::new(self.denied(
-                    e,
-                    request,
-                    effects::DENIED_BUDGET,
-                    remaining,
-                    decision,
-                ))));
+                let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining);
+                return Ok(Brokered::Denied(Box::new(self.denied(e, request, denial, remaining, decision))));
             }
             // Used up or expired since it was read: nothing ran; the call
             // can be sent again, and asks afresh.
@@ -164,15 +162,33 @@ impl Invocation<'_> {
             .map_err(|e| CallError::Unavailable(e.to_string()))
     }
 
-    /// A denial is recorded, never debited; it travels with the commit.
+    /// What the agent is told of `e` denied with `label` by the grants or
+    /// the budget: the grant's `budget`, of which the episode has `remaining`.
+    pub(super) fn denial(&self, e: &PlannedEffect, label: &'static str, budget: Option<u64>, remaining: u64) -> Denial {
+        let denied = effects::Denied {
+            label,
+            effect: &e.effect,
+            scope: &e.scope,
+            cost: e.cost,
+            episode: &self.call.episode,
+            budget,
+            remaining,
+            expires_at: self.call.expires_at,
+        };
+        denied.told()
+    }
+
+    /// A denial is recorded, never debited; it travels with the commit, and
+    /// the call's output tells its label and reason.
     fn denied(
         &self,
         e: &PlannedEffect,
         request: NewObject,
-        label: &'static str,
+        denial: Denial,
         remaining: u64,
         approval: Option<Ref>,
     ) -> Recorded {
+        let label = denial.label;
         self.host.metrics().effect(&e.effect, &e.scope, "denied", e.cost, Some(label));
         let nothing = Debit { budget_before: remaining, budget_after: remaining };
         let record = self.effect_record(e, nothing, Err(label), request.hash, None, approval);
@@ -191,6 +207,7 @@ impl Invocation<'_> {
             status: "denied",
             record: record.hash,
             output: None,
+            denial: Some(denial),
             objects: vec![request, record],
             outcome: None,
             told,

@@ -8,6 +8,7 @@ use super::broker::Recorded;
 use super::execute::Effects;
 use super::plan::Plan;
 use super::{CallError, Held, INVOCATION_OUTPUT, INVOCATION_RECORD_V1, INVOCATION_RECORD_V2, Invocation, Outcome};
+use crate::effects::Denial;
 use crate::registry;
 use serde_json::{Map, Value, json};
 use world_store::canonical::FixedObject;
@@ -71,9 +72,9 @@ impl Invocation<'_> {
         brokered: &[Recorded],
         plan_ref: Ref,
     ) -> Result<Value, CallError> {
-        let mut statuses: Vec<(String, &'static str, Option<Ref>)> =
-            brokered.iter().map(|b| (b.id.clone(), b.status, Some(b.record))).collect();
-        statuses.extend(plan.effects.iter().skip(brokered.len()).map(|e| (e.id.clone(), "skipped", None)));
+        let mut statuses: Vec<Told> =
+            brokered.iter().map(|b| (b.id.clone(), b.status, Some(b.record), b.denial.clone())).collect();
+        statuses.extend(plan.effects.iter().skip(brokered.len()).map(|e| (e.id.clone(), "skipped", None, None)));
         if plan.effects.is_empty() {
             return Ok(with_world(plan.result.clone().unwrap_or_default(), statuses, Some(plan_ref)));
         }
@@ -97,7 +98,7 @@ impl Invocation<'_> {
             Some(_) => {
                 let mut m = Map::new();
                 m.insert("ok".into(), json!(false));
-                m.insert("refused".into(), json!("the handler output used the reserved key `world`"));
+                m.insert("refused".into(), json!("the tool's output used the reserved key `world`"));
                 m
             }
             None => Map::new(),
@@ -237,15 +238,23 @@ fn outcome_records(ops: &[Op]) -> Vec<Ref> {
     ops.iter().filter_map(|o| if let Op::RecordOutcome(o) = o { Some(o.record.hash) } else { None }).collect()
 }
 
-/// The output's fields with the `world` block: each effect's status and record, and the plan.
-pub(super) fn with_world(
-    mut fields: Map<String, Value>,
-    effects: Vec<(String, &'static str, Option<Ref>)>,
-    plan: Option<Ref>,
-) -> Value {
+/// One effect as the `world` block tells it: its id, status and record, and
+/// for a denied one its label and reason.
+pub(super) type Told = (String, &'static str, Option<Ref>, Option<Denial>);
+
+/// The output's fields with the `world` block: each effect's status and
+/// record (a denied one's `denial` label and `reason` after them), and the plan.
+pub(super) fn with_world(mut fields: Map<String, Value>, effects: Vec<Told>, plan: Option<Ref>) -> Value {
     let effects: Vec<Value> = effects
         .into_iter()
-        .map(|(id, status, record)| json!({"id": id, "status": status, "record": record.map(|r| r.to_string())}))
+        .map(|(id, status, record, denial)| {
+            let mut e = json!({"id": id, "status": status, "record": record.map(|r| r.to_string())});
+            if let (Some(d), Some(e)) = (denial, e.as_object_mut()) {
+                e.insert("denial".into(), json!(d.label));
+                e.insert("reason".into(), json!(d.reason));
+            }
+            e
+        })
         .collect();
     fields.insert("world".into(), json!({"effects": effects, "plan": plan.map(|p| p.to_string())}));
     Value::Object(fields)

@@ -104,6 +104,7 @@ impl Invocation<'_> {
             status: label,
             record: record_ref,
             output,
+            denial: None,
             objects: vec![],
             outcome: Some(outcome),
             told,

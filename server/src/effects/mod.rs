@@ -62,6 +62,60 @@ pub fn decide(grants: &[Grant], expires_at: u64, now: u64, effect: &str, scope: 
     Decision::Allow { grant_budget: g.budget, ask: g.ask }
 }
 
+/// What an agent is told of a denied effect: the label, and the reason in
+/// words with its figures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Denial {
+    pub label: &'static str,
+    pub reason: String,
+}
+
+/// One effect the broker denied, with what the reason's figures come from.
+pub struct Denied<'a> {
+    pub label: &'static str,
+    pub effect: &'a str,
+    pub scope: &'a str,
+    pub cost: u64,
+    pub episode: &'a str,
+    /// The budget of the grant that names the effect and scope, if one does.
+    pub budget: Option<u64>,
+    /// What the episode has left of it.
+    pub remaining: u64,
+    /// When the session expires (Unix seconds).
+    pub expires_at: u64,
+}
+
+/// Said of every denial: what it did not do.
+const NOTHING_RAN: &str = "Nothing ran and nothing was debited.";
+
+impl Denied<'_> {
+    /// The label and the reason: which grant, what was spent of its budget
+    /// (an episode's, shared by all of its sessions), or when the session ended.
+    pub fn told(&self) -> Denial {
+        let (effect, scope, episode) = (self.effect, self.scope, self.episode);
+        let reason = match self.label {
+            DENIED_BUDGET => {
+                let budget = self.budget.unwrap_or(self.remaining);
+                let spent = budget.saturating_sub(self.remaining);
+                format!(
+                    "{effect} on {scope}: {spent} of {budget} spent in episode {episode}, across its sessions; \
+                     this call costs {} and {} remain. {NOTHING_RAN}",
+                    self.cost, self.remaining
+                )
+            }
+            DENIED_EFFECT_NAME => format!("this session holds no grant for {effect}. {NOTHING_RAN}"),
+            DENIED_SCOPE => {
+                format!("this session's grants for {effect} do not cover the scope {scope}. {NOTHING_RAN}")
+            }
+            DENIED_EXPIRED => {
+                format!("this session expired at {} UTC. {NOTHING_RAN}", crate::clock::utc(self.expires_at))
+            }
+            other => format!("{effect} on {scope} was denied ({other}). {NOTHING_RAN}"),
+        };
+        Denial { label: self.label, reason }
+    }
+}
+
 // The request encoding is the store's (its verifier reads requests back).
 pub use world_store::canonical::{parse_request, request_bytes};
 
@@ -121,6 +175,37 @@ mod tests {
 
     fn g(effect: &str, scope: &str, budget: u64) -> Grant {
         Grant::new(effect, scope, budget)
+    }
+
+    fn denied(label: &'static str, budget: Option<u64>, remaining: u64) -> Denial {
+        let d = Denied {
+            label,
+            effect: "Workspace.Write",
+            scope: "worktree",
+            cost: 1,
+            episode: "demo",
+            budget,
+            remaining,
+            expires_at: 86_400,
+        };
+        d.told()
+    }
+
+    #[test]
+    fn a_denial_says_its_label_and_its_reason_with_the_figures() {
+        let spent = denied(DENIED_BUDGET, Some(5), 0);
+        assert_eq!(spent.label, "denied:budget");
+        assert_eq!(
+            spent.reason,
+            "Workspace.Write on worktree: 5 of 5 spent in episode demo, across its sessions; \
+             this call costs 1 and 0 remain. Nothing ran and nothing was debited."
+        );
+        let named = denied(DENIED_EFFECT_NAME, None, 0);
+        assert!(named.reason.starts_with("this session holds no grant for Workspace.Write."), "{}", named.reason);
+        let scope = denied(DENIED_SCOPE, None, 0);
+        assert!(scope.reason.contains("do not cover the scope worktree"), "{}", scope.reason);
+        let expired = denied(DENIED_EXPIRED, Some(5), 5);
+        assert!(expired.reason.starts_with("this session expired at 1970-01-02 00:00:00 UTC."), "{}", expired.reason);
     }
 
     #[test]

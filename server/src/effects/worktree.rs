@@ -411,7 +411,7 @@ fn worded(op: &str, rel: &str, root: &Path, why: Refused) -> Result<String, Stri
         Refused::Path(Refusal::Escapes) => path(format!("escapes sandbox {:?}", root.display().to_string())),
         Refused::Path(Refusal::Missing(_)) if matches!(op, "read" | "list" | "search") => path("does not exist".into()),
         Refused::Path(Refusal::Missing(e) | Refusal::Os(e)) => format!("{op} {rel}: {e}"),
-        Refused::Path(Refusal::Git) => format!("{op} {rel}: .git/ is read-only to the lane's tools"),
+        Refused::Path(Refusal::Git) => format!("{op} {rel}: .git/ is read-only to World's tools"),
         Refused::Path(Refusal::NoOpenat2) => {
             format!("{op} {rel}: this kernel has no openat2 (Linux 5.6 or later), so the file tools open nothing")
         }
@@ -425,7 +425,7 @@ fn worded(op: &str, rel: &str, root: &Path, why: Refused) -> Result<String, Stri
 fn file_op(wt: &Worktree, op: &str, payload: &Value) -> Result<serde_json::Map<String, Value>, String> {
     let rel = payload["path"].as_str().unwrap_or_default();
     if matches!(op, "write" | "edit") && rel.split('/').any(is_git) {
-        return Ok(refusal(format!("{op} {rel}: .git/ is read-only to the lane's tools")));
+        return Ok(refusal(format!("{op} {rel}: .git/ is read-only to World's tools")));
     }
     let parts = match components(rel) {
         Ok(p) => p,
@@ -1103,7 +1103,7 @@ mod tests {
         link("sub/.git/HEAD", "sub-head-link");
         link("a/b/.GIT", "deep-git-link");
         link("../.git", "src/up-git");
-        let git = ".git/ is read-only to the lane's tools";
+        let git = ".git/ is read-only to World's tools";
         for path in [
             "git-link/config",
             "git-link/hooks/new",

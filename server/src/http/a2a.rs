@@ -100,11 +100,12 @@ async fn answer_task(
         Ok(None) => {
             let why = Why::parameter("message.taskId", "a task waiting for approval (input-required) in this session")
                 .with("taskId", &a.task_id);
-            return (A2aError::TaskNotFound.because(why).reply(id, flavor), false);
+            return (A2aError::TaskNotFound.because(why).reply_explained(id, flavor), false);
         }
         Err(why) => {
             note!("worldd: a2a refusal: approval answer on {}: {why:?}", a.task_id);
-            let refused = A2aError::Unavailable.because(Why::new("the cause is in the daemon's log")).reply(id, flavor);
+            let why = Why::new("the cause is in the daemon's log");
+            let refused = A2aError::Unavailable.because(why).reply_explained(id, flavor);
             return (refused, false);
         }
     };
@@ -157,9 +158,12 @@ async fn send_message(
         Some(Ok(r)) => Some(r),
         None => None,
     };
+    // A continuation is beyond the seed's table: its refusals say why in
+    // every flavour.
+    let continues = answer.is_some();
     // The seed's reply shows no history: keep no copy of its arguments.
     let request = (flavor != Flavor::Legacy01).then(|| arguments.clone());
-    let (sent_message_id, sent_context) = (message_id.clone(), context_id.clone());
+    let (sent_message_id, sent_context, skill) = (message_id.clone(), context_id.clone(), skill_id.clone());
     let call = Call {
         surface: CallSurface::A2a,
         episode: caller.session.episode.clone(),
@@ -221,7 +225,35 @@ async fn send_message(
             a2a::task_completed(flavor, id, &waiting)
         }
         Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
-        Err(e) => call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor).reply(id, flavor),
+        // The seed's tasks/send keeps its table's -32603; the 0.3 and 1.0
+        // methods answer a failed task saying what the daemon lacks.
+        Err(CallError::NoHandler { missing }) if flavor != Flavor::Legacy01 => {
+            let cause = format!("{} ({missing})", A2aError::NoEffectHandler.message());
+            note!("worldd: a2a refusal: tasks/send {}: {cause:?}", invocation_id(caller, &task_id));
+            let data = serde_json::json!({
+                "notRun": {"skill": skill, "missing": missing},
+                "text": agents::cannot_run_text(&skill, &missing),
+            });
+            let messages = a2a::task_messages(&task_id, sent_message_id.as_deref(), request.as_ref(), None);
+            let t = TaskView {
+                task_id: &task_id,
+                context_id: sent_context.as_deref(),
+                state: TaskStateName::Failed,
+                timestamp: Some(crate::clock::now()),
+                committed: None,
+                history: a2a::last(messages, history_length),
+                status_message: Some(a2a::MessageView {
+                    message_id: format!("{task_id}:status"),
+                    role: a2a::Role::Agent,
+                    data: &data,
+                }),
+            };
+            a2a::task_completed(flavor, id, &t)
+        }
+        Err(e) => {
+            let refused = call_refusal(&e, &task_id, &invocation_id(caller, &task_id), flavor);
+            if continues { refused.reply_explained(id, flavor) } else { refused.reply(id, flavor) }
+        }
     };
     (reply, false)
 }
@@ -349,7 +381,7 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavo
             (
                 A2aError::EffectsUnrecorded(records.iter().map(|r| r.to_string()).collect()),
                 Why::new(
-                    "effects ran and are journaled, but the invocation was not committed; the effect records name what ran",
+                    "effects ran and are recorded, but the call was not committed to the log; the effect records name what ran",
                 ),
             )
         }
@@ -374,7 +406,7 @@ fn call_refusal(e: &CallError, task_id: &str, invocation_id: &str, flavor: Flavo
         }
         CallError::Deadline => (
             A2aError::DeadlineExceeded,
-            Why::new("the invocation passed its 20 s deadline; send the same request again to learn how it ended"),
+            Why::new("the call passed its 20 s deadline; send the same request again to learn how it ended"),
         ),
         CallError::Unconfirmed => (
             A2aError::OutcomeUnconfirmed,

@@ -187,8 +187,9 @@ async fn mcp_handle(
     // The first call is admitted on what the session was resolved on; a
     // later item of a batch runs later, and is admitted afresh.
     let mut glanced = Some(glanced);
+    let era = plan.era();
     for call in plan.calls() {
-        let outcome = mcp_call(state, &caller, glanced.take(), call, deadline).await;
+        let outcome = mcp_call(state, &caller, glanced.take(), call, era, deadline).await;
         let failed = outcome.is_err();
         outcomes.push(outcome);
         if failed {
@@ -215,6 +216,7 @@ async fn mcp_call(
     caller: &Caller,
     glanced: Option<Glanced>,
     asked: &mcp::Call,
+    era: mcp::Era,
     deadline: tokio::time::Instant,
 ) -> mcp::CallOutcome {
     let (transition_id, arguments) = (asked.transition_id.clone(), asked.arguments.clone());
@@ -275,9 +277,27 @@ async fn mcp_call(
                 _ => e.to_string(),
             };
             note!("worldd: mcp refusal: tools/call {invocation_id}: {detail:?}");
-            Err(if e == CallError::Deadline { HostFailure::TimedOut } else { HostFailure::Failed })
+            match e {
+                // The modern era tells the model (and its user) what the
+                // daemon lacks; the legacy eras keep the seed's envelope.
+                CallError::NoHandler { missing } if era == mcp::Era::Modern => {
+                    Ok(mcp::CallAnswer::Refused(cannot_run_text(&asked.transition_id, &missing)))
+                }
+                CallError::Deadline => Err(HostFailure::TimedOut),
+                _ => Err(HostFailure::Failed),
+            }
         }
     }
+}
+
+/// What an agent is told of a tool this daemon cannot run: the tool, what
+/// the daemon lacks and the flag that provides it (the words of its stderr
+/// line), and that nothing happened.
+pub(super) fn cannot_run_text(tool: &str, missing: &str) -> String {
+    format!(
+        "Not run: this daemon cannot run {tool}: {missing}. Nothing ran and nothing was debited; \
+         the operator can enable it, and the same call then runs."
+    )
 }
 
 // ---- the agent card ----

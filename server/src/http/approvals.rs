@@ -158,7 +158,7 @@ pub fn pending_text(p: &PendingApproval) -> String {
         Approver::Anyone => "a person",
     };
     format!(
-        "Not run: this call needs {who}'s approval first. {summary}. Nothing ran and nothing was debited. \
+        "Not run: this call needs approval first, from {who}. {summary}. Nothing ran and nothing was debited. \
          Approval {id} waits until {until} UTC. The operator decides with `worldd approve {id}` \
          (or `worldd approve {id} --for-session`, or `worldd deny {id}`); `worldd approvals` lists what waits. \
          Once it is approved, call this tool again with the same arguments: it runs once.",
