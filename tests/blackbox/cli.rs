@@ -238,7 +238,26 @@ fn a_client_verb_without_a_daemon_fails_with_one_line() {
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with(&format!("worldd: cannot reach {addr}: ")), "{err}");
+    assert!(err.starts_with(&format!("worldd: cannot reach the daemon at {addr} (--addr): ")), "{err}");
+}
+
+#[test]
+fn why_against_a_daemon_it_cannot_reach_says_so_and_exits_3_not_as_a_failed_link() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("http://127.0.0.1:{port}");
+    for target in ["head", "0", "sha256:0000000000000000000000000000000000000000000000000000000000000000"] {
+        let o = worldd(&["why", target, "--addr", &addr]);
+        assert_eq!(o.status.code(), Some(3), "{target}: {}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).is_empty(), "no walk is shown: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(!err.contains("FAILED") && !err.contains("link"), "{err}");
+        assert!(err.starts_with(&format!("worldd: why: cannot reach the daemon at {addr} (--addr): ")), "{err}");
+        assert!(err.contains("--addr URL (or set WORLD_ADDR=URL)"), "{err}");
+        let o = worldd(&["why", target, "--addr", &addr, "--json"]);
+        assert_eq!(o.status.code(), Some(3), "{target}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!((&v["reachable"], &v["verified"]), (&serde_json::json!(false), &serde_json::json!(false)), "{v}");
+    }
 }
 
 #[test]

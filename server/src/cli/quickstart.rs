@@ -107,6 +107,51 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     Ok(true)
 }
 
+/// The operator's verbs, as they work from here: from the directory holding
+/// `./world-quickstart` they find this daemon and its store themselves
+/// (`locate`); from elsewhere, once `WORLD_DB` (or `WORLD_ADDR`) names them.
+/// And where `worldd` is, when the shell would not find it by that name.
+fn operator_commands(dir: &Path, local: &Path) -> String {
+    let here =
+        std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d.join(super::locate::QUICKSTART_DIR)).ok());
+    let mut text = String::from("Operate it with worldd (each command finds this daemon by itself ");
+    if here.as_deref() == Some(dir) {
+        text.push_str("when run from this directory):\n");
+    } else {
+        // Not in ./world-quickstart: say once where the store is.
+        text.push_str(&format!("once the shell has it: export {}={}):\n", super::locate::ENV_DB, local.display()));
+    }
+    let episode = format!("worldd episode {DEMO_EPISODE}");
+    for (command, what) in [
+        ("worldd episodes", "what each episode did and paid"),
+        (episode.as_str(), "one episode: its calls, effects and spend"),
+        ("worldd approvals", "what waits for a person's approval (then worldd approve ID, or worldd deny ID)"),
+        ("worldd why head", "the newest log entry's provenance, every hash recomputed"),
+        ("worldd session list", "the session credentials"),
+    ] {
+        text.push_str(&format!("  {command:<22} {what}\n"));
+    }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(bin) = exe.parent()
+        && !on_path(&exe)
+    {
+        text.push_str(&format!(
+            "  (worldd is {}: put it on PATH with export PATH=\"{}:$PATH\", or cargo install --path server)",
+            exe.display(),
+            bin.display()
+        ));
+    }
+    text.trim_end().to_string()
+}
+
+/// Whether the shell finds this very `worldd` by its name on `PATH`.
+fn on_path(exe: &Path) -> bool {
+    let Some(path) = std::env::var_os("PATH") else { return false };
+    std::env::split_paths(&path).any(|d| {
+        std::fs::canonicalize(d.join("worldd")).is_ok_and(|found| std::fs::canonicalize(exe).is_ok_and(|e| e == found))
+    })
+}
+
 /// Makes `dir` (quickstart's own, or its workspace) its owner's alone: mode 0700.
 fn private_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
@@ -174,8 +219,12 @@ pub fn run(
             token.display()
         );
     }
+    say!("{}", operator_commands(&dir, &local));
     if exec_allow.is_empty() {
-        say!("workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3");
+        say!(
+            "workspace-exec runs no command until you allow one: stop this and run it again with \
+             --exec-allow python3=/usr/bin/python3"
+        );
     }
     super::serve(ServeOptions {
         approval_ttl_s: crate::approvals::APPROVAL_TTL_DEFAULT_S,
