@@ -412,3 +412,49 @@ fn verify_is_clean_on_a_store_written_over_rest() {
     assert_eq!(report["faultCount"], 0, "{report}");
     assert_eq!(report["counts"]["receipts"], 1, "{report}");
 }
+
+/// `worldd ARGS…` with `vars` set in its environment.
+fn worldd_with(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(WORLDD);
+    cmd.args(args).env_remove("WORLD_ADDR").env_remove("WORLD_DB").env_remove("WORLD_STORE");
+    cmd.envs(vars.iter().copied()).output().unwrap()
+}
+
+#[test]
+fn a_daemon_and_its_store_are_named_once_for_a_shell_by_the_environment_and_a_flag_overrides_it() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("g");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    let head = format!("{}\n", g.world.world_ref);
+    let db = db_str(&store);
+    // The store names its daemon: the address it recorded beside it.
+    let recorded = std::fs::read_to_string(format!("{db}.addr")).unwrap();
+    assert_eq!(recorded, format!("{}\n", d.base_url()));
+    for vars in [vec![("WORLD_ADDR", d.base_url())], vec![("WORLD_DB", db.to_string())]] {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let o = worldd_with(&["head"], &vars);
+        assert_eq!((stdout(&o), o.status.code()), (head.clone(), Some(0)), "{vars:?}: {}", stderr(&o));
+    }
+    let o = worldd_with(&["session", "list"], &[("WORLD_DB", db)]);
+    assert!(stdout(&o).ends_with("1 session credential(s)\n"), "{}", stderr(&o));
+    // A flag wins over the variable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nowhere = format!("http://127.0.0.1:{port}");
+    let o = worldd_with(&["head", "--addr", &nowhere], &[("WORLD_ADDR", &d.base_url())]);
+    assert!(
+        stderr(&o).starts_with(&format!("worldd: cannot reach the daemon at {nowhere} (--addr)")),
+        "{}",
+        stderr(&o)
+    );
+    let o = worldd_with(&["head"], &[("WORLD_ADDR", &nowhere)]);
+    assert!(
+        stderr(&o).starts_with(&format!("worldd: cannot reach the daemon at {nowhere} (WORLD_ADDR)")),
+        "{}",
+        stderr(&o)
+    );
+    // Stopped, the daemon takes its address away with it.
+    d.signal_and_wait("TERM");
+    assert!(!std::path::Path::new(&format!("{db}.addr")).exists());
+}
