@@ -336,10 +336,19 @@ fn quickstart_ask_retires_the_demo_credential_it_replaces_and_every_file_it_make
 
 #[test]
 fn quickstart_with_private_reads_names_the_operator_token_and_its_demo_session_reads_only_demo() {
-    let qs = quickstart(&["--private-reads"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let qs = quickstart_run(&home.join("world-quickstart"), &["--private-reads"], &path, &home);
     let file = qs.dir.join("world.db.operator-token");
     let printed = qs.printed.join("\n");
     assert!(printed.contains(&format!("the operator token is in {}", file.display())), "{printed}");
+    // The verbs it lists read with the operator token by themselves, from where it ran.
+    assert!(printed.contains("the verbs below read with it by themselves"), "{printed}");
+    for line in ["worldd episodes", "worldd episode demo", "worldd why head"] {
+        assert!(printed.contains(&format!("  {line} ")), "{line}: {printed}");
+        as_printed(&home, line);
+    }
     let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
     let get = |path: &str, token: Option<&str>| {
         let auth = token.map(|t| format!("Bearer {t}"));

@@ -213,8 +213,8 @@ pub fn run(
         let token = crate::operator::token_path(&local);
         say!(
             "reads are private: the operator token is in {} (written at start, mode 0600); open \
-             http://{bind}/workbench with it as the password (any user name), or read with \
-             `worldd episodes --token-file {}`",
+             http://{bind}/workbench with it as the password (any user name); the verbs below read \
+             with it by themselves (or give --token-file {})",
             token.display(),
             token.display()
         );
