@@ -109,17 +109,29 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
 
 /// The operator's verbs, as they work from here: from the directory holding
 /// `./world-quickstart` they find this daemon and its store themselves
-/// (`locate`); from elsewhere, once `WORLD_DB` (or `WORLD_ADDR`) names them.
+/// (`locate`); from elsewhere, once `WORLD_DB` names them. A PostgreSQL
+/// store is named by its URL alone (`WORLD_STORE`), and then the daemon by `WORLD_ADDR`.
 /// And where `worldd` is, when the shell would not find it by that name.
-fn operator_commands(dir: &Path, local: &Path) -> String {
+fn operator_commands(dir: &Path, local: &Path, spec: &StoreSpec, bind: &str) -> String {
     let here =
         std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d.join(super::locate::QUICKSTART_DIR)).ok());
     let mut text = String::from("Operate it with worldd (each command finds this daemon by itself ");
-    if here.as_deref() == Some(dir) {
+    let mut once = vec![];
+    if here.as_deref() != Some(dir) {
+        // Not in ./world-quickstart: the daemon (its address and token beside `local`) is named once.
+        once.push(format!("{}={}", super::locate::ENV_DB, local.display()));
+    }
+    if let StoreSpec::Postgres(_) = spec {
+        // The database is named by its URL only, which holds what no file here should.
+        once = vec![format!("{}=<the --store URL>", super::locate::ENV_STORE)];
+        if here.as_deref() != Some(dir) {
+            once.push(format!("{}=http://{bind}", super::locate::ENV_ADDR));
+        }
+    }
+    if once.is_empty() {
         text.push_str("when run from this directory):\n");
     } else {
-        // Not in ./world-quickstart: say once where the store is.
-        text.push_str(&format!("once the shell has it: export {}={}):\n", super::locate::ENV_DB, local.display()));
+        text.push_str(&format!("once the shell has it: export {}):\n", once.join(" ")));
     }
     let episode = format!("worldd episode {DEMO_EPISODE}");
     for (command, what) in [
@@ -219,7 +231,7 @@ pub fn run(
             token.display()
         );
     }
-    say!("{}", operator_commands(&dir, &local));
+    say!("{}", operator_commands(&dir, &local, &spec, bind));
     if exec_allow.is_empty() {
         say!(
             "workspace-exec runs no command until you allow one: stop this and run it again with \
