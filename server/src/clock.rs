@@ -7,10 +7,9 @@ pub fn now() -> u64 {
 }
 
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` (UTC, the proleptic Gregorian
-/// calendar), as people read stored times.
+/// calendar, by jiff as every written time), as people read stored times.
 pub fn utc(secs: u64) -> String {
-    let [y, m, d, h, mi, s] = world_protocol::a2a::civil(secs);
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02}:{s:02}")
+    world_protocol::a2a::utc_datetime(secs).strftime("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 #[cfg(test)]
@@ -24,5 +23,6 @@ mod tests {
         assert_eq!(utc(1_796_418_462), "2026-12-04 21:07:42");
         assert_eq!(utc(4_102_444_799), "2099-12-31 23:59:59");
         assert_eq!(utc(4_107_542_399), "2100-02-28 23:59:59");
+        assert_eq!(utc(u64::MAX), "9999-12-31 23:59:59", "past a four-digit year, the last one");
     }
 }

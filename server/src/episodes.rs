@@ -19,6 +19,9 @@ pub const CALLS_PAGE_MAX: usize = PAGE_MAX;
 /// Default and largest page of episodes.
 pub const EPISODES_PAGE_DEFAULT: usize = 50;
 pub const EPISODES_PAGE_MAX: usize = 200;
+/// Most sessions a listing reads to find the episodes that have a live
+/// session and no call yet (each listing page reads them all, up to this).
+pub const SESSIONS_SCANNED_MAX: usize = 4096;
 
 /// Units spent on one (effect, scope), beside what the episode's live grants allow.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,16 +202,55 @@ pub fn parse_cursor(text: &str) -> Result<(u64, String), BadCursor> {
 pub fn summary(snap: &Snapshot, episode: &str, now: u64) -> Result<Option<Summary>, ReadError> {
     let row = match snap.episode(episode)? {
         Some(row) => row,
-        None if !snap.episode_spend(episode)?.is_empty() => EpisodeRow::default(),
-        None => return Ok(None),
+        None => {
+            let sessions = snap.episode_sessions(episode, EPISODE_SESSIONS_MAX)?;
+            let newest = sessions.iter().filter(|(_, s)| s.is_live(now)).map(|(_, s)| s.created_at).max();
+            match newest {
+                Some(at) => before_first_call(at),
+                None if !snap.episode_spend(episode)?.is_empty() => EpisodeRow::default(),
+                None => return Ok(None),
+            }
+        }
     };
     summarize(snap, episode.to_string(), row, now).map(Some)
 }
 
-/// Episodes by last activity, most recent first, after `after`.
+/// The summary row of an episode that has a live session and no call yet:
+/// nothing done, its activity the newest live session's minting.
+fn before_first_call(minted_at: u64) -> EpisodeRow {
+    EpisodeRow { first_at: minted_at, last_at: minted_at, ..EpisodeRow::default() }
+}
+
+/// The episodes that have a live session but no summary row (no call yet),
+/// each with `before_first_call`'s row. The store keeps summaries as calls
+/// commit, so these come from the sessions (at most `SESSIONS_SCANNED_MAX`).
+fn awaiting_first_call(snap: &Snapshot, now: u64) -> Result<Vec<(String, EpisodeRow)>, ReadError> {
+    let mut newest: BTreeMap<String, u64> = BTreeMap::new();
+    for (_, s) in snap.sessions(SESSIONS_SCANNED_MAX)? {
+        if s.is_live(now) {
+            let at = newest.entry(s.episode).or_insert(s.created_at);
+            *at = (*at).max(s.created_at);
+        }
+    }
+    let mut out = vec![];
+    for (episode, at) in newest {
+        if snap.episode(&episode)?.is_none() {
+            out.push((episode, before_first_call(at)));
+        }
+    }
+    Ok(out)
+}
+
+/// Episodes by last activity, most recent first, after `after`: those with
+/// calls, and those whose session is live but that made no call yet.
 pub fn list(snap: &Snapshot, after: Option<(u64, String)>, limit: usize, now: u64) -> Result<EpisodesPage, ReadError> {
     let limit = limit.clamp(1, EPISODES_PAGE_MAX);
-    let rows = snap.episodes(after, limit + 1)?;
+    let key = |(episode, row): &(String, EpisodeRow)| (row.last_at, episode.clone());
+    let mut rows = snap.episodes(after.clone(), limit + 1)?;
+    let waiting = awaiting_first_call(snap, now)?.into_iter();
+    rows.extend(waiting.filter(|r| after.as_ref().is_none_or(|a| key(r) < *a)));
+    // The store's order: last activity, then the episode's bytes, both descending.
+    rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
     let more = rows.len() > limit;
     let episodes = rows
         .into_iter()
@@ -272,7 +314,14 @@ fn summarize(snap: &Snapshot, episode: String, row: EpisodeRow, now: u64) -> Res
 /// A page of `episode`'s calls from position `from`; `None` when the store has
 /// seen no call of it.
 pub fn calls(snap: &Snapshot, episode: &str, from: u64, limit: usize) -> Result<Option<CallsPage>, ReadError> {
-    let Some(row) = snap.episode(episode)? else { return Ok(None) };
+    let row = match snap.episode(episode)? {
+        Some(row) => row,
+        // Known to the store (a session, a spend) but no call yet: no call to page.
+        None if !snap.episode_sessions(episode, 1)?.is_empty() || !snap.episode_spend(episode)?.is_empty() => {
+            EpisodeRow::default()
+        }
+        None => return Ok(None),
+    };
     let limit = limit.clamp(1, CALLS_PAGE_MAX);
     let calls: Vec<Call> = snap.episode_calls(episode, from, limit)?.into_iter().map(call).collect();
     let end = calls.last().map_or(from, |c| c.position + 1);

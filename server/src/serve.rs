@@ -13,7 +13,7 @@ use crate::runtime::Runtimes;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -81,6 +81,24 @@ impl std::fmt::Display for StartupError {
 
 fn fail(stage: &'static str, detail: impl std::fmt::Display) -> StartupError {
     StartupError { stage, detail: detail.to_string() }
+}
+
+/// The file beside a store (or a node's local path) where its daemon wrote
+/// the address it listens on.
+pub fn addr_path(local: &Path) -> PathBuf {
+    let mut s = local.as_os_str().to_owned();
+    s.push(".addr");
+    PathBuf::from(s)
+}
+
+/// Records the address a daemon listens on beside its store (mode 0600, never through a link).
+pub fn write_addr(local: &Path, addr: &std::net::SocketAddr) -> Result<PathBuf, String> {
+    let file = addr_path(local);
+    crate::stores::write_private(&file, |f| {
+        use std::io::Write;
+        writeln!(f, "http://{addr}").map_err(|e| e.to_string())
+    })?;
+    Ok(file)
 }
 
 /// Accepts only loopback binds: `127.0.0.1`, `::1` (bracketed) or `localhost`.
@@ -194,6 +212,14 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
+    // The client verbs read it to find this daemon without being told (`cli::locate`).
+    let addr_file = match write_addr(&daemon.db_path, &local) {
+        Ok(file) => Some(file),
+        Err(e) => {
+            note!("worldd: warning: the address is not recorded ({e}): the client verbs need --addr");
+            None
+        }
+    };
     // Handlers go in before the listening line: a signal sent as soon as it appears is a graceful stop.
     let shutdown = shutdown_signal();
     if let Some(private) = &daemon.private_reads {
@@ -222,6 +248,9 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     accept_loop(listener, daemon.clone(), shutdown, opts.connections_max).await;
     sweeping.abort();
     admin.close();
+    if let Some(file) = addr_file {
+        let _ = std::fs::remove_file(file);
+    }
     // Dropping the last handle drains the writer queue and releases the lock.
     drop(daemon);
     Ok(())
@@ -499,15 +528,31 @@ pub fn connection_snippets(mcp_url: &str, token: &std::path::Path) -> String {
   Claude Code:
     claude mcp add --transport http world {mcp_url} --header "Authorization: Bearer $(cat {token})"
   Python (pip install mcp):
-    import asyncio, pathlib, httpx
+    import asyncio, pathlib, httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     async def main():
         token = pathlib.Path("{token}").read_text().strip()
-        async with httpx.AsyncClient(headers={{"Authorization": f"Bearer {{token}}"}}) as http:
+        async with httpx2.AsyncClient(headers={{"Authorization": f"Bearer {{token}}"}}) as http:
             async with Client(streamable_http_client("{mcp_url}", http_client=http)) as world:
                 print([t.name for t in (await world.list_tools()).tools])
                 print((await world.call_tool("ailang-read", {{"path": "hello.txt"}})).structured_content)
+    asyncio.run(main())
+  Python, answering an approval in-band (a grant that asks: quickstart --ask Workspace.Write):
+    import asyncio, pathlib, httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.types import ElicitResult
+    async def ask_me(context, params):  # the daemon's question: what runs, its cost, the budget left
+        print(params.message)
+        decision = input("approve, approve-for-session or deny? ").strip()
+        return ElicitResult(action="accept", content={{"decision": decision}})
+    async def main():
+        token = pathlib.Path("{token}").read_text().strip()
+        async with httpx2.AsyncClient(headers={{"Authorization": f"Bearer {{token}}"}}) as http:
+            async with Client(streamable_http_client("{mcp_url}", http_client=http), elicitation_callback=ask_me) as world:
+                result = await world.call_tool("ailang-write", {{"path": "notes.txt", "content": "hello\n"}})
+                print(result.structured_content or result.content)
     asyncio.run(main())"#
     )
 }

@@ -387,3 +387,37 @@ fn approvals_nobody_answered_are_closed_once_expired_so_the_gate_never_jams() {
     let verified = worldd(&["verify", "--db", &lab.db]);
     assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
 }
+
+#[test]
+fn the_approvals_listing_tells_the_budget_left_now_and_counts_as_open_only_what_may_still_be_decided() {
+    let mut lab = lab(&["--approval-ttl", "6"]);
+    let s = lab.session(&["--ask", "Workspace.Write"]);
+    let first = waiting_id(&lab.write(&s, "it's\n"));
+    let second = waiting_id(&lab.write(&s, "spent meanwhile\n"));
+    lab.worldd_ok(&["approve", &second]);
+    assert_eq!(effect(&lab.write(&s, "spent meanwhile\n"))["status"], json!("ok"));
+    assert_eq!(lab.spent(), 1, "one unit of the five spent while the first question waits");
+
+    let text = lab.worldd_ok(&["approvals"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(lines[0].starts_with(&format!("{first} pending (anyone) until ")), "{text}");
+    // Said as written (a control character escaped, a quote not), with what is left now.
+    assert!(lines[0].contains("write 5 bytes to notes.txt: it's\\n (effect"), "{text}");
+    assert!(!lines[0].contains("\\'"), "no stray backslash: {text}");
+    assert!(lines[0].contains("cost 1 of 4 left in episode asks)"), "{text}");
+    assert_eq!(lines[1], "1 open approval(s)");
+    let listed = lab.approvals();
+    assert_eq!(listed[0]["budgetLeft"], json!(4), "{listed:?}");
+
+    // Nobody decides in time (no daemon runs to close it): it is listed as expired, not open.
+    lab.daemon.signal_and_wait("TERM");
+    let expires = listed[0]["expiresAt"].as_u64().unwrap();
+    while fixture::now() <= expires {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    }
+    let text = lab.worldd_ok(&["approvals"]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with(&format!("{first} expired (anyone) at ")), "{text}");
+    assert_eq!(lines[1], "0 open approval(s), 1 expired (nothing runs under them)");
+}

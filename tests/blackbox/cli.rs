@@ -238,7 +238,26 @@ fn a_client_verb_without_a_daemon_fails_with_one_line() {
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with(&format!("worldd: cannot reach {addr}: ")), "{err}");
+    assert!(err.starts_with(&format!("worldd: cannot reach the daemon at {addr} (--addr): ")), "{err}");
+}
+
+#[test]
+fn why_against_a_daemon_it_cannot_reach_says_so_and_exits_3_not_as_a_failed_link() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("http://127.0.0.1:{port}");
+    for target in ["head", "0", "sha256:0000000000000000000000000000000000000000000000000000000000000000"] {
+        let o = worldd(&["why", target, "--addr", &addr]);
+        assert_eq!(o.status.code(), Some(3), "{target}: {}{}", stdout(&o), stderr(&o));
+        assert!(stdout(&o).is_empty(), "no walk is shown: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(!err.contains("FAILED") && !err.contains("link"), "{err}");
+        assert!(err.starts_with(&format!("worldd: why: cannot reach the daemon at {addr} (--addr): ")), "{err}");
+        assert!(err.contains("--addr URL (or set WORLD_ADDR=URL)"), "{err}");
+        let o = worldd(&["why", target, "--addr", &addr, "--json"]);
+        assert_eq!(o.status.code(), Some(3), "{target}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!((&v["reachable"], &v["verified"]), (&serde_json::json!(false), &serde_json::json!(false)), "{v}");
+    }
 }
 
 #[test]
@@ -392,4 +411,50 @@ fn verify_is_clean_on_a_store_written_over_rest() {
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["faultCount"], 0, "{report}");
     assert_eq!(report["counts"]["receipts"], 1, "{report}");
+}
+
+/// `worldd ARGS…` with `vars` set in its environment.
+fn worldd_with(args: &[&str], vars: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(WORLDD);
+    cmd.args(args).env_remove("WORLD_ADDR").env_remove("WORLD_DB").env_remove("WORLD_STORE");
+    cmd.envs(vars.iter().copied()).output().unwrap()
+}
+
+#[test]
+fn a_daemon_and_its_store_are_named_once_for_a_shell_by_the_environment_and_a_flag_overrides_it() {
+    let store = TempStore::new();
+    let mut d = Daemon::start(&store.db);
+    let token = mint(&store.db);
+    let g = genesis("g");
+    assert_eq!(d.commit(&g.bytes(), Some(&token)).status, 200);
+    let head = format!("{}\n", g.world.world_ref);
+    let db = db_str(&store);
+    // The store names its daemon: the address it recorded beside it.
+    let recorded = std::fs::read_to_string(format!("{db}.addr")).unwrap();
+    assert_eq!(recorded, format!("{}\n", d.base_url()));
+    for vars in [vec![("WORLD_ADDR", d.base_url())], vec![("WORLD_DB", db.to_string())]] {
+        let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let o = worldd_with(&["head"], &vars);
+        assert_eq!((stdout(&o), o.status.code()), (head.clone(), Some(0)), "{vars:?}: {}", stderr(&o));
+    }
+    let o = worldd_with(&["session", "list"], &[("WORLD_DB", db)]);
+    assert!(stdout(&o).ends_with("1 session credential(s)\n"), "{}", stderr(&o));
+    // A flag wins over the variable.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let nowhere = format!("http://127.0.0.1:{port}");
+    let o = worldd_with(&["head", "--addr", &nowhere], &[("WORLD_ADDR", &d.base_url())]);
+    assert!(
+        stderr(&o).starts_with(&format!("worldd: cannot reach the daemon at {nowhere} (--addr)")),
+        "{}",
+        stderr(&o)
+    );
+    let o = worldd_with(&["head"], &[("WORLD_ADDR", &nowhere)]);
+    assert!(
+        stderr(&o).starts_with(&format!("worldd: cannot reach the daemon at {nowhere} (WORLD_ADDR)")),
+        "{}",
+        stderr(&o)
+    );
+    // Stopped, the daemon takes its address away with it.
+    d.signal_and_wait("TERM");
+    assert!(!std::path::Path::new(&format!("{db}.addr")).exists());
 }

@@ -57,7 +57,7 @@ pub(crate) fn mint_with(db: &str, episode: &str, grants: &[&str], more: &[&str],
     }
     let o = worldd(&args);
     assert!(o.status.success(), "mint: {}", stderr(&o));
-    // stderr: `worldd session mint: credential_id=HEX (episode EP, N grant(s), expires EPOCH)`
+    // stderr: `worldd session mint: credential_id=HEX (episode EP, N grant(s), expires YYYY-MM-DD HH:MM:SS UTC)`
     let err = stderr(&o);
     let field = |after: &str, until: char| {
         let rest = err.split(after).nth(1).unwrap_or_else(|| panic!("no {after:?} in {err:?}"));
@@ -66,7 +66,7 @@ pub(crate) fn mint_with(db: &str, episode: &str, grants: &[&str], more: &[&str],
     Minted {
         token: stdout(&o).trim().to_string(),
         credential_id: field("credential_id=", ' '),
-        expires_at: field("expires ", ')').parse().unwrap(),
+        expires_at: unix_seconds(&field("expires ", ')')),
     }
 }
 
@@ -355,8 +355,11 @@ fn an_episodes_summary_counts_each_call_that_reached_the_store_once_with_its_eff
     let activity: u64 = s["activity"]["counts"].as_array().unwrap().iter().map(|n| n.as_u64().unwrap()).sum();
     assert_eq!(activity, 11, "every call is in the activity: {s}");
     // The listing tells the same summary.
+    // (After it, the episode whose live session committed the genesis over REST: no call.)
     let listed = m.daemon.get("/v1/episodes").ok_json();
-    assert_eq!(listed["episodes"], json!([s]), "{listed}");
+    assert_eq!(listed["episodes"][0], s, "{listed}");
+    assert_eq!((&listed["episodes"][1]["episode"], &listed["episodes"][1]["calls"]), (&json!("genesis"), &json!(0)));
+    assert_eq!(listed["episodes"].as_array().unwrap().len(), 2, "{listed}");
     assert!(listed["next"].is_null());
 }
 
@@ -573,17 +576,25 @@ fn episodes_are_listed_most_recently_active_first_and_paged_one_by_one_with_curs
     assert_eq!(paged, listed);
     let two = d.get("/v1/episodes?limit=2").ok_json();
     assert_eq!(two["episodes"].as_array().unwrap()[..], listed[..2]);
-    let rest = d.get(&format!("/v1/episodes?limit=2&after={}", two["next"].as_str().unwrap())).ok_json();
+    let rest = d.get(&format!("/v1/episodes?limit={}&after={}", listed.len() - 2, two["next"].as_str().unwrap()));
+    let rest = rest.ok_json();
     assert_eq!(rest["episodes"].as_array().unwrap()[..], listed[2..]);
     assert!(rest["next"].is_null(), "{rest}");
 }
 
 // ---- the verbs ----
 
-/// `date -u` of Unix seconds, as the verbs print a time.
-fn utc(secs: u64) -> String {
+/// `date -u` of Unix seconds, as the verbs print a time: a calendar
+/// other than the daemon's, to check it by.
+pub(crate) fn utc(secs: u64) -> String {
     let o = Command::new("date").args(["-u", "-d", &format!("@{secs}"), "+%F %T"]).output().unwrap();
     String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+/// The Unix seconds of a time the verbs printed (`YYYY-MM-DD HH:MM:SS UTC`), by `date -u`.
+pub(crate) fn unix_seconds(printed: &str) -> u64 {
+    let o = Command::new("date").args(["-u", "-d", printed, "+%s"]).output().unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().parse().unwrap_or_else(|_| panic!("not a time: {printed:?}"))
 }
 
 fn words(line: &str) -> Vec<&str> {
@@ -611,7 +622,9 @@ fn the_episodes_and_episode_verbs_print_the_numbers_the_daemon_serves() {
     // Spent pairs first; Workspace.Read is spent under two scopes, so each names its own.
     // The cell is cut at 100 columns, and says so.
     assert_eq!(row[6..], ["Workspace.Read@worktree", "3/3,", "Workspace.Write", "3…"], "{out}");
-    assert_eq!(lines.len(), 3, "one episode and the legend: {out}");
+    // Then the genesis committer's episode (a live session, no call yet) and the legend.
+    assert_eq!(words(lines[2])[..3], ["genesis", "0", "0/0/0"], "{out}");
+    assert_eq!(lines.len(), 4, "two episodes and the legend: {out}");
     let o = worldd(&["episodes", "--addr", &base, "--json", "--limit", "7"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(serde_json::from_str::<Value>(&stdout(&o)).unwrap(), m.daemon.get("/v1/episodes?limit=7").ok_json());
@@ -695,7 +708,7 @@ fn the_episodes_and_episode_verbs_print_the_numbers_the_daemon_serves() {
         assert_eq!(o.status.code(), Some(1), "{args:?}");
         let err = stderr(&o);
         assert!(err.starts_with(&format!("worldd: cannot reach the daemon at {nowhere} (")), "{err}");
-        assert!(err.contains("Name its address with --addr URL (default http://127.0.0.1:7644)"), "{err}");
+        assert!(err.contains("name it with --addr URL (or set WORLD_ADDR=URL)"), "{err}");
     }
 }
 
@@ -797,8 +810,12 @@ fn one_episodes_calls_through_two_nodes_on_one_database_are_numbered_without_gap
         entries.sort();
         entries.dedup();
         assert_eq!(entries.len() as u64, n, "node {i}");
-        // The listing reads the same rows: the one episode with calls.
-        assert_eq!(d.get("/v1/episodes").ok_json(), json!({"episodes": [s], "next": null}), "node {i}");
+        // The listing reads the same rows: the one episode with calls, then
+        // those with a live session and no call (the genesis committer's).
+        let listed = d.get("/v1/episodes").ok_json();
+        assert_eq!(listed["episodes"][0], s, "node {i}");
+        let rest = &listed["episodes"].as_array().unwrap()[1..];
+        assert!(rest.iter().all(|e| e["calls"] == json!(0) && e["episode"] != s["episode"]), "node {i}: {listed}");
         told.push((s, calls));
     }
     assert_eq!(told[0], told[1], "both nodes tell the episode alike");
@@ -816,4 +833,45 @@ fn one_episodes_calls_through_two_nodes_on_one_database_are_numbered_without_gap
             "{text}"
         );
     }
+}
+
+#[test]
+fn an_episode_with_a_live_session_is_listed_before_its_first_call_and_not_once_its_session_is_revoked() {
+    let lab = crate::approvals::lab(&[]);
+    let s = mint(&lab.db, "fresh", &["Workspace.Read=worktree:7"], None);
+    let sessions: Value = serde_json::from_str(&lab.worldd_ok(&["session", "list", "--json"])).unwrap();
+    let row = sessions.as_array().unwrap().iter().find(|r| r["credentialId"] == json!(s.credential_id)).unwrap();
+    let minted_at = row["createdAt"].as_u64().unwrap();
+
+    let page = lab.daemon.get("/v1/episodes").ok_json();
+    let listed = page["episodes"].as_array().unwrap();
+    let fresh = listed.iter().find(|e| e["episode"] == json!("fresh")).unwrap_or_else(|| panic!("{page}"));
+    assert_eq!((&fresh["calls"], &fresh["lastAt"]), (&json!(0), &json!(minted_at)), "{fresh}");
+    let spend = &fresh["spend"][0];
+    assert_eq!((&spend["effect"], &spend["spent"], &spend["budget"]), (&json!("Workspace.Read"), &json!(0), &json!(7)));
+    // Its place in the order is its session's minting, and the page's cursor goes on past it.
+    let keys: Vec<(u64, String)> =
+        listed.iter().map(|e| (e["lastAt"].as_u64().unwrap(), e["episode"].as_str().unwrap().to_string())).collect();
+    assert!(keys.windows(2).all(|w| w[0] > w[1]), "most recently active first: {keys:?}");
+    let first = lab.daemon.get("/v1/episodes?limit=1").ok_json();
+    let after = first["next"].as_str().map(|n| lab.daemon.get(&format!("/v1/episodes?after={n}")).ok_json());
+    let paged: Vec<Value> = first["episodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(after.iter().flat_map(|p| p["episodes"].as_array().unwrap()))
+        .cloned()
+        .collect();
+    assert_eq!(&paged[..], listed, "two pages hold what one does");
+    assert_eq!(lab.daemon.get("/v1/episodes/fresh").ok_json()["calls"], json!(0));
+    let o = worldd(&["episodes", "--addr", &lab.daemon.base_url()]);
+    assert!(stdout(&o).lines().any(|l| l.starts_with("fresh ")), "{}", stdout(&o));
+    let o = worldd(&["episode", "fresh", "--addr", &lab.daemon.base_url()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // No live session, no call: nothing to list.
+    lab.worldd_ok(&["session", "revoke", &s.credential_id]);
+    let page = lab.daemon.get("/v1/episodes").ok_json();
+    assert!(!page["episodes"].as_array().unwrap().iter().any(|e| e["episode"] == json!("fresh")), "{page}");
+    assert_eq!(lab.daemon.get("/v1/episodes/fresh").status, 404);
 }

@@ -49,8 +49,18 @@ fn spawn_worldd(args: &[&str]) -> (Child, mpsc::Receiver<String>, mpsc::Receiver
 
 /// The same, with `path` as its `PATH`.
 fn spawn_worldd_on(args: &[&str], path: &std::ffi::OsStr) -> (Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    spawn_worldd_in(args, path, std::path::Path::new("."))
+}
+
+/// The same, run in the directory `cwd`.
+fn spawn_worldd_in(
+    args: &[&str],
+    path: &std::ffi::OsStr,
+    cwd: &std::path::Path,
+) -> (Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = Command::new(WORLDD)
         .args(args)
+        .current_dir(cwd)
         .env("RUST_LOG", "warn")
         .env("PATH", path)
         .stdin(Stdio::null())
@@ -76,11 +86,18 @@ fn quickstart_on(extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
 
 /// A quickstart in `root`, which may hold what an earlier one made.
 fn quickstart_in(root: &std::path::Path, extra: &[&str], path: &std::ffi::OsStr) -> Quickstart {
+    let mut args = vec!["--dir", root.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    quickstart_run(root, &args, path, std::path::Path::new("."))
+}
+
+/// `worldd quickstart --bind (a free port) ARGS…` run in `cwd`, making `root`.
+fn quickstart_run(root: &std::path::Path, extra: &[&str], path: &std::ffi::OsStr, cwd: &std::path::Path) -> Quickstart {
     let root = root.to_path_buf();
     let addr = format!("127.0.0.1:{}", free_port());
-    let mut args = vec!["quickstart", "--dir", root.to_str().unwrap(), "--bind", &addr];
+    let mut args = vec!["quickstart", "--bind", &addr];
     args.extend_from_slice(extra);
-    let (child, stdout, stderr) = spawn_worldd_on(&args, path);
+    let (child, stdout, stderr) = spawn_worldd_in(&args, path, cwd);
     let deadline = Instant::now() + STARTUP_WAIT;
     loop {
         let line = stderr.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("quickstart listens");
@@ -213,7 +230,7 @@ fn a_short_exec_allow_a_confined_run_cannot_start_refuses_to_start_naming_the_fi
 fn without_exec_allow_quickstart_says_how_to_allow_a_command_and_the_refusal_names_the_flag() {
     let qs = quickstart(&[]);
     let printed = qs.printed.join("\n");
-    assert!(printed.contains("quickstart --exec-allow python3=/usr/bin/python3"), "{printed}");
+    assert!(printed.contains("run it again with --exec-allow python3=/usr/bin/python3"), "{printed}");
     let reply = qs.send("run-1", "workspace-exec", json!({"command": "python3", "args": ["-V"]}));
     assert_eq!(reply["error"]["message"], "transition declares an effect this daemon has no handler for", "{reply}");
     let line = qs.wait_stderr("a2a refusal: tasks/send a2a:demo:run-1");
@@ -319,10 +336,19 @@ fn quickstart_ask_retires_the_demo_credential_it_replaces_and_every_file_it_make
 
 #[test]
 fn quickstart_with_private_reads_names_the_operator_token_and_its_demo_session_reads_only_demo() {
-    let qs = quickstart(&["--private-reads"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let qs = quickstart_run(&home.join("world-quickstart"), &["--private-reads"], &path, &home);
     let file = qs.dir.join("world.db.operator-token");
     let printed = qs.printed.join("\n");
     assert!(printed.contains(&format!("the operator token is in {}", file.display())), "{printed}");
+    // The verbs it lists read with the operator token by themselves, from where it ran.
+    assert!(printed.contains("the verbs below read with it by themselves"), "{printed}");
+    for line in ["worldd episodes", "worldd episode demo", "worldd why head"] {
+        assert!(printed.contains(&format!("  {line} ")), "{line}: {printed}");
+        as_printed(&home, line);
+    }
     let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
     let get = |path: &str, token: Option<&str>| {
         let auth = token.map(|t| format!("Bearer {t}"));
@@ -333,7 +359,138 @@ fn quickstart_with_private_reads_names_the_operator_token_and_its_demo_session_r
     assert_eq!(get("/v1/episodes", None), 401);
     assert_eq!(get("/v1/episodes", Some(&session)), 403);
     assert_eq!(get("/v1/episodes", Some(&operator)), 200);
-    // Let through to the route, which has seen no call of `demo` yet.
-    assert_eq!(get("/v1/episodes/demo", Some(&session)), 404);
+    // Let through to the route: its own episode, told before its first call.
+    assert_eq!(get("/v1/episodes/demo", Some(&session)), 200);
+    assert_eq!(get("/v1/episodes/other", Some(&session)), 403);
     assert_eq!(get("/v1/health", None), 200);
+}
+
+/// `line` run by `sh` in `dir`, as a person pastes it into a shell where
+/// `worldd` is this build's, and no `WORLD_*` variable is set.
+fn shell(dir: &std::path::Path, line: &str) -> std::process::Output {
+    let bin = std::path::Path::new(WORLDD).parent().unwrap().to_path_buf();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path))).unwrap();
+    Command::new("/bin/sh")
+        .args(["-c", line])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("WORLD_DB")
+        .env_remove("WORLD_STORE")
+        .env_remove("WORLD_ADDR")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// Runs `line` as printed; it must succeed. Its stdout.
+fn as_printed(dir: &std::path::Path, line: &str) -> String {
+    let o = shell(dir, line);
+    assert!(o.status.success(), "`{line}` as printed: {}{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// The `worldd …` commands a text names between backquotes.
+fn quoted_commands(text: &str) -> Vec<String> {
+    text.split('`').skip(1).step_by(2).filter(|c| c.starts_with("worldd ")).map(str::to_string).collect()
+}
+
+#[test]
+fn every_command_quickstart_and_the_agents_refusal_print_works_as_printed_from_where_quickstart_ran() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = std::fs::canonicalize(tmp.path()).unwrap();
+    let root = home.join("world-quickstart");
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    // As README has it: no --dir, so ./world-quickstart; a free port rather than 7644.
+    let qs = quickstart_run(&root, &["--ask", "Workspace.Write"], &path, &home);
+    let printed = qs.printed.join("\n");
+    assert!(printed.contains("each command finds this daemon by itself when run from this directory"), "{printed}");
+
+    // The operator's commands quickstart lists, each as printed (the command, then what it does).
+    let listed: Vec<String> = qs
+        .printed
+        .iter()
+        .map(|l| l.trim_start())
+        .filter(|l| l.starts_with("worldd "))
+        .map(|l| l.split("  ").next().unwrap().to_string())
+        .collect();
+    assert!(listed.len() >= 4, "{printed}");
+    for line in &listed {
+        as_printed(&home, line);
+    }
+    // The demo episode is listed before its first call.
+    let episodes = as_printed(&home, "worldd episodes");
+    assert!(episodes.lines().any(|l| l.starts_with("demo ")), "{episodes}");
+    // The ready curl line, as printed.
+    let curl = qs.printed.iter().find_map(|l| l.strip_prefix("try:  ")).expect("a curl line");
+    let read = as_printed(&home, curl);
+    assert!(read.contains("hello from World"), "{read}");
+
+    // A call that waits for approval names the commands that decide it; each works as printed.
+    let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();
+    let call = |content: &str| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "ailang-write", "arguments": {"path": "notes.txt", "content": content}}});
+        let auth = format!("Bearer {}", qs.token());
+        let headers = [
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+        ];
+        let url = format!("http://{}/mcp/", qs.addr);
+        let text = send(&agent, "POST", &url, &headers, Some(&serde_json::to_vec(&body).unwrap())).text();
+        let data = text.strip_prefix("event: message\ndata: ").and_then(|t| t.strip_suffix("\n\n")).unwrap();
+        serde_json::from_str::<Value>(data).unwrap()["result"].clone()
+    };
+    let waiting = call("approved\n");
+    let text = waiting["content"][0]["text"].as_str().unwrap().to_string();
+    let commands = quoted_commands(&text);
+    let approve = commands.iter().find(|c| c.starts_with("worldd approve ") && !c.contains("--")).unwrap();
+    let deny = commands.iter().find(|c| c.starts_with("worldd deny ")).unwrap();
+    for listing in commands.iter().filter(|c| !c.starts_with("worldd approve ") && !c.starts_with("worldd deny ")) {
+        let said = as_printed(&home, listing);
+        assert!(said.contains("1 open approval(s)") || !listing.contains("approvals"), "{listing}: {said}");
+    }
+    let said = as_printed(&home, approve);
+    assert!(said.contains("approved"), "{said}");
+    let ran = call("approved\n");
+    assert_eq!(ran["structuredContent"]["world"]["effects"][0]["status"], json!("ok"), "{ran}");
+    assert_eq!(std::fs::read_to_string(root.join("workspace/demo/notes.txt")).unwrap(), "approved\n");
+    // Another request, denied as its refusal prints it.
+    let other = call("denied\n");
+    let deny_other = quoted_commands(other["content"][0]["text"].as_str().unwrap())
+        .into_iter()
+        .find(|c| c.starts_with("worldd deny "))
+        .unwrap();
+    assert_ne!(&deny_other, deny);
+    as_printed(&home, &deny_other);
+    let denied = call("denied\n");
+    assert_eq!(denied["structuredContent"]["world"]["effects"][0]["status"], json!("denied"), "{denied}");
+
+    // What happened, walked and told as printed.
+    let why = as_printed(&home, "worldd why head");
+    assert!(why.contains("link(s) verified"), "{why}");
+    let episode = as_printed(&home, "worldd episode demo");
+    assert!(episode.contains("demo"), "{episode}");
+
+    // Elsewhere, nothing is found, and the error says what would find it.
+    let elsewhere = tempfile::tempdir().unwrap();
+    for line in ["worldd approvals", "worldd session list"] {
+        let o = shell(elsewhere.path(), line);
+        assert_eq!(o.status.code(), Some(1), "{line}");
+        let err = stderr(&o);
+        for hint in ["--db PATH", "--store URL", "WORLD_DB=PATH", "WORLD_STORE=URL", "worldd quickstart"] {
+            assert!(err.contains(hint), "{line}: {err}");
+        }
+    }
+    // And one variable, set once, finds it from anywhere.
+    let o = Command::new("/bin/sh")
+        .args(["-c", "worldd approvals && worldd episodes"])
+        .current_dir(elsewhere.path())
+        .env("PATH", std::env::join_paths([std::path::Path::new(WORLDD).parent().unwrap()]).unwrap())
+        .env("WORLD_DB", root.join("world.db"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).lines().any(|l| l.starts_with("demo ")), "{}", stdout(&o));
 }

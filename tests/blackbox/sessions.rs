@@ -1,6 +1,7 @@
 //! The session authority: minting, listing and revoking (offline and live), and
 //! how `POST /v1/commit` treats each kind of credential.
 
+use crate::episodes::utc;
 use crate::fixture::{self, genesis, now, with_store};
 use crate::harness::*;
 use serde_json::{Value, json};
@@ -55,7 +56,11 @@ fn a_token_minted_offline_goes_to_stdout_once_and_only_its_hash_is_stored() {
     assert_eq!(expires - rows[0]["createdAt"].as_u64().unwrap(), 3600, "the default ttl");
     assert_eq!(
         stderr(&o),
-        format!("worldd session mint: credential_id={} (episode bb, 1 grant(s), expires {expires})\n", id.hex())
+        format!(
+            "worldd session mint: credential_id={} (episode bb, 1 grant(s), expires {} UTC)\n",
+            id.hex(),
+            utc(expires)
+        )
     );
     let file = std::fs::read(&store.db).unwrap();
     assert!(contains(&file, &id.0), "the credential id is the stored key");
@@ -82,7 +87,10 @@ fn mint_with_out_writes_the_token_at_mode_0600_and_prints_one_confirmation_line(
     let expires = rows[0]["expiresAt"].as_u64().unwrap();
     assert_eq!(
         stdout(&o),
-        format!("minted session credential for episode ep-2: 2 grant(s), expires epoch {expires}, written to {path}\n")
+        format!(
+            "minted session credential for episode ep-2: 2 grant(s), expires {} UTC, written to {path}\n",
+            utc(expires)
+        )
     );
     assert!(!stdout(&o).contains(token) && !stderr(&o).contains(token), "the token is only in the file");
     assert!(
@@ -176,6 +184,13 @@ fn list_shows_live_and_expired_sessions_and_never_a_token() {
     let line_of = |token: &str| *lines.iter().find(|l| l.starts_with(&Ref::of(token.as_bytes()).hex())).unwrap();
     assert!(line_of(&live).contains(" live-one live expires ") && line_of(&live).ends_with(" world.apply=world:10"));
     assert!(line_of(&expired).contains(" bb expired expires "), "{}", line_of(&expired));
+    // A person reads when: the date in UTC, not Unix seconds.
+    for row in list_json(&store) {
+        let id = row["credentialId"].as_str().unwrap();
+        let line = lines.iter().find(|l| l.starts_with(id)).unwrap();
+        let when = format!(" expires {} UTC ", utc(row["expiresAt"].as_u64().unwrap()));
+        assert!(line.contains(&when), "{line} has {when}");
+    }
 }
 
 #[test]
@@ -251,7 +266,7 @@ fn with_a_daemon_running_mint_list_and_revoke_go_through_the_admin_socket() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(mode(&out_file), 0o600);
-    assert!(stdout(&o).starts_with("minted session credential for episode bb: 2 grant(s), expires epoch "));
+    assert!(stdout(&o).starts_with("minted session credential for episode bb: 2 grant(s), expires "));
     assert_eq!(stdout(&o).lines().count(), 1);
     assert!(stderr(&o).starts_with("worldd session mint: credential_id="));
     let second = std::fs::read_to_string(&out_file).unwrap().trim_end().to_string();

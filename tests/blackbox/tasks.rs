@@ -262,9 +262,9 @@ fn the_episode_views_show_a_running_task_with_its_last_output_and_the_command_th
     assert!(page.contains(&cancel) && page.contains("linking"), "the workbench shows it");
     let printed = worldd(&["episode", EP, "--addr", &d.base_url()]);
     assert!(stdout(&printed).contains(&format!("stop it: {cancel}")), "{}{}", stdout(&printed), stderr(&printed));
-    // The command printed stops it, as printed (from the store's directory).
-    let args: Vec<&str> = cancel.split(' ').skip(1).collect();
-    let o = worldd(&[args.as_slice(), &["--db", &lab.db]].concat());
+    // The command printed stops it, as printed, in a shell that named the store once.
+    let o =
+        std::process::Command::new(WORLDD).args(cancel.split(' ').skip(1)).env("WORLD_DB", &lab.db).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let ended = until_ended(d, &s.token, "shown-1", Duration::from_secs(10));
     assert_eq!(state(&ended), "TASK_STATE_CANCELED");

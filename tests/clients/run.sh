@@ -7,7 +7,8 @@
 # that cannot (approvals_python.py, approvals_ts_v2.mjs); and commands that
 # outlast their request, run as tasks the stock clients poll and cancel (MCP
 # Tasks through @modelcontextprotocol/ext-tasks, A2A through a2a-sdk:
-# tasks_ts_v2.mjs, tasks_python.py). Every check prints
+# tasks_ts_v2.mjs, tasks_python.py); and README's Python snippets as written,
+# after only the `pip install mcp` README names. Every check prints
 # `ok NAME` or `FAIL NAME: reason`; the last line is `N passed, M failed`, and
 # the exit status is 1 if any failed.
 #
@@ -201,6 +202,42 @@ run approvals_ts_v2 env SDK_DIR="$cache/node" "$node22_bin/node" "$here/approval
   "$worldd" "$tmp/qs/world.db" "$tmp/qs/workspace"
 collect tasks_python
 collect tasks_ts_v2
+
+# --- README's Python snippets, run as README writes them ---------------------------
+# In a new virtual environment with only what README names (`pip install mcp`),
+# from a directory whose ./world-quickstart is this quickstart's; the one change
+# is the port. The in-band approval answers the question on its standard input.
+readme_snippet() { # HEADING: the indented block under `    HEADING` in README.md, dedented
+  awk -v head="    $1" '$0 == head {on = 1; next} on && /^$/ {exit} on {print substr($0, 5)}' "$root/README.md" |
+    sed "s#http://127.0.0.1:7644/#http://127.0.0.1:$port/#g"
+}
+readme_venv=$tmp/readme-venv
+if python3 -m venv "$readme_venv" && "$readme_venv/bin/pip" install -q --disable-pip-version-check mcp \
+  >"$tmp/readme-pip.log" 2>&1; then
+  tally "ok readme.pip_install_mcp"
+  mkdir -p -m 700 "$tmp/readme/plain" "$tmp/readme/asks/world-quickstart"
+  ln -s "$tmp/qs" "$tmp/readme/plain/world-quickstart"
+  readme_snippet "# Python (pip install mcp)" >"$tmp/readme/plain/snippet.py"
+  if out=$(cd "$tmp/readme/plain" && "$readme_venv/bin/python" snippet.py 2>&1) &&
+    [[ $out == *"'ailang-read'"* && $out == *"hello from World"* ]]; then
+    tally "ok readme.python_snippet"
+  else
+    tally "FAIL readme.python_snippet: $(tail -5 <<<"$out" | tr '\n' ' ')"
+  fi
+  "$worldd" session mint --db "$tmp/qs/world.db" --episode demo --grant Workspace.Write=worktree:10 \
+    --ask Workspace.Write --yes --out "$tmp/readme/asks/world-quickstart/session" >"$tmp/mint.log" 2>&1 ||
+    fail_setup "minting the asking session failed" "$tmp/mint.log"
+  readme_snippet "# Python, answering an approval in-band (pip install mcp)" >"$tmp/readme/asks/snippet.py"
+  if out=$(cd "$tmp/readme/asks" && echo approve | "$readme_venv/bin/python" snippet.py 2>&1) &&
+    [[ $out == *"asks to write 6 bytes to notes.txt"* && $out == *"'ok': True"* ]] &&
+    [[ $(cat "$tmp/qs/workspace/demo/notes.txt") == hello ]]; then
+    tally "ok readme.python_elicitation_snippet"
+  else
+    tally "FAIL readme.python_elicitation_snippet: $(tail -5 <<<"$out" | tr '\n' ' ')"
+  fi
+else
+  tally "FAIL readme.pip_install_mcp: $(tail -3 "$tmp/readme-pip.log" | tr '\n' ' ')"
+fi
 
 # --- (f) stop the daemon; the store it leaves must verify -------------------------
 rc=0

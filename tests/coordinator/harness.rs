@@ -156,12 +156,11 @@ impl Lab {
         let stdout = worldd_ok(&args);
         let token = std::fs::read_to_string(&out).unwrap().trim().to_string();
         assert_eq!(token.len(), 64, "{token:?}");
-        let expires = stdout
-            .split("expires epoch ")
-            .nth(1)
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|n| n.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no expiry in {stdout:?}"));
+        // `… expires YYYY-MM-DD HH:MM:SS UTC, written to …`, read back by `date -u`.
+        let printed = stdout.split(", expires ").nth(1).and_then(|rest| rest.split(',').next());
+        let printed = printed.unwrap_or_else(|| panic!("no expiry in {stdout:?}"));
+        let o = std::process::Command::new("date").args(["-u", "-d", printed, "+%s"]).output().unwrap();
+        let expires = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or_else(|_| panic!("{printed:?}"));
         (token, expires)
     }
 

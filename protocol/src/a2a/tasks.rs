@@ -75,45 +75,40 @@ impl TaskStateName {
 }
 
 // ---- timestamps ----
+//
+// The calendar is jiff's (a maintained, well-tested date-time crate) rather
+// than arithmetic of our own: every written time goes through these, RFC 3339
+// on the wire and UTC for people (`server/src/clock.rs`).
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// 1970-01-01T00:00:00 UTC, where Unix seconds count from.
+const UNIX_EPOCH: jiff::civil::DateTime = jiff::civil::DateTime::constant(1970, 1, 1, 0, 0, 0, 0);
+
+/// The UTC date and time `secs` Unix seconds name; past the last one with a
+/// four-digit year (9999-12-31T23:59:59), that last one.
+pub fn utc_datetime(secs: u64) -> jiff::civil::DateTime {
+    i64::try_from(secs)
+        .ok()
+        .and_then(|s| UNIX_EPOCH.checked_add(jiff::SignedDuration::from_secs(s)).ok())
+        .unwrap_or(jiff::civil::DateTime::MAX)
 }
 
-/// Unix seconds as ISO 8601 in UTC (`2025-10-28T10:30:00Z`), as A2A 1.0 §5.6.1
-/// writes timestamps (the store keeps whole seconds, so no fraction).
+/// Unix seconds as ISO 8601 / RFC 3339 in UTC (`2025-10-28T10:30:00Z`), as
+/// A2A 1.0 §5.6.1 writes timestamps (the store keeps whole seconds, so no fraction).
 pub fn iso8601(secs: u64) -> String {
-    let [y, m, d, h, mi, s] = civil(secs);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    utc_datetime(secs).strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// Unix seconds as `[year, month, day, hour, minute, second]` in UTC, the
 /// proleptic Gregorian calendar: the one calendar every written time uses.
 pub fn civil(secs: u64) -> [i64; 6] {
-    let days = (secs / 86_400) as i64;
-    let rem = (secs % 86_400) as i64;
-    // Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    [y, m, d, rem / 3600, rem % 3600 / 60, rem % 60]
+    let t = utc_datetime(secs);
+    [i64::from(t.year()), t.month().into(), t.day().into(), t.hour().into(), t.minute().into(), t.second().into()]
 }
 
 /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction]Z` to Unix seconds (the fraction is
-/// dropped; a time before 1970 is 0). Only UTC: A2A 1.0 §5.6.1 allows no offset.
+/// dropped; a time before 1970 is 0; a leap second is the second before it).
+/// Only UTC: A2A 1.0 §5.6.1 allows no offset, so the shape is checked here
+/// and the calendar (which days exist) by jiff.
 pub fn parse_iso8601(s: &str) -> Option<u64> {
     let b = s.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
@@ -135,16 +130,22 @@ pub fn parse_iso8601(s: &str) -> Option<u64> {
         }
         None => rest,
     };
-    if rest != b"Z" {
+    if rest != b"Z" || sec > 60 {
         return None;
     }
-    let month_days =
-        [31, 28 + i64::from(y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)), 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
-    if !(1..=12).contains(&mo) || d < 1 || d > month_days[(mo - 1) as usize] || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let t = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec;
-    Some(t.max(0) as u64)
+    // Each part has at most four digits, so every conversion below holds.
+    let part = |n: i64| i8::try_from(n).ok();
+    let at = jiff::civil::DateTime::new(
+        i16::try_from(y).ok()?,
+        part(mo)?,
+        part(d)?,
+        part(h)?,
+        part(mi)?,
+        part(sec.min(59))?,
+        0,
+    )
+    .ok()?;
+    Some(UNIX_EPOCH.duration_until(at).as_secs().max(0) as u64)
 }
 
 // ---- page tokens ----

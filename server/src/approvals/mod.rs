@@ -329,7 +329,12 @@ pub struct Listed {
     pub expires_at: u64,
     pub for_session: bool,
     pub uses: u64,
-    /// What the person is asked, in words.
+    /// What is left of the grant's budget now (as the summary says it), when
+    /// its session is still in the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_left: Option<u64>,
+    /// What the person is asked, in words, with the cost and the budget left
+    /// as they are now, not as they were when it was asked.
     pub summary: String,
 }
 
@@ -337,11 +342,24 @@ pub struct Listed {
 pub fn listed(snap: &Snapshot) -> Result<Vec<Listed>, ReadError> {
     let mut out = vec![];
     for (id, row) in snap.open_approvals(APPROVALS_OPEN_MAX as usize)? {
-        let summary = snap
-            .payload(&row.shown)?
-            .and_then(|p| serde_json::from_slice::<Value>(&p).ok())
-            .and_then(|v| v.get("summary").and_then(Value::as_str).map(String::from))
-            .unwrap_or_default();
+        let shown = snap.payload(&row.shown)?.and_then(|p| serde_json::from_slice::<Value>(&p).ok());
+        let mut summary =
+            shown.as_ref().and_then(|v| v.get("summary").and_then(Value::as_str)).unwrap_or_default().to_string();
+        // The budget moves while the question waits (other calls spend it):
+        // say what is left now, in the words the question used.
+        let grant = snap
+            .session(&row.credential)?
+            .and_then(|s| Session::grant_for(&s.grants, &row.effect, &row.scope).map(|g| g.budget));
+        let budget_left = match grant {
+            Some(budget) => Some(budget.saturating_sub(snap.spent(&row.episode, &row.effect, &row.scope)?)),
+            None => None,
+        };
+        if let (Some(now_left), Some(then_left)) =
+            (budget_left, shown.as_ref().and_then(|v| v.get("budgetLeft")).and_then(Value::as_u64))
+        {
+            let said = |left: u64| format!("cost {} of {left} left in episode {})", row.cost, row.episode);
+            summary = summary.replacen(&said(then_left), &said(now_left), 1);
+        }
         out.push(Listed {
             id,
             episode: row.episode.clone(),
@@ -356,6 +374,7 @@ pub fn listed(snap: &Snapshot) -> Result<Vec<Listed>, ReadError> {
             expires_at: row.expires_at,
             for_session: row.for_session,
             uses: row.uses,
+            budget_left,
             summary,
         });
     }

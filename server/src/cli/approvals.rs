@@ -28,25 +28,55 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
     for r in &rows {
         say!("{}", line(r, now));
     }
-    say!("{} open approval(s)", rows.len());
+    say!("{}", tally(&rows, now));
     ExitCode::SUCCESS
+}
+
+/// Whether a listed approval has run out of time: nobody can decide it any
+/// more (a pending one), or nothing runs under it (an approved one).
+fn lapsed(r: &Listed, now: u64) -> bool {
+    now >= r.expires_at
 }
 
 /// One approval in a line: id, state, who may decide, until when, and what.
 fn line(r: &Listed, now: u64) -> String {
     let state = match r.state.as_str() {
-        "pending" if now >= r.expires_at => "expired".to_string(),
-        "approved" if r.for_session => "approved for the session".to_string(),
-        s => s.to_string(),
+        _ if lapsed(r, now) => "expired",
+        "approved" if r.for_session => "approved for the session",
+        s => s,
     };
     let who = if r.approver == "operator" { "operator only" } else { "anyone" };
+    let until = if lapsed(r, now) { "at" } else { "until" };
     format!(
-        "{} {state} ({who}) until {} UTC, episode {}: {}",
+        "{} {state} ({who}) {until} {} UTC, episode {}: {}",
         r.id,
         crate::clock::utc(r.expires_at),
         r.episode,
-        r.summary.escape_debug()
+        printable(&r.summary)
     )
+}
+
+/// The closing line: how many wait for a word (open: pending, not expired),
+/// how many were approved and wait for their call, how many expired.
+fn tally(rows: &[Listed], now: u64) -> String {
+    let count = |f: &dyn Fn(&Listed) -> bool| rows.iter().filter(|r| f(r)).count();
+    let open = count(&|r| r.state == "pending" && !lapsed(r, now));
+    let approved = count(&|r| r.state == "approved" && !lapsed(r, now));
+    let expired = count(&|r| lapsed(r, now));
+    let mut line = format!("{open} open approval(s)");
+    if approved > 0 {
+        line.push_str(&format!(", {approved} approved and not yet used"));
+    }
+    if expired > 0 {
+        line.push_str(&format!(", {expired} expired (nothing runs under them)"));
+    }
+    line
+}
+
+/// `text` on one line: control characters escaped (`\n`), nothing else (a
+/// quote stays a quote).
+fn printable(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
 }
 
 fn list_offline(spec: &StoreSpec) -> Result<Vec<Listed>, String> {

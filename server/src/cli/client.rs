@@ -12,17 +12,23 @@ use world_protocol::auth::CREDENTIAL_HEX_LEN;
 /// A running daemon, and the credential its reads are made with.
 pub struct Client {
     pub addr: String,
+    /// How the address was named (`locate::Daemon::named_by`), for an unreachable daemon's message.
+    named_by: String,
+    /// Set once a request found no daemon at `addr`: the cause.
+    unreached: std::cell::RefCell<Option<String>>,
     agent: ureq::Agent,
     /// `Bearer <token>`, when a credential was given or found.
     authorization: Option<String>,
 }
 
 impl Client {
-    /// The daemon `args` names, with the credential of `--token-file`, or else
-    /// the operator token beside `--db` when the daemon wrote one (without it
-    /// the reads go without a credential, as an open daemon takes them).
+    /// The daemon `args` names (or `locate::daemon` finds), with the
+    /// credential of `--token-file`, or else the operator token beside its
+    /// store when the daemon wrote one (without it the reads go without a
+    /// credential, as an open daemon takes them).
     pub fn new(args: &DaemonArgs) -> Result<Client, String> {
-        let token = match (&args.token_file, &args.db) {
+        let daemon = super::locate::daemon(args.addr.clone(), args.db.clone())?;
+        let token = match (&args.token_file, &daemon.local) {
             (Some(file), _) => Some(read_token(file)?),
             (None, Some(db)) => {
                 let file = crate::operator::token_path(db);
@@ -35,7 +41,19 @@ impl Client {
         };
         let agent =
             ureq::Agent::config_builder().timeout_global(Some(CLIENT_TIMEOUT)).http_status_as_error(false).build();
-        Ok(Client { addr: args.addr.clone(), agent: agent.into(), authorization: token.map(|t| format!("Bearer {t}")) })
+        Ok(Client {
+            addr: daemon.addr,
+            named_by: daemon.named_by,
+            unreached: Default::default(),
+            agent: agent.into(),
+            authorization: token.map(|t| format!("Bearer {t}")),
+        })
+    }
+
+    /// Why no daemon answered at `addr`, once a request found none: the
+    /// address, how it was named and what names another.
+    pub fn unreached(&self) -> Option<String> {
+        self.unreached.borrow().as_ref().map(|why| unreachable_text(&self.addr, &self.named_by, why))
     }
 
     /// GETs `path`: the status and the body.
@@ -45,7 +63,10 @@ impl Client {
         if let Some(auth) = &self.authorization {
             request = request.header("Authorization", auth);
         }
-        let mut resp = request.call().map_err(|e| Unanswered::Unreachable(self.addr.clone(), e.to_string()))?;
+        let mut resp = request.call().map_err(|e| {
+            *self.unreached.borrow_mut() = Some(e.to_string());
+            Unanswered::Unreachable(unreachable_text(&self.addr, &self.named_by, &e.to_string()))
+        })?;
         let status = resp.status().as_u16();
         let body = resp
             .body_mut()
@@ -61,16 +82,29 @@ impl Client {
     pub fn describe(&self, path: &str, status: u16, body: &[u8]) -> String {
         let mut line = describe_error(path, status, body);
         if status == 401 && self.authorization.is_none() {
-            line.push_str(" (reads are private on this daemon: give --token-file FILE, or --db PATH of its store)");
+            line.push_str(
+                " (reads are private on this daemon: give --token-file FILE, or --db PATH of its store (or set WORLD_DB=PATH))",
+            );
         }
         line
     }
 }
 
+/// The message for a daemon that did not answer at `addr`.
+fn unreachable_text(addr: &str, named_by: &str, why: &str) -> String {
+    format!(
+        "cannot reach the daemon at {addr} ({named_by}): {why}; is it running? From the directory where \
+         `worldd quickstart` ran, the verbs find its daemon; else name it with --addr URL (or set {}=URL), \
+         or its store with --db PATH (or {}=PATH)",
+        super::locate::ENV_ADDR,
+        super::locate::ENV_DB
+    )
+}
+
 /// Why a GET has no reply to show.
 pub enum Unanswered {
-    /// No connection to the address, or no reply on it: the address and the cause.
-    Unreachable(String, String),
+    /// No connection to the address, or no reply on it: the whole message.
+    Unreachable(String),
     /// The reply's body could not be read: the path and the cause.
     Unread(String, String),
 }
@@ -78,7 +112,7 @@ pub enum Unanswered {
 impl std::fmt::Display for Unanswered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Unanswered::Unreachable(addr, why) => write!(f, "cannot reach {addr}: {why}"),
+            Unanswered::Unreachable(text) => f.write_str(text),
             Unanswered::Unread(path, why) => write!(f, "{path}: reading the response: {why}"),
         }
     }

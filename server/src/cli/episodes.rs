@@ -3,7 +3,7 @@
 //! that fit `WIDTH` columns (a cell that does not fit ends with `…`), or, with
 //! `--json`, the REST bodies as they came.
 
-use super::client::{Client, Unanswered};
+use super::client::Client;
 use crate::clock::utc;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -72,17 +72,7 @@ pub fn one(client: &Client, episode: &str, json: bool, calls: u64) -> ExitCode {
 /// GETs `path`: the body of a 2xx, else the failure said on stderr. A 404
 /// while asking about `episode` means the store has no call of it.
 fn fetch(client: &Client, path: &str, episode: Option<&str>) -> Result<Vec<u8>, ExitCode> {
-    let (status, body) = client.get(path).map_err(|e| match e {
-        Unanswered::Unreachable(addr, why) => super::fail(
-            1,
-            format!(
-                "cannot reach the daemon at {addr} ({why}); is `worldd serve` running there? \
-                 Name its address with --addr URL (default {})",
-                crate::limits::DEFAULT_ADDR
-            ),
-        ),
-        unread => super::fail(1, unread),
-    })?;
+    let (status, body) = client.get(path).map_err(|e| super::fail(1, e))?;
     match (status, episode) {
         (200..=299, _) => Ok(body),
         (404, Some(ep)) => Err(super::fail(1, format!("no call of episode {} has reached this store", clean(ep)))),

@@ -7,6 +7,7 @@ mod client;
 mod compact;
 mod episodes;
 pub(crate) mod export;
+pub(crate) mod locate;
 mod publish;
 mod quickstart;
 mod session;
@@ -16,8 +17,8 @@ mod why;
 
 use crate::approvals::Verdict;
 use crate::limits::{
-    CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, CONNECTIONS_MAX, DEFAULT_ADDR, DEFAULT_BIND,
-    HOST_CALLBACKS_DEFAULT, SESSION_TTL_DEFAULT_S,
+    CACHE_MIB_DEFAULT, CACHE_MIB_MAX, CACHE_MIB_MIN, CONNECTIONS_MAX, DEFAULT_BIND, HOST_CALLBACKS_DEFAULT,
+    SESSION_TTL_DEFAULT_S,
 };
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -172,8 +173,9 @@ enum Command {
     },
     /// Give the store's free pages back to the file system (offline: stop the daemon first).
     Compact {
+        /// The store file [default: $WORLD_DB, else ./world-quickstart/world.db].
         #[arg(long)]
-        db: PathBuf,
+        db: Option<PathBuf>,
     },
     /// Write the store (one consistent snapshot; beside a live daemon too) as a portable stream.
     Export {
@@ -212,7 +214,8 @@ enum Command {
         daemon: DaemonArgs,
     },
     /// Walk from an object, entry hash, world, entry index or `head` to the log
-    /// entry and world that carry it, recomputing every hash (exit 0 verified, 1 a link failed, 2 not found).
+    /// entry and world that carry it, recomputing every hash (exit 0 verified, 1 a link failed, 2 not
+    /// found, 3 the daemon cannot be reached).
     Why {
         target: String,
         #[command(flatten)]
@@ -337,32 +340,36 @@ pub struct ReadsArgs {
 /// Which running daemon a client verb reads from, and with what credential.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DaemonArgs {
-    #[arg(long, default_value = DEFAULT_ADDR)]
-    pub addr: String,
+    /// The daemon's address, http://HOST:PORT [default: $WORLD_ADDR, else the address the
+    /// daemon of --db (or of ./world-quickstart) recorded beside its store, else http://127.0.0.1:7644].
+    #[arg(long, value_name = "URL")]
+    pub addr: Option<String>,
     /// Read with the credential in FILE: a session's token, or the operator's
     /// (for a daemon started with --private-reads).
     #[arg(long, value_name = "FILE", conflicts_with = "db")]
     pub token_file: Option<PathBuf>,
     /// The daemon's store file: read with the operator token it wrote beside it
-    /// (<PATH>.operator-token), when it wrote one.
+    /// (<PATH>.operator-token), when it wrote one [default: $WORLD_DB, else ./world-quickstart/world.db].
     #[arg(long, value_name = "PATH")]
     pub db: Option<PathBuf>,
 }
 
-/// Which store a verb works on: one file, or a PostgreSQL database.
+/// Which store a verb works on: one file, or a PostgreSQL database. Neither
+/// given: `WORLD_DB` or `WORLD_STORE`, else quickstart's store in
+/// `./world-quickstart` (`locate::store`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct StoreArgs {
-    /// The store file.
-    #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+    /// The store file [default: $WORLD_DB, else ./world-quickstart/world.db].
+    #[arg(long, conflicts_with = "store")]
     db: Option<PathBuf>,
-    /// A PostgreSQL store: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE.
+    /// A PostgreSQL store: postgres://USER[:PASSWORD]@HOST:PORT/DATABASE [default: $WORLD_STORE].
     #[arg(long)]
     store: Option<String>,
 }
 
 impl StoreArgs {
     fn spec(&self) -> Result<crate::stores::StoreSpec, ExitCode> {
-        crate::stores::StoreSpec::from_args(self.db.clone(), self.store.clone()).map_err(|e| fail(1, e))
+        locate::store(self.db.clone(), self.store.clone()).map_err(|e| fail(1, e))
     }
 }
 
@@ -528,7 +535,11 @@ pub fn run() -> ExitCode {
             Ok(spec) => verify::run(&spec, json, deep),
             Err(code) => code,
         },
-        Command::Compact { db } => compact::run(&db),
+        Command::Compact { db } => match locate::store(db, None) {
+            Ok(crate::stores::StoreSpec::Embedded(db)) => compact::run(&db),
+            Ok(_) => fail(1, "compact works on a store file (--db PATH); PostgreSQL reclaims space with VACUUM"),
+            Err(e) => fail(2, e),
+        },
         Command::Export { at, out, with_sessions } => match at.spec() {
             Ok(spec) => export::export_cmd(&spec, &out, with_sessions),
             Err(code) => code,
@@ -548,7 +559,10 @@ pub fn run() -> ExitCode {
             let suffix = if payload { "?payload=true" } else { "" };
             with_client(&daemon, |c| client::get_and_print(c, &format!("/v1/objects/{reference}{suffix}")))
         }
-        Command::Why { target, daemon, json } => with_client(&daemon, |c| why::run(c, &target, json)),
+        Command::Why { target, daemon, json } => match client::Client::new(&daemon) {
+            Ok(c) => why::run(&c, &target, json),
+            Err(e) => fail(why::EXIT_UNREACHABLE, e),
+        },
         Command::Head { daemon } => with_client(&daemon, |c| client::get_and_print(c, "/v1/head")),
         Command::Episodes { daemon, json, limit } => with_client(&daemon, |c| episodes::list(c, json, limit)),
         Command::Episode { episode, daemon, json, calls } => {

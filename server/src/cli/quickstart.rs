@@ -107,6 +107,63 @@ fn prepare(dir: &Path, spec: &StoreSpec, grants: Vec<Grant>) -> Result<bool, Str
     Ok(true)
 }
 
+/// The operator's verbs, as they work from here: from the directory holding
+/// `./world-quickstart` they find this daemon and its store themselves
+/// (`locate`); from elsewhere, once `WORLD_DB` names them. A PostgreSQL
+/// store is named by its URL alone (`WORLD_STORE`), and then the daemon by `WORLD_ADDR`.
+/// And where `worldd` is, when the shell would not find it by that name.
+fn operator_commands(dir: &Path, local: &Path, spec: &StoreSpec, bind: &str) -> String {
+    let here =
+        std::env::current_dir().ok().and_then(|d| std::fs::canonicalize(d.join(super::locate::QUICKSTART_DIR)).ok());
+    let mut text = String::from("Operate it with worldd (each command finds this daemon by itself ");
+    let mut once = vec![];
+    if here.as_deref() != Some(dir) {
+        // Not in ./world-quickstart: the daemon (its address and token beside `local`) is named once.
+        once.push(format!("{}={}", super::locate::ENV_DB, local.display()));
+    }
+    if let StoreSpec::Postgres(_) = spec {
+        // The database is named by its URL only, which holds what no file here should.
+        once = vec![format!("{}=<the --store URL>", super::locate::ENV_STORE)];
+        if here.as_deref() != Some(dir) {
+            once.push(format!("{}=http://{bind}", super::locate::ENV_ADDR));
+        }
+    }
+    if once.is_empty() {
+        text.push_str("when run from this directory):\n");
+    } else {
+        text.push_str(&format!("once the shell has it: export {}):\n", once.join(" ")));
+    }
+    let episode = format!("worldd episode {DEMO_EPISODE}");
+    for (command, what) in [
+        ("worldd episodes", "what each episode did and paid"),
+        (episode.as_str(), "one episode: its calls, effects and spend"),
+        ("worldd approvals", "what waits for a person's approval (then worldd approve ID, or worldd deny ID)"),
+        ("worldd why head", "the newest log entry's provenance, every hash recomputed"),
+        ("worldd session list", "the session credentials"),
+    ] {
+        text.push_str(&format!("  {command:<22} {what}\n"));
+    }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(bin) = exe.parent()
+        && !on_path(&exe)
+    {
+        text.push_str(&format!(
+            "  (worldd is {}: put it on PATH with export PATH=\"{}:$PATH\", or cargo install --path server)",
+            exe.display(),
+            bin.display()
+        ));
+    }
+    text.trim_end().to_string()
+}
+
+/// Whether the shell finds this very `worldd` by its name on `PATH`.
+fn on_path(exe: &Path) -> bool {
+    let Some(path) = std::env::var_os("PATH") else { return false };
+    std::env::split_paths(&path).any(|d| {
+        std::fs::canonicalize(d.join("worldd")).is_ok_and(|found| std::fs::canonicalize(exe).is_ok_and(|e| e == found))
+    })
+}
+
 /// Makes `dir` (quickstart's own, or its workspace) its owner's alone: mode 0700.
 fn private_dir(dir: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
@@ -168,14 +225,18 @@ pub fn run(
         let token = crate::operator::token_path(&local);
         say!(
             "reads are private: the operator token is in {} (written at start, mode 0600); open \
-             http://{bind}/workbench with it as the password (any user name), or read with \
-             `worldd episodes --token-file {}`",
+             http://{bind}/workbench with it as the password (any user name); the verbs below read \
+             with it by themselves (or give --token-file {})",
             token.display(),
             token.display()
         );
     }
+    say!("{}", operator_commands(&dir, &local, &spec, bind));
     if exec_allow.is_empty() {
-        say!("workspace-exec runs no command until you allow one: quickstart --exec-allow python3=/usr/bin/python3");
+        say!(
+            "workspace-exec runs no command until you allow one: stop this and run it again with \
+             --exec-allow python3=/usr/bin/python3"
+        );
     }
     super::serve(ServeOptions {
         approval_ttl_s: crate::approvals::APPROVAL_TTL_DEFAULT_S,

@@ -148,10 +148,10 @@ fn mint_offline(spec: &StoreSpec, req: &MintRequest) -> Result<Minted, String> {
 
 fn emit(m: &Minted, episode: &str, out: Option<&Path>) -> ExitCode {
     note!(
-        "worldd session mint: credential_id={} (episode {episode}, {} grant(s), expires {})",
+        "worldd session mint: credential_id={} (episode {episode}, {} grant(s), expires {} UTC)",
         m.credential_id.hex(),
         m.grants,
-        m.expires_at
+        crate::clock::utc(m.expires_at)
     );
     match out {
         Some(path) => {
@@ -159,9 +159,9 @@ fn emit(m: &Minted, episode: &str, out: Option<&Path>) -> ExitCode {
                 return fail(1, format!("session mint: {e}"));
             }
             say!(
-                "minted session credential for episode {episode}: {} grant(s), expires epoch {}, written to {}",
+                "minted session credential for episode {episode}: {} grant(s), expires {} UTC, written to {}",
                 m.grants,
-                m.expires_at,
+                crate::clock::utc(m.expires_at),
                 path.display()
             );
         }
@@ -200,11 +200,11 @@ pub fn list(spec: &StoreSpec, json: bool) -> ExitCode {
     for r in &rows {
         let grants: Vec<String> = r.grants.iter().map(sessions::format_grant).collect();
         say!(
-            "{} {} {} expires {} {}",
+            "{} {} {} expires {} UTC {}",
             r.credential_id,
             r.episode,
             if r.live { "live" } else { "expired" },
-            r.expires_at,
+            crate::clock::utc(r.expires_at),
             grants.join(" ")
         );
     }

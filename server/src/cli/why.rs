@@ -537,17 +537,30 @@ impl Walk<'_> {
     }
 }
 
+/// `worldd why`'s exit code when no daemon answered: nothing was checked, so
+/// neither verified (0), failed (1) nor not found (2).
+pub const EXIT_UNREACHABLE: u8 = 3;
+
 pub fn run(client: &Client, target: &str, as_json: bool) -> ExitCode {
     let mut walk = Walk { client, links: vec![], notes: vec![], chain: Default::default() };
     let found = match walk.start(target) {
         Ok(f) => f,
-        // A link that cannot even be read (an unreachable daemon, an object
-        // that no longer parses) is a failed link: show how far the walk got.
+        // A link that cannot even be read (an object that no longer parses)
+        // is a failed link: show how far the walk got.
         Err(e) => {
             walk.link(false, e);
             Found::Yes
         }
     };
+    // No daemon answered (at the start, or as it went): that is not a link of the chain failing.
+    if let Some(why) = client.unreached() {
+        if as_json {
+            say!("{}", json!({"target": target, "reachable": false, "verified": false, "reason": why}));
+        } else {
+            note!("worldd: why: {why}");
+        }
+        return ExitCode::from(EXIT_UNREACHABLE);
+    }
     if let Found::NotFound(why) = found {
         if as_json {
             say!("{}", json!({"target": target, "found": false, "reason": why}));
