@@ -8,6 +8,9 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::process::{EXIT_WAIT, STARTUP_WAIT};
+
+/// The modern MCP era.
+pub const MCP_MODERN: &str = "2026-07-28";
 pub use crate::process::{WORLDD, worldd, worldd_into_closed_pipe};
 
 /// A bound that only turns a hang into a failure; nothing asserts speed.
@@ -158,6 +161,36 @@ impl Daemon {
         let auth = token.map(|t| format!("Bearer {t}"));
         let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
         self.request("POST", "/v1/commit", &headers, Some(body))
+    }
+
+    /// An MCP 2026-07-28 request as a conforming client sends it: the era and
+    /// the client's `capabilities` in `_meta`, the era's headers, `Mcp-Name`
+    /// mirroring the tool's name or the task's id. Returns the JSON reply.
+    pub fn mcp_modern(
+        &self,
+        token: &str,
+        method: &str,
+        mut params: serde_json::Value,
+        capabilities: serde_json::Value,
+    ) -> serde_json::Value {
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": MCP_MODERN,
+            "io.modelcontextprotocol/clientCapabilities": capabilities,
+        });
+        let name = params.get("name").or_else(|| params.get("taskId")).and_then(|n| n.as_str()).map(str::to_owned);
+        let auth = format!("Bearer {token}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("Accept", "application/json, text/event-stream"),
+            ("MCP-Protocol-Version", MCP_MODERN),
+            ("Mcp-Method", method),
+        ];
+        if let Some(n) = &name {
+            headers.push(("Mcp-Name", n.as_str()));
+        }
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
     }
 
     /// One request; the reply is checked against `docs/openapi.json` before it is returned.

@@ -494,23 +494,11 @@ fn alike_effects_racing_on_three_nodes_each_get_their_own_record_and_the_store_v
 /// A 2026-07-28 `tools/call` of `ailang-read` from a client that declares
 /// elicitation, with `extra` params (a retry's state and answers).
 fn modern_read(node: &Node, token: &str, extra: Value) -> Value {
-    let mut params = json!({"name": "ailang-read", "arguments": {"path": "hello.txt"}, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    let mut params = json!({"name": "ailang-read", "arguments": {"path": "hello.txt"}});
     for (k, v) in extra.as_object().unwrap() {
         params[k] = v.clone();
     }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let auth = format!("Bearer {token}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", "ailang-read"),
-    ];
-    node.daemon.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+    node.daemon.mcp_modern(token, "tools/call", params, json!({"elicitation": {}}))
 }
 
 #[test]

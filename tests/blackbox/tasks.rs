@@ -566,29 +566,10 @@ fn a_subscription_streams_a_running_task_from_its_state_now_to_its_end_and_an_en
 
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
-/// A 2026-07-28 request as a conforming client sends it, declaring the
-/// Tasks extension when `tasks` is set; `Mcp-Name` mirrors the tool's name
-/// or the task's id.
-fn mcp_modern(d: &Daemon, token: &str, method: &str, mut params: Value, tasks: bool) -> Value {
+/// A 2026-07-28 request, declaring the Tasks extension when `tasks` is set.
+fn mcp_modern(d: &Daemon, token: &str, method: &str, params: Value, tasks: bool) -> Value {
     let extensions = if tasks { json!({TASKS_EXTENSION: {}}) } else { json!({}) };
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
-    });
-    let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
-    let auth = format!("Bearer {token}");
-    let mut headers = vec![
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", "2026-07-28"),
-        ("Mcp-Method", method),
-    ];
-    if let Some(n) = &name {
-        headers.push(("Mcp-Name", n.as_str()));
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    d.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+    d.mcp_modern(token, method, params, json!({"extensions": extensions}))
 }
 
 fn exec_call(d: &Daemon, token: &str, script: &str, tasks: bool) -> Value {

@@ -12,24 +12,9 @@ use crate::harness::*;
 use crate::tasks::{a2a_v1, eventually};
 use serde_json::{Value, json};
 
-const MODERN: &str = "2026-07-28";
-
 /// A 2026-07-28 `tools/call`, as a conforming client without elicitation sends it.
 fn modern_call(d: &Daemon, token: &str, tool: &str, arguments: Value) -> Value {
-    let params = json!({"name": tool, "arguments": arguments, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {}}});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let auth = format!("Bearer {token}");
-    let headers = [
-        ("Authorization", auth.as_str()),
-        ("Content-Type", "application/json"),
-        ("Accept", "application/json, text/event-stream"),
-        ("MCP-Protocol-Version", MODERN),
-        ("Mcp-Method", "tools/call"),
-        ("Mcp-Name", tool),
-    ];
-    d.request("POST", "/mcp/", &headers, Some(&serde_json::to_vec(&body).unwrap())).json()
+    d.mcp_modern(token, "tools/call", json!({"name": tool, "arguments": arguments}), json!({}))
 }
 
 /// The raw bytes of a legacy-era `tools/call` reply.
