@@ -234,15 +234,19 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
         head.map(|h| h.to_string()).unwrap_or_else(|| "none".into())
     );
     if opts.print_connections {
-        let token = std::path::Path::new("TOKEN_FILE");
+        let token = std::path::Path::new(SERVE_TOKEN_FILE);
         say!("MCP:  http://{local}/mcp/   A2A:  http://{local}/a2a/");
         say!("{}", connection_snippets(&format!("http://{local}/mcp/"), token));
         let store = match &opts.store {
             crate::stores::StoreSpec::Embedded(_) => format!("--db {}", daemon.db_path.display()),
             crate::stores::StoreSpec::Postgres(_) => format!("--store {}", daemon.store_label),
         };
+        // A command that runs as printed; the episode and grants are an
+        // example the operator adjusts.
         say!(
-            "  (TOKEN_FILE: worldd session mint {store} --episode EPISODE --grant Workspace.Read=worktree:100 … --out TOKEN_FILE)"
+            "A session for {SERVE_TOKEN_FILE} (pick its episode and grants; see worldd session mint --help):\n  \
+             worldd session mint {store} --episode agent --grant Workspace.Read=worktree:100 \
+             --grant Workspace.Write=worktree:100 --out {SERVE_TOKEN_FILE}"
         );
     }
     accept_loop(listener, daemon.clone(), shutdown, opts.connections_max).await;
@@ -519,6 +523,9 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteTimeout<T>
 }
 
 /// Ready-to-paste ways to point an MCP host at `mcp_url`, the token being in `token`.
+/// The token file `serve`'s connection lines name, minted by the command it prints.
+pub const SERVE_TOKEN_FILE: &str = "agent.token";
+
 pub fn connection_snippets(mcp_url: &str, token: &std::path::Path) -> String {
     let token = token.display();
     format!(

@@ -6,7 +6,7 @@
 use crate::harness::*;
 use crate::process::{EXIT_WAIT, STARTUP_WAIT};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Instant;
@@ -246,7 +246,7 @@ fn serve_prints_the_connections_for_the_address_it_bound() {
     let addr = listening.strip_prefix("worldd listening on http://").unwrap().split(' ').next().unwrap().to_string();
     let mut printed = vec![];
     while let Ok(line) = stdout.recv_timeout(EXIT_WAIT) {
-        let last = line.contains("--out TOKEN_FILE");
+        let last = line.contains("--out agent.token");
         printed.push(line);
         if last {
             break;
@@ -257,7 +257,14 @@ fn serve_prints_the_connections_for_the_address_it_bound() {
     let printed = printed.join("\n");
     assert!(printed.contains(&format!(r#""url": "http://{addr}/mcp/""#)), "{printed}");
     assert!(printed.contains(&format!("claude mcp add --transport http world http://{addr}/mcp/")), "{printed}");
-    assert!(printed.contains("worldd session mint --db"), "how to get a token: {printed}");
+    // The session the lines name, minted by the command printed for it, as printed.
+    let mint = printed.lines().map(str::trim_start).find(|l| l.starts_with("worldd session mint --db")).unwrap();
+    let here = std::fs::canonicalize(store.dir.path()).unwrap();
+    at_a_terminal(&here, mint, "y\n");
+    let token = std::fs::read_to_string(here.join("agent.token")).unwrap();
+    assert_eq!(token.trim().len(), 64, "{token}");
+    let listed = as_printed(&here, &format!("worldd session list --db {}", store.db.display()));
+    assert!(listed.contains("agent"), "{listed}");
 }
 
 #[test]
@@ -387,6 +394,30 @@ fn shell(dir: &std::path::Path, line: &str) -> std::process::Output {
 fn as_printed(dir: &std::path::Path, line: &str) -> String {
     let o = shell(dir, line);
     assert!(o.status.success(), "`{line}` as printed: {}{}", stdout(&o), stderr(&o));
+    stdout(&o)
+}
+
+/// Runs `line` as printed, at a terminal a person types `typed` into (mint
+/// asks its confirmation there): `script` gives the shell a pseudo-terminal.
+fn at_a_terminal(dir: &std::path::Path, line: &str, typed: &str) -> String {
+    let bin = std::path::Path::new(WORLDD).parent().unwrap().to_path_buf();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(std::iter::once(bin).chain(std::env::split_paths(&path))).unwrap();
+    let mut child = Command::new("script")
+        .args(["-qec", line, "/dev/null"])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("WORLD_DB")
+        .env_remove("WORLD_STORE")
+        .env_remove("WORLD_ADDR")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    child.stdin.take().unwrap().write_all(typed.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "`{line}` as printed, at a terminal: {}{}", stdout(&o), stderr(&o));
     stdout(&o)
 }
 

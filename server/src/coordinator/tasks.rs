@@ -280,7 +280,7 @@ pub fn said(ask: &CancelAsk, invocation_id: &str) -> Result<String, String> {
              then it reads cancelled (its debit stays: the command ran)"
         )),
         CancelAsk::AskedBefore(at) => Ok(format!(
-            "task {invocation_id} was asked to stop already, at {}; it reads cancelled once its command has stopped",
+            "task {invocation_id} was asked to stop already, at {} UTC; it reads cancelled once its command has stopped",
             crate::clock::utc(*at)
         )),
         CancelAsk::Ended(state) => {
