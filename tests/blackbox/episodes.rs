@@ -868,10 +868,19 @@ fn an_episode_with_a_live_session_is_listed_before_its_first_call_and_not_once_i
     assert!(stdout(&o).lines().any(|l| l.starts_with("fresh ")), "{}", stdout(&o));
     let o = worldd(&["episode", "fresh", "--addr", &lab.daemon.base_url()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // The workbench lists it and opens its page, with no call yet.
+    assert!(lab.daemon.get("/workbench/episodes").text().contains("/workbench/episodes/fresh"));
+    let page = lab.daemon.get("/workbench/episodes/fresh");
+    assert_eq!(page.status, 200, "{}", page.text());
+    let text = page.text();
+    assert!(text.contains("No calls yet") && text.contains("none yet (a session was minted"), "{text}");
+    let spend = text.split("id=\"spend\"").nth(1).unwrap_or_else(|| panic!("its spend: {text}"));
+    assert!(spend.contains("Workspace.Read") && spend.contains("<span class=\"grant-budget\">7</span>"), "{spend}");
 
     // No live session, no call: nothing to list.
     lab.worldd_ok(&["session", "revoke", &s.credential_id]);
     let page = lab.daemon.get("/v1/episodes").ok_json();
     assert!(!page["episodes"].as_array().unwrap().iter().any(|e| e["episode"] == json!("fresh")), "{page}");
     assert_eq!(lab.daemon.get("/v1/episodes/fresh").status, 404);
+    assert_eq!(lab.daemon.get("/workbench/episodes/fresh").status, 404);
 }

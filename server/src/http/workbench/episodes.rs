@@ -215,11 +215,20 @@ fn summary_html(summary: &Summary) -> Markup {
             ("states", counts(&summary.states)),
             ("effects", counts(&summary.effects)),
             ("sessions", html! { (summary.sessions.live) " live of " (summary.sessions.total) }),
-            ("first call", html! { (utc(summary.first_at)) }),
+            ("first call", first_call(summary)),
             ("last active", html! { (utc(summary.last_at)) }),
             ("calls over time", activity_svg(&summary.activity, summary.calls)),
         ],
     )
+}
+
+/// When the first call came, or, before it, that none has and when the
+/// episode's newest session was minted (its activity until then).
+fn first_call(summary: &Summary) -> Markup {
+    if summary.calls == 0 {
+        return html! { span.muted #no-call-yet { "none yet (a session was minted " (utc(summary.first_at)) ")" } };
+    }
+    html! { (utc(summary.first_at)) }
 }
 
 /// Where the calls of a page stand: the first and one past the last position.
@@ -332,7 +341,7 @@ fn spend_chart(g: &episodes::Spend, w: &Window, page: &CallsPage, start: u64) ->
 /// them (its `next` is none) or the first of many.
 fn spend_html(summary: &Summary, page: &CallsPage, tail: Option<&CallsPage>) -> Markup {
     let Some(w) = Window::of(page) else {
-        return html! { h2 #spend { "Spend" } p.muted { "no calls on this page" } };
+        return html! { h2 #spend { "Spend" } p.muted { "no calls on this page; the grants as they stand:" } (grants_html(summary)) };
     };
     let known = tail.is_none_or(|t| t.next.is_none());
     let (on_page, after) = (debits(&page.calls), debits(tail.iter().flat_map(|t| &t.calls)));
@@ -501,6 +510,12 @@ fn timeline_html(
     told: &HashMap<changes::At, changes::Told>,
 ) -> Markup {
     let end = page_end(page);
+    if page.total == 0 {
+        return html! {
+            h2 #calls { "No calls yet" }
+            p.muted #calls-none { "The agent's calls show here, newest first, as they are made." }
+        };
+    }
     let heading = if page.calls.is_empty() {
         format!("Calls: none from #{} ({} in all)", page.from, page.total)
     } else {
