@@ -456,6 +456,12 @@ fn every_command_quickstart_and_the_agents_refusal_print_works_as_printed_from_w
     let curl = qs.printed.iter().find_map(|l| l.strip_prefix("try:  ")).expect("a curl line");
     let read = as_printed(&home, curl);
     assert!(read.contains("hello from World"), "{read}");
+    // The workbench, at the address printed, opens on the demo episode.
+    let workbench =
+        qs.printed.iter().find_map(|l| l.strip_prefix("Workbench (in a browser): ")).expect("a workbench line");
+    let url = workbench.split_whitespace().next().unwrap();
+    let page = as_printed(&home, &format!("curl -sf {url}"));
+    assert!(page.contains("/workbench/episodes/demo"), "{page}");
 
     // A call that waits for approval names the commands that decide it; each works as printed.
     let agent = ureq::Agent::config_builder().http_status_as_error(false).build().new_agent();

@@ -216,6 +216,7 @@ pub fn run(
     let mcp_url = format!("http://{bind}/mcp/");
     say!("MCP:  {mcp_url}");
     say!("A2A:  http://{bind}/a2a/  (card: http://{bind}/.well-known/agent.json)");
+    say!("Workbench (in a browser): http://{bind}/workbench  (what each episode did and paid, and what waits for you)");
     say!(
         "try:  curl -s -H \"Authorization: Bearer $(cat {})\" -H 'Content-Type: application/json' -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/send\",\"params\":{{\"id\":\"read-1\",\"metadata\":{{\"skill_id\":\"ailang-read\"}},\"message\":{{\"role\":\"user\",\"parts\":[{{\"type\":\"data\",\"data\":{{\"path\":\"hello.txt\"}}}}]}}}}}}' http://{bind}/a2a/",
         session.display()
