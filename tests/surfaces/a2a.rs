@@ -173,7 +173,8 @@ fn bad_params_are_32602_invalid_params_and_journal_nothing() {
             body["params"] = params;
         }
         let r = post(&lab, &token, &body);
-        assert_eq!(r.text(), a2a_error("4", -32602, "invalid params"), "{what}");
+        let why = assert_a2a_told(&r, "4", -32602, "invalid params");
+        assert!(why["parameter"].as_str().is_some() || !why["detail"].is_null(), "{what}: {why}");
     }
     assert_eq!(lab.log_len(), log_len);
     assert_eq!(lab.journal_counts(), journal, "no task row was written");
@@ -201,13 +202,15 @@ fn unknown_and_invisible_skills_are_not_authorized_and_a_wrong_pin_is_a_mismatch
     ];
     for (n, (t, skill)) in cases.iter().enumerate() {
         let r = post(&lab, t, &send_body(&format!("na-{n}"), skill, &json!({"path": "hello.txt"}), None));
-        assert_a2a_error(&r, "1", -32602, "not authorized");
+        let why = assert_a2a_told(&r, "1", -32602, "not authorized");
+        assert_eq!(why["parameter"], "metadata.skill_id", "{why}");
     }
     let zero = format!("sha256:{}", "0".repeat(64));
     let read_fn = lab.transition_fn("ailang-read");
     for pin in [zero.as_str(), read_fn.as_str()] {
         let r = post(&lab, &token, &send_body("pin-1", "tools.echo", &json!({}), Some(pin)));
-        assert_a2a_error(&r, "1", -32602, "proposal does not match the registered transition");
+        let why = assert_a2a_told(&r, "1", -32602, "proposal does not match the registered transition");
+        assert_eq!(why["parameter"], "metadata.transition_fn", "{why}");
     }
     assert_eq!((lab.log_len(), lab.journal_counts()), (log_len, journal), "refused before any task row");
     let echo_fn = lab.transition_fn("tools.echo");
@@ -225,7 +228,7 @@ fn a_task_id_in_flight_is_already_used_and_a_committed_one_replays_its_result() 
         json!([exec_entry("t.gate", "gate.py", None, None)]),
     );
     lab.publish_ok(&m, false);
-    let reused = a2a_error("1", -32602, "task id already used in this session");
+    let reused = |r: &Reply| assert_a2a_told(r, "1", -32602, "task id already used in this session");
     let log_len = lab.log_len();
     let first = std::thread::scope(|s| {
         let first = s.spawn(|| post(&lab, &token, &send_body("fly-1", "t.gate", &json!({"k": 1}), None)));
@@ -236,8 +239,8 @@ fn a_task_id_in_flight_is_already_used_and_a_committed_one_replays_its_result() 
             let b = s2.spawn(|| post(&lab, &token, &send_body("fly-1", "tools.echo", &json!({}), None)));
             (a.join().unwrap(), b.join().unwrap())
         });
-        assert_eq!(a.text(), reused);
-        assert_eq!(b.text(), reused);
+        reused(&a);
+        reused(&b);
         // Asked about while it runs: its outcome is not known yet (a 0.3
         // method, so the reply says why in `data` too).
         let get = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"id": "fly-1"}});
@@ -258,7 +261,7 @@ fn a_task_id_in_flight_is_already_used_and_a_committed_one_replays_its_result() 
     let again = post(&lab, &token, &send_body("fly-1", "t.gate", &json!({"k": 1}), None));
     assert_eq!(again.body, first.body, "the committed reply (a second run would commit another entry)");
     let other = post(&lab, &token, &send_body("fly-1", "t.gate", &json!({"k": 2}), None));
-    assert_eq!(other.text(), reused);
+    reused(&other);
     assert_eq!(lab.log_len(), log_len + 1);
 }
 

@@ -205,13 +205,13 @@ fn bad_0_3_and_1_0_requests_are_refused_naming_the_parameter_and_journal_nothing
             )
         );
     }
-    // The seed's tasks/send keeps its table: a text part is `invalid params`, no data.
+    // The seed's tasks/send keeps its table's code and message: a text part is
+    // `invalid params`, with data saying which part and what it takes.
     let mut seed = send_body("seed-1", "tools.echo", &json!({}), None);
     seed["params"]["message"]["parts"] = json!([{"type": "text", "text": "hi"}]);
-    assert_eq!(
-        lab.a2a_raw(Some(&token), &serde_json::to_vec(&seed).unwrap()).text(),
-        a2a_error("1", -32602, "invalid params")
-    );
+    let why =
+        assert_a2a_told(&lab.a2a_raw(Some(&token), &serde_json::to_vec(&seed).unwrap()), "1", -32602, "invalid params");
+    assert_eq!(why["parameter"], "message.parts[0]", "{why}");
     // A skill the session cannot see, and a wrong pin: the seed's messages, and data naming the parameter.
     let v = rpc(&lab, &token, "SendMessage", message10("na-1", "ailang-write", json!({"path": "x", "content": ""})));
     assert_eq!(v["error"]["message"], "not authorized");
@@ -455,10 +455,11 @@ fn a_task_id_that_ended_replays_the_same_request_and_refuses_another_as_the_spec
     // The same failed request: the seed's answer (the id is spent).
     let v = rpc(&lab, &token, "SendMessage", message10("r-2", "t.exits", json!({})));
     assert_eq!(rpc_error(&v), (-32603, "invocation was not committed; send a new task id".to_owned()));
-    // The seed's tasks/send keeps its table, byte for byte.
+    // The seed's tasks/send keeps its table's code and message, and says why.
     let r = lab
         .a2a_raw(Some(&token), &serde_json::to_vec(&send_body("r-1", "tools.echo", &json!({"a": 4}), None)).unwrap());
-    assert_eq!(r.text(), a2a_error("1", -32602, "task id already used in this session"));
+    let why = assert_a2a_told(&r, "1", -32602, "task id already used in this session");
+    assert!(why["detail"].as_str().unwrap().contains("new task id"), "{why}");
     assert_eq!(lab.log_len(), log_len, "nothing ran again");
 }
 

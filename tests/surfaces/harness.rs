@@ -496,6 +496,19 @@ pub fn a2a_error(id: &str, code: i64, message: &str) -> String {
     format!("{{\"error\":{{\"code\":{code},\"message\":{m}}},\"id\":{id},\"jsonrpc\":\"2.0\"}}\n")
 }
 
+/// A refusal of the seed's `tasks/send` with a -32602: the table's code and
+/// message exactly, its id, and `data` saying why (an ErrorInfo with a
+/// detail). Returns the ErrorInfo's metadata.
+pub fn assert_a2a_told(r: &Reply, id: &str, code: i64, message: &str) -> Value {
+    let v = a2a_json(r);
+    assert_eq!((&v["error"]["code"], &v["error"]["message"]), (&json!(code), &json!(message)), "{v}");
+    assert_eq!(v["id"].to_string(), id, "{v}");
+    let info = &v["error"]["data"][0];
+    assert_eq!(info["@type"], "type.googleapis.com/google.rpc.ErrorInfo", "the reason in data: {v}");
+    assert!(info["metadata"]["detail"].as_str().is_some_and(|d| !d.is_empty()), "{v}");
+    info["metadata"].clone()
+}
+
 /// An `/a2a/` reply: always HTTP 200 JSON; the body parsed.
 pub fn a2a_json(r: &Reply) -> Value {
     assert_eq!(r.status, 200, "{}", r.text());

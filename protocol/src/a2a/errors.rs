@@ -180,8 +180,10 @@ pub struct Refusal {
 
 impl Refusal {
     /// The reply to a request of `flavor`: the seed's `tasks/send` gets its
-    /// table's reply exactly (a part it cannot take is `invalid params`
-    /// there); the 0.3 and 1.0 methods get `data` saying why.
+    /// table's code and message (a part it cannot take is `invalid params`
+    /// there), with `data` saying why for a -32602 (its table's message alone
+    /// does not say which parameter, or what to send instead) and for what
+    /// the seed does not define; the 0.3 and 1.0 methods always get `data`.
     pub fn reply(&self, jsonrpc_id: &RpcId, flavor: Flavor) -> A2aReply {
         let mut r = if flavor == Flavor::Legacy01 {
             let seed = match &self.error {
@@ -192,7 +194,8 @@ impl Refusal {
         } else {
             self.error.reply(jsonrpc_id)
         };
-        if flavor == Flavor::Legacy01 && !self.beyond_the_seed {
+        let told = self.beyond_the_seed || r.error_code() == Some(CODE_INVALID_PARAMS);
+        if flavor == Flavor::Legacy01 && !told {
             return r;
         }
         if let Err(e) = &mut r.outcome {

@@ -338,13 +338,13 @@ fn a_part_the_agent_cannot_take_is_content_type_not_supported_but_invalid_params
         );
         assert_eq!(refusal(&body).error_message(), Some("incompatible content types"));
     }
-    // The seed's table: a text part is `invalid params`, with no data.
+    // The seed's table: a text part is `invalid params`, its data saying why.
     let seed =
         tasks_send(r#"{"id":"t","metadata":{"skill_id":"s"},"message":{"parts":[{"type":"text","text":"hi"}]}}"#);
-    assert_eq!(
-        String::from_utf8(refusal(&seed).body()).unwrap(),
-        "{\"error\":{\"code\":-32602,\"message\":\"invalid params\"},\"id\":1,\"jsonrpc\":\"2.0\"}\n"
-    );
+    let r = refusal(&seed);
+    assert_eq!((r.error_code(), r.error_message()), (Some(-32602), Some("invalid params")));
+    let data = r.error_data().expect("a -32602 says why");
+    assert_eq!(data[0]["metadata"]["parameter"], "message.parts[0]", "{data}");
 }
 
 /// What a 1.0 client sends (`SendMessage`, proto-JSON parts).
@@ -848,11 +848,16 @@ fn generic_error_keeps_code_and_message() {
 }
 
 #[test]
-fn a_refusal_carries_data_for_0_3_and_1_0_and_none_for_the_seed() {
+fn a_refusal_carries_data_for_0_3_and_1_0_and_for_the_seed_only_its_32602s() {
     let why = Why::parameter("message.role", "required: ROLE_USER").with("taskId", "t-1");
     let refused = A2aError::InvalidParams.because(why);
+    // The seed's tasks/send: its table's code and message, and why for a -32602 ...
     let seed = refused.reply(&RpcId::from(1), Flavor::Legacy01);
-    assert_eq!(seed, A2aError::InvalidParams.reply(&RpcId::from(1)));
+    assert_eq!((seed.error_code(), seed.error_message()), (Some(-32602), Some("invalid params")));
+    assert_eq!(seed.error_data(), Some(refused.data()).as_ref());
+    // ... and the table's reply alone for the others, whose causes go to the daemon's log.
+    let failed = A2aError::ExecutionFailed.because(Why::new("the run failed"));
+    assert_eq!(failed.reply(&RpcId::from(1), Flavor::Legacy01), A2aError::ExecutionFailed.reply(&RpcId::from(1)));
     let r = refused.reply(&RpcId::from(1), Flavor::V10);
     assert_eq!(
         String::from_utf8(r.body()).unwrap(),
@@ -1022,10 +1027,10 @@ fn a_tasks_send_naming_no_skill_whose_data_is_an_approval_word_continues_its_tas
     let detail = assert_refused(&answer(r#"{"approval":"maybe"}"#), -32602, Some("message.parts[0].data.approval"));
     assert!(detail.contains(r#""approve", "approve-for-session", "deny""#), "{detail}");
     assert_eq!(refusal(&answer(r#"{"approval":"maybe"}"#)).error_message(), Some("invalid params"));
-    // Anything else naming no skill is the seed's bare `invalid params`, as before.
+    // Anything else naming no skill is the seed's `invalid params`, saying the skill is missing.
     for data in [r#"{"approval":"approve","more":1}"#, r#"{"path":"a"}"#] {
-        let r = refusal(&answer(data));
-        assert_eq!((r.error_message(), r.error_data()), (Some("invalid params"), None), "{data}");
+        let detail = assert_refused(&answer(data), -32602, Some("metadata"));
+        assert!(detail.contains("metadata.skill_id is required"), "{data}: {detail}");
     }
     // A send that names its skill is a call, whatever its data.
     let call = tasks_send(

@@ -224,7 +224,12 @@ async fn send_message(
             let waiting = waiting_view(&task_id, sent_context.as_deref(), &p.id, &data, crate::clock::now(), history);
             a2a::task_completed(flavor, id, &waiting)
         }
-        Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused.reply(id),
+        Err(CallError::TaskEnded(_)) if flavor == Flavor::Legacy01 => A2aError::TaskIdReused
+            .because(Why::new(
+                "a different call with this task id has ended; the same request sent again replays its answer, \
+                 a new request needs a new task id",
+            ))
+            .reply(id, flavor),
         // The seed's tasks/send keeps its table's -32603; the 0.3 and 1.0
         // methods answer a failed task saying what the daemon lacks.
         Err(CallError::NoHandler { missing }) if flavor != Flavor::Legacy01 => {
