@@ -102,6 +102,17 @@ fn a_budget_denial_says_its_label_and_the_episode_s_spend_across_its_sessions() 
     // The summary agrees: one budget, spent across both sessions.
     let summary = lab.daemon.get(&format!("/v1/episodes/{EP}")).ok_json();
     assert_eq!(summary["denials"]["denied:budget"], json!(4), "{summary}");
+
+    // A larger grant of a third session spends past the first's budget: the
+    // first is told the episode's spend as it is, not its own budget's worth.
+    let larger = writes(&lab, &["Workspace.Write=worktree:10"], &[]);
+    for n in 0..3 {
+        let ran = modern_call(&lab.daemon, &larger.token, "ailang-write", write_args(&format!("l{n}")));
+        assert_eq!(mcp_effect(&ran)["status"], "ok", "{ran}");
+    }
+    let told = modern_call(&lab.daemon, &first.token, "ailang-write", write_args("past"));
+    let reason = mcp_effect(&told)["reason"].as_str().unwrap().to_string();
+    assert!(reason.starts_with("Workspace.Write on worktree: 5 of 2 spent in episode asks"), "{reason}");
 }
 
 #[test]

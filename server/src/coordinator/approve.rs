@@ -72,7 +72,7 @@ impl Invocation<'_> {
         asked.budget_left = grant_budget.saturating_sub(spent);
         let remaining = asked.budget_left;
         if e.cost > remaining {
-            let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining);
+            let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining, spent);
             return Ok(Approval::Refused { denial, decision: None, remaining });
         }
         let ttl = self.host.approval_ttl();

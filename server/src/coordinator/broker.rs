@@ -76,11 +76,12 @@ impl Invocation<'_> {
         );
         let (grant_budget, ask) = match decision {
             Decision::Deny { label, grant_budget } => {
-                let remaining = match grant_budget {
-                    Some(b) => b.saturating_sub(self.spent(&e.effect, &e.scope).await?),
+                let spent = match grant_budget {
+                    Some(_) => self.spent(&e.effect, &e.scope).await?,
                     None => 0,
                 };
-                let denial = self.denial(e, label, grant_budget, remaining);
+                let remaining = grant_budget.map_or(0, |b| b.saturating_sub(spent));
+                let denial = self.denial(e, label, grant_budget, remaining, spent);
                 return Ok(Brokered::Denied(Box::new(self.denied(e, request, denial, remaining, None))));
             }
             Decision::Allow { grant_budget, ask } => (grant_budget, ask),
@@ -113,7 +114,9 @@ impl Invocation<'_> {
             Some(Ok(Reply::Debited(d))) => d,
             Some(Err(WriteError::BudgetExhausted { remaining })) => {
                 let decision = approval.map(|(_, d)| d);
-                let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining);
+                // The episode's spend, for the reason (another session's grant may have passed this one's budget).
+                let spent = self.spent(&e.effect, &e.scope).await.unwrap_or(grant_budget.saturating_sub(remaining));
+                let denial = self.denial(e, effects::DENIED_BUDGET, Some(grant_budget), remaining, spent);
                 return Ok(Brokered::Denied(Box::new(self.denied(e, request, denial, remaining, decision))));
             }
             // Used up or expired since it was read: nothing ran; the call
@@ -163,8 +166,16 @@ impl Invocation<'_> {
     }
 
     /// What the agent is told of `e` denied with `label` by the grants or
-    /// the budget: the grant's `budget`, of which the episode has `remaining`.
-    pub(super) fn denial(&self, e: &PlannedEffect, label: &'static str, budget: Option<u64>, remaining: u64) -> Denial {
+    /// the budget: the grant's `budget`, of which the episode has `remaining`,
+    /// having `spent` across its sessions.
+    pub(super) fn denial(
+        &self,
+        e: &PlannedEffect,
+        label: &'static str,
+        budget: Option<u64>,
+        remaining: u64,
+        spent: u64,
+    ) -> Denial {
         let denied = effects::Denied {
             label,
             effect: &e.effect,
@@ -173,6 +184,7 @@ impl Invocation<'_> {
             episode: &self.call.episode,
             budget,
             remaining,
+            spent,
             expires_at: self.call.expires_at,
         };
         denied.told()

@@ -81,6 +81,10 @@ pub struct Denied<'a> {
     pub budget: Option<u64>,
     /// What the episode has left of it.
     pub remaining: u64,
+    /// What the episode has spent on the effect and scope, across its
+    /// sessions (it may pass this grant's budget: another session's grant
+    /// may be larger).
+    pub spent: u64,
     /// When the session expires (Unix seconds).
     pub expires_at: u64,
 }
@@ -95,8 +99,7 @@ impl Denied<'_> {
         let (effect, scope, episode) = (self.effect, self.scope, self.episode);
         let reason = match self.label {
             DENIED_BUDGET => {
-                let budget = self.budget.unwrap_or(self.remaining);
-                let spent = budget.saturating_sub(self.remaining);
+                let (budget, spent) = (self.budget.unwrap_or(self.remaining), self.spent);
                 format!(
                     "{effect} on {scope}: {spent} of {budget} spent in episode {episode}, across its sessions; \
                      this call costs {} and {} remain. {NOTHING_RAN}",
@@ -178,6 +181,11 @@ mod tests {
     }
 
     fn denied(label: &'static str, budget: Option<u64>, remaining: u64) -> Denial {
+        let spent = budget.unwrap_or(0).saturating_sub(remaining);
+        spent_of(label, budget, remaining, spent)
+    }
+
+    fn spent_of(label: &'static str, budget: Option<u64>, remaining: u64, spent: u64) -> Denial {
         let d = Denied {
             label,
             effect: "Workspace.Write",
@@ -186,6 +194,7 @@ mod tests {
             episode: "demo",
             budget,
             remaining,
+            spent,
             expires_at: 86_400,
         };
         d.told()
@@ -199,6 +208,13 @@ mod tests {
             spent.reason,
             "Workspace.Write on worktree: 5 of 5 spent in episode demo, across its sessions; \
              this call costs 1 and 0 remain. Nothing ran and nothing was debited."
+        );
+        // Another session's larger grant spent past this one's budget: the episode's spend, as it is.
+        let past = spent_of(DENIED_BUDGET, Some(5), 0, 12);
+        assert!(
+            past.reason.starts_with("Workspace.Write on worktree: 12 of 5 spent in episode demo"),
+            "{}",
+            past.reason
         );
         let named = denied(DENIED_EFFECT_NAME, None, 0);
         assert!(named.reason.starts_with("this session holds no grant for Workspace.Write."), "{}", named.reason);
