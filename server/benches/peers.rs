@@ -12,8 +12,8 @@
 //! workspace's `target`).
 //!
 //! Both servers are spoken to in the same MCP era, by default the legacy
-//! one, `worldd`'s cheaper (the bench prints its two eras side by side first,
-//! in turns at 8 clients): a `tools/call` with no `_meta` and no version
+//! one, on which `worldd` spends a little less CPU per call (the bench prints
+//! its two eras side by side first, in turns at 8 clients): a `tools/call` with no `_meta` and no version
 //! header, answered by `worldd` as one SSE event and by rmcp as JSON. rmcp
 //! serves it statelessly with no `initialize` (an absent version header reads
 //! as 2025-03-26). `PEERS_ERA=modern` speaks 2026-07-28 to both instead,
