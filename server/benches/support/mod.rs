@@ -57,7 +57,7 @@ impl Daemon {
 }
 
 /// CPU seconds (user + system) process `pid` (or `self`) has used so far.
-fn process_cpu_secs(pid: &str) -> f64 {
+pub fn process_cpu_secs(pid: &str) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
     let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
