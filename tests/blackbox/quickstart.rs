@@ -500,7 +500,11 @@ fn every_command_quickstart_and_the_agents_refusal_print_works_as_printed_from_w
         .find(|c| c.starts_with("worldd deny "))
         .unwrap();
     assert_ne!(&deny_other, deny);
-    as_printed(&home, &deny_other);
+    // The workbench prints the same command for what waits; run as the page prints it.
+    let page = as_printed(&home, &format!("curl -sf http://{}/workbench/episodes/demo", qs.addr));
+    let shown = page.split("<code>").filter_map(|c| c.split("</code>").next()).find(|c| c.starts_with("worldd deny "));
+    assert_eq!(shown, Some(deny_other.as_str()), "{page}");
+    as_printed(&home, shown.unwrap());
     let denied = call("denied\n");
     assert_eq!(denied["structuredContent"]["world"]["effects"][0]["status"], json!("denied"), "{denied}");
 
