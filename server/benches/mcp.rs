@@ -53,8 +53,6 @@ enum Era {
     Modern,
 }
 
-const MODERN_VERSION: &str = "2026-07-28";
-
 fn success(tool: &str, era: Era, body: &[u8]) -> Option<Value> {
     let result = match era {
         Era::Legacy => sse_result(body)?,
@@ -72,30 +70,8 @@ fn success(tool: &str, era: Era, body: &[u8]) -> Option<Value> {
 /// A `tools/call` of `tool` (`tools_decho` or `ailang-read`) in `era`.
 fn tools_call(addr: &str, token: &str, tool: &str, era: Era, n: u64) -> Request {
     let args = if tool == "tools_decho" { json!({"hello": "world"}) } else { json!({"path": "bench.txt"}) };
-    let mut params = json!({"name": tool, "arguments": args});
-    let mut headers = vec![
-        ("Authorization", format!("Bearer {token}")),
-        ("Content-Type", "application/json".into()),
-        ("Accept", "application/json, text/event-stream".into()),
-    ];
-    if era == Era::Modern {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        });
-        headers.push(("MCP-Protocol-Version", MODERN_VERSION.into()));
-        headers.push(("Mcp-Method", "tools/call".into()));
-        headers.push(("Mcp-Name", tool.into()));
-    }
-    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
-    Request {
-        method: "POST",
-        key: String::new(),
-        url: format!("http://{addr}/mcp/"),
-        headers,
-        body: serde_json::to_vec(&body).unwrap(),
-    }
+    let url = format!("http://{addr}/mcp/");
+    mcp_tools_call(&url, Some(token), tool, args, era == Era::Modern, n, String::new())
 }
 
 async fn echo(body: Bytes) -> Response {

@@ -48,7 +48,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use support::*;
 
-const MODERN_VERSION: &str = "2026-07-28";
 /// Rounds unless `PEERS_ROUNDS` says otherwise.
 const ROUNDS: usize = 3;
 /// The two loads each server is measured under.
@@ -101,30 +100,8 @@ impl Era {
 
 /// A `tools/call` of `tool` with arguments `{"hello": "world", "n": n}`.
 fn tools_call(url: &str, token: Option<&str>, tool: &str, era: Era, n: u64) -> Request {
-    let mut params = json!({"name": tool, "arguments": {"hello": "world", "n": n}});
-    let mut headers =
-        vec![("Content-Type", "application/json".into()), ("Accept", "application/json, text/event-stream".into())];
-    if let Some(token) = token {
-        headers.push(("Authorization", format!("Bearer {token}")));
-    }
-    if era == Era::Modern {
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        });
-        headers.push(("MCP-Protocol-Version", MODERN_VERSION.into()));
-        headers.push(("Mcp-Method", "tools/call".into()));
-        headers.push(("Mcp-Name", tool.into()));
-    }
-    let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
-    Request {
-        method: "POST",
-        key: n.to_string(),
-        url: url.to_string(),
-        headers,
-        body: serde_json::to_vec(&body).unwrap(),
-    }
+    let arguments = json!({"hello": "world", "n": n});
+    mcp_tools_call(url, token, tool, arguments, era == Era::Modern, n, n.to_string())
 }
 
 /// Whether a reply is a successful echo of call `key`'s arguments.

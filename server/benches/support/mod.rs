@@ -404,6 +404,41 @@ pub struct Request {
     pub body: Vec<u8>,
 }
 
+/// The modern MCP era's version.
+pub const MCP_MODERN: &str = "2026-07-28";
+
+/// An MCP `tools/call` of `tool` with `arguments` to `url` (`.../mcp/`), as a
+/// legacy-era client sends it or, when `modern`, a 2026-07-28 one (its
+/// `_meta` and headers); `n` is the JSON-RPC id, `key` what a check reads.
+pub fn mcp_tools_call(
+    url: &str,
+    token: Option<&str>,
+    tool: &str,
+    arguments: serde_json::Value,
+    modern: bool,
+    n: u64,
+    key: String,
+) -> Request {
+    let mut params = serde_json::json!({"name": tool, "arguments": arguments});
+    let mut headers =
+        vec![("Content-Type", "application/json".into()), ("Accept", "application/json, text/event-stream".into())];
+    if let Some(token) = token {
+        headers.push(("Authorization", format!("Bearer {token}")));
+    }
+    if modern {
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": MCP_MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        });
+        headers.push(("MCP-Protocol-Version", MCP_MODERN.into()));
+        headers.push(("Mcp-Method", "tools/call".into()));
+        headers.push(("Mcp-Name", tool.into()));
+    }
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params});
+    Request { method: "POST", key, url: url.to_string(), headers, body: serde_json::to_vec(&body).unwrap() }
+}
+
 /// A closed loop: `clients` threads, each with its own keep-alive agent,
 /// send `make(client, n)` back to back for `secs`. `check` decides whether a
 /// reply body is a success (and what to keep of it); anything else is an
