@@ -156,8 +156,7 @@ fn an_asking_grant_runs_nothing_until_the_operator_approves_then_runs_once() {
     assert!(why.status.success(), "why: {}{}", stdout(&why), stderr(&why));
     let told = stdout(&why);
     assert!(told.contains("approved by the operator (uid ") && told.contains(&id), "{told}");
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -270,8 +269,7 @@ fn a_pending_approval_outlives_a_restart_and_once_expired_the_next_identical_cal
     }
     assert_eq!(std::fs::read_to_string(lab.root.join(EP).join("a2a.txt")).unwrap(), "x");
     assert_eq!(lab.spent(), 4);
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -354,8 +352,7 @@ fn a_session_that_asks_and_never_comes_back_fills_its_own_share_and_revoking_it_
     let said = lab.worldd_ok(&["deny", &held[0]]);
     assert!(said.contains("when its session was revoked") && said.contains("nothing can run under it"), "{said}");
     assert_eq!(lab.spent(), 0);
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -384,8 +381,7 @@ fn approvals_nobody_answered_are_closed_once_expired_so_the_gate_never_jams() {
     let said = lab.worldd_ok(&["deny", &waiting[0]]);
     assert!(said.contains("expired at ") && said.contains("before anyone decided"), "{said}");
     assert_eq!(lab.spent(), 0);
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]

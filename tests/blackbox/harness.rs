@@ -414,6 +414,12 @@ pub fn raw_head(method: &str, addr: &str, path: &str, extra: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `worldd verify --db DB` finds nothing wrong.
+pub fn assert_verifies(db: &str) {
+    let verified = crate::process::worldd(&["verify", "--db", db]);
+    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+}
+
 pub fn stdout(o: &Output) -> String {
     String::from_utf8(o.stdout.clone()).expect("UTF-8 stdout")
 }

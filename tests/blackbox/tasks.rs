@@ -119,8 +119,7 @@ fn a_command_sent_to_return_immediately_runs_as_a_task_past_the_request_deadline
     assert_eq!(out["stdout"], json!("begun\ndone\n"), "{ended}");
     assert_eq!(out["timed_out"], json!(false), "{ended}");
     assert_eq!(lab.spent(), 1, "debited once");
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -143,8 +142,7 @@ fn a_cancelled_task_stops_its_whole_command_reads_canceled_and_stays_debited() {
     let again = a2a_v1(d, &s.token, "CancelTask", json!({"id": "cancel-1"}));
     assert_eq!(again["error"]["code"], json!(-32002), "{again}");
     assert_eq!(lab.spent(), 1);
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -168,8 +166,7 @@ fn a_daemon_killed_mid_task_takes_the_command_with_it_and_the_task_reads_failed_
     assert!(resent["error"].is_object(), "{resent}");
     assert!(processes_with("sleep 317").is_empty(), "never run again");
     assert_eq!(lab.spent(), 1);
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
@@ -625,8 +622,7 @@ fn an_mcp_client_declaring_tasks_gets_a_task_it_polls_to_the_command_s_result() 
     let hidden = task_get(d, &other.token, &id);
     assert_eq!(hidden["error"]["code"], json!(-32602), "{hidden}");
     assert_eq!(hidden["error"]["message"], json!("Failed to retrieve task: Task not found"), "{hidden}");
-    let verified = worldd(&["verify", "--db", &lab.db]);
-    assert!(verified.status.success(), "verify: {}{}", stdout(&verified), stderr(&verified));
+    assert_verifies(&lab.db);
 }
 
 #[test]
