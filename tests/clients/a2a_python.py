@@ -17,7 +17,6 @@ import sys
 import traceback
 
 import httpx
-from google.protobuf.json_format import MessageToJson
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.helpers import get_data_parts, new_data_message
 from a2a.types import (
@@ -33,37 +32,18 @@ from a2a.types import (
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 
+from a2a_checks import Checks, show
+
 BASE = sys.argv[1]
 TOKEN = os.environ["TOKEN"]
-failed = False
-wire = []
+checks = Checks("a2a_python")
+check = checks.check
 
 
-def show(*messages):
-    return " ".join(MessageToJson(m, indent=None) for m in messages)
-
-
-def check(name, cond, why):
-    global failed
-    print(f"ok a2a_python.{name}" if cond else f"FAIL a2a_python.{name}: {why}", flush=True)
-    if not cond:
-        failed = True
-        for line in wire:
-            print(f"    wire: {line}", flush=True)
-
-
-async def log_request(request):
-    wire.append(f"> {request.method} {request.url} a2a-version={request.headers.get('a2a-version')} "
-                f"{request.content.decode(errors='replace')}")
-
-
-async def log_response(response):
-    await response.aread()
-    wire.append(f"< {response.status_code} {response.text.strip()}")
 
 
 async def main():
-    hooks = {"request": [log_request], "response": [log_response]}
+    hooks = checks.hooks()
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, event_hooks=hooks) as http:
         for path in ["/.well-known/agent-card.json", "/.well-known/agent.json"]:
             card = await A2ACardResolver(http, BASE, agent_card_path=path).get_agent_card()
@@ -94,7 +74,7 @@ async def main():
         if task is None:
             return
 
-        spoken = [w for w in wire if w.startswith("> POST") and "/a2a/" in w]
+        spoken = [w for w in checks.wire if w.startswith("> POST") and "/a2a/" in w]
         check(
             "speaks_1_0",
             spoken
@@ -173,7 +153,7 @@ async def main():
             "extended_card",
             extended.capabilities.extended_agent_card
             and [s.id for s in extended.skills] == skills
-            and any("GetExtendedAgentCard" in w for w in wire),
+            and any("GetExtendedAgentCard" in w for w in checks.wire),
             f"card {show(extended)}",
         )
 
@@ -229,4 +209,4 @@ try:
 except BaseException as e:  # noqa: BLE001 - report anything as a failure line
     traceback.print_exc()
     check("run", False, f"{type(e).__name__}: {e}")
-sys.exit(1 if failed else 0)
+sys.exit(1 if checks.failed else 0)

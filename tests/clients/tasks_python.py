@@ -40,37 +40,18 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError
-from google.protobuf.json_format import MessageToJson
+
+from a2a_checks import Checks, show
 
 BASE, WORLDD, DB, ROOT = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], pathlib.Path(sys.argv[4])
 EPISODE = "tasks-python"
 LONG = "echo start; sleep 30; echo end"
 STOPPED = "echo start; sleep 1208; echo end"  # its `sleep 1208` is looked for in /proc
 POLL_S = 1
-failed = False
-wire = []
+checks = Checks("tasks_python", reply_chars=600)
+check = checks.check
 
 
-def show(*messages):
-    return " ".join(MessageToJson(m, indent=None) for m in messages)
-
-
-def check(name, cond, why):
-    global failed
-    print(f"ok tasks_python.{name}" if cond else f"FAIL tasks_python.{name}: {why}", flush=True)
-    if not cond:
-        failed = True
-        for line in wire:
-            print(f"    wire: {line}", flush=True)
-
-
-async def log_request(request):
-    wire.append(f"> {request.method} {request.url} {request.content.decode(errors='replace')}")
-
-
-async def log_response(response):
-    await response.aread()
-    wire.append(f"< {response.status_code} {response.text.strip()[:600]}")
 
 
 def mint():
@@ -175,7 +156,7 @@ async def cancelled(client):
 
 
 async def main():
-    hooks = {"request": [log_request], "response": [log_response]}
+    hooks = checks.hooks()
     async with httpx.AsyncClient(headers={"Authorization": f"Bearer {mint()}"}, event_hooks=hooks) as http:
         client = await create_client(BASE, ClientConfig(httpx_client=http, streaming=False))
         results = await asyncio.gather(polled(client), cancelled(client), return_exceptions=True)
@@ -192,4 +173,4 @@ try:
 except BaseException as e:  # noqa: BLE001 - report anything as a failure line
     traceback.print_exc()
     check("run", False, f"{type(e).__name__}: {e}")
-sys.exit(1 if failed else 0)
+sys.exit(1 if checks.failed else 0)
