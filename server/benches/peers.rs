@@ -38,7 +38,10 @@
 //! against the peer: at 8 clients at least 0.5x its req/s; at 1 client a p50
 //! within 1.25x of (its p50 + one append + `fdatasync` p50); the daemon's CPU
 //! per call at most 0.10 ms at 8 clients and 0.25 ms at 1. The bench prints;
-//! it asserts no timing.
+//! it asserts no timing. Each `worldd` row also tells the daemon's CPU by
+//! thread (the store's writer, the runtime's workers, the log thread, the
+//! rest). `PEERS_PROFILE=N` runs `worldd` alone at N clients for one row,
+//! printing its pid first (for `perf record -p`), and stops there.
 
 mod support;
 
@@ -125,6 +128,32 @@ fn echoed(server: Server, era: Era, key: &str, body: &[u8]) -> Option<Value> {
     good.then_some(Value::Null)
 }
 
+/// An MCP `ping` to `worldd` (the legacy era), with the session's token.
+fn ping(url: &str, token: &str, n: u64) -> Request {
+    let headers = vec![
+        ("Content-Type", "application/json".into()),
+        ("Accept", "application/json, text/event-stream".into()),
+        ("Authorization", format!("Bearer {token}")),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": n, "method": "ping"});
+    Request {
+        method: "POST",
+        key: n.to_string(),
+        url: url.to_string(),
+        headers,
+        body: serde_json::to_vec(&body).unwrap(),
+    }
+}
+
+/// Whether a reply is `ping`'s empty result (one JSON body or one SSE event).
+fn pinged(_key: &str, body: &[u8]) -> Option<Value> {
+    let result = match serde_json::from_slice::<Value>(body) {
+        Ok(v) => v.get("result").cloned()?,
+        Err(_) => sse_result(body)?,
+    };
+    (result == json!({})).then_some(Value::Null)
+}
+
 /// The rmcp echo server's crate, beside this file.
 fn rmcp_manifest() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/peers/rmcp-echo/Cargo.toml")
@@ -200,11 +229,21 @@ struct Measured {
     cpu: f64,
     /// Entries the log grew by during the row (`worldd` only).
     committed: Option<u64>,
+    /// The daemon's CPU by thread during the row (`worldd` only).
+    threads: Option<ThreadCpu>,
 }
 
 impl Measured {
     fn cpu_ms_per_call(&self) -> f64 {
         1e3 * self.cpu / self.row.calls.max(1) as f64
+    }
+
+    /// The daemon's CPU a call by thread, as "writer / workers / log / rest" ms.
+    fn threads_per_call(&self) -> String {
+        let Some(t) = self.threads else { return "—".into() };
+        let ms = |s: f64| 1e3 * s / self.row.calls.max(1) as f64;
+        let rest = t.total - t.writer - t.workers - t.log;
+        format!("{:.3} / {:.3} / {:.3} / {:.3}", ms(t.writer), ms(t.workers), ms(t.log), ms(rest))
     }
 }
 
@@ -268,6 +307,7 @@ fn main() {
             Server::Rmcp => peer.cpu_secs(),
         };
         let before = (server == Server::Worldd).then(|| log_len(&daemon.addr));
+        let threads = (server == Server::Worldd).then(|| daemon.cpu_by_thread());
         let cpu = cpu_now();
         let row = run_load(
             server.name(),
@@ -277,8 +317,9 @@ fn main() {
             |key, b| echoed(server, era, key, b),
         );
         let cpu = cpu_now() - cpu;
+        let threads = threads.map(|t| daemon.cpu_by_thread() - t);
         let committed = before.map(|b| log_len(&daemon.addr) - b);
-        Measured { server, round, row, cpu, committed }
+        Measured { server, round, row, cpu, committed, threads }
     };
     let check_committed = |m: &Measured| {
         if let Some(c) = m.committed {
@@ -291,6 +332,41 @@ fn main() {
         check_committed(&measure(server, era, 0, 4, 0.5));
     }
     check_committed(&measure(Server::Worldd, era.other(), 0, 4, 0.5));
+
+    // A profiling run: worldd alone at the given clients, its pid printed
+    // for `perf record -p`, its CPU by thread after.
+    // `PEERS_PROFILE_PING=1`: MCP `ping` instead, the floor of HTTP,
+    // session and JSON-RPC under any call.
+    if let Some(clients) = std::env::var("PEERS_PROFILE").ok().and_then(|c| c.parse::<usize>().ok()) {
+        eprintln!("peers: profiling worldd (pid {}) at {clients} client(s) for {secs} s", daemon.pid());
+        let m = if std::env::var_os("PEERS_PROFILE_PING").is_some() {
+            let threads = daemon.cpu_by_thread();
+            let row = run_load("worldd `ping`", clients.max(1), secs, |_, n| ping(&worldd_url, &token, n), pinged);
+            let threads = daemon.cpu_by_thread() - threads;
+            Measured {
+                server: Server::Worldd,
+                round: 1,
+                row,
+                cpu: threads.total,
+                committed: None,
+                threads: Some(threads),
+            }
+        } else {
+            measure(Server::Worldd, era, 1, clients.max(1), secs)
+        };
+        check_committed(&m);
+        println!(
+            "{} at {clients}: {} calls, {} errors, {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / workers / log / rest: {})",
+            m.row.label,
+            m.row.calls,
+            m.row.errors,
+            m.row.rate(),
+            m.row.p50(),
+            m.cpu_ms_per_call(),
+            m.threads_per_call()
+        );
+        return;
+    }
 
     // Which of worldd's eras is cheaper, in turns at 8 clients.
     let probe = secs / 2.0;
@@ -323,10 +399,12 @@ fn main() {
             for clients in [LATENCY_CLIENTS, RATE_CLIENTS] {
                 let m = measure(server, era, round, clients, secs);
                 eprintln!(
-                    "peers: round {round} {} at {clients}: {:.0} req/s, p50 {:.3} ms",
+                    "peers: round {round} {} at {clients}: {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / workers / log / rest: {})",
                     server.name(),
                     m.row.rate(),
-                    m.row.p50()
+                    m.row.p50(),
+                    m.cpu_ms_per_call(),
+                    m.threads_per_call()
                 );
                 rows.push(m);
             }
@@ -387,6 +465,19 @@ fn main() {
     }
     println!("| raw 4 KiB append + `fdatasync`, p50 | {fsync_p50:.3} | | | | |");
     println!();
+    for clients in [LATENCY_CLIENTS, RATE_CLIENTS] {
+        let part = |f: fn(&ThreadCpu) -> f64| {
+            let of = rows.iter().filter(|m| m.server == Server::Worldd && m.row.clients == clients);
+            median(of.filter_map(|m| m.threads.map(|t| 1e3 * f(&t) / m.row.calls.max(1) as f64)).collect())
+        };
+        println!(
+            "- worldd CPU ms/call by thread at {clients} client(s), medians: writer {:.3}, runtime workers {:.3}, log {:.3}, the rest {:.3}",
+            part(|t| t.writer),
+            part(|t| t.workers),
+            part(|t| t.log),
+            part(|t| t.total - t.writer - t.workers - t.log)
+        );
+    }
 
     let (w_rate, r_rate) =
         (med(Server::Worldd, RATE_CLIENTS, |m| m.row.rate()), med(Server::Rmcp, RATE_CLIENTS, |m| m.row.rate()));

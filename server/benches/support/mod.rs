@@ -50,9 +50,55 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// CPU seconds (user + system) the daemon has used so far, from `/proc`.
     pub fn cpu_secs(&self) -> f64 {
         process_cpu_secs(&self.child.id().to_string())
+    }
+
+    /// CPU seconds so far by the daemon's threads, grouped by their names.
+    pub fn cpu_by_thread(&self) -> ThreadCpu {
+        let pid = self.child.id();
+        let mut cpu = ThreadCpu { total: self.cpu_secs(), ..ThreadCpu::default() };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return cpu };
+        for task in tasks.flatten() {
+            let tid = task.file_name().to_string_lossy().into_owned();
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+            let secs = process_cpu_secs(&format!("{pid}/task/{tid}"));
+            match comm.trim() {
+                "world-store-wri" => cpu.writer += secs,
+                "world-store-log" => cpu.log += secs,
+                "tokio-rt-worker" => cpu.workers += secs,
+                _ => {}
+            }
+        }
+        cpu
+    }
+}
+
+/// A daemon's CPU seconds by thread: the store's writer, its log thread,
+/// the runtime's workers, and all of them with the rest (the blocking pool,
+/// threads that ended) in `total`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadCpu {
+    pub writer: f64,
+    pub log: f64,
+    pub workers: f64,
+    pub total: f64,
+}
+
+impl std::ops::Sub for ThreadCpu {
+    type Output = ThreadCpu;
+    fn sub(self, o: ThreadCpu) -> ThreadCpu {
+        ThreadCpu {
+            writer: self.writer - o.writer,
+            log: self.log - o.log,
+            workers: self.workers - o.workers,
+            total: self.total - o.total,
+        }
     }
 }
 
