@@ -5,7 +5,7 @@
 use super::{ADMISSION_DEADLINE, Call, CallError, Coordinator, Outcome, SharedHost};
 use crate::glances::{Unread, glance};
 use crate::registry::{self, Descriptor};
-use serde_json::{Value, json};
+use serde_json::Value;
 use world_store::*;
 
 /// What admission found: the descriptor, and whether the world and handlers exist.
@@ -15,10 +15,22 @@ pub(super) struct Admitted {
     pub(super) has_world: bool,
 }
 
-pub(super) fn request_digest(call: &Call) -> Ref {
-    let pin = call.pin.map(|p| p.to_string()).unwrap_or_default();
-    let v = json!({"transition": call.transition_id, "arguments": call.arguments, "transitionFn": pin});
-    Ref::of(&canonical::to_vec(&v))
+/// The digest a task row keeps of its request: the canonical JSON of
+/// `{"arguments", "transition", "transitionFn"}` (keys in canonical order),
+/// with `input`, the arguments' canonical bytes the call's input object
+/// holds, embedded as they are rather than encoded a second time.
+pub(super) fn request_digest(call: &Call, input: &[u8]) -> Ref {
+    digest_of(&call.transition_id, call.pin, input)
+}
+
+fn digest_of(transition: &str, pin: Option<Ref>, input: &[u8]) -> Ref {
+    let pin = pin.map(|p| p.to_string()).unwrap_or_default();
+    let request = canonical::FixedObject::new()
+        .raw("arguments", input)
+        .str("transition", transition)
+        .str("transitionFn", &pin)
+        .finish();
+    Ref::of(&request)
 }
 
 pub(super) fn task_key(call: &Call) -> TaskKey {
@@ -120,5 +132,34 @@ impl<'a> InFlight<'a> {
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.coordinator.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Task rows written before keep the digest of the whole request as one
+    /// canonical JSON value: a resend must still match them byte for byte.
+    #[test]
+    fn a_request_digest_is_the_one_task_rows_have_always_kept() {
+        let pin = Some(Ref::of(b"transition source"));
+        let arguments = [
+            json!({}),
+            json!({"hello": "world", "n": 7}),
+            json!({"z": [1, 2.5, -3, null, true], "a": {"é\u{1F600}\"\n": "\u{7f}\u{0}"}, "m": 1e300}),
+        ];
+        for args in arguments {
+            for pin in [None, pin] {
+                let whole = json!({
+                    "transition": "tools_decho",
+                    "arguments": args,
+                    "transitionFn": pin.map(|p| p.to_string()).unwrap_or_default(),
+                });
+                let kept = Ref::of(&canonical::to_vec(&whole));
+                assert_eq!(digest_of("tools_decho", pin, &canonical::to_vec(&args)), kept, "{args}");
+            }
+        }
     }
 }

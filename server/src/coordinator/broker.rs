@@ -237,9 +237,8 @@ impl Invocation<'_> {
         result: Option<Ref>,
         approval: Option<Ref>,
     ) -> NewObject {
-        let invocation_id = self.key.invocation_id();
         let record = Record {
-            invocation_id: &invocation_id,
+            invocation_id: &self.invocation_id,
             ordinal: 0,
             effect_id: &e.id,
             effect: &e.effect,

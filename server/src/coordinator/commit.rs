@@ -167,7 +167,7 @@ impl Invocation<'_> {
     ) -> NewObject {
         let c = self.call;
         let mut rec = FixedObject::new()
-            .str("invocationId", &self.key.invocation_id())
+            .str("invocationId", &self.invocation_id)
             .str("episodeId", &c.episode)
             .str("skillId", &self.d.id)
             .reference("transitionFn", &self.d.transition_fn)
@@ -203,7 +203,7 @@ impl Invocation<'_> {
         }
         match replies.next() {
             Some(Ok(Reply::Committed(committed))) => Ok(Outcome {
-                invocation_id: self.key.invocation_id(),
+                invocation_id: self.invocation_id.clone(),
                 output,
                 committed,
                 ended_at,

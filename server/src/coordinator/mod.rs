@@ -413,7 +413,9 @@ async fn run(
     started: Option<tokio::sync::oneshot::Sender<TaskStarted>>,
 ) -> Result<Outcome, CallError> {
     let admitted = admit(host, &call).await?;
-    let digest = request_digest(&call);
+    // The arguments' canonical bytes: the input object, and the digest's part.
+    let input = canonical::to_vec(&call.arguments);
+    let digest = request_digest(&call, &input);
     if let Some(task) = admitted.existing {
         return resume(host, &call, task, digest).await;
     }
@@ -440,6 +442,7 @@ async fn run(
         host,
         call: &call,
         d: &d,
+        invocation_id: key.invocation_id(),
         key,
         digest,
         created: false,
@@ -448,7 +451,7 @@ async fn run(
         task,
         held: None,
     };
-    let ended = inv.complete().await;
+    let ended = inv.complete(input).await;
     if inv.task.is_some() {
         let status = match &ended {
             Ok(o) if o.output["cancelled"] == true => "cancelled",
@@ -489,6 +492,8 @@ struct Invocation<'a> {
     call: &'a Call,
     d: &'a Descriptor,
     key: TaskKey,
+    /// The key's invocation id, spelled once.
+    invocation_id: String,
     digest: Ref,
     /// The task row is durable.
     created: bool,
@@ -518,11 +523,12 @@ struct Held {
 }
 
 impl Invocation<'_> {
-    /// The admitted call, phase by phase, to its commit.
-    async fn complete(&mut self) -> Result<Outcome, Stop> {
-        let args = self.call.arguments.clone();
-        let input = self.object(INVOCATION_INPUT, canonical::to_vec(&args));
-        let plan = match self.plan(&args).await? {
+    /// The admitted call, phase by phase, to its commit; `input` is its
+    /// arguments' canonical bytes.
+    async fn complete(&mut self, input: Vec<u8>) -> Result<Outcome, Stop> {
+        let args = &self.call.arguments;
+        let input = self.object(INVOCATION_INPUT, input);
+        let plan = match self.plan(args).await? {
             // A pure call is one batch: its task row and its commit.
             Planned::Pure(result) => return self.commit(vec![], input, with_world(result, vec![], None), None).await,
             Planned::Effects(plan) => plan,
@@ -540,7 +546,7 @@ impl Invocation<'_> {
         let ran = self.ran;
         let post = async {
             let outcomes = self.outcomes_to_commit(&plan, &mut effects).await?;
-            let output = self.compose(&args, &plan, &effects.recorded, plan_obj.hash).await?;
+            let output = self.compose(args, &plan, &effects.recorded, plan_obj.hash).await?;
             let ran = commit::Ran::of(plan_obj, effects, self.held.take());
             self.commit(outcomes, input, output, Some(ran)).await
         };
