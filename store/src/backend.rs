@@ -54,6 +54,9 @@ pub struct WriterStats {
     pub commit_ns: AtomicU64,
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
+    /// The embedded engine's commits for readers: one a batch, or one for
+    /// the batches of calls' own rows it held together (`writer::HOLD_MAX`).
+    pub published: AtomicU64,
     /// Per batch made durable, nanoseconds from the writer taking it up to
     /// its answers: applying it and the log's append and sync (the embedded
     /// engine's commit follows the answers), or, on PostgreSQL, the
@@ -84,6 +87,7 @@ impl Default for WriterStats {
             apply_ns: AtomicU64::default(),
             commit_ns: AtomicU64::default(),
             checkpoints: AtomicU64::default(),
+            published: AtomicU64::default(),
             commit_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
             batch_requests: Histogram::new(&BATCH_BOUNDS),
             log_sync_seconds: Histogram::new(&LATENCY_BOUNDS_NS),
@@ -151,9 +155,12 @@ pub trait WorldStore: Reads + Send + Sync {
     fn stats(&self) -> &WriterStats;
 
     /// Reads for checks that the write transaction makes again (a session's
-    /// admission, a call's): each read sees the latest committed state, but
-    /// two reads may see two states. Cheaper than a snapshot where a snapshot
-    /// costs round trips; the embedded engine's is a snapshot.
+    /// admission, a call's registry): each read sees the latest committed
+    /// state, but two reads may see two states, and a call's own rows
+    /// (`Op::is_a_calls_own`: tasks, entries, objects, episodes) may lag
+    /// their answer, so read those from a snapshot. Cheaper than a snapshot
+    /// where a snapshot costs round trips (PostgreSQL), or waits for the
+    /// writer's commit (the embedded engine).
     fn glance(&self) -> Result<Snapshot, ReadError> {
         self.snapshot()
     }

@@ -66,6 +66,9 @@ impl Store {
         let report = engine.recover(now).map_err(|f| f.into_open_error(path))?;
         let short = !matches!(media.reserve(true), Ok(true));
         let writer = Writer::start(engine, opts.on_fatal, short, checkpoint_bytes);
+        if let Some(ask) = writer.commit_asker() {
+            *shared.commit_asker.lock().unwrap_or_else(|p| p.into_inner()) = Some(Box::new(ask));
+        }
         Ok((Store { path: path.to_path_buf(), cache_bytes, shared, writer, replayed, _lock: lock }, report))
     }
 
@@ -131,6 +134,19 @@ impl WorldStore for Store {
         true
     }
 
+    /// The committed state with every batch answered so far but those the
+    /// writer holds, which write only calls' own rows, which no glance reads
+    /// (`Op::is_a_calls_own`); any other batch is committed at once.
+    fn glance(&self) -> Result<Snapshot, ReadError> {
+        match (self.shared.db_for_glance(), self.shared.payload_file()) {
+            (Some(db), Some(payloads)) => Ok(Box::new(RedbSnapshot::begin(db.as_ref(), payloads)?)),
+            _ => Err(ReadError::Storage(
+                "the database is being reopened after an I/O error, or its last batch is not yet committed; retry"
+                    .into(),
+            )),
+        }
+    }
+
     fn health(&self) -> Health {
         self.shared.health()
     }
@@ -169,6 +185,8 @@ impl Reads for Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
+        // Its queue closes only with every sender gone.
+        self.shared.commit_asker.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.writer.stop();
     }
 }

@@ -35,6 +35,9 @@ pub(crate) struct Shared {
     pub health: Mutex<Option<Health>>,
     pub stats: WriterStats,
     pub visibility: Visibility,
+    /// Asks the writer to commit the batches it holds (set once it runs,
+    /// taken before it stops, so that its queue can close).
+    pub commit_asker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// A batch is answered once its frames are durable and its requests
@@ -45,16 +48,26 @@ pub(crate) struct Shared {
 pub(crate) struct Visibility {
     /// The last log frame of the last batch answered.
     answered: AtomicU64,
+    /// The same, of the last batch answered that wrote more than calls'
+    /// own rows (`Op::is_a_calls_own`): what a glance must see.
+    answered_shared: AtomicU64,
     /// The last log frame readers can see.
     visible: AtomicU64,
+    /// Readers waiting for an answered batch: the writer then commits what
+    /// it holds at once.
+    waiting: std::sync::atomic::AtomicUsize,
     lock: Mutex<()>,
     changed: Condvar,
 }
 
 impl Visibility {
-    /// Called before the batch ending at `last` is answered.
-    fn answering(&self, last: u64) {
+    /// Called before the batch ending at `last` is answered; `calls_own`:
+    /// it wrote only calls' own rows.
+    fn answering(&self, last: u64, calls_own: bool) {
         self.answered.store(last, Ordering::Release);
+        if !calls_own {
+            self.answered_shared.store(last, Ordering::Release);
+        }
     }
 
     /// Called once the batch ending at `last` is committed (or the database
@@ -67,17 +80,40 @@ impl Visibility {
 
     /// Waits until every batch answered so far is visible; `false` when
     /// `deadline` passed first. No lock is taken when nothing is pending.
-    fn wait(&self, deadline: Instant) -> bool {
-        let answered = self.answered.load(Ordering::Acquire);
+    /// (`ask` tells the writer that a reader waits, once.)
+    fn wait(&self, deadline: Instant, ask: impl FnOnce()) -> bool {
+        self.wait_for(self.answered.load(Ordering::Acquire), deadline, ask)
+    }
+
+    /// Waits until every batch answered so far that wrote more than calls'
+    /// own rows is visible (committed at once, so never for long).
+    fn wait_shared(&self, deadline: Instant) -> bool {
+        self.wait_for(self.answered_shared.load(Ordering::Acquire), deadline, || {})
+    }
+
+    fn wait_for(&self, answered: u64, deadline: Instant, ask: impl FnOnce()) -> bool {
         if self.visible.load(Ordering::Acquire) >= answered {
             return true;
         }
+        // Counted before asking: the writer, woken, sees a reader waits.
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        ask();
         let mut held = self.lock.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = true;
         while self.visible.load(Ordering::Acquire) < answered {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return false };
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
+                seen = false;
+                break;
+            };
             held = self.changed.wait_timeout(held, left).unwrap_or_else(|p| p.into_inner()).0;
         }
-        true
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        seen
+    }
+
+    /// Whether a reader waits for a batch the writer answered.
+    pub(crate) fn wanted(&self) -> bool {
+        self.waiting.load(Ordering::SeqCst) > 0
     }
 }
 
@@ -90,8 +126,25 @@ impl Shared {
     /// commit of the last one and a reopen (together bounded by
     /// `READER_REOPEN_WAIT`).
     pub(crate) fn db_for_reader(&self) -> Option<Arc<Database>> {
+        self.db_seeing(false)
+    }
+
+    /// As `db_for_reader`, for a glance: every batch answered that wrote
+    /// more than calls' own rows is in it, not always the calls' own ones
+    /// the writer holds.
+    pub(crate) fn db_for_glance(&self) -> Option<Arc<Database>> {
+        self.db_seeing(true)
+    }
+
+    fn db_seeing(&self, glance: bool) -> Option<Arc<Database>> {
         let deadline = Instant::now() + READER_REOPEN_WAIT;
-        if !self.visibility.wait(deadline) {
+        let ask = || {
+            if let Some(ask) = self.commit_asker.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+                ask();
+            }
+        };
+        let seen = if glance { self.visibility.wait_shared(deadline) } else { self.visibility.wait(deadline, ask) };
+        if !seen {
             return None;
         }
         loop {
@@ -164,6 +217,8 @@ pub(crate) struct Engine {
     pub(crate) deferred: Option<Fault>,
     /// What the writer keeps across its transactions (new after a reopen).
     kept: crate::ops::Kept,
+    /// Batches answered and applied, not yet committed for readers (`hold`).
+    held: Option<Staged>,
 }
 
 impl Engine {
@@ -187,6 +242,7 @@ impl Engine {
             wal_prealloc,
             deferred: None,
             kept: Default::default(),
+            held: None,
         };
         Ok((engine, replayed))
     }
@@ -272,7 +328,7 @@ impl Engine {
             for done in dones {
                 done(Err(too_large()));
             }
-            return Ok(None);
+            return Ok(self.held.take());
         };
         // The frames hold every payload the batch may append: room for them
         // is set aside before anything is durable, so applying a journaled
@@ -282,11 +338,16 @@ impl Engine {
         }
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
-        let handoff = Arc::new(Handoff::new(last, started, self.shared.clone()));
+        let calls_own = ops.iter().flatten().all(Op::is_a_calls_own);
+        let handoff = Arc::new(Handoff::new(last, started, self.shared.clone(), calls_own));
         let on_sync = handoff.clone();
         self.log.begin(frames, link, Box::new(move |synced| on_sync.synced(synced)));
         let mut undecided = Some(dones);
-        let applied = apply(&db, ops, last, &mut self.kept, self.payloads.io().as_ref(), |results| {
+        let (into, held_batches, first_synced) = match self.held.take() {
+            Some(h) => (Some(h.txn), h.batches, Some(h.first_synced)),
+            None => (None, 0, None),
+        };
+        let applied = apply(&db, into, ops, last, &mut self.kept, self.payloads.io().as_ref(), |results| {
             if let Some(dones) = undecided.take() {
                 handoff.decided(dones, results);
             }
@@ -297,14 +358,31 @@ impl Engine {
         let stats = &self.shared.stats;
         // Not durable, so no one was answered: the callers are told why.
         if let Err(e) = logged {
-            return Err((log_fault(e), undecided.unwrap_or_else(|| handoff.take_back())));
+            let unanswered = undecided.unwrap_or_else(|| handoff.take_back());
+            if held_batches > 0 {
+                // The transaction held answered batches, and this one's
+                // rows with them: it is dropped, and the database catches
+                // up from the log, which has the answered ones.
+                drop(applied);
+                drop(db);
+                if let Err(fault) = self.reopen() {
+                    return Err((fault, unanswered));
+                }
+            }
+            return Err((log_fault(e), unanswered));
         }
         stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
         stats.sync_wait_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
         match (applied, undecided) {
             (Ok((txn, appended)), None) => {
                 self.next_seq = last + 1;
-                Ok(Some(Staged { txn, appended, last, synced }))
+                if let Some(end) = appended {
+                    // The next batch, held in the same transaction, appends after it.
+                    self.payloads.advance(end);
+                }
+                let first_synced = first_synced.unwrap_or(synced);
+                let batches = held_batches + 1;
+                Ok(Some(Staged { txn, appended, last, synced, batches, first_synced, calls_own }))
             }
             // Answered, so it happened: the database catches up from the log,
             // opened again once this handle (which locks the file) is gone.
@@ -326,9 +404,10 @@ impl Engine {
     /// database up to the log by a reopen (which learns the payload file's
     /// end from it), and a full disk stops the batches after it.
     pub(crate) fn publish(&mut self, staged: Staged) -> Result<(), Fault> {
-        let Staged { txn, appended, last, synced } = staged;
+        let Staged { txn, appended, last, synced, .. } = staged;
         let published = match txn.commit() {
             Ok(()) => {
+                self.shared.stats.published.fetch_add(1, Ordering::Relaxed);
                 if let Some(end) = appended {
                     self.payloads.advance(end);
                 }
@@ -340,6 +419,27 @@ impl Engine {
         let stats = &self.shared.stats;
         stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
         published
+    }
+
+    /// Keeps a staged batch's transaction open for the next batches
+    /// (`Loop` decides: see `writer::HOLD_BATCHES_MAX`); readers that must
+    /// see it wait for `publish_held`.
+    pub(crate) fn hold(&mut self, staged: Staged) {
+        debug_assert!(self.held.is_none(), "one transaction is held at a time");
+        self.held = Some(staged);
+    }
+
+    /// The batches held, if any: how many, and how long since the first was answered.
+    pub(crate) fn holding(&self) -> Option<(u32, Duration)> {
+        self.held.as_ref().map(|h| (h.batches, h.first_synced.elapsed()))
+    }
+
+    /// Commits the held batches for readers.
+    pub(crate) fn publish_held(&mut self) -> Result<(), Fault> {
+        match self.held.take() {
+            Some(staged) => self.publish(staged),
+            None => Ok(()),
+        }
     }
 
     /// After an engine error on a batch that is durable in the log (up to
@@ -363,6 +463,7 @@ impl Engine {
     /// checkpoints of an idle moment and of a clean close, so that a store
     /// at rest has its whole index.
     pub(crate) fn index_referrers(&mut self) -> Result<(), Fault> {
+        self.publish_held()?;
         let db = self.db()?;
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::None).map_err(redb_fault)?;
@@ -376,6 +477,7 @@ impl Engine {
     /// A durable commit of everything so far; then the log is emptied.
     pub(crate) fn checkpoint(&mut self) -> Result<(), Fault> {
         let started = Instant::now();
+        self.publish_held()?;
         let db = self.db()?;
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::Immediate).map_err(redb_fault)?;
@@ -505,6 +607,12 @@ pub(crate) struct Staged {
     /// The batch's last log frame.
     last: u64,
     synced: Instant,
+    /// Batches applied in `txn`, this one among them.
+    pub(crate) batches: u32,
+    /// When the first of them was durable.
+    pub(crate) first_synced: Instant,
+    /// This batch wrote only calls' own rows: it may be held.
+    pub(crate) calls_own: bool,
 }
 
 /// A batch applied, not committed: its transaction, and where the payload
@@ -518,6 +626,8 @@ type Applied = (redb::WriteTransaction, Option<u64>);
 struct Handoff {
     state: Mutex<Handing>,
     last: u64,
+    /// The batch wrote only calls' own rows.
+    calls_own: bool,
     started: Instant,
     shared: Arc<Shared>,
 }
@@ -536,8 +646,8 @@ enum Handing {
 }
 
 impl Handoff {
-    fn new(last: u64, started: Instant, shared: Arc<Shared>) -> Handoff {
-        Handoff { state: Mutex::new(Handing::Syncing), last, started, shared }
+    fn new(last: u64, started: Instant, shared: Arc<Shared>, calls_own: bool) -> Handoff {
+        Handoff { state: Mutex::new(Handing::Syncing), last, calls_own, started, shared }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, Handing> {
@@ -587,7 +697,7 @@ impl Handoff {
     fn answer(&self, dones: Vec<Done>, answers: Answers) {
         debug_assert_eq!(dones.len(), answers.len());
         self.shared.stats.commit_seconds.observe_duration(self.started.elapsed());
-        self.shared.visibility.answering(self.last);
+        self.shared.visibility.answering(self.last, self.calls_own);
         // Callbacks come from `Writer::submit`, which catches their panics.
         for (done, r) in dones.into_iter().zip(answers) {
             done(r);
@@ -614,14 +724,21 @@ fn too_large() -> WriteError {
 /// deferred writes (`W::finish`).
 fn apply(
     db: &Database,
+    into: Option<redb::WriteTransaction>,
     ops: Vec<Option<Op>>,
     last: u64,
     kept: &mut crate::ops::Kept,
     payloads: &dyn crate::media::WalIo,
     decided: impl FnOnce(Answers),
 ) -> Result<Applied, Fault> {
-    let mut txn = db.begin_write().map_err(redb_fault)?;
-    txn.set_durability(Durability::None).map_err(redb_fault)?;
+    let txn = match into {
+        Some(txn) => txn,
+        None => {
+            let mut txn = db.begin_write().map_err(redb_fault)?;
+            txn.set_durability(Durability::None).map_err(redb_fault)?;
+            txn
+        }
+    };
     let mut results = Vec::with_capacity(ops.len());
     let mut w = W::open_with(&txn, kept, payloads).map_err(write_fault)?;
     for op in ops {
@@ -794,7 +911,8 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
             )));
         }
         let ops = frame.ops.into_iter().map(Some).collect();
-        let (txn, _) = apply(db, ops, frame.seq, &mut kept, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
+        let (txn, _) =
+            apply(db, None, ops, frame.seq, &mut kept, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }
@@ -826,7 +944,7 @@ mod tests {
 
     fn handoff(last: u64) -> (Handoff, Arc<Shared>) {
         let shared = Arc::new(Shared::default());
-        (Handoff::new(last, Instant::now(), shared.clone()), shared)
+        (Handoff::new(last, Instant::now(), shared.clone(), false), shared)
     }
 
     #[test]

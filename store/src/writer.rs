@@ -4,9 +4,14 @@
 //! `BATCH_MAX`), applies each request's checks and writes inside one redb write
 //! transaction while encoding the requests it keeps into WAL frames, appends
 //! and fdatasyncs the frames, answers every caller, and commits the
-//! transaction non-durably while the answers travel. No reply ever precedes
-//! the sync of its frames, and no reader that begins after a reply sees the
-//! store without its batch: it waits for the commit (`engine::Visibility`).
+//! transaction non-durably while the answers travel. A batch that wrote only
+//! calls' own rows (`Op::is_a_calls_own`) may leave its transaction open for
+//! the batches after it (`HOLD_BATCHES_MAX`, `HOLD_MAX`): one commit for
+//! them all, the redb commit being most of a lone call's writer time. No
+//! reply ever precedes the sync of its frames, and no reader that begins
+//! after a reply sees the store without its batch: it asks the writer to
+//! commit what it holds and waits for the commit (`engine::Visibility`); a
+//! glance, which reads no call's own rows, waits only for the others.
 //! Checkpoints (durable redb commits) run when `CHECKPOINT_WAL_BYTES` of
 //! frames or `CHECKPOINT_INTERVAL` have accumulated, and empty the log.
 //!
@@ -34,6 +39,14 @@ pub const BATCH_MAX: usize = 4_096;
 pub const CHECKPOINT_WAL_BYTES: u64 = 4 << 20;
 /// ...or once frames have waited this long.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// A batch that wrote only calls' own rows (`Op::is_a_calls_own`) is
+/// answered once durable, as every batch is, but its transaction may stay
+/// open for the batches after it, up to this many in all...
+pub const HOLD_BATCHES_MAX: u32 = 16;
+/// ...and this long after the first was answered, or until a reader waits
+/// for one of them: one commit for them all. A snapshot begun after an
+/// answer waits for it (at most this long); a glance does not.
+pub const HOLD_MAX: Duration = Duration::from_millis(10);
 /// First and longest wait between two looks for free space on a full disk.
 pub const SPACE_PROBE_FIRST: Duration = Duration::from_millis(100);
 pub const SPACE_PROBE_MAX: Duration = Duration::from_secs(2);
@@ -44,8 +57,18 @@ pub(crate) struct Request {
     pub done: Done,
 }
 
+/// What the writer thread's queue carries: writes, and a reader's word that
+/// it waits for batches the writer holds (`HOLD_MAX`).
+// A write is as large as before it had a neighbour; boxing it would cost
+// every write an allocation to spare a word no one sends often.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Queued {
+    Write(Request),
+    Commit,
+}
+
 pub(crate) struct Writer {
-    queue: Mutex<Option<SyncSender<Request>>>,
+    queue: Mutex<Option<SyncSender<Queued>>>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -61,8 +84,8 @@ impl Writer {
 
     /// The bounded queue (`WRITE_QUEUE_MAX`) and the thread `run` drains it on;
     /// every engine's writer is one.
-    pub(crate) fn spawn(name: &str, run: impl FnOnce(Receiver<Request>) + Send + 'static) -> Writer {
-        let (tx, rx) = sync_channel::<Request>(WRITE_QUEUE_MAX);
+    pub(crate) fn spawn(name: &str, run: impl FnOnce(Receiver<Queued>) + Send + 'static) -> Writer {
+        let (tx, rx) = sync_channel::<Queued>(WRITE_QUEUE_MAX);
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || run(rx))
@@ -77,13 +100,24 @@ impl Writer {
             done(Err(WriteError::WriterStopped("the store is closed".into())));
             return;
         };
-        match tx.try_send(Request { op, done }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(r)) => (r.done)(Err(WriteError::Overloaded(WRITE_QUEUE_MAX))),
-            Err(TrySendError::Disconnected(r)) => {
-                (r.done)(Err(WriteError::WriterStopped("the writer thread exited".into())))
-            }
+        let refused = match tx.try_send(Queued::Write(Request { op, done })) {
+            Ok(()) => return,
+            Err(TrySendError::Full(r)) => (r, WriteError::Overloaded(WRITE_QUEUE_MAX)),
+            Err(TrySendError::Disconnected(r)) => (r, WriteError::WriterStopped("the writer thread exited".into())),
+        };
+        if let (Queued::Write(r), e) = refused {
+            (r.done)(Err(e));
         }
+    }
+
+    /// A way for readers to ask the writer to commit what it holds: a full
+    /// queue needs no word (the writer is busy, and looks for readers
+    /// waiting after every batch), a closed one has nothing held.
+    pub(crate) fn commit_asker(&self) -> Option<impl Fn() + Send + Sync + 'static> {
+        let tx = self.queue.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        Some(move || {
+            let _ = tx.try_send(Queued::Commit);
+        })
     }
 
     /// Stops accepting requests, lets the thread finish what is queued (and
@@ -115,18 +149,21 @@ pub(crate) enum Next {
     Closed,
 }
 
-/// Waits up to `wait` for a request, then takes what else is queued.
-pub(crate) fn next_batch(rx: &Receiver<Request>, wait: Duration) -> Next {
+/// Waits up to `wait` for a request, then takes what else is queued. A
+/// reader's word alone (`Queued::Commit`) reads as `Idle`: the writer then
+/// commits what it holds.
+pub(crate) fn next_batch(rx: &Receiver<Queued>, wait: Duration) -> Next {
     let first = match rx.recv_timeout(wait) {
-        Ok(r) => r,
-        Err(RecvTimeoutError::Timeout) => return Next::Idle,
+        Ok(Queued::Write(r)) => r,
+        Ok(Queued::Commit) | Err(RecvTimeoutError::Timeout) => return Next::Idle,
         Err(RecvTimeoutError::Disconnected) => return Next::Closed,
     };
     let mut batch = Vec::with_capacity(64);
     batch.push(first);
     while batch.len() < BATCH_MAX {
         match rx.try_recv() {
-            Ok(r) => batch.push(r),
+            Ok(Queued::Write(r)) => batch.push(r),
+            Ok(Queued::Commit) => {}
             Err(_) => break,
         }
     }
@@ -147,18 +184,19 @@ struct Loop {
 }
 
 impl Loop {
-    fn run(mut self, rx: Receiver<Request>) {
+    fn run(mut self, rx: Receiver<Queued>) {
         loop {
             let next = next_batch(&rx, self.idle_wait());
             let busy = self.engine.shared.stats.busy();
             match next {
                 Next::Batch(batch) => self.batch(batch),
-                Next::Idle => {}
+                Next::Idle => self.publish_held(),
                 Next::Closed => break,
             }
             self.tick();
             busy.end(&self.engine.shared.stats);
         }
+        self.publish_held();
         if self.failed().is_none() && self.engine.index_referrers().is_ok() && self.engine.checkpoint().is_ok() {
             let _ = self.engine.trim_payloads();
         }
@@ -171,16 +209,27 @@ impl Loop {
         }
     }
 
-    /// How long the thread may sleep: until a checkpoint or a space probe is due.
+    /// Commits the batches held, if any.
+    fn publish_held(&mut self) {
+        if let Err(fault) = self.engine.publish_held() {
+            self.fault(fault);
+        }
+    }
+
+    /// How long the thread may sleep: until the batches held are due, or a
+    /// checkpoint or a space probe is.
     fn idle_wait(&self) -> Duration {
         let mut wait = Duration::from_secs(3600);
+        if let Some((_, age)) = self.engine.holding() {
+            wait = wait.min(HOLD_MAX.saturating_sub(age));
+        }
         if self.engine.wal_pending() > 0 {
             wait = wait.min(CHECKPOINT_INTERVAL.saturating_sub(self.engine.since_checkpoint()));
         }
         if let Some(s) = &self.short {
             wait = wait.min(s.next_probe.saturating_duration_since(Instant::now()));
         }
-        wait.max(Duration::from_millis(1))
+        wait.max(Duration::from_micros(50))
     }
 
     fn batch(&mut self, batch: Vec<Request>) {
@@ -204,6 +253,7 @@ impl Loop {
         // The answers travel while the batch's deferred writes and its
         // transaction's commit go on.
         match self.engine.stage(ops, dones) {
+            Ok(Some(staged)) if self.may_hold(&staged) => self.engine.hold(staged),
             Ok(staged) => {
                 if let Some(Err(fault)) = staged.map(|staged| self.engine.publish(staged)) {
                     self.fault(fault);
@@ -221,6 +271,15 @@ impl Loop {
         if let Some(fault) = self.engine.deferred.take() {
             self.fault(fault);
         }
+    }
+
+    /// Whether a staged batch's transaction may stay open for the next
+    /// batches (`HOLD_BATCHES_MAX`, `HOLD_MAX`).
+    fn may_hold(&self, staged: &engine::Staged) -> bool {
+        staged.calls_own
+            && staged.batches < HOLD_BATCHES_MAX
+            && staged.first_synced.elapsed() < HOLD_MAX
+            && !self.engine.shared.visibility.wanted()
     }
 
     fn degraded_reason(&self) -> String {

@@ -1094,3 +1094,31 @@ fn an_entry_by_the_quickstart_s_author_that_is_not_its_genesis_is_reported_forge
         assert_eq!(forged_keys(store), vec!["0".to_string(), "1".to_string()], "{engine:?}");
     }
 }
+
+/// Calls' own batches are answered once durable and committed for readers
+/// several at a time; a snapshot begun after an answer still sees it (it asks
+/// the writer to commit), and a session minted among them is seen by a
+/// glance as soon as it is answered.
+#[test]
+fn calls_batches_share_one_commit_and_every_answer_is_read_back_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    let published = || store.stats().published.load(std::sync::atomic::Ordering::Relaxed);
+    let before = published();
+    for i in 0..8 {
+        begin_and_commit(&store, &task(&format!("held-{i}")), f, format!("{{\"n\":{i}}}").as_bytes());
+    }
+    let commits = published() - before;
+    assert!(commits < 16, "16 batches of calls' own rows took {commits} commits");
+    let credential = Ref::of(b"a credential minted among held batches");
+    let session = Session { episode: "held".into(), grants: vec![], created_at: 1, expires_at: 1000 };
+    store.call(Op::MintSession { credential_id: credential, session: session.clone() }).unwrap();
+    assert_eq!(store.glance().unwrap().session(&credential).unwrap(), Some(session));
+    for i in 0..8 {
+        let committed = begin_and_commit(&store, &task(&format!("read-{i}")), f, b"{}");
+        let snap = store.snapshot().unwrap();
+        assert_eq!(snap.log_len().unwrap(), committed.entry_index + 1, "an answered entry is read back");
+        assert!(snap.task(&task(&format!("read-{i}"))).unwrap().is_some());
+    }
+    assert_verifies(&store);
+}

@@ -233,6 +233,28 @@ pub(crate) fn check_objects(objects: &[NewObject]) -> R<()> {
     Ok(())
 }
 
+impl Op {
+    /// Whether this request writes only a call's own rows (its task, intents,
+    /// outcomes, objects, entry, episode rows): rows no glance reads
+    /// (`WorldStore::glance` reads sessions, the registry and whether a world
+    /// is selected), so the writer may answer it before readers see it
+    /// (`writer::HOLD_MAX`). Sessions, registries, approvals, REST commits
+    /// and cancels are seen by every read that begins after their answer.
+    pub fn is_a_calls_own(&self) -> bool {
+        match self {
+            Op::BeginTask { .. }
+            | Op::CreateTask { .. }
+            | Op::RecordIntent(_)
+            | Op::RecordOutcome(_)
+            | Op::CommitInvocation(_)
+            | Op::EndTask { .. }
+            | Op::TaskProgress { .. } => true,
+            Op::Sequence(ops) => ops.iter().all(Op::is_a_calls_own),
+            _ => false,
+        }
+    }
+}
+
 /// One request to the writer.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub enum Op {

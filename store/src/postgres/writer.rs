@@ -8,7 +8,7 @@ use super::*;
 use crate::error::WriteError;
 use crate::model::Committed;
 use crate::ops::{Reply, apply, recover};
-use crate::writer::{Next, Request, Writer, next_batch};
+use crate::writer::{Next, Queued, Request, Writer, next_batch};
 use postgres::error::SqlState;
 use postgres::{Client, Config, NoTls};
 use std::sync::mpsc::Receiver;
@@ -153,7 +153,7 @@ struct Loop {
 type Results = Vec<Result<Reply, WriteError>>;
 
 impl Loop {
-    fn run(&mut self, rx: Receiver<Request>) {
+    fn run(&mut self, rx: Receiver<Queued>) {
         loop {
             let next = next_batch(&rx, self.heartbeat);
             let busy = self.shared.stats.busy();
