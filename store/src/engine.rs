@@ -368,6 +368,9 @@ impl Engine {
                 if let Err(fault) = self.reopen() {
                     return Err((fault, unanswered));
                 }
+                // The reopened database has every frame the log kept: the
+                // held batches, not this one, whose write failed.
+                self.shared.visibility.reached(self.next_seq.saturating_sub(1));
             }
             return Err((log_fault(e), unanswered));
         }

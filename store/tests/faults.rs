@@ -739,3 +739,28 @@ fn a_damaged_frame_that_whole_frames_follow_is_refused_not_cut_away() {
         other => panic!("expected the damage to be refused, got {:?}", other.map(|_| ())),
     }
 }
+
+/// Calls' batches held in one open transaction when the disk fills: the
+/// batch after them is refused, and the held ones, answered and in the log,
+/// are read back at once (the refusal commits them for readers).
+#[test]
+fn batches_held_when_the_disk_fills_are_read_back_at_once() {
+    let (_dir, disk, store) = started();
+    let f = common::publish_echo(&store);
+    let keys: Vec<TaskKey> = (0..3).map(|i| task(&format!("held-{i}"))).collect();
+    for key in &keys {
+        begin_and_commit(&store, key, f, b"{}");
+    }
+    disk.0.lock().unwrap().full = true;
+    let refused = task("refused");
+    assert!(matches!(store.call(Op::create_task(refused.clone(), Ref::of(b"r"), 1)), Err(WriteError::OutOfSpace(_))));
+    let started = std::time::Instant::now();
+    let snap = store.snapshot().expect("the answered batches are readable");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "the read waited {:?}", started.elapsed());
+    for key in &keys {
+        assert_eq!(snap.task(key).unwrap().map(|t| t.state), Some(TaskState::Committed), "{key:?}");
+    }
+    assert!(snap.task(&refused).unwrap().is_none(), "the refused batch left a trace");
+    disk.0.lock().unwrap().full = false;
+    assert_verifies(&store);
+}
