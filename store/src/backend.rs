@@ -165,6 +165,14 @@ pub trait WorldStore: Reads + Send + Sync {
         self.snapshot()
     }
 
+    /// A glance that also sees every call's own rows answered so far (a
+    /// task's row, for a resent task id or a task's poll): the glance itself
+    /// where it sees them (PostgreSQL), a snapshot where the writer may hold
+    /// them (the embedded engine).
+    fn glance_with_calls(&self) -> Result<Snapshot, ReadError> {
+        self.glance()
+    }
+
     /// Whether a glance's few point reads wait on nothing but this machine's
     /// memory and disk (the embedded engine), so that async code may make
     /// them in place instead of on a blocking pool; a remote database's

@@ -147,6 +147,10 @@ impl WorldStore for Store {
         }
     }
 
+    fn glance_with_calls(&self) -> Result<Snapshot, ReadError> {
+        self.snapshot()
+    }
+
     fn health(&self) -> Health {
         self.shared.health()
     }

@@ -58,10 +58,10 @@ async fn read(host: &SharedHost, call: &Call) -> Result<(Option<Descriptor>, Opt
     let (d, id, key) = (host.clone(), call.transition_id.clone(), task_key(call));
     let read = move || -> Result<_, String> {
         // Each of these is checked again inside the call's write transaction.
-        // A snapshot, not a glance: the task's row is a call's own, which a
-        // glance may not see yet (`world_store::Op::is_a_calls_own`), and a
-        // resent task id is answered from it without running again.
-        let snap = d.store().snapshot().map_err(|e| e.to_string())?;
+        // The task's row is a call's own, which a plain glance may not see
+        // yet (`world_store::Op::is_a_calls_own`), and a resent task id is
+        // answered from it without running again.
+        let snap = d.store().glance_with_calls().map_err(|e| e.to_string())?;
         let glanced = d.coordinator().glance(&snap)?;
         let descriptor = glanced.registry.and_then(|r| r.get(&id).cloned());
         let existing = snap.task(&key).map_err(|e| e.to_string())?;

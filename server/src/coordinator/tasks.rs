@@ -186,8 +186,8 @@ async fn write_progress(host: &SharedHost, key: &TaskKey, running: &Running, wri
 
 async fn read_task(host: &SharedHost, key: &TaskKey) -> Result<Option<Task>, CallError> {
     let (d, key) = (host.clone(), key.clone());
-    // A snapshot: a task's row is a call's own, which a glance may not see yet.
-    let read = move || d.store().snapshot().and_then(|s| s.task(&key)).map_err(|e| e.to_string());
+    // A task's row is a call's own, which a plain glance may not see yet.
+    let read = move || d.store().glance_with_calls().and_then(|s| s.task(&key)).map_err(|e| e.to_string());
     match glance(host.store(), crate::limits::READ_DEADLINE, read).await {
         Err(Unread::Deadline) => Err(CallError::Unavailable("reading the task exceeded its deadline".into())),
         Err(Unread::Failed(why)) => Err(CallError::Unavailable(why)),
