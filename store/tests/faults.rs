@@ -747,7 +747,7 @@ fn a_damaged_frame_that_whole_frames_follow_is_refused_not_cut_away() {
 fn batches_held_when_the_disk_fills_are_read_back_at_once() {
     let (_dir, disk, store) = started();
     let f = common::publish_echo(&store);
-    let keys: Vec<TaskKey> = (0..3).map(|i| task(&format!("held-{i}"))).collect();
+    let keys: Vec<TaskKey> = (0..3).map(|i| TaskKey { surface: Surface::Mcp, ..task(&format!("held-{i}")) }).collect();
     for key in &keys {
         begin_and_commit(&store, key, f, b"{}");
     }

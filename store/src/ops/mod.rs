@@ -235,20 +235,24 @@ pub(crate) fn check_objects(objects: &[NewObject]) -> R<()> {
 
 impl Op {
     /// Whether this request writes only a call's own rows (its task, intents,
-    /// outcomes, objects, entry, episode rows): rows no glance reads
-    /// (`WorldStore::glance` reads sessions, the registry and whether a world
-    /// is selected), so the writer may answer it before readers see it
-    /// (`writer::HOLD_MAX`). Sessions, registries, approvals, REST commits
-    /// and cancels are seen by every read that begins after their answer.
+    /// outcomes, objects, entry, episode rows), of a call whose task id the
+    /// daemon named (MCP's): rows no glance reads (`WorldStore::glance` reads
+    /// sessions, the registry and whether a world is selected), and that no
+    /// admission looks up (an A2A client names its task ids, and a resend is
+    /// answered from the row), so the writer may answer it before readers
+    /// see it (`writer::HOLD_MAX`). Sessions, registries, approvals, REST
+    /// commits, cancels and A2A calls are seen by every read that begins
+    /// after their answer.
     pub fn is_a_calls_own(&self) -> bool {
+        let named_by_the_daemon = |task: &TaskKey| task.surface == Surface::Mcp;
         match self {
-            Op::BeginTask { .. }
-            | Op::CreateTask { .. }
-            | Op::RecordIntent(_)
-            | Op::RecordOutcome(_)
-            | Op::CommitInvocation(_)
-            | Op::EndTask { .. }
-            | Op::TaskProgress { .. } => true,
+            Op::BeginTask { task, .. }
+            | Op::CreateTask { task, .. }
+            | Op::EndTask { task, .. }
+            | Op::TaskProgress { task, .. } => named_by_the_daemon(task),
+            Op::RecordIntent(r) => named_by_the_daemon(&r.task),
+            Op::RecordOutcome(r) => named_by_the_daemon(&r.task),
+            Op::CommitInvocation(c) => named_by_the_daemon(&c.task),
             Op::Sequence(ops) => ops.iter().all(Op::is_a_calls_own),
             _ => false,
         }
