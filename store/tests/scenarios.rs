@@ -1111,11 +1111,6 @@ fn calls_batches_share_one_commit_and_every_answer_is_read_back_at_once() {
         begin_and_commit(&store, &task(&format!("held-{i}")), f, format!("{{\"n\":{i}}}").as_bytes());
     }
     assert!(published() - before < 16, "MCP calls' batches are held");
-    // An A2A call's batches are committed at once: its client names its
-    // task ids, and a resend is answered from the row.
-    let before = published();
-    begin_and_commit(&store, &common::task("a2a"), f, b"{}");
-    assert_eq!(published() - before, 2, "an A2A call's two batches, two commits");
     let before = published();
     for i in 8..16 {
         begin_and_commit(&store, &task(&format!("held-{i}")), f, format!("{{\"n\":{i}}}").as_bytes());
