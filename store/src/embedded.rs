@@ -138,13 +138,7 @@ impl WorldStore for Store {
     /// writer holds, which write only calls' own rows, which no glance reads
     /// (`Op::is_a_calls_own`); any other batch is committed at once.
     fn glance(&self) -> Result<Snapshot, ReadError> {
-        match (self.shared.db_for_glance(), self.shared.payload_file()) {
-            (Some(db), Some(payloads)) => Ok(Box::new(RedbSnapshot::begin(db.as_ref(), payloads)?)),
-            _ => Err(ReadError::Storage(
-                "the database is being reopened after an I/O error, or its last batch is not yet committed; retry"
-                    .into(),
-            )),
-        }
+        self.snapshot_of(self.shared.db_for_glance())
     }
 
     fn glance_with_calls(&self) -> Result<Snapshot, ReadError> {
@@ -176,8 +170,14 @@ impl WorldStore for Store {
 
 impl Reads for Store {
     fn snapshot(&self) -> Result<Snapshot, ReadError> {
-        let payloads = self.shared.payload_file();
-        match (self.shared.db_for_reader(), payloads) {
+        self.snapshot_of(self.shared.db_for_reader())
+    }
+}
+
+impl Store {
+    /// A read transaction on `db` (as a reader or a glance waited for it).
+    fn snapshot_of(&self, db: Option<std::sync::Arc<redb::Database>>) -> Result<Snapshot, ReadError> {
+        match (db, self.shared.payload_file()) {
             (Some(db), Some(payloads)) => Ok(Box::new(RedbSnapshot::begin(db.as_ref(), payloads)?)),
             _ => Err(ReadError::Storage(
                 "the database is being reopened after an I/O error, or its last batch is not yet committed; retry"

@@ -432,9 +432,9 @@ impl Engine {
         self.held = Some(staged);
     }
 
-    /// The batches held, if any: how many, and how long since the first was answered.
-    pub(crate) fn holding(&self) -> Option<(u32, Duration)> {
-        self.held.as_ref().map(|h| (h.batches, h.first_synced.elapsed()))
+    /// How long since the first of the batches held was answered, if any are.
+    pub(crate) fn held_for(&self) -> Option<Duration> {
+        self.held.as_ref().map(|h| h.first_synced.elapsed())
     }
 
     /// Commits the held batches for readers.

@@ -45,7 +45,7 @@ pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 pub const HOLD_BATCHES_MAX: u32 = 16;
 /// ...and this long after the first was answered, or until a reader waits
 /// for one of them: one commit for them all. A snapshot begun after an
-/// answer waits for it (at most this long); a glance does not.
+/// answer asks for that commit and waits for it; a glance does not.
 pub const HOLD_MAX: Duration = Duration::from_millis(10);
 /// First and longest wait between two looks for free space on a full disk.
 pub const SPACE_PROBE_FIRST: Duration = Duration::from_millis(100);
@@ -220,7 +220,7 @@ impl Loop {
     /// checkpoint or a space probe is.
     fn idle_wait(&self) -> Duration {
         let mut wait = Duration::from_secs(3600);
-        if let Some((_, age)) = self.engine.holding() {
+        if let Some(age) = self.engine.held_for() {
             wait = wait.min(HOLD_MAX.saturating_sub(age));
         }
         if self.engine.wal_pending() > 0 {
