@@ -54,8 +54,9 @@ pub struct WriterStats {
     pub commit_ns: AtomicU64,
     /// Checkpoints run.
     pub checkpoints: AtomicU64,
-    /// The embedded engine's commits for readers: one a batch, or one for
-    /// the batches of calls' own rows it held together (`writer::HOLD_MAX`).
+    /// The embedded engine's commits for readers: one a group of batches
+    /// (one batch, or those of calls' own rows that joined it:
+    /// `writer::HOLD_MAX`).
     pub published: AtomicU64,
     /// Per batch made durable, nanoseconds from the writer taking it up to
     /// its answers: applying it and the log's append and sync (the embedded

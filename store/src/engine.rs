@@ -217,8 +217,6 @@ pub(crate) struct Engine {
     pub(crate) deferred: Option<Fault>,
     /// What the writer keeps across its transactions (new after a reopen).
     kept: crate::ops::Kept,
-    /// Batches answered and applied, not yet committed for readers (`hold`).
-    held: Option<Staged>,
 }
 
 impl Engine {
@@ -242,7 +240,6 @@ impl Engine {
             wal_prealloc,
             deferred: None,
             kept: Default::default(),
-            held: None,
         };
         Ok((engine, replayed))
     }
@@ -303,24 +300,119 @@ impl Engine {
         }
     }
 
-    /// Journals a batch and applies it, the two at once (the log's write and
-    /// sync on the log thread, the requests on this one: a frame holds the
-    /// requests, not their effects). Each caller is answered once the log is
-    /// synced and every request decided, by whichever of the two threads
-    /// gets there second (`Handoff`); the batch's deferred writes (`W::finish`:
-    /// payloads, task rows, episode summaries, the indexes' steps), which no
-    /// result depends on, follow the decisions without waiting for the log.
-    /// From the answers on the batch happened: readers wait for it, and a
-    /// failure of what follows reopens the database from the log, as a
-    /// failed commit does. No `Staged` when nothing could be journaled (each
-    /// request refused, nothing written) or when a reopen replaced the
-    /// transaction. An error comes with the callers not answered.
-    pub(crate) fn stage(&mut self, ops: Vec<Op>, dones: Vec<Done>) -> Result<Option<Staged>, (Fault, Vec<Done>)> {
-        let started = Instant::now();
+    /// Journals and applies a group of batches in one write transaction
+    /// through one set of open tables (`W`): `first`, then each batch `more`
+    /// gives while it sees the group may grow (the writer: calls' own rows
+    /// only, `writer::HOLD_BATCHES_MAX`, `writer::HOLD_MAX`, no reader
+    /// waiting). Each batch's log write and sync run on the log thread while
+    /// this one applies the same batch (a frame holds the requests, not their
+    /// effects), and each caller is answered once the log is synced and every
+    /// request of its batch decided, by whichever of the two threads gets
+    /// there second (`Handoff`). What no result depends on (`W::finish`:
+    /// payloads, task rows, episode summaries, the indexes' steps) is
+    /// written once, after the group's last batch, and one commit makes the
+    /// group visible: readers that must see an answered batch ask for it
+    /// (`Visibility`). A failure after answers reopens the database from the
+    /// log, which has every answered batch. An error comes with the callers
+    /// of the batch it stopped, not answered.
+    pub(crate) fn run_group(
+        &mut self,
+        first: Batch,
+        more: impl FnMut(&Group) -> Option<Batch>,
+    ) -> Result<(), (Fault, Vec<Done>)> {
         let db = match self.db() {
             Ok(db) => db,
-            Err(fault) => return Err((fault, dones)),
+            Err(fault) => return Err((fault, first.1)),
         };
+        let txn = match begin_nondurable(&db) {
+            Ok(txn) => txn,
+            Err(fault) => return Err((fault, first.1)),
+        };
+        let io = self.payloads.io().clone();
+        let mut kept = std::mem::take(&mut self.kept);
+        let ended = match W::open_with(&txn, &mut kept, io.as_ref()) {
+            Ok(w) => self.fill_group(w, first, more),
+            Err(e) => Ended::Undecided(write_fault(e), first.1),
+        };
+        self.kept = kept;
+        match ended {
+            Ended::Finished { appended, last, synced, stopped } => {
+                let committed = self.commit_group(txn, appended, last, synced);
+                with_stopped(committed, stopped)
+            }
+            Ended::Empty(stopped) => with_stopped(Ok(()), stopped),
+            Ended::LogFailed { error, unanswered, answered } => {
+                drop(txn);
+                drop(db);
+                if answered {
+                    // The transaction held answered batches: it is dropped,
+                    // and the database catches up from the log, which has
+                    // them (not the batch whose write failed).
+                    if let Err(fault) = self.reopen() {
+                        return Err((fault, unanswered));
+                    }
+                    self.shared.visibility.reached(self.next_seq.saturating_sub(1));
+                }
+                Err((log_fault(error), unanswered))
+            }
+            // Answered, so it happened: the database catches up from the
+            // log, opened again once this handle (which locks the file) is gone.
+            Ended::Failed { fault, last, stopped } => {
+                drop(txn);
+                drop(db);
+                let caught_up = self.caught_up(fault, last);
+                with_stopped(caught_up, stopped)
+            }
+            // The engine failed before the batch was decided, and the log
+            // has it: only a restart's replay can tell its results.
+            Ended::Undecided(fault, dones) => {
+                Err((Fault::Fatal(format!("applying a journaled batch: {fault}")), dones))
+            }
+        }
+    }
+
+    /// The batches of a group, applied through `w`, then its deferred writes.
+    fn fill_group(&mut self, mut w: W<'_>, first: Batch, mut more: impl FnMut(&Group) -> Option<Batch>) -> Ended {
+        let mut group = Group { batches: 0, first_synced: None, calls_own: true };
+        // Payload bytes the group's frames may append: the file's end moves
+        // only when the group commits.
+        let mut reserved = 0;
+        let mut applied: Option<(u64, Instant)> = None;
+        let mut batch = first;
+        loop {
+            let (ops, dones) = batch;
+            match self.journal_and_apply(&mut w, ops, dones, &mut reserved) {
+                Step::Nothing => {}
+                Step::Applied { last, synced, calls_own } => {
+                    applied = Some((last, synced));
+                    group.batches += 1;
+                    group.first_synced.get_or_insert(synced);
+                    group.calls_own &= calls_own;
+                }
+                Step::Stopped(fault, dones) => {
+                    let Some((last, synced)) = applied else { return Ended::Empty(Some((fault, dones))) };
+                    return finished(w, last, synced, Some((fault, dones)));
+                }
+                Step::LogFailed(error, unanswered) => {
+                    return Ended::LogFailed { error, unanswered, answered: applied.is_some() };
+                }
+                Step::Failed(fault, last) => return Ended::Failed { fault, last, stopped: None },
+                Step::Undecided(fault, dones) => return Ended::Undecided(fault, dones),
+            }
+            match more(&group) {
+                Some(next) => batch = next,
+                None => break,
+            }
+        }
+        match applied {
+            Some((last, synced)) => finished(w, last, synced, None),
+            None => Ended::Empty(None),
+        }
+    }
+
+    /// One batch of a group: journaled on the log thread while `w` applies it.
+    fn journal_and_apply(&mut self, w: &mut W<'_>, ops: Vec<Op>, dones: Vec<Done>, reserved: &mut u64) -> Step {
+        let started = Instant::now();
         let mut frames = FrameBuilder::new(self.next_seq);
         // A request that cannot be journaled is not applied either.
         let ops: Vec<Option<Op>> = ops.into_iter().map(|op| frames.push(&op).then_some(op)).collect();
@@ -328,13 +420,14 @@ impl Engine {
             for done in dones {
                 done(Err(too_large()));
             }
-            return Ok(self.held.take());
+            return Step::Nothing;
         };
         // The frames hold every payload the batch may append: room for them
         // is set aside before anything is durable, so applying a journaled
         // batch cannot meet a full disk in the payload file.
-        if let Err(e) = self.payloads.reserve(frames.bytes()) {
-            return Err((classify(e), dones));
+        *reserved += frames.bytes();
+        if let Err(e) = self.payloads.reserve(*reserved) {
+            return Step::Stopped(classify(e), dones);
         }
         let link = self.log.with(|wal| wal.link);
         let (frames, link) = frames.seal(link);
@@ -343,11 +436,7 @@ impl Engine {
         let on_sync = handoff.clone();
         self.log.begin(frames, link, Box::new(move |synced| on_sync.synced(synced)));
         let mut undecided = Some(dones);
-        let (into, held_batches, first_synced) = match self.held.take() {
-            Some(h) => (Some(h.txn), h.batches, Some(h.first_synced)),
-            None => (None, 0, None),
-        };
-        let applied = apply(&db, into, ops, last, &mut self.kept, self.payloads.io().as_ref(), |results| {
+        let applied = apply_ops(w, ops, |results| {
             if let Some(dones) = undecided.take() {
                 handoff.decided(dones, results);
             }
@@ -355,60 +444,39 @@ impl Engine {
         let applied_at = Instant::now();
         let logged = self.log.finish();
         let synced = Instant::now();
-        let stats = &self.shared.stats;
         // Not durable, so no one was answered: the callers are told why.
         if let Err(e) = logged {
-            let unanswered = undecided.unwrap_or_else(|| handoff.take_back());
-            if held_batches > 0 {
-                // The transaction held answered batches, and this one's
-                // rows with them: it is dropped, and the database catches
-                // up from the log, which has the answered ones.
-                drop(applied);
-                drop(db);
-                if let Err(fault) = self.reopen() {
-                    return Err((fault, unanswered));
-                }
-                // The reopened database has every frame the log kept: the
-                // held batches, not this one, whose write failed.
-                self.shared.visibility.reached(self.next_seq.saturating_sub(1));
-            }
-            return Err((log_fault(e), unanswered));
+            return Step::LogFailed(e, undecided.unwrap_or_else(|| handoff.take_back()));
         }
+        let stats = &self.shared.stats;
         stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
         stats.sync_wait_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
         match (applied, undecided) {
-            (Ok((txn, appended)), None) => {
+            (Ok(()), None) => {
                 self.next_seq = last + 1;
-                if let Some(end) = appended {
-                    // The next batch, held in the same transaction, appends after it.
-                    self.payloads.advance(end);
-                }
-                let first_synced = first_synced.unwrap_or(synced);
-                let batches = held_batches + 1;
-                Ok(Some(Staged { txn, appended, last, synced, batches, first_synced, calls_own }))
+                Step::Applied { last, synced, calls_own }
             }
-            // Answered, so it happened: the database catches up from the log,
-            // opened again once this handle (which locks the file) is gone.
             (Err(fault), None) => {
                 self.next_seq = last + 1;
-                drop(db);
-                self.caught_up(fault, last).map_err(|fault| (fault, vec![]))?;
-                Ok(None)
+                Step::Failed(fault, last)
             }
-            // The engine failed before the batch was decided, and the log
-            // has it: only a restart's replay can tell its results.
-            (Err(fault), Some(dones)) => Err((Fault::Fatal(format!("applying a journaled batch: {fault}")), dones)),
-            (Ok(_), Some(_)) => unreachable!("a batch applied whole was decided"),
+            (Err(fault), Some(dones)) => Step::Undecided(fault, dones),
+            (Ok(()), Some(_)) => unreachable!("a batch applied whole was decided"),
         }
     }
 
-    /// Commits a staged batch for readers. Its frames are durable, so the
-    /// batch happened whatever this meets: an engine error brings the
+    /// Commits a group's transaction for readers. Its frames are durable, so
+    /// its batches happened whatever this meets: an engine error brings the
     /// database up to the log by a reopen (which learns the payload file's
     /// end from it), and a full disk stops the batches after it.
-    pub(crate) fn publish(&mut self, staged: Staged) -> Result<(), Fault> {
-        let Staged { txn, appended, last, synced, .. } = staged;
-        let published = match txn.commit() {
+    fn commit_group(
+        &mut self,
+        txn: redb::WriteTransaction,
+        appended: Option<u64>,
+        last: u64,
+        synced: Instant,
+    ) -> Result<(), Fault> {
+        let committed = match txn.commit() {
             Ok(()) => {
                 self.shared.stats.published.fetch_add(1, Ordering::Relaxed);
                 if let Some(end) = appended {
@@ -419,30 +487,8 @@ impl Engine {
             }
             Err(e) => self.caught_up(redb_fault(e), last),
         };
-        let stats = &self.shared.stats;
-        stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        published
-    }
-
-    /// Keeps a staged batch's transaction open for the next batches
-    /// (`Loop` decides: see `writer::HOLD_BATCHES_MAX`); readers that must
-    /// see it wait for `publish_held`.
-    pub(crate) fn hold(&mut self, staged: Staged) {
-        debug_assert!(self.held.is_none(), "one transaction is held at a time");
-        self.held = Some(staged);
-    }
-
-    /// How long since the first of the batches held was answered, if any are.
-    pub(crate) fn held_for(&self) -> Option<Duration> {
-        self.held.as_ref().map(|h| h.first_synced.elapsed())
-    }
-
-    /// Commits the held batches for readers.
-    pub(crate) fn publish_held(&mut self) -> Result<(), Fault> {
-        match self.held.take() {
-            Some(staged) => self.publish(staged),
-            None => Ok(()),
-        }
+        self.shared.stats.commit_ns.fetch_add(synced.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        committed
     }
 
     /// After an engine error on a batch that is durable in the log (up to
@@ -466,10 +512,8 @@ impl Engine {
     /// checkpoints of an idle moment and of a clean close, so that a store
     /// at rest has its whole index.
     pub(crate) fn index_referrers(&mut self) -> Result<(), Fault> {
-        self.publish_held()?;
         let db = self.db()?;
-        let mut txn = db.begin_write().map_err(redb_fault)?;
-        txn.set_durability(Durability::None).map_err(redb_fault)?;
+        let txn = begin_nondurable(&db)?;
         let mut w = W::open_with(&txn, &mut self.kept, self.payloads.io().as_ref()).map_err(write_fault)?;
         w.index_referrers(0).map_err(write_fault)?;
         // The indexes' step, paced by the rows the pass wrote.
@@ -480,7 +524,6 @@ impl Engine {
     /// A durable commit of everything so far; then the log is emptied.
     pub(crate) fn checkpoint(&mut self) -> Result<(), Fault> {
         let started = Instant::now();
-        self.publish_held()?;
         let db = self.db()?;
         let mut txn = db.begin_write().map_err(redb_fault)?;
         txn.set_durability(Durability::Immediate).map_err(redb_fault)?;
@@ -602,25 +645,82 @@ fn open_parts(
 /// Each request's result, in the batch's order.
 pub(crate) type Answers = Vec<Result<Reply, WriteError>>;
 
-/// A batch durable in the log and applied, not yet committed (`Engine::stage`).
-pub(crate) struct Staged {
-    txn: redb::WriteTransaction,
-    /// Where the payload file ends with the batch, when it appended.
-    appended: Option<u64>,
-    /// The batch's last log frame.
-    last: u64,
-    synced: Instant,
-    /// Batches applied in `txn`, this one among them.
+/// A batch for the engine: its requests, and who to tell, in order.
+pub(crate) type Batch = (Vec<Op>, Vec<Done>);
+
+/// A group so far (`Engine::run_group`), for the writer to decide whether
+/// it takes one more batch.
+pub(crate) struct Group {
+    /// Batches journaled and applied in the group's transaction.
     pub(crate) batches: u32,
     /// When the first of them was durable.
-    pub(crate) first_synced: Instant,
-    /// This batch wrote only calls' own rows: it may be held.
+    pub(crate) first_synced: Option<Instant>,
+    /// Every one of them wrote only calls' own rows (`Op::is_a_calls_own`).
     pub(crate) calls_own: bool,
 }
 
-/// A batch applied, not committed: its transaction, and where the payload
-/// file ends with it when it appended.
-type Applied = (redb::WriteTransaction, Option<u64>);
+/// A batch that could not be journaled for want of room, with its callers.
+type Stopped = Option<(Fault, Vec<Done>)>;
+
+/// How one batch of a group went (`Engine::journal_and_apply`).
+enum Step {
+    /// Nothing could be journaled: each request was refused.
+    Nothing,
+    /// Durable and applied; its callers are answered (or about to be).
+    Applied { last: u64, synced: Instant, calls_own: bool },
+    /// No room for its payloads: not journaled, its callers not answered.
+    Stopped(Fault, Vec<Done>),
+    /// The log's write or sync failed: its callers not answered.
+    LogFailed(AppendError, Vec<Done>),
+    /// The engine failed after the batch, durable, was answered.
+    Failed(Fault, u64),
+    /// The engine failed before the batch, durable, was decided.
+    Undecided(Fault, Vec<Done>),
+}
+
+/// How a group ended (`Engine::fill_group`), for `run_group` to commit
+/// its transaction or recover, once the group's tables are closed.
+enum Ended {
+    /// Applied, its deferred writes done, up to frame `last`: to commit.
+    Finished {
+        appended: Option<u64>,
+        last: u64,
+        synced: Instant,
+        stopped: Stopped,
+    },
+    /// Nothing applied.
+    Empty(Stopped),
+    /// `answered`: the transaction holds batches answered before this one.
+    LogFailed {
+        error: AppendError,
+        unanswered: Vec<Done>,
+        answered: bool,
+    },
+    /// An engine error after the batches up to frame `last` were answered.
+    Failed {
+        fault: Fault,
+        last: u64,
+        stopped: Stopped,
+    },
+    Undecided(Fault, Vec<Done>),
+}
+
+/// The group's deferred writes, after its last batch (frame `last`).
+fn finished(mut w: W<'_>, last: u64, synced: Instant, stopped: Stopped) -> Ended {
+    match w.record_wal_seq(last).and_then(|()| w.finish()) {
+        Ok(appended) => Ended::Finished { appended, last, synced, stopped },
+        Err(e) => Ended::Failed { fault: write_fault(e), last, stopped },
+    }
+}
+
+/// What the writer learns of a group that went as `went`, and of the
+/// batch it could not journal, if any (whose callers it answers).
+fn with_stopped(went: Result<(), Fault>, stopped: Stopped) -> Result<(), (Fault, Vec<Done>)> {
+    match stopped {
+        Some((fault, dones)) => Err((went.err().unwrap_or(fault), dones)),
+        None => went.map_err(|fault| (fault, vec![])),
+    }
+}
 
 /// A batch's answers, given by whichever of the writer and the log thread
 /// gets there second: the writer once every request is decided, the log
@@ -721,29 +821,10 @@ fn too_large() -> WriteError {
 }
 
 /// Applies a batch's journaled requests (`None`: one that could not be, and
-/// is refused) in one non-durable transaction that also records the batch's
-/// last frame: a live batch, or a frame replayed at open. `decided` is
-/// given every request's result once all are decided, before the batch's
-/// deferred writes (`W::finish`).
-fn apply(
-    db: &Database,
-    into: Option<redb::WriteTransaction>,
-    ops: Vec<Option<Op>>,
-    last: u64,
-    kept: &mut crate::ops::Kept,
-    payloads: &dyn crate::media::WalIo,
-    decided: impl FnOnce(Answers),
-) -> Result<Applied, Fault> {
-    let txn = match into {
-        Some(txn) => txn,
-        None => {
-            let mut txn = db.begin_write().map_err(redb_fault)?;
-            txn.set_durability(Durability::None).map_err(redb_fault)?;
-            txn
-        }
-    };
+/// is refused) through `w`: a live batch, or a frame replayed at open.
+/// `decided` is given every request's result once all are decided.
+fn apply_ops(w: &mut W<'_>, ops: Vec<Option<Op>>, decided: impl FnOnce(Answers)) -> Result<(), Fault> {
     let mut results = Vec::with_capacity(ops.len());
-    let mut w = W::open_with(&txn, kept, payloads).map_err(write_fault)?;
     for op in ops {
         let Some(op) = op else {
             results.push(Err(too_large()));
@@ -751,16 +832,22 @@ fn apply(
         };
         // Every applied request is journaled, refused ones too: a
         // refusal may write (a failed REST commit drops its receipt).
-        let r = crate::ops::apply(&mut w, op);
+        let r = crate::ops::apply(w, op);
         if let Err(WriteError::Storage(e)) = &r {
             return Err(Fault::Fatal(e.clone()));
         }
         results.push(r);
     }
     decided(results);
-    w.record_wal_seq(last).map_err(write_fault)?;
-    let appended = w.finish().map_err(write_fault)?;
-    Ok((txn, appended))
+    Ok(())
+}
+
+/// A write transaction whose commit is made durable by the log (frames
+/// first) and the next checkpoint.
+fn begin_nondurable(db: &Database) -> Result<redb::WriteTransaction, Fault> {
+    let mut txn = db.begin_write().map_err(redb_fault)?;
+    txn.set_durability(Durability::None).map_err(redb_fault)?;
+    Ok(txn)
 }
 
 fn record_seq(txn: &redb::WriteTransaction, seq: u64) -> Result<(), Fault> {
@@ -914,8 +1001,13 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
             )));
         }
         let ops = frame.ops.into_iter().map(Some).collect();
-        let (txn, _) =
-            apply(db, None, ops, frame.seq, &mut kept, payloads.io().as_ref(), |_| {}).map_err(|f| engine(&f))?;
+        let txn = begin_nondurable(db).map_err(|f| engine(&f))?;
+        {
+            let mut w = W::open_with(&txn, &mut kept, payloads.io().as_ref()).map_err(|e| engine(&e))?;
+            apply_ops(&mut w, ops, |_| {}).map_err(|f| engine(&f))?;
+            w.record_wal_seq(frame.seq).map_err(|e| engine(&e))?;
+            w.finish().map_err(|e| engine(&e))?;
+        }
         txn.commit().map_err(|e| engine(&e))?;
         count += 1;
     }

@@ -1,17 +1,18 @@
 //! The single writer thread: group commit through the write-ahead log.
 //!
 //! Callers queue requests; the thread drains what is queued (up to
-//! `BATCH_MAX`), applies each request's checks and writes inside one redb write
-//! transaction while encoding the requests it keeps into WAL frames, appends
-//! and fdatasyncs the frames, answers every caller, and commits the
-//! transaction non-durably while the answers travel. A batch that wrote only
-//! calls' own rows (`Op::is_a_calls_own`) may leave its transaction open for
-//! the batches after it (`HOLD_BATCHES_MAX`, `HOLD_MAX`): one commit for
-//! them all, the redb commit being most of a lone call's writer time. No
-//! reply ever precedes the sync of its frames, and no reader that begins
-//! after a reply sees the store without its batch: it asks the writer to
-//! commit what it holds and waits for the commit (`engine::Visibility`); a
-//! glance, which reads no call's own rows, waits only for the others.
+//! `BATCH_MAX`), applies each request's checks and writes inside a redb write
+//! transaction while the log thread appends and fdatasyncs the batch's WAL
+//! frames, and answers every caller once both are done. A batch that wrote
+//! only calls' own rows (`Op::is_a_calls_own`) leaves its transaction and
+//! its open tables to the batches after it (a group: `HOLD_BATCHES_MAX`,
+//! `HOLD_MAX`): the tables are opened, the deferred writes made and the
+//! transaction committed (non-durably) once for them all, those being most
+//! of a lone call's writer time. No reply ever precedes the sync of its
+//! frames, and no reader that begins after a reply sees the store without
+//! its batch: it asks the writer to end the group and waits for its commit
+//! (`engine::Visibility`); a glance, which reads no call's own rows, waits
+//! only for the others.
 //! Checkpoints (durable redb commits) run when `CHECKPOINT_WAL_BYTES` of
 //! frames or `CHECKPOINT_INTERVAL` have accumulated, and empty the log.
 //!
@@ -21,8 +22,8 @@
 //! reopens the database and replays the log; anything else (a failed sync)
 //! makes the store `Failed`: nothing more is written, and the owner is told.
 
-use crate::backend::{Done, Health, OnFatal};
-use crate::engine::{self, Engine, Fault};
+use crate::backend::{Done, Health, OnFatal, WriterStats};
+use crate::engine::{self, Batch, Engine, Fault, Group};
 use crate::error::WriteError;
 use crate::ops::Op;
 use std::sync::Mutex;
@@ -40,10 +41,11 @@ pub const CHECKPOINT_WAL_BYTES: u64 = 4 << 20;
 /// ...or once frames have waited this long.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// A batch that wrote only calls' own rows (`Op::is_a_calls_own`) is
-/// answered once durable, as every batch is, but its transaction may stay
-/// open for the batches after it, up to this many in all...
+/// answered once durable, as every batch is, but the batches after it may
+/// join its transaction and its open tables (a group), up to this many in
+/// all...
 pub const HOLD_BATCHES_MAX: u32 = 16;
-/// ...and this long after the first was answered, or until a reader waits
+/// ...for this long after the first was answered, or until a reader waits
 /// for one of them: one commit for them all. A snapshot begun after an
 /// answer asks for that commit and waits for it; a glance does not.
 pub const HOLD_MAX: Duration = Duration::from_millis(10);
@@ -58,7 +60,7 @@ pub(crate) struct Request {
 }
 
 /// What the writer thread's queue carries: writes, and a reader's word that
-/// it waits for batches the writer holds (`HOLD_MAX`).
+/// it waits for a batch of the group the writer runs (`HOLD_MAX`).
 // A write is as large as before it had a neighbour; boxing it would cost
 // every write an allocation to spare a word no one sends often.
 #[allow(clippy::large_enum_variant)]
@@ -110,9 +112,9 @@ impl Writer {
         }
     }
 
-    /// A way for readers to ask the writer to commit what it holds: a full
-    /// queue needs no word (the writer is busy, and looks for readers
-    /// waiting after every batch), a closed one has nothing held.
+    /// A way for readers to ask the writer to commit the group it runs: a
+    /// full queue needs no word (the writer is busy, and looks for readers
+    /// waiting after every batch), a closed one has no group open.
     pub(crate) fn commit_asker(&self) -> Option<impl Fn() + Send + Sync + 'static> {
         let tx = self.queue.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
         Some(move || {
@@ -151,7 +153,7 @@ pub(crate) enum Next {
 
 /// Waits up to `wait` for a request, then takes what else is queued. A
 /// reader's word alone (`Queued::Commit`) reads as `Idle`: the writer then
-/// commits what it holds.
+/// ends its group and commits it.
 pub(crate) fn next_batch(rx: &Receiver<Queued>, wait: Duration) -> Next {
     let first = match rx.recv_timeout(wait) {
         Ok(Queued::Write(r)) => r,
@@ -170,6 +172,14 @@ pub(crate) fn next_batch(rx: &Receiver<Queued>, wait: Duration) -> Next {
     Next::Batch(batch)
 }
 
+/// A batch as the engine takes it, counted in the writer's figures.
+fn counted(stats: &WriterStats, batch: Vec<Request>) -> Batch {
+    stats.batches.fetch_add(1, Ordering::Relaxed);
+    stats.requests.fetch_add(batch.len() as u64, Ordering::Relaxed);
+    stats.batch_requests.observe(batch.len() as u64);
+    batch.into_iter().map(|r| (r.op, r.done)).unzip()
+}
+
 /// A full disk: when to look for space next.
 struct Short {
     next_probe: Instant,
@@ -186,17 +196,15 @@ struct Loop {
 impl Loop {
     fn run(mut self, rx: Receiver<Queued>) {
         loop {
-            let next = next_batch(&rx, self.idle_wait());
-            let busy = self.engine.shared.stats.busy();
-            match next {
-                Next::Batch(batch) => self.batch(batch),
-                Next::Idle => self.publish_held(),
+            match next_batch(&rx, self.idle_wait()) {
+                Next::Batch(batch) => self.batch(batch, &rx),
+                Next::Idle => {}
                 Next::Closed => break,
             }
+            let busy = self.engine.shared.stats.busy();
             self.tick();
             busy.end(&self.engine.shared.stats);
         }
-        self.publish_held();
         if self.failed().is_none() && self.engine.index_referrers().is_ok() && self.engine.checkpoint().is_ok() {
             let _ = self.engine.trim_payloads();
         }
@@ -209,20 +217,10 @@ impl Loop {
         }
     }
 
-    /// Commits the batches held, if any.
-    fn publish_held(&mut self) {
-        if let Err(fault) = self.engine.publish_held() {
-            self.fault(fault);
-        }
-    }
-
-    /// How long the thread may sleep: until the batches held are due, or a
-    /// checkpoint or a space probe is.
+    /// How long the thread may sleep: until a checkpoint or a space probe
+    /// is due.
     fn idle_wait(&self) -> Duration {
         let mut wait = Duration::from_secs(3600);
-        if let Some(age) = self.engine.held_for() {
-            wait = wait.min(HOLD_MAX.saturating_sub(age));
-        }
         if self.engine.wal_pending() > 0 {
             wait = wait.min(CHECKPOINT_INTERVAL.saturating_sub(self.engine.since_checkpoint()));
         }
@@ -232,11 +230,11 @@ impl Loop {
         wait.max(Duration::from_micros(50))
     }
 
-    fn batch(&mut self, batch: Vec<Request>) {
-        let (ops, dones): (Vec<Op>, Vec<Done>) = batch.into_iter().map(|r| (r.op, r.done)).unzip();
-        self.engine.shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-        self.engine.shared.stats.requests.fetch_add(ops.len() as u64, Ordering::Relaxed);
-        self.engine.shared.stats.batch_requests.observe(ops.len() as u64);
+    /// Refuses a batch when the store takes no writes, else runs it and
+    /// the batches that may join it in one transaction (`Engine::run_group`).
+    fn batch(&mut self, batch: Vec<Request>, rx: &Receiver<Queued>) {
+        let shared = self.engine.shared.clone();
+        let stats = &shared.stats;
         let refusal = if let Some(reason) = self.failed() {
             Some(WriteError::WriterStopped(reason))
         } else if self.short.is_some() && !self.probe_space() {
@@ -244,42 +242,50 @@ impl Loop {
         } else {
             None
         };
+        let first = counted(stats, batch);
         if let Some(e) = refusal {
-            for done in dones {
+            for done in first.1 {
                 done(Err(e.clone()));
             }
             return;
         }
-        // The answers travel while the batch's deferred writes and its
-        // transaction's commit go on.
-        match self.engine.stage(ops, dones) {
-            Ok(Some(staged)) if self.may_hold(&staged) => self.engine.hold(staged),
-            Ok(staged) => {
-                if let Some(Err(fault)) = staged.map(|staged| self.engine.publish(staged)) {
-                    self.fault(fault);
-                }
+        let mut busy = Some(stats.busy());
+        // The group waits for its next batch only while it may grow; the
+        // wait is not the writer's work.
+        let more = |group: &Group| {
+            let first_synced = group.first_synced?;
+            let may_grow = group.calls_own
+                && group.batches < HOLD_BATCHES_MAX
+                && first_synced.elapsed() < HOLD_MAX
+                && !shared.visibility.wanted();
+            if !may_grow {
+                return None;
             }
-            // Those not answered: a batch that failed after its answers is
-            // durable, and the fault only stops the ones after it.
-            Err((fault, unanswered)) => {
-                let e = self.fault(fault);
-                for done in unanswered {
-                    done(Err(e.clone()));
-                }
+            if let Some(b) = busy.take() {
+                b.end(stats);
+            }
+            let next = next_batch(rx, HOLD_MAX.saturating_sub(first_synced.elapsed()));
+            busy = Some(stats.busy());
+            match next {
+                Next::Batch(batch) => Some(counted(stats, batch)),
+                Next::Idle | Next::Closed => None,
+            }
+        };
+        let ran = self.engine.run_group(first, more);
+        if let Some(b) = busy.take() {
+            b.end(stats);
+        }
+        // Those not answered: a batch that failed after its answers is
+        // durable, and the fault only stops the ones after it.
+        if let Err((fault, unanswered)) = ran {
+            let e = self.fault(fault);
+            for done in unanswered {
+                done(Err(e.clone()));
             }
         }
         if let Some(fault) = self.engine.deferred.take() {
             self.fault(fault);
         }
-    }
-
-    /// Whether a staged batch's transaction may stay open for the next
-    /// batches (`HOLD_BATCHES_MAX`, `HOLD_MAX`).
-    fn may_hold(&self, staged: &engine::Staged) -> bool {
-        staged.calls_own
-            && staged.batches < HOLD_BATCHES_MAX
-            && staged.first_synced.elapsed() < HOLD_MAX
-            && !self.engine.shared.visibility.wanted()
     }
 
     fn degraded_reason(&self) -> String {
