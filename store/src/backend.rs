@@ -43,9 +43,9 @@ pub struct WriterStats {
     /// all of it, and the writer bounds the store's write rate.
     pub work_ns: AtomicU64,
     /// Nanoseconds the writer waited for a batch's durability point once it
-    /// had applied the batch: what remained of the log's write and sync on
-    /// the log thread, which began beside the apply (PostgreSQL: every
-    /// COMMIT round trip, a lease renewal's too).
+    /// had applied the batch: the log's sync, whose device write began
+    /// before the apply (PostgreSQL: every COMMIT round trip, a lease
+    /// renewal's too).
     pub sync_wait_ns: AtomicU64,
     /// Nanoseconds the embedded writer spent applying requests (checks and
     /// inserts) and encoding frames.
@@ -67,8 +67,8 @@ pub struct WriterStats {
     /// Per batch, the requests it carried (every batch counted in `batches`).
     pub batch_requests: Histogram,
     /// Per batch made durable, nanoseconds the durability point took: on the
-    /// embedded engine the log's append and `fdatasync` (on the log thread,
-    /// beside the apply); on PostgreSQL the COMMIT round trip, where the
+    /// embedded engine the log's write and `fdatasync` (the apply between
+    /// them not counted); on PostgreSQL the COMMIT round trip, where the
     /// server flushes its own log.
     pub log_sync_seconds: Histogram,
     /// Per checkpoint of the embedded engine, nanoseconds its durable commit

@@ -11,7 +11,7 @@ use crate::tables::{
     STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND,
     STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
 };
-use crate::wal::{AppendError, Frame, FrameBuilder, LogThread, Wal, WalScan};
+use crate::wal::{AppendError, Frame, FrameBuilder, Wal, WalScan};
 use redb::ReadableTable;
 use redb::{Builder, ConcurrencyMode, Database, Durability, ReadableDatabase};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -207,7 +207,7 @@ pub struct Replayed {
 pub(crate) struct Engine {
     pub(crate) shared: Arc<Shared>,
     pub(crate) media: Arc<dyn Media>,
-    log: LogThread,
+    log: Wal,
     payloads: PayloadFile,
     next_seq: u64,
     last_checkpoint: Instant,
@@ -232,7 +232,7 @@ impl Engine {
         let engine = Engine {
             shared,
             media,
-            log: LogThread::start(wal),
+            log: wal,
             payloads,
             next_seq,
             last_checkpoint: Instant::now(),
@@ -269,7 +269,7 @@ impl Engine {
             self.payloads.advance(end);
         }
         let next = self.next_seq;
-        self.log.with(|wal| wal.reset(next)).map_err(|e| engine(&e))?;
+        self.log.reset(next).map_err(|e| engine(&e))?;
         self.last_checkpoint = Instant::now();
         Ok(report)
     }
@@ -283,7 +283,7 @@ impl Engine {
     }
 
     pub(crate) fn wal_pending(&self) -> u64 {
-        self.log.with(|wal| wal.pending_bytes)
+        self.log.pending_bytes
     }
 
     pub(crate) fn since_checkpoint(&self) -> Duration {
@@ -304,11 +304,10 @@ impl Engine {
     /// through one set of open tables (`W`): `first`, then each batch `more`
     /// gives while it sees the group may grow (the writer: calls' own rows
     /// only, `writer::HOLD_BATCHES_MAX`, `writer::HOLD_MAX`, no reader
-    /// waiting). Each batch's log write and sync run on the log thread while
-    /// this one applies the same batch (a frame holds the requests, not their
-    /// effects), and each caller is answered once the log is synced and every
-    /// request of its batch decided, by whichever of the two threads gets
-    /// there second (`Handoff`). What no result depends on (`W::finish`:
+    /// waiting). Each batch's frames are written and the device asked to
+    /// start on them before the batch is applied (a frame holds the
+    /// requests, not their effects), then synced, and its callers answered:
+    /// no one before the sync. What no result depends on (`W::finish`:
     /// payloads, task rows, episode summaries, the indexes' steps) is
     /// written once, after the group's last batch, and one commit makes the
     /// group visible: readers that must see an answered batch ask for it
@@ -396,7 +395,6 @@ impl Engine {
                 Step::LogFailed(error, unanswered) => {
                     return Ended::LogFailed { error, unanswered, answered: applied.is_some() };
                 }
-                Step::Failed(fault, last) => return Ended::Failed { fault, last, stopped: None },
                 Step::Undecided(fault, dones) => return Ended::Undecided(fault, dones),
             }
             match more(&group) {
@@ -410,7 +408,8 @@ impl Engine {
         }
     }
 
-    /// One batch of a group: journaled on the log thread while `w` applies it.
+    /// One batch of a group: its frames written, applied through `w` while
+    /// the device writes them, synced, answered.
     fn journal_and_apply(&mut self, w: &mut W<'_>, ops: Vec<Op>, dones: Vec<Done>, reserved: &mut u64) -> Step {
         let started = Instant::now();
         let mut frames = FrameBuilder::new(self.next_seq);
@@ -429,39 +428,46 @@ impl Engine {
         if let Err(e) = self.payloads.reserve(*reserved) {
             return Step::Stopped(classify(e), dones);
         }
-        let link = self.log.with(|wal| wal.link);
-        let (frames, link) = frames.seal(link);
+        let (frames, link) = frames.seal(self.log.link);
         let calls_own = ops.iter().flatten().all(Op::is_a_calls_own);
-        let handoff = Arc::new(Handoff::new(last, started, self.shared.clone(), calls_own));
-        let on_sync = handoff.clone();
-        self.log.begin(frames, link, Box::new(move |synced| on_sync.synced(synced)));
-        let mut undecided = Some(dones);
-        let applied = apply_ops(w, ops, |results| {
-            if let Some(dones) = undecided.take() {
-                handoff.decided(dones, results);
-            }
-        });
+        // The device writes the frames while the batch is applied; the sync
+        // after it waits for what is left, and for the device's cache.
+        let written = match self.log.write(&frames) {
+            Ok(written) => written,
+            Err(e) => return Step::LogFailed(e, dones),
+        };
+        let wrote = started.elapsed();
+        let applied = apply_ops(w, ops);
         let applied_at = Instant::now();
-        let logged = self.log.finish();
+        let logged = self.log.sync(written, link);
         let synced = Instant::now();
         // Not durable, so no one was answered: the callers are told why.
         if let Err(e) = logged {
-            return Step::LogFailed(e, undecided.unwrap_or_else(|| handoff.take_back()));
+            return Step::LogFailed(e, dones);
         }
         let stats = &self.shared.stats;
+        stats.log_sync_seconds.observe_duration(wrote + (synced - applied_at));
         stats.apply_ns.fetch_add((applied_at - started).as_nanos() as u64, Ordering::Relaxed);
         stats.sync_wait_ns.fetch_add((synced - applied_at).as_nanos() as u64, Ordering::Relaxed);
-        match (applied, undecided) {
-            (Ok(()), None) => {
+        match applied {
+            Ok(answers) => {
                 self.next_seq = last + 1;
+                self.answer(last, calls_own, started, dones, answers);
                 Step::Applied { last, synced, calls_own }
             }
-            (Err(fault), None) => {
-                self.next_seq = last + 1;
-                Step::Failed(fault, last)
-            }
-            (Err(fault), Some(dones)) => Step::Undecided(fault, dones),
-            (Ok(()), Some(_)) => unreachable!("a batch applied whole was decided"),
+            Err(fault) => Step::Undecided(fault, dones),
+        }
+    }
+
+    /// Tells the callers of a batch that is durable and decided, up to
+    /// frame `last`, what became of their requests.
+    fn answer(&self, last: u64, calls_own: bool, started: Instant, dones: Vec<Done>, answers: Answers) {
+        debug_assert_eq!(dones.len(), answers.len());
+        self.shared.stats.commit_seconds.observe_duration(started.elapsed());
+        self.shared.visibility.answering(last, calls_own);
+        // Callbacks come from `Writer::submit`, which catches their panics.
+        for (done, r) in dones.into_iter().zip(answers) {
+            done(r);
         }
     }
 
@@ -538,7 +544,7 @@ impl Engine {
             return Err(fault);
         }
         let next = self.next_seq;
-        self.log.with(|wal| wal.reset(next)).map_err(classify)?;
+        self.log.reset(next).map_err(classify)?;
         self.last_checkpoint = Instant::now();
         self.shared.stats.checkpoints.fetch_add(1, Ordering::Relaxed);
         self.shared.stats.checkpoint_seconds.observe_duration(started.elapsed());
@@ -563,7 +569,7 @@ impl Engine {
         for _ in 0..REOPEN_ATTEMPTS {
             match open_parts(self.media.as_ref(), &self.shared, self.cache_bytes, self.wal_prealloc) {
                 Ok((wal, payloads, next_seq, _)) => {
-                    self.log.with(|old| *old = wal);
+                    self.log = wal;
                     self.payloads = payloads;
                     self.next_seq = next_seq;
                     return Ok(());
@@ -672,8 +678,6 @@ enum Step {
     Stopped(Fault, Vec<Done>),
     /// The log's write or sync failed: its callers not answered.
     LogFailed(AppendError, Vec<Done>),
-    /// The engine failed after the batch, durable, was answered.
-    Failed(Fault, u64),
     /// The engine failed before the batch, durable, was decided.
     Undecided(Fault, Vec<Done>),
 }
@@ -722,92 +726,6 @@ fn with_stopped(went: Result<(), Fault>, stopped: Stopped) -> Result<(), (Fault,
     }
 }
 
-/// A batch's answers, given by whichever of the writer and the log thread
-/// gets there second: the writer once every request is decided, the log
-/// thread once the batch's frames are synced. Neither waits on the other to
-/// answer, and no one is answered before the frames are durable.
-struct Handoff {
-    state: Mutex<Handing>,
-    last: u64,
-    /// The batch wrote only calls' own rows.
-    calls_own: bool,
-    started: Instant,
-    shared: Arc<Shared>,
-}
-
-enum Handing {
-    /// Neither yet.
-    Syncing,
-    /// The frames are durable; the writer answers when it decides.
-    Synced,
-    /// Every request decided; the log thread answers once the frames are
-    /// durable (or leaves them to the writer when the sync failed).
-    Decided(Vec<Done>, Answers),
-    /// The sync failed: the writer keeps its callers.
-    Failed,
-    Answered,
-}
-
-impl Handoff {
-    fn new(last: u64, started: Instant, shared: Arc<Shared>, calls_own: bool) -> Handoff {
-        Handoff { state: Mutex::new(Handing::Syncing), last, calls_own, started, shared }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, Handing> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The writer: every request of the batch is decided.
-    fn decided(&self, dones: Vec<Done>, answers: Answers) {
-        let mut state = self.state();
-        match std::mem::replace(&mut *state, Handing::Answered) {
-            Handing::Synced => {
-                drop(state);
-                self.answer(dones, answers);
-            }
-            Handing::Syncing | Handing::Failed => *state = Handing::Decided(dones, answers),
-            Handing::Decided(..) | Handing::Answered => unreachable!("a batch is decided once"),
-        }
-    }
-
-    /// The log thread: the batch's frames are synced (their write and sync
-    /// took `took`), or failed to be (`None`).
-    fn synced(&self, took: Option<Duration>) {
-        if let Some(took) = took {
-            self.shared.stats.log_sync_seconds.observe_duration(took);
-        }
-        let mut state = self.state();
-        match (took.is_some(), std::mem::replace(&mut *state, Handing::Answered)) {
-            (true, Handing::Decided(dones, answers)) => {
-                drop(state);
-                self.answer(dones, answers);
-            }
-            (true, Handing::Syncing) => *state = Handing::Synced,
-            (false, Handing::Syncing) => *state = Handing::Failed,
-            (false, decided) => *state = decided,
-            (true, _) => unreachable!("a batch is synced once"),
-        }
-    }
-
-    /// The writer, after a failed sync: the callers no one answered.
-    fn take_back(&self) -> Vec<Done> {
-        match std::mem::replace(&mut *self.state(), Handing::Failed) {
-            Handing::Decided(dones, _) => dones,
-            _ => vec![],
-        }
-    }
-
-    fn answer(&self, dones: Vec<Done>, answers: Answers) {
-        debug_assert_eq!(dones.len(), answers.len());
-        self.shared.stats.commit_seconds.observe_duration(self.started.elapsed());
-        self.shared.visibility.answering(self.last, self.calls_own);
-        // Callbacks come from `Writer::submit`, which catches their panics.
-        for (done, r) in dones.into_iter().zip(answers) {
-            done(r);
-        }
-    }
-}
-
 fn log_fault(e: AppendError) -> Fault {
     match e {
         AppendError::Write(e) if is_out_of_space(&e) => Fault::OutOfSpace(e.to_string()),
@@ -822,8 +740,8 @@ fn too_large() -> WriteError {
 
 /// Applies a batch's journaled requests (`None`: one that could not be, and
 /// is refused) through `w`: a live batch, or a frame replayed at open.
-/// `decided` is given every request's result once all are decided.
-fn apply_ops(w: &mut W<'_>, ops: Vec<Option<Op>>, decided: impl FnOnce(Answers)) -> Result<(), Fault> {
+/// Returns every request's result, in order.
+fn apply_ops(w: &mut W<'_>, ops: Vec<Option<Op>>) -> Result<Answers, Fault> {
     let mut results = Vec::with_capacity(ops.len());
     for op in ops {
         let Some(op) = op else {
@@ -838,8 +756,7 @@ fn apply_ops(w: &mut W<'_>, ops: Vec<Option<Op>>, decided: impl FnOnce(Answers))
         }
         results.push(r);
     }
-    decided(results);
-    Ok(())
+    Ok(results)
 }
 
 /// A write transaction whose commit is made durable by the log (frames
@@ -1004,7 +921,7 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
         let txn = begin_nondurable(db).map_err(|f| engine(&f))?;
         {
             let mut w = W::open_with(&txn, &mut kept, payloads.io().as_ref()).map_err(|e| engine(&e))?;
-            apply_ops(&mut w, ops, |_| {}).map_err(|f| engine(&f))?;
+            apply_ops(&mut w, ops).map_err(|f| engine(&f))?;
             w.record_wal_seq(frame.seq).map_err(|e| engine(&e))?;
             w.finish().map_err(|e| engine(&e))?;
         }
@@ -1012,74 +929,4 @@ fn replay(db: &Database, applied: u64, frames: Vec<Frame>, payloads: &PayloadFil
         count += 1;
     }
     Ok(count)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::mpsc;
-
-    /// `n` callers whose answers arrive on the returned channel.
-    fn callers(n: usize) -> (Vec<Done>, mpsc::Receiver<Result<Reply, WriteError>>) {
-        let (tx, rx) = mpsc::channel();
-        let dones = (0..n)
-            .map(|_| {
-                let tx = tx.clone();
-                Box::new(move |r| {
-                    let _ = tx.send(r);
-                }) as Done
-            })
-            .collect();
-        (dones, rx)
-    }
-
-    fn answers(n: usize) -> Answers {
-        (0..n).map(|_| Ok(Reply::Done)).collect()
-    }
-
-    fn handoff(last: u64) -> (Handoff, Arc<Shared>) {
-        let shared = Arc::new(Shared::default());
-        (Handoff::new(last, Instant::now(), shared.clone(), false), shared)
-    }
-
-    #[test]
-    fn a_batch_decided_before_its_sync_is_answered_by_the_sync_and_not_before() {
-        let (h, shared) = handoff(7);
-        let (dones, rx) = callers(2);
-        h.decided(dones, answers(2));
-        assert!(rx.try_recv().is_err(), "answered before its frames were durable");
-        h.synced(Some(Duration::from_micros(100)));
-        assert_eq!(rx.try_iter().count(), 2);
-        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 7);
-        assert!(h.take_back().is_empty());
-    }
-
-    #[test]
-    fn a_batch_synced_before_it_is_decided_is_answered_by_its_decision() {
-        let (h, shared) = handoff(9);
-        let (dones, rx) = callers(2);
-        h.synced(Some(Duration::from_micros(100)));
-        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 0);
-        h.decided(dones, answers(2));
-        assert_eq!(rx.try_iter().count(), 2);
-        assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 9);
-    }
-
-    #[test]
-    fn a_batch_whose_sync_failed_is_never_answered_and_its_callers_go_back_to_the_writer() {
-        for sync_first in [false, true] {
-            let (h, shared) = handoff(3);
-            let (dones, rx) = callers(2);
-            if sync_first {
-                h.synced(None);
-                h.decided(dones, answers(2));
-            } else {
-                h.decided(dones, answers(2));
-                h.synced(None);
-            }
-            assert!(rx.try_recv().is_err(), "a batch that is not durable was answered");
-            assert_eq!(h.take_back().len(), 2);
-            assert_eq!(shared.visibility.answered.load(Ordering::Acquire), 0);
-        }
-    }
 }

@@ -23,10 +23,6 @@
 use crate::media::{WalIo, is_out_of_space};
 use crate::ops::Op;
 use std::io;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
 /// First bytes of a write-ahead log.
 pub const WAL_MAGIC: &[u8; 8] = b"WRLDWAL2";
@@ -76,6 +72,13 @@ pub(crate) enum AppendError {
     Write(io::Error),
     /// The sync failed: the frames may or may not be durable.
     Sync(io::Error),
+}
+
+/// Frames written, not yet synced (`Wal::write`).
+#[must_use = "written frames are the log's once synced"]
+pub(crate) struct Written {
+    start: u64,
+    end: u64,
 }
 
 /// The open log: where the next frame goes.
@@ -148,18 +151,28 @@ impl Wal {
         Ok((wal, frames, scan))
     }
 
-    /// Writes `frames` (sealed onto `self.link`) after the last one and syncs once.
-    pub(crate) fn append(&mut self, frames: &[Vec<u8>], link: u64) -> Result<(), AppendError> {
+    /// Writes `frames` after the last one and asks the device to start on
+    /// them; `sync` makes them durable. A write that fails leaves the end
+    /// where it was: the next frames overwrite what it left.
+    pub(crate) fn write(&mut self, frames: &[Vec<u8>]) -> Result<Written, AppendError> {
         let start = self.end;
         let mut at = start;
         for f in frames {
             self.io.write_at(at, f).map_err(AppendError::Write)?;
             at += f.len() as u64;
         }
+        self.io.start_writeback(start, at - start);
+        Ok(Written { start, end: at })
+    }
+
+    /// Syncs what `write` wrote (frames sealed onto `self.link`, the last
+    /// of them giving `link`): they are the log's from now on.
+    pub(crate) fn sync(&mut self, written: Written, link: u64) -> Result<(), AppendError> {
+        debug_assert_eq!(written.start, self.end, "frames are synced in the order they are written");
         self.io.sync_data().map_err(AppendError::Sync)?;
-        self.end = at;
+        self.end = written.end;
         self.link = link;
-        self.pending_bytes += at - start;
+        self.pending_bytes += written.end - written.start;
         Ok(())
     }
 
@@ -330,72 +343,80 @@ fn read_frame(io: &dyn WalIo, at: u64, len: u64, expected: u64, link: u64) -> Re
     Read::Whole(Frame { seq, ops }, next, link_of(sum.as_bytes()))
 }
 
-/// What the log thread does the moment a batch's frames are synced (with
-/// how long their write and sync took) or failed to be (`None`), before the
-/// writer learns it.
-pub(crate) type AfterSync = Box<dyn FnOnce(Option<Duration>) + Send>;
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Surface, TaskKey};
+    use crate::payloads::MemoryFile;
+    use crate::refs::Ref;
+    use std::sync::{Arc, Mutex};
 
-/// A batch for the log thread: its frames, the link after them, and what to
-/// do once they are synced.
-type Job = (Vec<Vec<u8>>, u64, AfterSync);
-
-/// The log on a thread of its own, so that a batch's write and sync run
-/// while the writer applies the same batch to the database.
-pub(crate) struct LogThread {
-    wal: Arc<Mutex<Wal>>,
-    jobs: Option<SyncSender<Job>>,
-    results: Receiver<Result<(), AppendError>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl LogThread {
-    pub(crate) fn start(wal: Wal) -> LogThread {
-        let wal = Arc::new(Mutex::new(wal));
-        let (jobs, inbox) = sync_channel::<Job>(1);
-        let (outbox, results) = sync_channel(1);
-        let log = wal.clone();
-        let thread = std::thread::Builder::new()
-            .name("world-store-log".into())
-            .spawn(move || {
-                for (frames, link, after_sync) in inbox {
-                    let started = Instant::now();
-                    let r = log.lock().unwrap_or_else(|p| p.into_inner()).append(&frames, link);
-                    after_sync(r.as_ref().ok().map(|()| started.elapsed()));
-                    if outbox.send(r).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("spawn the store log thread");
-        LogThread { wal, jobs: Some(jobs), results, thread: Some(thread) }
+    /// A log file in memory that records what was asked of it.
+    #[derive(Debug, Default)]
+    struct Recorded {
+        file: MemoryFile,
+        asked: Mutex<Vec<String>>,
     }
 
-    /// Starts writing and syncing `frames`; `after_sync` runs on the log
-    /// thread once that is done, and `finish` then says how it went.
-    pub(crate) fn begin(&self, frames: Vec<Vec<u8>>, link: u64, after_sync: AfterSync) {
-        if let Some(jobs) = &self.jobs {
-            let _ = jobs.send((frames, link, after_sync));
+    #[derive(Debug)]
+    struct RecordedIo(Arc<Recorded>);
+
+    impl RecordedIo {
+        fn note(&self, what: String) {
+            self.0.asked.lock().unwrap().push(what);
         }
     }
 
-    /// Waits for the batch's write and sync (the writer applied it
-    /// meanwhile; how long they took went to its `AfterSync`), or says why
-    /// they failed.
-    pub(crate) fn finish(&self) -> Result<(), AppendError> {
-        self.results.recv().unwrap_or_else(|_| Err(AppendError::Sync(io::Error::other("the log thread exited"))))
-    }
-
-    /// The log itself, between batches.
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&mut Wal) -> R) -> R {
-        f(&mut self.wal.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-impl Drop for LogThread {
-    fn drop(&mut self) {
-        self.jobs.take();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    impl WalIo for RecordedIo {
+        fn len(&self) -> io::Result<u64> {
+            self.0.file.len()
         }
+        fn read_at(&self, offset: u64, out: &mut [u8]) -> io::Result<()> {
+            self.0.file.read_at(offset, out)
+        }
+        fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+            self.note(format!("write {offset}+{}", data.len()));
+            self.0.file.write_at(offset, data)
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.note("sync".into());
+            self.0.file.sync_data()
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.0.file.set_len(len)
+        }
+        fn start_writeback(&self, offset: u64, len: u64) {
+            self.note(format!("writeback {offset}+{len}"));
+        }
+    }
+
+    fn begin(id: &str) -> Op {
+        let key = TaskKey { surface: Surface::Mcp, episode: "e".into(), task_id: id.into() };
+        Op::begin_task(key, Ref::of(b"d"), 1)
+    }
+
+    #[test]
+    fn a_batchs_frames_go_to_the_device_when_written_and_are_the_logs_once_synced() {
+        let file = Arc::new(Recorded::default());
+        let (mut wal, frames, _) = Wal::open(Box::new(RecordedIo(file.clone())), 1, 0).unwrap();
+        assert!(frames.is_empty());
+        file.asked.lock().unwrap().clear();
+        let mut builder = FrameBuilder::new(1);
+        assert!(builder.push(&begin("a")) && builder.push(&begin("b")));
+        let (frames, link) = builder.seal(wal.link);
+        let end = wal.end;
+        let written = wal.write(&frames).unwrap();
+        let bytes: u64 = frames.iter().map(|f| f.len() as u64).sum();
+        let asked = file.asked.lock().unwrap().clone();
+        assert_eq!(asked.last(), Some(&format!("writeback {end}+{bytes}")), "{asked:?}");
+        assert!(!asked.contains(&"sync".to_string()), "synced before the batch was applied: {asked:?}");
+        assert_eq!((wal.end, wal.pending_bytes), (end, 0), "the frames are not the log's before their sync");
+        wal.sync(written, link).unwrap();
+        assert_eq!(file.asked.lock().unwrap().last().map(String::as_str), Some("sync"));
+        assert_eq!((wal.end, wal.link, wal.pending_bytes), (end + bytes, link, bytes));
+        let (_, read, scan) = Wal::open(Box::new(RecordedIo(file)), 1, 0).unwrap();
+        assert_eq!(frames.len(), 1, "one frame a batch");
+        assert_eq!((read.len(), scan.last_seq), (frames.len(), 1), "the batch's frame reads back");
+        assert_eq!(read[0].ops.len(), 2);
     }
 }

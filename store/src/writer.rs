@@ -1,9 +1,9 @@
 //! The single writer thread: group commit through the write-ahead log.
 //!
 //! Callers queue requests; the thread drains what is queued (up to
-//! `BATCH_MAX`), applies each request's checks and writes inside a redb write
-//! transaction while the log thread appends and fdatasyncs the batch's WAL
-//! frames, and answers every caller once both are done. A batch that wrote
+//! `BATCH_MAX`), writes the batch's WAL frames, applies each request's checks
+//! and writes inside a redb write transaction while the device writes the
+//! frames, fdatasyncs the log, and answers every caller. A batch that wrote
 //! only calls' own rows (`Op::is_a_calls_own`) leaves its transaction and
 //! its open tables to the batches after it (a group: `HOLD_BATCHES_MAX`,
 //! `HOLD_MAX`): the tables are opened, the deferred writes made and the

@@ -70,7 +70,6 @@ impl Daemon {
             let secs = process_cpu_secs(&format!("{pid}/task/{tid}"));
             match comm.trim() {
                 "world-store-wri" => cpu.writer += secs,
-                "world-store-log" => cpu.log += secs,
                 "tokio-rt-worker" => cpu.workers += secs,
                 _ => {}
             }
@@ -79,13 +78,12 @@ impl Daemon {
     }
 }
 
-/// A daemon's CPU seconds by thread: the store's writer, its log thread,
-/// the runtime's workers, and all of them with the rest (the blocking pool,
-/// threads that ended) in `total`.
+/// A daemon's CPU seconds by thread: the store's writer (which writes and
+/// syncs the log too), the runtime's workers, and all of them with the rest
+/// (the blocking pool, threads that ended) in `total`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadCpu {
     pub writer: f64,
-    pub log: f64,
     pub workers: f64,
     pub total: f64,
 }
@@ -93,12 +91,7 @@ pub struct ThreadCpu {
 impl std::ops::Sub for ThreadCpu {
     type Output = ThreadCpu;
     fn sub(self, o: ThreadCpu) -> ThreadCpu {
-        ThreadCpu {
-            writer: self.writer - o.writer,
-            log: self.log - o.log,
-            workers: self.workers - o.workers,
-            total: self.total - o.total,
-        }
+        ThreadCpu { writer: self.writer - o.writer, workers: self.workers - o.workers, total: self.total - o.total }
     }
 }
 
