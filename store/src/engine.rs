@@ -329,9 +329,10 @@ impl Engine {
         };
         let io = self.payloads.io().clone();
         let mut kept = std::mem::take(&mut self.kept);
+        // Nothing is journaled yet when the tables do not open.
         let ended = match W::open_with(&txn, &mut kept, io.as_ref()) {
             Ok(w) => self.fill_group(w, first, more),
-            Err(e) => Ended::Undecided(write_fault(e), first.1),
+            Err(e) => Ended::Empty(Some((write_fault(e), first.1))),
         };
         self.kept = kept;
         match ended {
