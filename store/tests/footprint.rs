@@ -24,15 +24,6 @@ fn commit_outputs(store: &Store, f: Ref, round: &str, n: usize) -> Vec<(TaskKey,
         .collect()
 }
 
-fn assert_reads_back(store: &Store, committed: &[(TaskKey, Vec<u8>, Committed)]) {
-    let snap = store.snapshot().unwrap();
-    for (key, output, c) in committed {
-        assert_eq!(snap.payload(&c.output_ref).unwrap().as_deref(), Some(&output[..]), "{key:?}");
-        assert_eq!(snap.task(key).unwrap().and_then(|t| t.committed), Some(c.clone()), "{key:?}");
-        assert_eq!(snap.log_entry(c.entry_index).unwrap().map(|e| e.entry_hash), Some(c.entry_hash));
-    }
-}
-
 #[test]
 fn a_store_many_times_its_page_cache_reads_back_exactly_within_the_bound() {
     let dir = tempfile::tempdir().unwrap();

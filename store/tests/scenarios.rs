@@ -1159,13 +1159,8 @@ fn a_groups_batches_share_their_tables_and_their_deferred_writes() {
     let batches = 2 + 2 * 6 + 1;
     assert!(published() - before < batches, "{batches} batches took {} commits", published() - before);
     let reads_back = |store: &Store, left_open: TaskState| {
-        let snap = store.snapshot().unwrap();
-        for (key, output, committed) in &outputs {
-            assert_eq!(snap.payload(&committed.output_ref).unwrap().as_deref(), Some(&output[..]), "{key:?}");
-            let row = snap.task(key).unwrap().unwrap();
-            assert_eq!((row.state, row.committed.as_ref()), (TaskState::Committed, Some(committed)), "{key:?}");
-        }
-        assert_eq!(snap.task(&task("left-open")).unwrap().unwrap().state, left_open);
+        assert_reads_back(store, &outputs);
+        assert_eq!(store.snapshot().unwrap().task(&task("left-open")).unwrap().unwrap().state, left_open);
         assert_verifies(store);
     };
     reads_back(&store, TaskState::Started);

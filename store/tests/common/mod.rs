@@ -98,6 +98,19 @@ pub fn assert_verifies(store: &dyn WorldStore) {
     assert!(report.is_clean(), "{:#?}", report.faults);
 }
 
+/// Each committed call reads back: its output's bytes, its task row
+/// committed as it was answered, and the entry it names.
+pub fn assert_reads_back(store: &dyn WorldStore, committed: &[(TaskKey, Vec<u8>, Committed)]) {
+    let snap = store.snapshot().unwrap();
+    for (key, output, c) in committed {
+        assert_eq!(snap.payload(&c.output_ref).unwrap().as_deref(), Some(&output[..]), "{key:?}");
+        let row = snap.task(key).unwrap();
+        assert_eq!(row.as_ref().map(|t| t.state), Some(TaskState::Committed), "{key:?}");
+        assert_eq!(row.and_then(|t| t.committed), Some(c.clone()), "{key:?}");
+        assert_eq!(snap.log_entry(c.entry_index).unwrap().map(|e| e.entry_hash), Some(c.entry_hash));
+    }
+}
+
 pub fn intent(key: &TaskKey, ordinal: u32, effect: &str, grant_budget: u64, request: &[u8]) -> IntentRequest {
     IntentRequest {
         task: key.clone(),
