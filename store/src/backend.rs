@@ -168,8 +168,8 @@ pub trait WorldStore: Reads + Send + Sync {
 
     /// A glance that also sees every call's own rows answered so far (a
     /// task's row, for a resent task id or a task's poll): the glance itself
-    /// where it sees them (PostgreSQL), a snapshot where the writer may hold
-    /// them (the embedded engine).
+    /// where it sees them (PostgreSQL), a snapshot where the writer's open
+    /// group may not be committed yet (the embedded engine).
     fn glance_with_calls(&self) -> Result<Snapshot, ReadError> {
         self.glance()
     }

@@ -134,8 +134,8 @@ impl WorldStore for Store {
         true
     }
 
-    /// The committed state with every batch answered so far but those the
-    /// writer holds, which write only calls' own rows, which no glance reads
+    /// The committed state with every batch answered so far but those of the
+    /// writer's open group, which write only calls' own rows, which no glance reads
     /// (`Op::is_a_calls_own`); any other batch is committed at once.
     fn glance(&self) -> Result<Snapshot, ReadError> {
         self.snapshot_of(self.shared.db_for_glance())

@@ -35,8 +35,8 @@ pub(crate) struct Shared {
     pub health: Mutex<Option<Health>>,
     pub stats: WriterStats,
     pub visibility: Visibility,
-    /// Asks the writer to commit the batches it holds (set once it runs,
-    /// taken before it stops, so that its queue can close).
+    /// Asks the writer to end the group it runs and commit it (set once it
+    /// runs, taken before it stops, so that its queue can close).
     pub commit_asker: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
@@ -53,8 +53,8 @@ pub(crate) struct Visibility {
     answered_shared: AtomicU64,
     /// The last log frame readers can see.
     visible: AtomicU64,
-    /// Readers waiting for an answered batch: the writer then commits what
-    /// it holds at once.
+    /// Readers waiting for an answered batch: the writer then ends its
+    /// group and commits it at once.
     waiting: std::sync::atomic::AtomicUsize,
     lock: Mutex<()>,
     changed: Condvar,
@@ -131,7 +131,7 @@ impl Shared {
 
     /// As `db_for_reader`, for a glance: every batch answered that wrote
     /// more than calls' own rows is in it, not always the calls' own ones
-    /// the writer holds.
+    /// of the group the writer has not committed yet.
     pub(crate) fn db_for_glance(&self) -> Option<Arc<Database>> {
         self.db_seeing(true)
     }
