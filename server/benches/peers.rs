@@ -40,7 +40,7 @@
 //! per call at most 0.10 ms at 8 clients and 0.25 ms at 1. The bench prints;
 //! it asserts no timing. Each `worldd` row also tells the daemon's CPU by
 //! thread (the store's writer, which also writes and syncs the log, the
-//! runtime's workers, the rest). `PEERS_PROFILE=N` runs `worldd` alone at N clients for one row,
+//! connection lanes, the rest). `PEERS_PROFILE=N` runs `worldd` alone at N clients for one row,
 //! printing its pid first (for `perf record -p`), and stops there.
 
 mod support;
@@ -238,12 +238,12 @@ impl Measured {
         1e3 * self.cpu / self.row.calls.max(1) as f64
     }
 
-    /// The daemon's CPU a call by thread, as "writer / workers / rest" ms.
+    /// The daemon's CPU a call by thread, as "writer / lanes / rest" ms.
     fn threads_per_call(&self) -> String {
         let Some(t) = self.threads else { return "—".into() };
         let ms = |s: f64| 1e3 * s / self.row.calls.max(1) as f64;
-        let rest = t.total - t.writer - t.workers;
-        format!("{:.3} / {:.3} / {:.3}", ms(t.writer), ms(t.workers), ms(rest))
+        let rest = t.total - t.writer - t.lanes;
+        format!("{:.3} / {:.3} / {:.3}", ms(t.writer), ms(t.lanes), ms(rest))
     }
 }
 
@@ -356,7 +356,7 @@ fn main() {
         };
         check_committed(&m);
         println!(
-            "{} at {clients}: {} calls, {} errors, {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / workers / rest: {})",
+            "{} at {clients}: {} calls, {} errors, {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / lanes / rest: {})",
             m.row.label,
             m.row.calls,
             m.row.errors,
@@ -399,7 +399,7 @@ fn main() {
             for clients in [LATENCY_CLIENTS, RATE_CLIENTS] {
                 let m = measure(server, era, round, clients, secs);
                 eprintln!(
-                    "peers: round {round} {} at {clients}: {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / workers / rest: {})",
+                    "peers: round {round} {} at {clients}: {:.0} req/s, p50 {:.3} ms, {:.3} ms CPU/call (writer / lanes / rest: {})",
                     server.name(),
                     m.row.rate(),
                     m.row.p50(),
@@ -471,10 +471,10 @@ fn main() {
             median(of.filter_map(|m| m.threads.map(|t| 1e3 * f(&t) / m.row.calls.max(1) as f64)).collect())
         };
         println!(
-            "- worldd CPU ms/call by thread at {clients} client(s), medians: writer (the log's write and sync in it) {:.3}, runtime workers {:.3}, the rest {:.3}",
+            "- worldd CPU ms/call by thread at {clients} client(s), medians: writer (the log's write and sync in it) {:.3}, connection lanes {:.3}, the rest {:.3}",
             part(|t| t.writer),
-            part(|t| t.workers),
-            part(|t| t.total - t.writer - t.workers)
+            part(|t| t.lanes),
+            part(|t| t.total - t.writer - t.lanes)
         );
     }
 

@@ -82,6 +82,14 @@ pub const ADMIN_PROGRESS_QUEUE: usize = 16;
 pub const HOST_CALLBACKS_DEFAULT: usize = 8;
 pub const HOST_CALLBACKS_MAX: usize = 1024;
 
+/// The most connection lanes `serve --workers` may ask for.
+pub const WORKERS_MAX: u64 = 256;
+
+/// The connection lanes when `--workers` is not given: one a core.
+pub fn workers_default() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// The store's page cache by default (`serve --cache-mib`), and the range the
 /// flag accepts: bounded memory whatever the store's size.
 pub const CACHE_MIB_DEFAULT: u64 = (world_store::CACHE_BYTES_DEFAULT >> 20) as u64;

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 mod conns;
+mod lanes;
 
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -51,6 +52,8 @@ pub struct ServeOptions {
     pub private_reads: bool,
     /// Open connections at most (`CONNECTIONS_MAX`; smaller in tests).
     pub connections_max: usize,
+    /// The runtime's worker threads (`--workers`; `limits::workers_default`).
+    pub workers: usize,
 }
 
 /// The key that seals approval questions, made once per store (every node
@@ -212,6 +215,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
     let admin = admin::listen(daemon.clone()).map_err(|e| fail("admin-socket", e))?;
     let listener = TcpListener::bind(addr).await.map_err(|e| fail("listen", format!("{addr}: {e}")))?;
     let local = listener.local_addr().map_err(|e| fail("listen", e))?;
+    let lanes = lanes::Lanes::start(opts.workers).map_err(|e| fail("runtime", format!("the connection lanes: {e}")))?;
     // The client verbs read it to find this daemon without being told (`cli::locate`).
     let addr_file = match write_addr(&daemon.db_path, &local) {
         Ok(file) => Some(file),
@@ -249,7 +253,9 @@ pub async fn serve(opts: ServeOptions) -> Result<(), StartupError> {
              --grant Workspace.Write=worktree:100 --out {SERVE_TOKEN_FILE}"
         );
     }
-    accept_loop(listener, daemon.clone(), shutdown, opts.connections_max).await;
+    accept_loop(listener, daemon.clone(), shutdown, opts.connections_max, &lanes).await;
+    // What the connections left running ends with their lanes, before the store is let go.
+    drop(lanes);
     sweeping.abort();
     admin.close();
     if let Some(file) = addr_file {
@@ -345,6 +351,7 @@ async fn accept_loop(
     daemon: Arc<Daemon>,
     shutdown: impl std::future::Future<Output = ()>,
     connections_max: usize,
+    lanes: &lanes::Lanes,
 ) {
     let app = http::router(daemon);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -369,16 +376,29 @@ async fn accept_loop(
         };
         // Without NODELAY an SSE reply waits ~40 ms on delayed ACK.
         let _ = stream.set_nodelay(true);
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            // The connection's slot bounds the wait for a head (`conns`): hyper's own timer stays off.
-            .header_read_timeout(None)
-            .serve_connection(
-                TokioIo::new(conns::Flushes::new(WriteTimeout::new(stream, HTTP_WRITE_TIMEOUT), slot.clone())),
-                tracked(app.clone(), slot.clone()),
-            );
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
+        // The socket moves to its lane's reactor.
+        let stream = match stream.into_std() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepted connection could not be handed to a lane");
+                continue;
+            }
+        };
+        let (app, watcher) = (app.clone(), graceful.watcher());
+        lanes.serve(async move {
+            let stream = match tokio::net::TcpStream::from_std(stream) {
+                Ok(s) => s,
+                Err(e) => return tracing::warn!(error = %e, "accepted connection could not join its lane"),
+            };
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                // The connection's slot bounds the wait for a head (`conns`): hyper's own timer stays off.
+                .header_read_timeout(None)
+                .serve_connection(
+                    TokioIo::new(conns::Flushes::new(WriteTimeout::new(stream, HTTP_WRITE_TIMEOUT), slot.clone())),
+                    tracked(app, slot.clone()),
+                );
+            let conn = watcher.watch(conn);
             tokio::select! {
                 _ = conn => {}
                 _ = slot.idled_out() => {}

@@ -458,3 +458,48 @@ fn a_daemon_and_its_store_are_named_once_for_a_shell_by_the_environment_and_a_fl
     d.signal_and_wait("TERM");
     assert!(!std::path::Path::new(&format!("{db}.addr")).exists());
 }
+
+#[test]
+fn serve_workers_sets_the_connection_lanes_and_one_lane_serves_concurrent_callers_to_the_end() {
+    let store = TempStore::new();
+    for bad in ["0", "257", "lots"] {
+        let o = worldd(&["serve", "--db", db_str(&store), "--workers", bad]);
+        assert_eq!(o.status.code(), Some(1), "--workers {bad}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--workers"), "--workers {bad}: {}", stderr(&o));
+    }
+    let lanes = |d: &Daemon| {
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", d.pid())).unwrap();
+        let names = tasks.flatten().filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok());
+        let mut lanes: Vec<String> =
+            names.map(|n| n.trim().to_string()).filter(|n| n.starts_with("worldd-lane-")).collect();
+        lanes.sort();
+        lanes
+    };
+    assert_eq!(
+        lanes(&Daemon::start_with(&TempStore::new().db, &["--workers", "3"])),
+        ["worldd-lane-0", "worldd-lane-1", "worldd-lane-2"]
+    );
+    let d = Daemon::start_with(&store.db, &["--workers", "1"]);
+    assert_eq!(lanes(&d), ["worldd-lane-0"]);
+    assert_eq!(d.commit(&genesis("g").bytes(), Some(&mint(&store.db))).status, 200);
+    let published = worldd(&["publish", "--db", db_str(&store), "--builtin"]);
+    assert!(published.status.success(), "{}", stderr(&published));
+    let agent = crate::episodes::mint(db_str(&store), "one-worker", &["world.apply=world:100"], None).token;
+    // Eight callers at once on the one lane: each call waits on the store's
+    // writer without holding the thread the others need.
+    std::thread::scope(|s| {
+        for caller in 0..8 {
+            let (d, agent) = (&d, &agent);
+            s.spawn(move || {
+                for i in 0..4 {
+                    let r = crate::episodes::mcp(d, agent, "tools_decho", json!({"caller": caller, "i": i}));
+                    let echoed = &r["result"]["structuredContent"]["echo"];
+                    assert_eq!(echoed, &json!({"caller": caller, "i": i}), "caller {caller}, call {i}: {r}");
+                }
+            });
+        }
+    });
+    let summary = d.get("/v1/episodes/one-worker").ok_json();
+    assert_eq!(summary["calls"], 32, "{summary}");
+    assert_eq!(summary["states"], json!({"committed": 32}), "{summary}");
+}

@@ -70,7 +70,7 @@ impl Daemon {
             let secs = process_cpu_secs(&format!("{pid}/task/{tid}"));
             match comm.trim() {
                 "world-store-wri" => cpu.writer += secs,
-                "tokio-rt-worker" => cpu.workers += secs,
+                lane if lane.starts_with("worldd-lane-") => cpu.lanes += secs,
                 _ => {}
             }
         }
@@ -79,19 +79,20 @@ impl Daemon {
 }
 
 /// A daemon's CPU seconds by thread: the store's writer (which writes and
-/// syncs the log too), the runtime's workers, and all of them with the rest
-/// (the blocking pool, threads that ended) in `total`.
+/// syncs the log too), the lanes that serve connections, and all of them
+/// with the rest (the main thread, the blocking pools, threads that ended)
+/// in `total`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ThreadCpu {
     pub writer: f64,
-    pub workers: f64,
+    pub lanes: f64,
     pub total: f64,
 }
 
 impl std::ops::Sub for ThreadCpu {
     type Output = ThreadCpu;
     fn sub(self, o: ThreadCpu) -> ThreadCpu {
-        ThreadCpu { writer: self.writer - o.writer, workers: self.workers - o.workers, total: self.total - o.total }
+        ThreadCpu { writer: self.writer - o.writer, lanes: self.lanes - o.lanes, total: self.total - o.total }
     }
 }
 

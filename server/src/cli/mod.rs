@@ -76,6 +76,10 @@ enum Command {
         #[arg(long = "approval-ttl", default_value_t = crate::approvals::APPROVAL_TTL_DEFAULT_S,
               value_parser = clap::value_parser!(u64).range(1..=crate::approvals::APPROVAL_TTL_MAX_S))]
         approval_ttl: u64,
+        /// Threads serving connections and running their calls up to the store, each with the
+        /// connections it was given [default: the number of cores].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=crate::limits::WORKERS_MAX))]
+        workers: Option<u64>,
         #[command(flatten)]
         reads: ReadsArgs,
         #[command(flatten)]
@@ -455,6 +459,7 @@ pub fn run() -> ExitCode {
             no_metrics,
             connections_max,
             approval_ttl,
+            workers,
             reads,
             confine,
         } => {
@@ -484,6 +489,7 @@ pub fn run() -> ExitCode {
                 approval_ttl_s: approval_ttl,
                 private_reads: reads.private_reads,
                 connections_max: connections_max as usize,
+                workers: workers.map_or_else(crate::limits::workers_default, |n| n as usize),
             })
         }
         Command::Quickstart { dir, store, bind, exec_allow, ask, ask_operator, reads, confine } => {
@@ -604,7 +610,9 @@ pub fn init_tracing() {
 
 fn serve(opts: crate::serve::ServeOptions) -> ExitCode {
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    // Startup, the accept loop, the admin socket and the sweeps; connections
+    // are served on `opts.workers` lanes of their own (`serve::lanes`).
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => return fail(2, format!("daemon startup failed at runtime: {e}")),
     };

@@ -255,5 +255,6 @@ pub fn run(
         print_connections: false,
         private_reads: reads.private_reads,
         connections_max: crate::limits::CONNECTIONS_MAX,
+        workers: crate::limits::workers_default(),
     })
 }
