@@ -85,6 +85,12 @@ pub const HOST_CALLBACKS_MAX: usize = 1024;
 /// The most connection lanes `serve --workers` may ask for.
 pub const WORKERS_MAX: u64 = 256;
 
+/// Threads for blocking work (reads, files) at most, shared out among the
+/// lanes (each lane's runtime has a pool of its own), at least
+/// `LANE_BLOCKING_THREADS_MIN` a lane: tokio's one pool's bound before lanes.
+pub const BLOCKING_THREADS_MAX: usize = 512;
+pub const LANE_BLOCKING_THREADS_MIN: usize = 8;
+
 /// The connection lanes when `--workers` is not given: one a core.
 pub fn workers_default() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())

@@ -5,6 +5,7 @@
 //! answers, and nothing else: a shared work-stealing pool also woke a
 //! second worker to look for work at each of those (BENCHMARKS).
 
+use crate::limits::{BLOCKING_THREADS_MAX, LANE_BLOCKING_THREADS_MIN};
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,7 +28,9 @@ struct Lane {
 impl Lanes {
     /// `count` lanes (at least one), each with its runtime started.
     pub fn start(count: usize) -> std::io::Result<Lanes> {
-        let lanes = (0..count.max(1)).map(Lane::start).collect::<std::io::Result<Vec<_>>>()?;
+        let count = count.max(1);
+        let blocking = (BLOCKING_THREADS_MAX / count).max(LANE_BLOCKING_THREADS_MIN);
+        let lanes = (0..count).map(|i| Lane::start(i, blocking)).collect::<std::io::Result<Vec<_>>>()?;
         Ok(Lanes { lanes })
     }
 
@@ -48,8 +51,11 @@ impl Lanes {
 }
 
 impl Lane {
-    fn start(index: usize) -> std::io::Result<Lane> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    fn start(index: usize, blocking_threads: usize) -> std::io::Result<Lane> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .max_blocking_threads(blocking_threads)
+            .enable_all()
+            .build()?;
         let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let thread = std::thread::Builder::new().name(format!("worldd-lane-{index}")).spawn(move || {
