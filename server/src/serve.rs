@@ -1,5 +1,6 @@
 //! `worldd serve`: startup (the store, confinement, the allowed commands,
-//! the admin socket), the accept loop, graceful shutdown.
+//! the admin socket), the accept loop that hands connections to the lanes
+//! (`lanes`), graceful shutdown.
 
 use crate::admin;
 use crate::approvals::state;
@@ -52,7 +53,7 @@ pub struct ServeOptions {
     pub private_reads: bool,
     /// Open connections at most (`CONNECTIONS_MAX`; smaller in tests).
     pub connections_max: usize,
-    /// The runtime's worker threads (`--workers`; `limits::workers_default`).
+    /// The connection lanes (`--workers`; `limits::workers_default`).
     pub workers: usize,
 }
 
