@@ -21,8 +21,9 @@ struct Lane {
     handle: tokio::runtime::Handle,
     /// Connections served on this lane now.
     open: Arc<AtomicUsize>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    /// Dropped to stop the lane: its thread then drops its runtime.
+    stop: oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl Lanes {
@@ -51,33 +52,45 @@ impl Lanes {
 }
 
 impl Lane {
+    /// Returns once the lane's thread has its name and its runtime.
     fn start(index: usize, blocking_threads: usize) -> std::io::Result<Lane> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .max_blocking_threads(blocking_threads)
-            .enable_all()
-            .build()?;
-        let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
+        let (started, runs) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new().name(format!("worldd-lane-{index}")).spawn(move || {
+            let built = tokio::runtime::Builder::new_current_thread()
+                .max_blocking_threads(blocking_threads)
+                .enable_all()
+                .build();
+            let runtime = match built {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    let _ = started.send(Err(e));
+                    return;
+                }
+            };
+            let _ = started.send(Ok(runtime.handle().clone()));
             runtime.block_on(async {
                 let _ = stopped.await;
             });
         })?;
-        Ok(Lane { handle, open: Arc::default(), stop: Some(stop), thread: Some(thread) })
+        let handle = runs.recv().map_err(|_| std::io::Error::other("the lane's thread ended before it ran"))??;
+        Ok(Lane { handle, open: Arc::default(), stop, thread })
     }
 }
 
 impl Drop for Lanes {
     fn drop(&mut self) {
-        for lane in &mut self.lanes {
-            if let Some(stop) = lane.stop.take() {
-                let _ = stop.send(());
-            }
-        }
-        for lane in &mut self.lanes {
-            if let Some(thread) = lane.thread.take() {
-                let _ = thread.join();
-            }
+        // Every lane told first, so that they wind down together.
+        let threads: Vec<_> = self
+            .lanes
+            .drain(..)
+            .map(|lane| {
+                drop(lane.stop);
+                lane.thread
+            })
+            .collect();
+        for thread in threads {
+            let _ = thread.join();
         }
     }
 }
