@@ -7,9 +7,10 @@ use crate::media::{Media, is_out_of_space};
 use crate::ops::{Op, RecoveryReport, Reply, W};
 use crate::payloads::{META_PAYLOAD_LEN, PayloadFile};
 use crate::tables::{
-    META, META_WAL_SEQ, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_PAYLOAD_FILE,
-    STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES, STORE_FORMAT_BEFORE_REFERRERS_BEHIND,
-    STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID, upgradable,
+    META, META_WAL_SEQ, STORE_FORMAT, STORE_FORMAT_BEFORE_EPISODES, STORE_FORMAT_BEFORE_OBJECT_HASHES,
+    STORE_FORMAT_BEFORE_PAYLOAD_FILE, STORE_FORMAT_BEFORE_PLACES, STORE_FORMAT_BEFORE_RECORD_PLACES,
+    STORE_FORMAT_BEFORE_REFERRERS_BEHIND, STORE_FORMAT_BEFORE_TARGET_PLACES, STORE_FORMAT_BEFORE_TASKS_BY_ID,
+    upgradable,
 };
 use crate::wal::{AppendError, Frame, FrameBuilder, Wal, WalScan};
 use redb::ReadableTable;
@@ -880,6 +881,10 @@ fn upgrade(db: &Database, found: u64, payloads: &PayloadFile) -> Result<(), Open
     }
     if found <= STORE_FORMAT_BEFORE_PLACES {
         crate::ops::index_places(&txn).map_err(|e| engine(&e))?;
+    }
+    // Before any step reads an object's row as this binary writes it.
+    if found <= STORE_FORMAT_BEFORE_OBJECT_HASHES {
+        crate::ops::hash_object_rows(&txn).map_err(|e| engine(&e))?;
     }
     // Every row is placed and its referrers are (or, below, will be)
     // indexed: the mark goes where the rows end before any step looks a

@@ -16,12 +16,15 @@ pub struct ObjectMeta {
     pub size: u64,
 }
 
-/// The `objects` row: the metadata, the object's sequence number, and where
-/// its `size` payload bytes start in the payload file. It decodes as an
-/// `ObjectMeta` too (the extra fields are ignored).
+/// The `object_rows` row: the object's ref, its metadata, its sequence
+/// number, and where its `size` payload bytes start in the payload file. It
+/// decodes as an `ObjectMeta` too (the extra fields are ignored).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObjectRow {
+    /// sha256 of the payload: which object the row's number is (up to
+    /// format 11 a row of its own, `tables::FORMAT11_OBJECT_SEQ`).
+    pub hash: Ref,
     pub interface_hash: Ref,
     pub semantic_id: String,
     pub provenance: String,

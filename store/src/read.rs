@@ -62,7 +62,6 @@ pub struct RedbSnapshot {
 type Unindexed<'a> = referrers::Rows<
     'a,
     ReadOnlyTable<u64, &'static [u8]>,
-    ReadOnlyTable<u64, Key32>,
     ReadOnlyTable<u64, &'static [u8]>,
     ReadOnlyTable<u64, &'static [u8]>,
 >;
@@ -172,17 +171,12 @@ impl RedbSnapshot {
         if range.is_empty() {
             return Ok(());
         }
-        if kind == PLACE_OBJECT {
-            let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(()) };
-            for item in t.range(range).map_err(read_storage)?.rev() {
-                let (seq, hash) = item.map_err(read_storage)?;
-                if f(seq.value(), Ref(hash.value())) {
-                    return Ok(());
-                }
-            }
-            return Ok(());
-        }
-        let Some(t) = open(&self.txn, if kind == PLACE_ENTRY { LOG } else { WORLD_ROWS })? else { return Ok(()) };
+        let table = match kind {
+            PLACE_OBJECT => OBJECT_ROWS,
+            PLACE_ENTRY => LOG,
+            _ => WORLD_ROWS,
+        };
+        let Some(t) = open(&self.txn, table)? else { return Ok(()) };
         for item in t.range(range).map_err(read_storage)?.rev() {
             let (position, row) = item.map_err(read_storage)?;
             if let Some(r) = referrers::ref_of_row(kind, position.value(), row.value())
@@ -254,17 +248,13 @@ impl RedbSnapshot {
         &self,
         f: impl FnOnce(&Unindexed<'_>) -> Result<T, ReadError>,
     ) -> Result<Option<T>, ReadError> {
-        let (Some(object_rows), Some(object_seq), Some(log), Some(world_rows)) = (
-            open(&self.txn, OBJECT_ROWS)?,
-            open(&self.txn, OBJECT_SEQ)?,
-            open(&self.txn, LOG)?,
-            open(&self.txn, WORLD_ROWS)?,
-        ) else {
+        let (Some(object_rows), Some(log), Some(world_rows)) =
+            (open(&self.txn, OBJECT_ROWS)?, open(&self.txn, LOG)?, open(&self.txn, WORLD_ROWS)?)
+        else {
             return Ok(None);
         };
         let rows = referrers::Rows {
             object_rows: &object_rows,
-            object_seq: &object_seq,
             log: &log,
             world_rows: &world_rows,
             payloads: self.payloads.as_ref(),
@@ -442,8 +432,7 @@ impl View for RedbSnapshot {
 
     /// The object with sequence number `seq`.
     fn object_at(&self, seq: u64) -> Result<Option<Ref>, ReadError> {
-        let Some(t) = open(&self.txn, OBJECT_SEQ)? else { return Ok(None) };
-        Ok(t.get(seq).map_err(read_storage)?.map(|v| Ref(v.value())))
+        Ok(self.object_row(seq)?.map(|row| row.hash))
     }
 
     /// The world of revision `revision`.

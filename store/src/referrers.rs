@@ -19,7 +19,7 @@ use crate::model::{LogEntry, ObjectRow, World};
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{
-    Key32, REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SemanticKey, semantic_key,
+    REFERRER_ENTRY, REFERRER_OBJECT, REFERRER_WORLD, REFS_INDEXED_PER_OBJECT_MAX, SemanticKey, semantic_key,
 };
 use redb::ReadableTable;
 
@@ -100,14 +100,31 @@ const _: () = assert!(
         && crate::tables::PLACE_WORLD == REFERRER_WORLD
 );
 
-/// The ref a log entry's row (`REFERRER_ENTRY`) or a world's row holds: its
-/// entry hash or world ref; `None` for a row that does not decode (`verify`
-/// reports it). An object's ref is its `object_seq` row.
+/// The ref an object's (`REFERRER_OBJECT`), a log entry's or a world's row
+/// holds: the object's, the entry hash or the world ref; `None` for a row
+/// that does not decode (`verify` reports it).
 pub(crate) fn ref_of_row(kind: u8, position: u64, bytes: &[u8]) -> Option<Ref> {
+    /// An object row read for its ref alone (its other fields are skipped).
+    #[derive(serde::Deserialize)]
+    struct ObjectRef {
+        hash: Ref,
+    }
     match kind {
+        REFERRER_OBJECT => rows::decode::<ObjectRef>("object_rows", &position, bytes).ok().map(|o| o.hash),
         REFERRER_ENTRY => rows::decode::<LogEntry>("log", &position, bytes).ok().map(|e| e.entry_hash),
         _ => rows::decode::<World>("world_rows", &position, bytes).ok().map(|w| w.world_ref),
     }
+}
+
+/// The ref the row of the object at `seq` holds; `None` where there is no
+/// such row or it does not decode (`verify` reports it).
+pub(crate) fn object_ref<T: ReadableTable<u64, &'static [u8]>>(
+    object_rows: Option<&T>,
+    seq: u64,
+) -> Result<Option<Ref>, ReadError> {
+    let Some(t) = object_rows else { return Ok(None) };
+    let row = t.get(seq).map_err(read_storage)?;
+    Ok(row.and_then(|v| ref_of_row(REFERRER_OBJECT, seq, v.value())))
 }
 
 /// The refs an object names: those its payload spells out, but itself.
@@ -135,18 +152,16 @@ pub fn world_targets(world: &World) -> [Ref; 2] {
 }
 
 /// The tables a referrer's own row is read from.
-pub(crate) struct Rows<'a, O, S, L, Wr> {
+pub(crate) struct Rows<'a, O, L, Wr> {
     pub object_rows: &'a O,
-    pub object_seq: &'a S,
     pub log: &'a L,
     pub world_rows: &'a Wr,
     pub payloads: &'a dyn WalIo,
 }
 
-impl<O, S, L, Wr> Rows<'_, O, S, L, Wr>
+impl<O, L, Wr> Rows<'_, O, L, Wr>
 where
     O: ReadableTable<u64, &'static [u8]>,
-    S: ReadableTable<u64, Key32>,
     L: ReadableTable<u64, &'static [u8]>,
     Wr: ReadableTable<u64, &'static [u8]>,
 {
@@ -164,7 +179,7 @@ where
         let mut out = Vec::with_capacity(to.saturating_sub(from) as usize);
         for seq in from..to {
             match self.object(seq) {
-                Ok(Some((hash, row))) => out.push((semantic_key(&row.semantic_id, &hash), seq)),
+                Ok(Some(row)) => out.push((semantic_key(&row.semantic_id, &row.hash), seq)),
                 Ok(None) | Err(ReadError::Corrupt(_)) => {}
                 Err(e) => return Err(e),
             }
@@ -172,26 +187,22 @@ where
         Ok(out)
     }
 
-    /// The object at `seq`: its hash and its row.
-    fn object(&self, seq: u64) -> Result<Option<(Ref, ObjectRow)>, ReadError> {
-        let (Some(row), Some(hash)) =
-            (self.object_rows.get(seq).map_err(read_storage)?, self.object_seq.get(seq).map_err(read_storage)?)
-        else {
-            return Ok(None);
-        };
-        Ok(Some((Ref(hash.value()), rows::decode("object_rows", &seq, row.value())?)))
+    /// The row of the object at `seq`.
+    fn object(&self, seq: u64) -> Result<Option<ObjectRow>, ReadError> {
+        let Some(row) = self.object_rows.get(seq).map_err(read_storage)? else { return Ok(None) };
+        Ok(Some(rows::decode("object_rows", &seq, row.value())?))
     }
 
     fn named(&self, kind: u8, position: u64) -> Result<Vec<Ref>, ReadError> {
         match kind {
             REFERRER_OBJECT => {
-                let Some((hash, row)) = self.object(position)? else { return Ok(vec![]) };
+                let Some(row) = self.object(position)? else { return Ok(vec![]) };
                 let payload = crate::payloads::read(self.payloads, row.at, row.size).map_err(|e| rows::Corruption {
                     table: "payloads",
                     key: position.to_string(),
                     detail: format!("{} bytes at {} of the payload file: {e}", row.size, row.at),
                 })?;
-                Ok(object_targets(&hash, &payload))
+                Ok(object_targets(&row.hash, &payload))
             }
             REFERRER_ENTRY => match self.log.get(position).map_err(read_storage)? {
                 Some(v) => Ok(entry_targets(&rows::decode::<LogEntry>("log", &position, v.value())?).to_vec()),

@@ -20,15 +20,17 @@ pub fn open_existing<K: redb::Key + 'static, V: redb::Value + 'static>(
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `meta` key: the last log frame the database contains.
 pub const META_WAL_SEQ: &str = "wal_seq";
-/// sequence number → the object's row (`rows::ObjectRow`, its metadata and
-/// where its payload sits in the payload file, `payloads`); which sequence
-/// number a ref has is the place index's (`PLACES`).
+/// sequence number → the object's row (`model::ObjectRow`: its ref, its
+/// metadata and where its payload sits in the payload file, `payloads`);
+/// which sequence number a ref has is the place index's (`PLACES`).
 pub const OBJECT_ROWS: TableDefinition<u64, &[u8]> = TableDefinition::new("object_rows");
 /// Format 7's payloads, sequence number → raw payload bytes; moved into the
 /// payload file when such a store is opened.
 pub const FORMAT7_PAYLOADS: TableDefinition<u64, &[u8]> = TableDefinition::new("payloads_by_seq");
-/// sequence number → ref: which object a sequence number is.
-pub const OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object_seq");
+/// Format 11's sequence number → ref, which object a sequence number is;
+/// each ref is moved into its object's row (`ObjectRow::hash`) and the
+/// table dropped when such a store is opened.
+pub const FORMAT11_OBJECT_SEQ: TableDefinition<u64, Key32> = TableDefinition::new("object_seq");
 /// entryIndex → LogEntry; contiguous from 0.
 pub const LOG: TableDefinition<u64, &[u8]> = TableDefinition::new("log");
 /// revision → World (one world per revision: revision = entryIndex); which
@@ -173,7 +175,7 @@ pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipt
 /// Name of the head that holds the selected world.
 pub const SELECTED_HEAD: &str = "world/selected";
 /// The store format this binary writes and reads.
-pub const STORE_FORMAT: u64 = 11;
+pub const STORE_FORMAT: u64 = 12;
 /// The format before the episode index, upgraded in place at open.
 pub const STORE_FORMAT_BEFORE_EPISODES: u64 = 2;
 /// The format whose referrer index was keyed by target hash, upgraded in place at open.
@@ -207,6 +209,11 @@ pub const STORE_FORMAT_BEFORE_SEMANTIC_BEHIND: u64 = 9;
 /// under the same mark); its stores need no change: a place written twice
 /// is read once. A binary of format 10 would miss the places past the mark.
 pub const STORE_FORMAT_BEFORE_PLACES_BEHIND: u64 = 10;
+
+/// The format that kept each object's ref in a table of its own
+/// (`FORMAT11_OBJECT_SEQ`), one more row a stored object; upgraded in place
+/// at open.
+pub const STORE_FORMAT_BEFORE_OBJECT_HASHES: u64 = 11;
 
 /// Whether a store of format `found` is upgraded in place when a writer opens it.
 pub fn upgradable(found: u64) -> bool {

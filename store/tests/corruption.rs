@@ -220,15 +220,19 @@ fn an_object_row_pointing_elsewhere_in_the_payload_file_is_reported() {
 }
 
 #[test]
-fn an_object_number_naming_another_object_is_reported() {
+fn an_object_row_naming_another_ref_is_reported() {
     let fx = fixture();
     let seq = payload_seq(&fx);
     tamper(&fx.path, |txn| {
-        txn.open_table(OBJECT_SEQ).unwrap().insert(seq, [7u8; 32]).unwrap();
+        let mut t = txn.open_table(OBJECT_ROWS).unwrap();
+        let raw = t.get(seq).unwrap().unwrap().value().to_vec();
+        let mut row: ObjectRow = rows::decode("object_rows", &seq, &raw).unwrap();
+        row.hash = Ref([7u8; 32]);
+        t.insert(seq, rows::encode(&row).as_slice()).unwrap();
     });
     let report = verify_offline(&fx.path);
-    // The payload no longer hashes to the number's ref, and the place
-    // index places the real object at a number that names another.
+    // The payload no longer hashes to the row's ref, and the place index
+    // places the real object at a number whose row names another.
     assert_fault(&report, "payloads", &Ref([7u8; 32]).to_string(), FaultKind::HashMismatch);
     assert_fault(&report, "places", &fx.payload.hash.to_string(), FaultKind::Dangling);
 }

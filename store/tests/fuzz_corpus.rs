@@ -35,6 +35,7 @@ fn entry(index: u64, written_by: &str) -> LogEntry {
 /// Valid rows of each target, by seed name.
 fn valid_rows() -> BTreeMap<&'static str, Vec<(&'static str, Vec<u8>)>> {
     let meta = ObjectRow {
+        hash: Ref::of(b"a note"),
         interface_hash: Ref::of(b"world/note/v1"),
         semantic_id: "world/note/v1".into(),
         provenance: "coordinator:mcp".into(),

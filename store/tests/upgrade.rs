@@ -584,3 +584,53 @@ fn a_format_10_store_is_upgraded_at_open_and_finds_every_ref_where_it_was_with_p
     assert_eq!(listed(snap.as_ref()), before_close, "the index answers as the rows did");
     clean(&snap);
 }
+
+/// A format 11 store (each object's ref in a table of its own, `object_seq`)
+/// written by the binary of that format: the format 10 fixture upgraded,
+/// then four MCP calls of a new episode whose outputs name an old object,
+/// the selected world, the latest entry and a ref never stored, and two A2A
+/// calls with an effect each, whose records are journaled; closed cleanly,
+/// its payload file beside it. Beside them, what that binary answered for
+/// where each ref sits and who names it, and for each object's journal key.
+const FORMAT11_STORE: &str = "tests/fixtures/format11.db";
+const FORMAT11_PLACES: &str = "tests/fixtures/format11.places.txt";
+
+#[test]
+fn a_format_11_store_is_upgraded_at_open_with_each_objects_ref_moved_into_its_row() {
+    use world_store::tables::{FORMAT11_OBJECT_SEQ, OBJECT_ROWS, STORE_FORMAT_BEFORE_OBJECT_HASHES};
+    let dir = tempfile::tempdir().unwrap();
+    let (path, store) = upgraded(FORMAT11_STORE, STORE_FORMAT_BEFORE_OBJECT_HASHES, dir.path());
+    let expected = fixture_text(FORMAT11_PLACES);
+    let listed = |snap: &dyn View| places_listing(snap, &targets(snap)) + &journal_listing(snap);
+    assert_eq!(listed(store.snapshot().unwrap().as_ref()), expected);
+    assert_eq!(expected.lines().count(), 250, "the fixture's listing");
+    assert_eq!(expected.matches("Some(JournalKey").count(), 2, "the fixture's records");
+    common::assert_verifies(&store);
+    drop(store);
+
+    // The table of refs is gone: each object's row holds its ref.
+    assert_eq!(table_rows(&path, FORMAT11_OBJECT_SEQ), None);
+    let objects = table_rows(&path, OBJECT_ROWS).unwrap();
+    assert_eq!(objects, 43, "the fixture's objects");
+
+    // Rows past the mark are placed from the refs their rows hold, by a
+    // reader and by a writer.
+    mark_back(&path, 5);
+    let snap = ReadOnlyStore::open(&path).unwrap().snapshot().unwrap();
+    assert_eq!(listed(snap.as_ref()), expected);
+    let report = world_store::verify::verify(&snap, &Default::default());
+    assert!(report.is_clean(), "{:#?}", report.faults);
+    drop(snap);
+    let (store, _) = Store::open(&path, 1).unwrap();
+    let last = store.snapshot().unwrap().object_at(objects - 1).unwrap().expect("the last object");
+    let f = common::echo_registry().entries[0].1;
+    let new = TaskKey { surface: Surface::Mcp, episode: "ep12".into(), task_id: "after-upgrade".into() };
+    let committed = common::begin_and_commit(&store, &new, f, format!("{{\"names\":\"{last}\"}}").as_bytes());
+    let snap = store.snapshot().unwrap();
+    // Numbered after the last row, and found by its ref and its number.
+    assert_eq!(snap.object_seq(&committed.output_ref).unwrap(), Some(objects));
+    assert_eq!(snap.object_at(objects).unwrap(), Some(committed.output_ref));
+    let named = snap.referrers(&last, None, PAGE_MAX).unwrap();
+    assert!(named.iter().any(|r| r.kind == REFERRER_OBJECT && r.referrer == committed.output_ref), "{named:?}");
+    common::assert_verifies(&store);
+}

@@ -13,8 +13,8 @@ pub(crate) use apply::{Append, Pending, R, Rows, apply, chain, import, recover};
 pub(crate) use approvals::ApprovalRows;
 pub use approvals::{APPROVAL_DECISION, APPROVALS_PROVENANCE, DecisionOf, Lapse};
 pub(crate) use redb::{
-    Kept, W, index_episodes, index_places, index_records_by_place, index_referrers_by_place, key_tasks_by_id,
-    move_payloads_to_file, referrers_all_indexed,
+    Kept, W, hash_object_rows, index_episodes, index_places, index_records_by_place, index_referrers_by_place,
+    key_tasks_by_id, move_payloads_to_file, referrers_all_indexed,
 };
 
 use crate::canonical;

@@ -31,7 +31,6 @@ pub(crate) struct W<'t> {
     /// recovery or a new store, which leave the index to the next batch, and
     /// once a pass ran in this transaction.
     referrers_behind_max: Option<u64>,
-    object_seq: Table<'t, u64, Key32>,
     log: Table<'t, u64, &'static [u8]>,
     world_rows: Table<'t, u64, &'static [u8]>,
     heads: Table<'t, &'static str, Key32>,
@@ -316,7 +315,6 @@ impl<'t> W<'t> {
             object_rows: txn.open_table(OBJECT_ROWS).map_err(storage)?,
             appends: crate::payloads::Appends::new(payloads),
             payloads,
-            object_seq: txn.open_table(OBJECT_SEQ).map_err(storage)?,
             log: txn.open_table(LOG).map_err(storage)?,
             world_rows: txn.open_table(WORLD_ROWS).map_err(storage)?,
             heads: txn.open_table(HEADS).map_err(storage)?,
@@ -433,7 +431,7 @@ impl<'t> W<'t> {
         if !self.unplaced_ready {
             let mark = Indexed::read(&self.meta)?;
             let ends = Indexed::ends(&self.object_rows, &self.log, &self.world_rows)?;
-            let rows = (&self.object_seq, &self.log, &self.world_rows);
+            let rows = (&self.object_rows, &self.log, &self.world_rows);
             let unplaced = unplaced_of(&mut self.kept, &mut self.own_unplaced);
             unplaced.catch_up(mark, ends, || rows_past(mark, rows.0, rows.1, rows.2))?;
             self.unplaced_ready = true;
@@ -595,7 +593,6 @@ impl<'t> W<'t> {
     fn named_past(&mut self, from: Indexed, ends: Indexed) -> R<NamedPast> {
         let rows = crate::referrers::Rows {
             object_rows: &self.object_rows,
-            object_seq: &self.object_seq,
             log: &self.log,
             world_rows: &self.world_rows,
             payloads: self.payloads,
@@ -679,7 +676,7 @@ impl<'t> W<'t> {
     fn next_seq(&mut self) -> R<u64> {
         let seq = match self.next_seq {
             Some(n) => n,
-            None => self.object_seq.last().map_err(storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0),
+            None => self.object_rows.last().map_err(storage)?.map(|(k, _)| k.value() + 1).unwrap_or(0),
         };
         self.next_seq = Some(seq + 1);
         Ok(seq)
@@ -699,6 +696,7 @@ impl Rows for W<'_> {
         let meta = &self.meta;
         let at = self.appends.push(&o.payload, || payload_end(meta))?;
         let row = ObjectRow {
+            hash: o.hash,
             interface_hash: o.interface_hash,
             semantic_id: o.semantic_id.clone(),
             provenance: o.provenance.clone(),
@@ -708,7 +706,6 @@ impl Rows for W<'_> {
         };
         self.object_rows.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
         self.place(&o.hash, PLACE_OBJECT, seq, Named::object(o))?;
-        self.object_seq.insert(seq, o.hash.0).map_err(storage)?;
         Ok(())
     }
 
@@ -960,21 +957,17 @@ fn unplaced_of<'a>(kept: &'a mut Option<&mut Kept>, own: &'a mut Unplaced) -> &'
     }
 }
 
-/// The places of the rows past `mark`, read from the rows: an object's
-/// from its sequence number, an entry's and a world's from the hash its row
-/// holds. A row that does not decode is left out (`verify` reports it).
+/// The places of the rows past `mark`, read from the ref each row holds
+/// (an object's, an entry's hash, a world's). A row that does not decode is
+/// left out (`verify` reports it).
 fn rows_past<T: ReadableTable<u64, &'static [u8]>>(
     mark: Indexed,
-    object_seq: &impl ReadableTable<u64, Key32>,
+    object_rows: &T,
     log: &T,
     world_rows: &T,
 ) -> R<Vec<(PlaceKey, u64)>> {
     let mut out = vec![];
-    for item in object_seq.range(mark.objects..).map_err(storage)? {
-        let (seq, hash) = item.map_err(storage)?;
-        out.push((PlaceKey(hash.value(), PLACE_OBJECT), seq.value()));
-    }
-    for (kind, table) in [(PLACE_ENTRY, log), (PLACE_WORLD, world_rows)] {
+    for (kind, table) in [(PLACE_OBJECT, object_rows), (PLACE_ENTRY, log), (PLACE_WORLD, world_rows)] {
         for item in table.range(mark.of(kind)..).map_err(storage)? {
             let (position, row) = item.map_err(storage)?;
             if let Some(r) = crate::referrers::ref_of_row(kind, position.value(), row.value()) {
@@ -1040,7 +1033,7 @@ pub(crate) fn index_episodes(txn: &WriteTransaction) -> R<()> {
 /// and to the tiered indexes: each old table, read in ref order, is one run
 /// of the place index, and the semantic index is built from the objects.
 pub(crate) fn index_places(txn: &WriteTransaction) -> R<()> {
-    rows_by_position(txn, OBJECT_SEQ, FORMAT4_OBJECTS, OBJECT_ROWS)?;
+    rows_by_position(txn, FORMAT11_OBJECT_SEQ, FORMAT4_OBJECTS, OBJECT_ROWS)?;
     rows_by_position(txn, FORMAT4_WORLD_BY_REVISION, FORMAT4_WORLDS, WORLD_ROWS)?;
     let (objects, mut semantic) = format4_objects(txn)?;
     tiered::add_run(txn, &PLACES, objects.into_iter()).map_err(storage)?;
@@ -1171,6 +1164,52 @@ fn rows_by_position(
     Ok(())
 }
 
+/// An object row as format 11 and those before it wrote it: without its
+/// ref, which a table of its own held (`FORMAT11_OBJECT_SEQ`).
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Format11ObjectRow {
+    interface_hash: Ref,
+    semantic_id: String,
+    provenance: String,
+    size: u64,
+    seq: u64,
+    /// Absent in format 7's rows, which `move_payloads_to_file` rewrites.
+    #[serde(default)]
+    at: u64,
+}
+
+/// Moves each object's ref from format 11's table of them into the object's
+/// row, and drops that table. A row that does not decode, or that no number
+/// names, is left as it was, for `verify` to report.
+pub(crate) fn hash_object_rows(txn: &WriteTransaction) -> R<()> {
+    if !txn.list_tables().map_err(storage)?.any(|t| t.name() == FORMAT11_OBJECT_SEQ.name()) {
+        return Ok(());
+    }
+    {
+        let refs = txn.open_table(FORMAT11_OBJECT_SEQ).map_err(storage)?;
+        let mut objects = txn.open_table(OBJECT_ROWS).map_err(storage)?;
+        for item in refs.iter().map_err(storage)? {
+            let (seq, hash) = item.map_err(storage)?;
+            let seq = seq.value();
+            let Some(raw) = objects.get(seq).map_err(storage)?.map(|v| v.value().to_vec()) else { continue };
+            let Ok(old) = rows::decode::<Format11ObjectRow>("object_rows", &seq, &raw) else { continue };
+            let row = ObjectRow {
+                hash: Ref(hash.value()),
+                interface_hash: old.interface_hash,
+                semantic_id: old.semantic_id,
+                provenance: old.provenance,
+                size: old.size,
+                seq: old.seq,
+                at: old.at,
+            };
+            objects.insert(seq, rows::encode(&row).as_slice()).map_err(storage)?;
+        }
+    }
+    txn.delete_table(FORMAT11_OBJECT_SEQ).map_err(storage)?;
+    Ok(())
+}
+
 /// A format 4 store's objects as place rows (in ref order) and semantic rows.
 type Format4Objects = (Vec<(PlaceKey, u64)>, Vec<(SemanticKey, u64)>);
 
@@ -1179,7 +1218,7 @@ fn format4_objects(txn: &WriteTransaction) -> R<Format4Objects> {
     for item in txn.open_table(FORMAT4_OBJECTS).map_err(storage)?.iter().map_err(storage)? {
         let (k, v) = item.map_err(storage)?;
         let r = Ref(k.value());
-        if let Ok(row) = rows::decode::<ObjectRow>("objects", &r, v.value()) {
+        if let Ok(row) = rows::decode::<Format11ObjectRow>("objects", &r, v.value()) {
             places.push((PlaceKey(r.0, PLACE_OBJECT), row.seq));
             semantic.push((semantic_key(&row.semantic_id, &r), row.seq));
         }

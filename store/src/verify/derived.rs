@@ -12,7 +12,7 @@ use crate::read::RedbSnapshot;
 use crate::refs::Ref;
 use crate::rows;
 use crate::tables::{
-    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, OBJECT_SEQ, RECORD_JOURNAL, RECORD_JOURNAL_OF_ABSENT, REFERRERS,
+    EPISODE_CALLS, EPISODE_SESSIONS, EPISODES, OBJECT_ROWS, RECORD_JOURNAL, RECORD_JOURNAL_OF_ABSENT, REFERRERS,
     REFERRERS_OF_ABSENT, ReferrerKey, TARGET_ENTRY, TARGET_OBJECT,
 };
 use crate::view::View;
@@ -133,12 +133,15 @@ pub(crate) fn of_embedded(snap: &RedbSnapshot) -> Result<Derived, String> {
     for (target, kind, position) in unindexed {
         add_referrer(snap, &mut derived.referrers, &target, kind, position)?;
     }
-    if let (Some(t), Some(numbers)) = (open(snap, RECORD_JOURNAL)?, open(snap, OBJECT_SEQ)?) {
+    if let Some(t) = open(snap, RECORD_JOURNAL)? {
+        let object_rows = open(snap, OBJECT_ROWS)?;
         for item in t.iter().map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             // A row under a number no object holds sums as the zero ref's,
             // which no outcome names: the sums differ.
-            let record = numbers.get(k.value()).map_err(|e| e.to_string())?.map_or(Ref([0; 32]), |h| Ref(h.value()));
+            let record = crate::referrers::object_ref(object_rows.as_ref(), k.value())
+                .map_err(|e| e.to_string())?
+                .unwrap_or(Ref([0; 32]));
             let key: JournalKey = rows::decode("record_journal", &record, v.value()).map_err(|e| e.to_string())?;
             derived.record_journal.add_record(&record, &key);
         }

@@ -97,11 +97,6 @@ impl Verifier<'_> {
 
     fn walk_rows(&self, range: std::ops::Range<u64>, pass: &Pass<'_>, walked: &mut Walked) -> Step {
         let Some(objects) = self.table(OBJECT_ROWS)? else { return Ok(()) };
-        let numbers = self.table(OBJECT_SEQ)?;
-        let mut numbers = match &numbers {
-            Some(t) => Some(t.range(range.clone()).map_err(|e| e.to_string())?.peekable()),
-            None => None,
-        };
         // The journal's rows by record number, walked beside the objects.
         let journal = self.table(RECORD_JOURNAL)?;
         let mut journaled = match &journal {
@@ -128,29 +123,12 @@ impl Verifier<'_> {
                     continue;
                 }
             };
-            let mut named = None;
-            if let Some(numbers) = numbers.as_mut() {
-                while let Some(Ok((number, _))) = numbers.peek() {
-                    if number.value() >= seq {
-                        break;
-                    }
-                    numbers.next();
-                }
-                match numbers.peek() {
-                    Some(Ok((number, r))) if number.value() == seq => named = Some(Ref(r.value())),
-                    Some(Err(e)) => return Err(e.to_string()),
-                    _ => {}
-                }
-            }
             self.check_row(seq, &row, next_at);
             next_at = Some(row.at + row.size);
             let (first, from) = walked.span.map_or((seq, row.at), |(first, from, _)| (first, from));
             walked.span = Some((first, from, row.at + row.size));
             walked.bytes += row.size;
-            let Some(r) = named else {
-                self.sink.push("object_seq", seq, FaultKind::Missing, "an object row has no object number");
-                continue;
-            };
+            let r = row.hash;
             walked.semantic.add(&semantic_key(&row.semantic_id, &r), seq);
             if row.semantic_id.starts_with(INVOCATION_RECORD_PREFIX) {
                 walked.held.invocations.push(seq);

@@ -325,11 +325,8 @@ impl<'a> Verifier<'a> {
         for item in objects.range(..indexed).map_err(|e| e.to_string())? {
             let (k, v) = item.map_err(|e| e.to_string())?;
             let seq = k.value();
-            let (Ok(row), Ok(Some(r))) =
-                (rows::decode::<ObjectRow>("object_rows", &seq, v.value()), self.snap.object_at(seq))
-            else {
-                continue;
-            };
+            let Ok(row) = rows::decode::<ObjectRow>("object_rows", &seq, v.value()) else { continue };
+            let r = row.hash;
             let key = semantic_key(&row.semantic_id, &r);
             if tiered::find(&semantic, key).map_err(|e| e.to_string())? != Some(seq) {
                 self.sink.push(
@@ -634,11 +631,8 @@ impl<'a> Verifier<'a> {
     /// each object, entry or world looked up, to name the unplaced.
     fn places(&self, entry_hashes: &[Ref], world_refs: &[Ref], counts: &Counts) -> Step {
         self.place_runs()?;
-        let numbers = self.table(OBJECT_SEQ)?;
-        let named_at = |seq: u64| -> Result<Option<Ref>, String> {
-            let Some(t) = numbers.as_ref() else { return Ok(None) };
-            Ok(t.get(seq).map_err(|e| e.to_string())?.map(|n| Ref(n.value())))
-        };
+        let object_rows = self.table(OBJECT_ROWS)?;
+        let named_at = |seq: u64| crate::referrers::object_ref(object_rows.as_ref(), seq).map_err(|e| e.to_string());
         let at = |refs: &[Ref], i: u64| usize::try_from(i).ok().and_then(|i| refs.get(i)).copied();
         let objects = self.table(OBJECT_ROWS)?.map(|t| t.len()).transpose().map_err(|e| e.to_string())?;
         for (kind, what, held) in [
@@ -926,12 +920,13 @@ impl<'a> Verifier<'a> {
             }
             Ok(())
         };
-        if let (Some(rows_by_seq), Some(numbers)) = (self.table(RECORD_JOURNAL)?, self.table(OBJECT_SEQ)?) {
+        if let Some(rows_by_seq) = self.table(RECORD_JOURNAL)? {
+            let object_rows = self.table(OBJECT_ROWS)?;
             for item in rows_by_seq.iter().map_err(|e| e.to_string())? {
                 let (k, v) = item.map_err(|e| e.to_string())?;
                 let seq = k.value();
-                match numbers.get(seq).map_err(|e| e.to_string())? {
-                    Some(h) => check("record_journal_by_seq", &seq, &Ref(h.value()), v.value())?,
+                match crate::referrers::object_ref(object_rows.as_ref(), seq).map_err(|e| e.to_string())? {
+                    Some(record) => check("record_journal_by_seq", &seq, &record, v.value())?,
                     None => {
                         self.sink.push("record_journal_by_seq", seq, FaultKind::Dangling, "no object has this number")
                     }
