@@ -78,7 +78,15 @@ fn table_rows<K: redb::Key + 'static, V: redb::Value + 'static>(
     }
 }
 
-/// A copy of `fixture`, with its payload file where it has one.
+/// The format the closed store at `path` says it has.
+fn stored_format(path: &std::path::Path) -> u64 {
+    use redb::ReadableDatabase;
+    let db = redb::Database::open(path).unwrap();
+    let txn = db.begin_read().unwrap();
+    txn.open_table(world_store::tables::META).unwrap().get("format").unwrap().expect("a format").value()
+}
+
+/// A copy of `fixture`, with its payload file and log where it has them.
 fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let path = dir.join("world.db");
@@ -86,6 +94,10 @@ fn copy_of(fixture: &str, dir: &std::path::Path) -> std::path::PathBuf {
     let payloads = world_store::media::payloads_path(&root.join(fixture));
     if payloads.exists() {
         std::fs::copy(payloads, world_store::media::payloads_path(&path)).unwrap();
+    }
+    let wal = world_store::media::wal_path(&root.join(fixture));
+    if wal.exists() {
+        std::fs::copy(wal, world_store::media::wal_path(&path)).unwrap();
     }
     path
 }
@@ -633,4 +645,44 @@ fn a_format_11_store_is_upgraded_at_open_with_each_objects_ref_moved_into_its_ro
     let named = snap.referrers(&last, None, PAGE_MAX).unwrap();
     assert!(named.iter().any(|r| r.kind == REFERRER_OBJECT && r.referrer == committed.output_ref), "{named:?}");
     common::assert_verifies(&store);
+}
+
+/// The files a format 11 daemon killed mid-run leaves: the format 11
+/// fixture opened by that binary, then three MCP calls naming an old
+/// object, an A2A call with a journaled effect and a call begun and never
+/// committed; the database, its log (cut after its last frame) and its
+/// payload file copied as they stood: the database at its last durable
+/// commit, the new calls in the log alone.
+/// Beside them, what that binary answered once it reopened them (the log
+/// replayed, the open call ended): where each ref sits, who names it, each
+/// object's journal key, each episode's calls.
+const FORMAT11_KILLED: &str = "tests/fixtures/format11-killed.db";
+const FORMAT11_KILLED_LISTING: &str = "tests/fixtures/format11-killed.listing.txt";
+
+#[test]
+fn a_killed_format_11_store_is_upgraded_then_replays_its_log_into_the_new_rows() {
+    use world_store::tables::{FORMAT11_OBJECT_SEQ, STORE_FORMAT_BEFORE_OBJECT_HASHES};
+    // As the files stand: format 11, its refs in their own table.
+    let as_left = tempfile::tempdir().unwrap();
+    let copy = copy_of(FORMAT11_KILLED, as_left.path());
+    assert_eq!(stored_format(&copy), STORE_FORMAT_BEFORE_OBJECT_HASHES);
+    assert!(table_rows(&copy, FORMAT11_OBJECT_SEQ).is_some_and(|n| n > 0));
+    assert_eq!(table_rows(&copy, world_store::tables::OBJECT_ROWS), Some(43), "the format 11 fixture's objects alone");
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = copy_of(FORMAT11_KILLED, dir.path());
+    let (store, report) = Store::open(&path, 1).unwrap();
+    // The call left open is ended as that binary ended it; nothing else.
+    assert_eq!(report.tasks, vec![("mcp:ep13:open".to_string(), TaskState::NotCommitted)], "{report:?}");
+    assert!(report.indeterminate_effects.is_empty(), "{report:?}");
+    let expected = fixture_text(FORMAT11_KILLED_LISTING);
+    let snap = store.snapshot().unwrap();
+    let listed = places_listing(snap.as_ref(), &targets(snap.as_ref()))
+        + &journal_listing(snap.as_ref())
+        + &tasks_listing(snap.as_ref());
+    assert_eq!(listed, expected);
+    assert_eq!(expected.lines().filter(|l| l.starts_with("ep13 ")).count(), 5, "the calls after the fixture");
+    common::assert_verifies(&store);
+    drop((snap, store));
+    assert_eq!(table_rows(&path, FORMAT11_OBJECT_SEQ), None);
 }
