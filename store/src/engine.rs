@@ -304,7 +304,7 @@ impl Engine {
     /// Journals and applies a group of batches in one write transaction
     /// through one set of open tables (`W`): `first`, then each batch `more`
     /// gives while it sees the group may grow (the writer: calls' own rows
-    /// only, `writer::HOLD_BATCHES_MAX`, `writer::HOLD_MAX`, no reader
+    /// only, `writer::HOLD_BATCHES_MAX`, `HOLD_BYTES_MAX`, `HOLD_MAX`, no reader
     /// waiting). Each batch's frames are written and the device asked to
     /// start on them before the batch is applied (a frame holds the
     /// requests, not their effects), then synced, and its callers answered:
@@ -374,7 +374,7 @@ impl Engine {
 
     /// The batches of a group, applied through `w`, then its deferred writes.
     fn fill_group(&mut self, mut w: W<'_>, first: Batch, mut more: impl FnMut(&Group) -> Option<Batch>) -> Ended {
-        let mut group = Group { batches: 0, first_synced: None, calls_own: true };
+        let mut group = Group { batches: 0, first_synced: None, calls_own: true, frame_bytes: 0 };
         // Payload bytes the group's frames may append: the file's end moves
         // only when the group commits.
         let mut reserved = 0;
@@ -389,6 +389,7 @@ impl Engine {
                     group.batches += 1;
                     group.first_synced.get_or_insert(synced);
                     group.calls_own &= calls_own;
+                    group.frame_bytes = reserved;
                 }
                 Step::Stopped(fault, dones) => {
                     let Some((last, synced)) = applied else { return Ended::Empty(Some((fault, dones))) };
@@ -665,6 +666,9 @@ pub(crate) struct Group {
     pub(crate) first_synced: Option<Instant>,
     /// Every one of them wrote only calls' own rows (`Op::is_a_calls_own`).
     pub(crate) calls_own: bool,
+    /// Bytes of their frames: at most what their payloads append when the
+    /// group commits.
+    pub(crate) frame_bytes: u64,
 }
 
 /// A batch that could not be journaled for want of room, with its callers.

@@ -53,4 +53,4 @@ pub use ops::*;
 pub use read::{PAGE_DEFAULT, PAGE_MAX, page_limit};
 pub use refs::{Ref, RefError};
 pub use view::{Reads, Snapshot, View, Walks};
-pub use writer::{BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, WRITE_QUEUE_MAX};
+pub use writer::{BATCH_MAX, CHECKPOINT_INTERVAL, CHECKPOINT_WAL_BYTES, HOLD_BYTES_MAX, WRITE_QUEUE_MAX};

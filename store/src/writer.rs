@@ -6,7 +6,7 @@
 //! frames, fdatasyncs the log, and answers every caller. A batch that wrote
 //! only calls' own rows (`Op::is_a_calls_own`) leaves its transaction and
 //! its open tables to the batches after it (a group: `HOLD_BATCHES_MAX`,
-//! `HOLD_MAX`): the tables are opened, the deferred writes made and the
+//! `HOLD_BYTES_MAX`, `HOLD_MAX`): the tables are opened, the deferred writes made and the
 //! transaction committed (non-durably) once for them all, those being most
 //! of a lone call's writer time. No reply ever precedes the sync of its
 //! frames, and no reader that begins after a reply sees the store without
@@ -44,11 +44,14 @@ pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 /// answered once durable, as every batch is, but the batches after it may
 /// join its transaction and its open tables (a group), up to this many in
 /// all...
-pub const HOLD_BATCHES_MAX: u32 = 16;
+pub const HOLD_BATCHES_MAX: u32 = 64;
+/// ...holding up to this many bytes of frames (the payloads the group
+/// appends wait in memory until it commits)...
+pub const HOLD_BYTES_MAX: u64 = CHECKPOINT_WAL_BYTES;
 /// ...for this long after the first was answered, or until a reader waits
 /// for one of them: one commit for them all. A snapshot begun after an
 /// answer asks for that commit and waits for it; a glance does not.
-pub const HOLD_MAX: Duration = Duration::from_millis(10);
+pub const HOLD_MAX: Duration = Duration::from_millis(40);
 /// First and longest wait between two looks for free space on a full disk.
 pub const SPACE_PROBE_FIRST: Duration = Duration::from_millis(100);
 pub const SPACE_PROBE_MAX: Duration = Duration::from_secs(2);
@@ -256,6 +259,7 @@ impl Loop {
             let first_synced = group.first_synced?;
             let may_grow = group.calls_own
                 && group.batches < HOLD_BATCHES_MAX
+                && group.frame_bytes < HOLD_BYTES_MAX
                 && first_synced.elapsed() < HOLD_MAX
                 && !shared.visibility.wanted();
             if !may_grow {

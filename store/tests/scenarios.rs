@@ -1130,6 +1130,34 @@ fn calls_batches_share_one_commit_and_every_answer_is_read_back_at_once() {
     assert_verifies(&store);
 }
 
+/// A group stops growing once its frames hold `HOLD_BYTES_MAX` bytes (the
+/// payloads it appends wait in memory until it commits): calls of half a
+/// MiB of output each, one after another, commit at least once every few
+/// calls, where small ones share a commit until the group's batch or time
+/// bound.
+#[test]
+fn a_group_of_calls_commits_once_its_frames_hold_its_bytes_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
+    let published = || store.stats().published.load(std::sync::atomic::Ordering::Relaxed);
+    let task = |id: &str| TaskKey { surface: Surface::Mcp, ..task(id) };
+    let calls = 32u64;
+    let mut outputs = vec![];
+    let before = published();
+    for i in 0..calls {
+        let output = vec![b'a' + (i % 26) as u8; 512 << 10];
+        let committed = begin_and_commit(&store, &task(&format!("big-{i}")), f, &output);
+        outputs.push((task(&format!("big-{i}")), output, committed));
+    }
+    // Each call's frames carry its output and its record: over 1 MiB, so a
+    // group ends after this many calls at most.
+    let per_group = world_store::HOLD_BYTES_MAX.div_ceil(1 << 20);
+    let commits = published() - before;
+    assert!(commits >= calls / per_group, "{calls} calls of 1 MiB of frames took {commits} commits");
+    assert_reads_back(&store, &outputs);
+    assert_verifies(&store);
+}
+
 /// The batches of a group share one transaction's open tables and its
 /// deferred writes: a task begun in one batch and committed in a later one
 /// leaves no open-task row, one begun and never ended keeps its row, each
