@@ -1095,6 +1095,17 @@ fn an_entry_by_the_quickstart_s_author_that_is_not_its_genesis_is_reported_forge
     }
 }
 
+/// The commits that made groups of batches visible to readers so far.
+fn commits_for_readers(store: &Store) -> u64 {
+    store.stats().published.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A task whose id the daemon names (MCP's): no admission looks its rows up,
+/// so its batches may join a group.
+fn mcp_task(id: &str) -> TaskKey {
+    TaskKey { surface: Surface::Mcp, ..task(id) }
+}
+
 /// Calls' own batches are answered once durable and committed for readers
 /// several at a time; a snapshot begun after an answer still sees it (it asks
 /// the writer to commit), and a session minted among them is seen by a
@@ -1103,9 +1114,8 @@ fn an_entry_by_the_quickstart_s_author_that_is_not_its_genesis_is_reported_forge
 fn calls_batches_share_one_commit_and_every_answer_is_read_back_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
-    let published = || store.stats().published.load(std::sync::atomic::Ordering::Relaxed);
-    // Task ids the daemon names (MCP's): no admission looks their rows up.
-    let task = |id: &str| TaskKey { surface: Surface::Mcp, ..task(id) };
+    let published = || commits_for_readers(&store);
+    let task = mcp_task;
     let before = published();
     for i in 0..8 {
         begin_and_commit(&store, &task(&format!("held-{i}")), f, format!("{{\"n\":{i}}}").as_bytes());
@@ -1139,8 +1149,8 @@ fn calls_batches_share_one_commit_and_every_answer_is_read_back_at_once() {
 fn a_group_of_calls_commits_once_its_frames_hold_its_bytes_bound() {
     let dir = tempfile::tempdir().unwrap();
     let (store, f) = echo_store(&dir.path().join("world.db"), StoreOptions::default());
-    let published = || store.stats().published.load(std::sync::atomic::Ordering::Relaxed);
-    let task = |id: &str| TaskKey { surface: Surface::Mcp, ..task(id) };
+    let published = || commits_for_readers(&store);
+    let task = mcp_task;
     let calls = 32u64;
     let mut outputs = vec![];
     let before = published();
@@ -1168,8 +1178,8 @@ fn a_groups_batches_share_their_tables_and_their_deferred_writes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("world.db");
     let (store, f) = echo_store(&path, StoreOptions::default());
-    let published = || store.stats().published.load(std::sync::atomic::Ordering::Relaxed);
-    let task = |id: &str| TaskKey { surface: Surface::Mcp, ..task(id) };
+    let published = || commits_for_readers(&store);
+    let task = mcp_task;
     let before = published();
     begin(&store, &task("begun-early"));
     begin(&store, &task("left-open"));
