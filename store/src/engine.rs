@@ -375,21 +375,17 @@ impl Engine {
     /// The batches of a group, applied through `w`, then its deferred writes.
     fn fill_group(&mut self, mut w: W<'_>, first: Batch, mut more: impl FnMut(&Group) -> Option<Batch>) -> Ended {
         let mut group = Group { batches: 0, first_synced: None, calls_own: true, frame_bytes: 0 };
-        // Payload bytes the group's frames may append: the file's end moves
-        // only when the group commits.
-        let mut reserved = 0;
         let mut applied: Option<(u64, Instant)> = None;
         let mut batch = first;
         loop {
             let (ops, dones) = batch;
-            match self.journal_and_apply(&mut w, ops, dones, &mut reserved) {
+            match self.journal_and_apply(&mut w, ops, dones, &mut group.frame_bytes) {
                 Step::Nothing => {}
                 Step::Applied { last, synced, calls_own } => {
                     applied = Some((last, synced));
                     group.batches += 1;
                     group.first_synced.get_or_insert(synced);
                     group.calls_own &= calls_own;
-                    group.frame_bytes = reserved;
                 }
                 Step::Stopped(fault, dones) => {
                     let Some((last, synced)) = applied else { return Ended::Empty(Some((fault, dones))) };
@@ -666,8 +662,8 @@ pub(crate) struct Group {
     pub(crate) first_synced: Option<Instant>,
     /// Every one of them wrote only calls' own rows (`Op::is_a_calls_own`).
     pub(crate) calls_own: bool,
-    /// Bytes of their frames: at most what their payloads append when the
-    /// group commits.
+    /// Bytes of their frames: room set aside in the payload file for what
+    /// their payloads may append (its end moves only when the group commits).
     pub(crate) frame_bytes: u64,
 }
 

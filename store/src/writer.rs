@@ -6,13 +6,13 @@
 //! frames, fdatasyncs the log, and answers every caller. A batch that wrote
 //! only calls' own rows (`Op::is_a_calls_own`) leaves its transaction and
 //! its open tables to the batches after it (a group: `HOLD_BATCHES_MAX`,
-//! `HOLD_BYTES_MAX`, `HOLD_MAX`): the tables are opened, the deferred writes made and the
-//! transaction committed (non-durably) once for them all, those being most
-//! of a lone call's writer time. No reply ever precedes the sync of its
-//! frames, and no reader that begins after a reply sees the store without
-//! its batch: it asks the writer to end the group and waits for its commit
-//! (`engine::Visibility`); a glance, which reads no call's own rows, waits
-//! only for the others.
+//! `HOLD_BYTES_MAX`, `HOLD_MAX`): the tables are opened, the deferred
+//! writes made and the transaction committed (non-durably) once for them
+//! all, those being most of a lone call's writer time. No reply ever
+//! precedes the sync of its frames, and no reader that begins after a reply
+//! sees the store without its batch: it asks the writer to end the group
+//! and waits for its commit (`engine::Visibility`); a glance, which reads
+//! no call's own rows, waits only for the others.
 //! Checkpoints (durable redb commits) run when `CHECKPOINT_WAL_BYTES` of
 //! frames or `CHECKPOINT_INTERVAL` have accumulated, and empty the log.
 //!

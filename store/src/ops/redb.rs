@@ -1089,7 +1089,7 @@ const MOVE_WRITE_BYTES: usize = 4 << 20;
 /// reverse, is left for `verify` to report. A store without the table has
 /// its payloads in the file already.
 pub(crate) fn move_payloads_to_file(txn: &WriteTransaction, io: &dyn WalIo) -> R<()> {
-    if !txn.list_tables().map_err(storage)?.any(|t| t.name() == FORMAT7_PAYLOADS.name()) {
+    if !has_table(txn, FORMAT7_PAYLOADS)? {
         return Ok(());
     }
     let written = |e: std::io::Error| storage(format!("writing the payload file: {e}"));
@@ -1164,6 +1164,12 @@ fn rows_by_position(
     Ok(())
 }
 
+/// Whether `txn` sees table `def` (an older format's, which an upgrade
+/// step moves and drops).
+fn has_table(txn: &WriteTransaction, def: impl TableHandle) -> R<bool> {
+    Ok(txn.list_tables().map_err(storage)?.any(|t| t.name() == def.name()))
+}
+
 /// An object row as format 11 and those before it wrote it: without its
 /// ref, which a table of its own held (`FORMAT11_OBJECT_SEQ`).
 #[derive(serde::Deserialize)]
@@ -1183,7 +1189,7 @@ struct Format11ObjectRow {
 /// row, and drops that table. A row that does not decode, or that no number
 /// names, is left as it was, for `verify` to report.
 pub(crate) fn hash_object_rows(txn: &WriteTransaction) -> R<()> {
-    if !txn.list_tables().map_err(storage)?.any(|t| t.name() == FORMAT11_OBJECT_SEQ.name()) {
+    if !has_table(txn, FORMAT11_OBJECT_SEQ)? {
         return Ok(());
     }
     {

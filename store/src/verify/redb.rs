@@ -634,7 +634,7 @@ impl<'a> Verifier<'a> {
         let object_rows = self.table(OBJECT_ROWS)?;
         let named_at = |seq: u64| crate::referrers::object_ref(object_rows.as_ref(), seq).map_err(|e| e.to_string());
         let at = |refs: &[Ref], i: u64| usize::try_from(i).ok().and_then(|i| refs.get(i)).copied();
-        let objects = self.table(OBJECT_ROWS)?.map(|t| t.len()).transpose().map_err(|e| e.to_string())?;
+        let objects = object_rows.as_ref().map(|t| t.len()).transpose().map_err(|e| e.to_string())?;
         for (kind, what, held) in [
             (PLACE_OBJECT, "object", objects.unwrap_or(0)),
             (PLACE_ENTRY, "entry", counts.log_entries),
